@@ -1,0 +1,252 @@
+"""Workspaces: named, isolated roots under ``$ARIES_HOME/workspaces/<name>``.
+
+A workspace root holds::
+
+    workspace.yaml    name, created_at, active profile and settings (ruamel.yaml round trip)
+    transcripts/      one NDJSON file per conversation
+    artifacts/        the artifact registry (see services.artifacts)
+    indexes/          retrieval indexes tied to this workspace
+
+Every operation is idempotent: creating an existing workspace repairs missing parts and
+changes nothing else; opening after a crash removes temp files of interrupted writes and
+reports torn transcript lines without touching intact data.  Without a name, Aries uses an
+ephemeral workspace in a temporary directory that is deleted on close.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.artifacts import ArtifactRegistry
+from services.atomic import remove_stale_temp_files
+from services.clock import utc_now
+from services.config import workspaces_root
+from services.errors import ConfigError, CorruptFile, NotFound
+from services.names import validate_name
+from services.transcripts import Problem, Transcript, iter_problems, list_conversations
+
+WORKSPACE_FILE = "workspace.yaml"
+SUBDIRS = ("transcripts", "artifacts", "indexes")
+FORMAT_VERSION = 1
+EPHEMERAL_NAME = "(ephemeral)"
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "model": "offline",
+    "approval_mode": "guide",
+    "active_index": None,
+}
+
+
+@dataclass
+class OpenReport:
+    """What opening a workspace found and repaired."""
+
+    created: bool = False
+    repaired: list[str] = field(default_factory=list)
+    removed_temp_files: int = 0
+    transcript_problems: list[Problem] = field(default_factory=list)
+    artifact_problems: list[str] = field(default_factory=list)
+
+
+class Workspace:
+    def __init__(self, root: Path, name: str, *, ephemeral: bool = False) -> None:
+        self.root = Path(root)
+        self.name = name
+        self.ephemeral = ephemeral
+        self._meta: Any = None
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+
+    # -- paths ---------------------------------------------------------------------
+    @property
+    def transcripts_dir(self) -> Path:
+        return self.root / "transcripts"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.root / "artifacts"
+
+    @property
+    def indexes_dir(self) -> Path:
+        return self.root / "indexes"
+
+    @property
+    def meta_path(self) -> Path:
+        return self.root / WORKSPACE_FILE
+
+    @property
+    def artifacts(self) -> ArtifactRegistry:
+        return ArtifactRegistry(self.root)
+
+    # -- metadata ------------------------------------------------------------------
+    @property
+    def meta(self) -> Any:
+        if self._meta is None:
+            self._meta = self._read_meta()
+        return self._meta
+
+    def _read_meta(self) -> Any:
+        from services.yamlio import load_yaml
+
+        data = load_yaml(self.meta_path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{self.meta_path}: expected a mapping at the top level")
+        return data
+
+    @property
+    def profile(self) -> str:
+        return str(self.meta.get("profile") or "default")
+
+    def setting(self, key: str) -> Any:
+        settings = self.meta.get("settings") or {}
+        return settings.get(key, DEFAULT_SETTINGS.get(key))
+
+    def update(self, *, profile: str | None = None, **settings: Any) -> None:
+        """Change the active profile and/or settings; written atomically, comments kept."""
+        from services.yamlio import write_yaml
+
+        meta = self.meta
+        if profile is not None:
+            meta["profile"] = validate_name(profile, "profile")
+        if settings:
+            if meta.get("settings") is None:
+                meta["settings"] = {}
+            for key, value in settings.items():
+                meta["settings"][key] = value
+        write_yaml(self.meta_path, meta)
+
+    # -- conversations -------------------------------------------------------------
+    def conversations(self) -> list[Path]:
+        return list_conversations(self.transcripts_dir)
+
+    def latest_transcript(self) -> Transcript:
+        """The most recent conversation, or a new one if there is none yet."""
+        existing = self.conversations()
+        if existing:
+            return Transcript(self.transcripts_dir, existing[-1].stem)
+        return Transcript(self.transcripts_dir)
+
+    def new_transcript(self) -> Transcript:
+        return Transcript(self.transcripts_dir)
+
+    # -- lifecycle -----------------------------------------------------------------
+    def ensure_layout(self) -> OpenReport:
+        """Create whatever is missing; change nothing that exists."""
+        from services.yamlio import write_yaml
+
+        report = OpenReport()
+        report.created = not self.root.exists()
+        self.root.mkdir(parents=True, exist_ok=True)
+        for sub in SUBDIRS:
+            path = self.root / sub
+            if not path.is_dir():
+                path.mkdir()
+                if not report.created:
+                    report.repaired.append(f"created missing {sub}/")
+        if not self.meta_path.exists():
+            from ruamel.yaml.comments import CommentedMap
+
+            meta = CommentedMap()
+            meta["format_version"] = FORMAT_VERSION
+            meta["name"] = self.name
+            meta["created_at"] = utc_now()
+            meta["profile"] = "default"
+            meta["settings"] = CommentedMap(DEFAULT_SETTINGS)
+            meta.yaml_set_start_comment("Aries workspace settings. Safe to edit; comments are kept.")
+            write_yaml(self.meta_path, meta)
+            if not report.created:
+                report.repaired.append(f"recreated missing {WORKSPACE_FILE}")
+        return report
+
+    def recover(self) -> OpenReport:
+        """Make the workspace safe to use after a crash, and say what was found."""
+        report = self.ensure_layout()
+        for directory in (self.root, self.artifacts_dir, self.artifacts_dir / "objects"):
+            report.removed_temp_files += len(remove_stale_temp_files(directory))
+        objects = self.artifacts_dir / "objects"
+        if objects.is_dir():
+            for leftover in objects.glob(".incoming.*.tmp"):
+                leftover.unlink(missing_ok=True)
+                report.removed_temp_files += 1
+        report.transcript_problems = list(iter_problems(self.transcripts_dir))
+        try:
+            report.artifact_problems = self.artifacts.verify()
+        except CorruptFile as exc:
+            report.artifact_problems = [exc.message]
+        return report
+
+    def close(self) -> None:
+        if self.ephemeral and self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.root),
+            "ephemeral": self.ephemeral,
+            "profile": self.profile,
+            "model": self.setting("model"),
+            "approval_mode": self.setting("approval_mode"),
+            "active_index": self.setting("active_index"),
+            "created_at": str(self.meta.get("created_at", "")),
+            "conversations": len(self.conversations()),
+            "artifacts": len(self.artifacts.list()),
+            "indexes": sorted(p.name for p in self.indexes_dir.iterdir() if p.is_dir())
+            if self.indexes_dir.is_dir()
+            else [],
+        }
+
+
+class WorkspaceManager:
+    """Creates, lists and opens the workspaces under one data root."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else workspaces_root()
+
+    def path_for(self, name: str) -> Path:
+        return self.root / validate_name(name)
+
+    def exists(self, name: str) -> bool:
+        return (self.path_for(name) / WORKSPACE_FILE).is_file()
+
+    def create(self, name: str) -> tuple[Workspace, OpenReport]:
+        """Create ``name`` (or repair it if it exists). Nothing is created for a bad name."""
+        path = self.path_for(name)
+        self.root.mkdir(parents=True, exist_ok=True)
+        workspace = Workspace(path, name)
+        return workspace, workspace.recover()
+
+    def open(self, name: str) -> tuple[Workspace, OpenReport]:
+        path = self.path_for(name)
+        if not path.is_dir():
+            raise NotFound(f"no workspace named {name!r}; create it with: aries workspace new {name}")
+        workspace = Workspace(path, name)
+        return workspace, workspace.recover()
+
+    def list(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        names = []
+        for entry in sorted(self.root.iterdir()):
+            if entry.is_dir() and (entry / WORKSPACE_FILE).is_file():
+                names.append(entry.name)
+        return names
+
+    def delete(self, name: str) -> None:
+        path = self.path_for(name)
+        if not path.is_dir():
+            raise NotFound(f"no workspace named {name!r}")
+        shutil.rmtree(path)
+
+
+def ephemeral_workspace() -> Workspace:
+    """A throw-away workspace in a temporary directory, removed by ``close()``."""
+    tempdir = tempfile.TemporaryDirectory(prefix="aries-ephemeral-")
+    workspace = Workspace(Path(tempdir.name), EPHEMERAL_NAME, ephemeral=True)
+    workspace._tempdir = tempdir
+    workspace.ensure_layout()
+    return workspace
