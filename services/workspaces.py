@@ -250,3 +250,63 @@ def ephemeral_workspace() -> Workspace:
     workspace._tempdir = tempdir
     workspace.ensure_layout()
     return workspace
+
+
+# -- open/close markers ---------------------------------------------------------------
+SESSION_FILE = ".aries-session.json"
+
+
+def session_marker(workspace: Workspace) -> dict[str, Any] | None:
+    """The marker of the process that has the workspace open, if any (it may be stale)."""
+    import json
+
+    path = workspace.root / SESSION_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def marker_is_live(marker: dict[str, Any]) -> bool:
+    import os
+
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_open(workspace: Workspace) -> dict[str, Any] | None:
+    """Record that this process has the workspace open; return a stale marker found, if any."""
+    import json
+    import os
+
+    from services.atomic import atomic_write_text
+
+    previous = session_marker(workspace)
+    stale = previous if previous is not None and not marker_is_live(previous) else None
+    if not workspace.ephemeral:
+        atomic_write_text(
+            workspace.root / SESSION_FILE, json.dumps({"pid": os.getpid(), "opened_at": utc_now()}) + "\n"
+        )
+    return stale
+
+
+def mark_closed(workspace: Workspace) -> bool:
+    """Remove this process's marker (or a stale one). Return True if a marker was removed."""
+    import os
+
+    marker = session_marker(workspace)
+    if marker is None:
+        return False
+    if marker.get("pid") != os.getpid() and marker_is_live(marker):
+        return False
+    (workspace.root / SESSION_FILE).unlink(missing_ok=True)
+    return True

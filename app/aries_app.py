@@ -1,0 +1,269 @@
+"""The Aries App: owns the state (active workspace, transcript) and wires screens to services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.widgets import Input
+
+from app.commands import BY_NAME, CommandError, parse
+from app.messages import WorkspaceChanged
+from app.palette import WorkspaceCommands
+from screens.help import HelpScreen
+from screens.main import MainScreen
+from screens.workspace_switcher import WorkspaceSwitcher
+from services.errors import AriesError
+from services.transcripts import Transcript
+from services.workspaces import (
+    Workspace,
+    WorkspaceManager,
+    ephemeral_workspace,
+    mark_closed,
+    mark_open,
+)
+from widgets.approvals.pane import ApprovalsPane
+from widgets.artifacts.pane import ArtifactsPane
+from widgets.context.pane import ContextPane
+from widgets.transcript.pane import TranscriptPane
+
+OFFLINE_REPLY = (
+    "offline: no model is configured and no index is in use, so there is nothing to answer from yet. "
+    "Your message is kept in the transcript."
+)
+
+
+class AriesApp(App[int]):
+    TITLE = "Aries"
+    CSS_PATH = "aries.tcss"
+    COMMANDS = App.COMMANDS | {WorkspaceCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+o", "switch_workspace", "Workspaces", id="workspace.switch",
+                tooltip="Open the workspace switcher (fuzzy filter, Enter opens, Ctrl+N creates)"),
+        Binding("f1", "help", "Help", id="help", tooltip="List every command and key"),
+        Binding("f2", "focus_pane('transcript')", "Transcript", id="focus.transcript",
+                tooltip="Focus the Transcript pane"),
+        Binding("f3", "focus_pane('context')", "Context", id="focus.context",
+                tooltip="Focus the Context pane (retrieved chunks)"),
+        Binding("f4", "focus_pane('approvals')", "Approvals", id="focus.approvals",
+                tooltip="Focus the Approvals pane (pending tool calls)"),
+        Binding("f5", "focus_pane('artifacts')", "Artifacts", id="focus.artifacts",
+                tooltip="Focus the Artifacts pane"),
+        Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt",
+                tooltip="Back to the prompt"),
+    ]
+
+    def __init__(
+        self,
+        workspace: str | None = None,
+        *,
+        create: bool = True,
+        manager: WorkspaceManager | None = None,
+    ) -> None:
+        super().__init__()
+        self.manager = manager or WorkspaceManager()
+        self._initial = workspace
+        self._create = create
+        self.workspace: Workspace | None = None
+        self.transcript: Transcript | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen())
+        if self._initial:
+            self.open_workspace(self._initial, create=self._create)
+        if self.workspace is None:
+            self._activate(ephemeral_workspace(), [])
+
+    def on_unmount(self) -> None:
+        self._close_current()
+
+    @property
+    def workspace_name(self) -> str:
+        return self.workspace.name if self.workspace else ""
+
+    # -- workspaces --------------------------------------------------------------------
+    def open_workspace(self, name: str, *, create: bool = False) -> bool:
+        """Open (or create) ``name`` and make it active. Errors become notifications."""
+        try:
+            if create:
+                workspace, report = self.manager.create(name)
+            else:
+                workspace, report = self.manager.open(name)
+            stale = mark_open(workspace)
+        except AriesError as exc:
+            self.notify(exc.message, title="Workspace", severity="error")
+            return False
+        warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
+        if stale:
+            warnings.insert(0, f"recovered after an unclean exit (pid {stale.get('pid')})")
+        self._activate(workspace, warnings)
+        return True
+
+    def _close_current(self) -> None:
+        if self.workspace is not None:
+            mark_closed(self.workspace)
+            self.workspace.close()
+            self.workspace = None
+
+    def _activate(self, workspace: Workspace, warnings: list[str]) -> None:
+        if self.workspace is not None and self.workspace.root != workspace.root:
+            self._close_current()
+        self.workspace = workspace
+        self.transcript = workspace.latest_transcript()
+        for warning in warnings[:5]:
+            self.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)
+        self.post_message(WorkspaceChanged(workspace.name))
+
+    @on(WorkspaceChanged)
+    def _reload(self, message: WorkspaceChanged) -> None:
+        workspace = self.workspace
+        if workspace is None:
+            return
+        self.sub_title = (
+            f"workspace {workspace.name} · profile {workspace.profile} · "
+            f"model {workspace.setting('model')} · approvals {workspace.setting('approval_mode')}"
+        )
+        screen = self.screen if isinstance(self.screen, MainScreen) else None
+        if screen is None:
+            return
+        entries = self.transcript.read().entries if self.transcript else []
+        conversation = self.transcript.conversation_id if self.transcript and entries else "new conversation"
+        screen.query_one(TranscriptPane).load(entries, subtitle=conversation)
+        screen.query_one(ArtifactsPane).load(workspace.artifacts)
+        index = workspace.setting("active_index")
+        screen.query_one(ContextPane).border_subtitle = f"index {index}" if index else "no index in use"
+
+    def action_switch_workspace(self, create: bool = False) -> None:
+        def done(result: tuple[str, str] | None) -> None:
+            if result is None:
+                return
+            verb, name = result
+            if self.open_workspace(name, create=(verb == "new")):
+                self.notify(f"Workspace {name} is active.", title="Workspace", timeout=3)
+
+        switcher = WorkspaceSwitcher(self.manager.list(), self.workspace_name)
+        self.push_screen(switcher, done)
+
+    # -- keys ------------------------------------------------------------------------
+    def key_bindings_for_help(self) -> list[tuple[str, str, str]]:
+        rows = [
+            (self.get_key_display(binding), binding.description, binding.tooltip)
+            for binding in self.BINDINGS
+            if isinstance(binding, Binding)
+        ]
+        rows += [("ctrl+p", "Palette", "Command palette: workspace and help commands"), ("ctrl+q", "Quit", "Leave")]
+        return rows
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.key_bindings_for_help()))
+
+    def action_focus_pane(self, pane: str) -> None:
+        if not isinstance(self.screen, MainScreen):
+            return
+        widget = self.screen.query_one(f"#{pane}")
+        if isinstance(widget, TranscriptPane):
+            widget.focus()
+        elif isinstance(widget, ContextPane | ApprovalsPane | ArtifactsPane):
+            widget.focus_main()
+
+    def action_focus_prompt(self) -> None:
+        if isinstance(self.screen, MainScreen):
+            self.screen.query_one("#prompt").focus()
+
+    # -- the prompt ------------------------------------------------------------------
+    @on(Input.Submitted, "#prompt")
+    def _prompt_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        event.input.value = ""
+        if not text:
+            return
+        if text.startswith("/"):
+            self.run_command(text)
+        else:
+            self.send_message(text)
+
+    def run_command(self, line: str) -> None:
+        try:
+            command, args = parse(line)
+        except CommandError as exc:
+            self.notify(str(exc), title="Command", severity="error")
+            return
+        handler = getattr(self, f"command_{command.handler}")
+        try:
+            handler(args)
+        except AriesError as exc:
+            self.notify(exc.message, title=f"/{command.name}", severity="error")
+        except CommandError as exc:
+            self.notify(f"{exc}  Usage: {command.usage}", title=f"/{command.name}", severity="error")
+
+    def append_entry(self, role: str, content: str, **extra: Any) -> None:
+        if self.transcript is None:
+            return
+        entry = self.transcript.append(role, content, **extra)
+        if isinstance(self.screen, MainScreen):
+            pane = self.screen.query_one(TranscriptPane)
+            pane.add_entry(entry)
+            pane.border_subtitle = self.transcript.conversation_id
+
+    def send_message(self, text: str) -> None:
+        self.append_entry("user", text)
+        self.append_entry("system", OFFLINE_REPLY)
+
+    # -- slash commands (one method per row of app.commands.COMMANDS) ----------------------
+    def command_help(self, args: list[str]) -> None:
+        self.action_help()
+
+    def command_workspace(self, args: list[str]) -> None:
+        if not args or args[0] == "switch":
+            self.action_switch_workspace()
+            return
+        action, rest = args[0], args[1:]
+        if action == "list":
+            names = self.manager.list()
+            listing = ", ".join(f"{n} (current)" if n == self.workspace_name else n for n in names)
+            self.append_entry("system", f"Workspaces: {listing or 'none yet; /workspace new NAME creates one'}")
+        elif action in {"new", "open"} and len(rest) == 1:
+            if self.open_workspace(rest[0], create=(action == "new")):
+                self.notify(f"Workspace {rest[0]} is active.", title="Workspace", timeout=3)
+        else:
+            raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
+
+    def command_artifact(self, args: list[str]) -> None:
+        if self.workspace is None:
+            return
+        if args[:1] == ["list"] or not args:
+            artifacts = self.workspace.artifacts.list()
+            lines = [f"{a.id}  {a.name}  {a.size_bytes} bytes  {a.mime_type}" for a in artifacts]
+            self.append_entry("system", "Artifacts:\n" + "\n".join(lines) if lines else "No artifacts yet.")
+            return
+        if args[0] != "add" or len(args) < 2:
+            raise CommandError("cannot read the artifact command.")
+        path = Path(args[1]).expanduser()
+        description = " ".join(args[2:]) or None
+        artifact, created = self.workspace.artifacts.add_file(
+            path, description=description, provenance={"kind": "tui", "command": f"/artifact add {args[1]}"}
+        )
+        state = "added" if created else "already there (identical content)"
+        self.append_entry("system", f"Artifact {artifact.id} {artifact.name} ({artifact.size_bytes} bytes): {state}.")
+        if isinstance(self.screen, MainScreen):
+            self.screen.query_one(ArtifactsPane).load(self.workspace.artifacts)
+
+    def command_new(self, args: list[str]) -> None:
+        if self.workspace is None:
+            return
+        self.transcript = self.workspace.new_transcript()
+        if isinstance(self.screen, MainScreen):
+            self.screen.query_one(TranscriptPane).load([], subtitle="new conversation")
+
+    def command_quit(self, args: list[str]) -> None:
+        self.exit(0)
+
+
+assert set(BY_NAME) <= {name.removeprefix("command_") for name in dir(AriesApp) if name.startswith("command_")} | {
+    c.name for c in BY_NAME.values() if hasattr(AriesApp, f"command_{c.handler}")
+}

@@ -1,0 +1,53 @@
+"""The help screen: the slash commands (from the dispatch table) and the keys."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from app.commands import COMMANDS
+
+
+def commands_table() -> Table:
+    table = Table(title="Commands", title_justify="left", expand=True, show_edge=False)
+    table.add_column("command", style="bold cyan", no_wrap=True)
+    table.add_column("what it does")
+    for command in COMMANDS:
+        table.add_row(Text(command.usage), Text(command.summary))
+    return table
+
+
+def keys_table(bindings: list[tuple[str, str, str]]) -> Table:
+    table = Table(title="Keys", title_justify="left", expand=True, show_edge=False)
+    table.add_column("key", style="bold yellow", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("what it does")
+    for key, description, tooltip in bindings:
+        table.add_row(key, description, tooltip)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "help.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,f1", "dismiss", "Close", id="help.close", tooltip="Close the help"),
+    ]
+
+    def __init__(self, bindings: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.bindings = bindings
+
+    def compose(self) -> Any:
+        with VerticalScroll(id="help"):
+            yield Static(commands_table(), id="help-commands")
+            yield Static(keys_table(self.bindings), id="help-keys")
+            yield Static("Esc closes this help.", id="help-footer")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

@@ -1,0 +1,99 @@
+"""The Artifacts pane: the workspace's registry, with a preview of the highlighted text artifact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+if TYPE_CHECKING:
+    from services.artifacts import Artifact, ArtifactRegistry
+
+PREVIEW_BYTES = 16 * 1024
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
+    from services.artifacts import is_text_mime
+
+    header = Text()
+    header.append(artifact.name, style="bold")
+    header.append(f"  {artifact.mime_type}  {human_size(artifact.size_bytes)}  {artifact.hash[:19]}…", style="dim")
+    if artifact.description:
+        header.append(f"\n{artifact.description}", style="italic")
+    if not is_text_mime(artifact.mime_type):
+        return Text.assemble(header, "\n\n", Text("(binary content: no preview)", style="dim"))
+    try:
+        data = registry.read_bytes(artifact, PREVIEW_BYTES)
+    except OSError as exc:
+        return Text.assemble(header, "\n\n", Text(f"cannot read the stored object: {exc}", style="red"))
+    body = data.decode("utf-8", errors="replace")
+    more = "" if artifact.size_bytes <= PREVIEW_BYTES else f"\n… ({human_size(artifact.size_bytes)} in all)"
+    return Text.assemble(header, "\n\n", Text(body), Text(more, style="dim"))
+
+
+class ArtifactsPane(Vertical):
+    BORDER_TITLE = "Artifacts"
+
+    @dataclass
+    class Selected(Message):
+        artifact_id: str
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._registry: ArtifactRegistry | None = None
+        self._artifacts: dict[str, Artifact] = {}
+
+    def compose(self) -> Any:
+        yield Static("No artifacts yet. /artifact add PATH adds one.", id="artifacts-empty", classes="empty")
+        yield OptionList(id="artifacts-list")
+        with VerticalScroll(id="artifact-preview-scroll"):
+            yield Static("", id="artifact-preview", markup=False)
+
+    def focus_main(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def load(self, registry: ArtifactRegistry) -> None:
+        self._registry = registry
+        artifacts = registry.list()
+        self._artifacts = {a.id: a for a in artifacts}
+        options = self.query_one(OptionList)
+        options.clear_options()
+        for artifact in artifacts:
+            label = Text.assemble((artifact.name, "bold"), f"  {human_size(artifact.size_bytes)}", style="")
+            options.add_option(Option(label, id=artifact.id))
+        empty = not artifacts
+        self.query_one("#artifacts-empty").display = empty
+        options.display = not empty
+        self.query_one("#artifact-preview-scroll").display = not empty
+        self.border_subtitle = f"{len(artifacts)} item{'s' if len(artifacts) != 1 else ''}" if artifacts else ""
+        if artifacts:
+            options.highlighted = len(artifacts) - 1
+        else:
+            self.query_one("#artifact-preview", Static).update("")
+
+    @on(OptionList.OptionHighlighted, "#artifacts-list")
+    def _show_preview(self, event: OptionList.OptionHighlighted) -> None:
+        artifact = self._artifacts.get(event.option.id or "")
+        if artifact is None or self._registry is None:
+            return
+        self.query_one("#artifact-preview", Static).update(preview_text(self._registry, artifact))
+
+    @on(OptionList.OptionSelected, "#artifacts-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.post_message(self.Selected(event.option.id))

@@ -1,0 +1,85 @@
+"""The Transcript pane: the active conversation, one block per entry."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries"}
+MAX_SHOWN_CHARS = 20_000
+
+
+def render_entry(entry: dict[str, Any]) -> Text:
+    """One transcript entry as rich text: a label line, then the content."""
+    role = str(entry.get("role", "system"))
+    stamp = str(entry.get("timestamp", ""))[11:19]
+    label = Text()
+    label.append(ROLE_LABELS.get(role, role), style=f"bold {_role_style(role)}")
+    if role == "tool":
+        status = entry.get("status", "")
+        label.append(f"  {entry.get('tool_name', '?')}", style="bold")
+        label.append(f"  {status}", style="green" if status == "success" else "red")
+        label.append(f"  {entry.get('duration_ms', '?')} ms", style="dim")
+    label.append(f"  {stamp}", style="dim")
+    body = str(entry.get("content", ""))
+    if role == "tool" and not body and entry.get("output") is not None:
+        body = json.dumps(entry["output"], ensure_ascii=False)[:2000]
+    if len(body) > MAX_SHOWN_CHARS:
+        body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
+    return Text.assemble(label, "\n", Text(body))
+
+
+def _role_style(role: str) -> str:
+    return {"user": "cyan", "assistant": "magenta", "tool": "yellow", "system": "blue"}.get(role, "white")
+
+
+class TranscriptEntry(Static):
+    DEFAULT_CSS = """
+    TranscriptEntry { margin: 0 0 1 0; padding: 0 1; }
+    TranscriptEntry.-user { border-left: wide $accent; }
+    TranscriptEntry.-assistant { border-left: wide $secondary; }
+    TranscriptEntry.-tool { border-left: wide $warning; }
+    TranscriptEntry.-system { border-left: wide $primary-muted; color: $text-muted; }
+    """
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        super().__init__(render_entry(entry), classes=f"-{entry.get('role', 'system')}", markup=False)
+        self.entry = entry
+
+
+class TranscriptPane(VerticalScroll):
+    """Scrollable list of transcript entries; ``load`` replaces them, ``add_entry`` appends."""
+
+    BORDER_TITLE = "Transcript"
+    can_focus = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_home", "Top", show=False, id="transcript.top", tooltip="Scroll to the first entry"),
+        Binding("end", "scroll_end", "Bottom", show=False, id="transcript.bottom", tooltip="Scroll to the last entry"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
+        super().__init__(id=id)
+        self._empty = Static(
+            "No messages yet. Type below and press Enter; /help lists the commands.", id="transcript-empty"
+        )
+
+    def compose(self) -> Any:
+        yield self._empty
+
+    def load(self, entries: list[dict[str, Any]], subtitle: str = "") -> None:
+        self.remove_children(TranscriptEntry)
+        self.border_subtitle = subtitle
+        self._empty.display = not entries
+        if entries:
+            self.mount_all([TranscriptEntry(entry) for entry in entries])
+        self.call_after_refresh(self.scroll_end, animate=False)
+
+    def add_entry(self, entry: dict[str, Any]) -> None:
+        self._empty.display = False
+        self.mount(TranscriptEntry(entry))
+        self.call_after_refresh(self.scroll_end, animate=False)
