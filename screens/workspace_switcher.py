@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.content import Content
 from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -54,9 +55,9 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
             ranked = list(self.names)
             matcher = None
         for name in ranked:
-            label = matcher.highlight(name) if matcher else Text(name)
+            label = matcher.highlight(name) if matcher else Content(name)
             if name == self.current:
-                label = Text.assemble(label, ("  (current)", "dim"))
+                label = Content.assemble(label, ("  (current)", "dim"))
             options.add_option(Option(label, id=name))
         if ranked:
             options.highlighted = 0

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from services.clock import utc_now
-from services.errors import CorruptFile, InvalidInput, NotFound
+from services.errors import InvalidInput, NotFound
 
 ROLES = ("user", "assistant", "tool", "system")
 TOOL_STATUSES = ("success", "fail")
@@ -115,7 +115,9 @@ class Transcript:
 
     def __init__(self, directory: Path, conversation_id: str | None = None) -> None:
         self.directory = Path(directory)
-        self.conversation_id = _valid_conversation_id(conversation_id or new_conversation_id())
+        self.conversation_id = _valid_conversation_id(
+            new_conversation_id() if conversation_id is None else conversation_id
+        )
         self.path = self.directory / f"{self.conversation_id}{SUFFIX}"
         self._lock = threading.Lock()
         self._seq = 0
@@ -124,22 +126,11 @@ class Transcript:
             self._resume()
 
     def _resume(self) -> None:
+        problem = repair_torn_tail(self.path)
         result = read_transcript(self.path)
-        self.recovered = result.problems
+        self.recovered = ([problem] if problem else []) + result.problems
         seqs = [int(str(e["message_id"]).rsplit("-", 1)[-1]) for e in result.entries if _has_seq(e)]
         self._seq = max(seqs, default=0)
-        with self.path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell() == 0:
-                return
-            handle.seek(-1, os.SEEK_END)
-            last = handle.read(1)
-        if last != b"\n":
-            # Terminate a torn tail so the next entry starts on a line of its own.
-            with self.path.open("ab") as handle:
-                handle.write(b"\n")
-                handle.flush()
-                os.fsync(handle.fileno())
 
     def append(
         self,
@@ -204,6 +195,47 @@ def _has_seq(entry: dict[str, Any]) -> bool:
     return tail.isdigit()
 
 
+def repair_torn_tail(path: Path) -> Problem | None:
+    """Make ``path`` end on a complete line again after a crash mid-append.
+
+    A complete entry that only lacks its newline gets the newline.  A torn fragment is
+    appended to the sidecar ``<file>.torn`` (as a JSON record with its line number) and
+    then cut from the transcript: it is reported and kept, never silently dropped, and the
+    transcript parses in full afterwards.  Returns the problem found, if any.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return None
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    line = data.count(b"\n") + 1
+    try:
+        entry = json.loads(tail.decode("utf-8"))
+        complete = isinstance(entry, dict) and all(name in entry for name in ENTRY_FIELDS)
+    except (ValueError, UnicodeDecodeError):
+        complete = False
+    if complete:
+        with path.open("ab") as handle:
+            handle.write(b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        return None
+    sidecar = path.with_name(path.name + ".torn")
+    record = {"line": line, "recovered_at": utc_now(), "bytes": len(tail), "text": tail.decode("utf-8", "replace")}
+    with sidecar.open("ab") as handle:
+        handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+    with path.open("r+b") as handle:
+        handle.truncate(cut)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return Problem(path, line, f"torn fragment of {len(tail)} bytes moved to {sidecar.name}", torn=True)
+
+
 def list_conversations(directory: Path) -> list[Path]:
     """Transcript files, oldest first (ids sort by creation time)."""
     if not Path(directory).is_dir():
@@ -211,9 +243,11 @@ def list_conversations(directory: Path) -> list[Path]:
     return sorted(p for p in Path(directory).iterdir() if p.suffix == SUFFIX and p.is_file())
 
 
-def iter_problems(directory: Path) -> Iterator[Problem]:
+def iter_problems(directory: Path, *, repair: bool = False) -> Iterator[Problem]:
+    """Problems in every transcript; with ``repair``, torn tails are quarantined first."""
     for path in list_conversations(directory):
-        try:
-            yield from read_transcript(path).problems
-        except CorruptFile:  # pragma: no cover - read_transcript reports, never raises this
-            continue
+        if repair:
+            problem = repair_torn_tail(path)
+            if problem is not None:
+                yield problem
+        yield from read_transcript(path).problems

@@ -171,7 +171,7 @@ class Workspace:
             for leftover in objects.glob(".incoming.*.tmp"):
                 leftover.unlink(missing_ok=True)
                 report.removed_temp_files += 1
-        report.transcript_problems = list(iter_problems(self.transcripts_dir))
+        report.transcript_problems = list(iter_problems(self.transcripts_dir, repair=True))
         try:
             report.artifact_problems = self.artifacts.verify()
         except CorruptFile as exc:

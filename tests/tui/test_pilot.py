@@ -1,0 +1,202 @@
+"""Drive the TUI by keys with Textual's Pilot; assert on state, files and messages."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from app.aries_app import OFFLINE_REPLY, AriesApp
+from app.messages import WorkspaceChanged
+from screens.help import HelpScreen
+from screens.workspace_switcher import WorkspaceSwitcher
+from services.transcripts import read_transcript
+from services.workspaces import WorkspaceManager
+from tests.tui.fixtures import workspace_with_transcript
+from widgets.artifacts.pane import ArtifactsPane
+from widgets.transcript.pane import TranscriptEntry, TranscriptPane
+
+SIZE = (160, 48)
+
+
+async def test_first_screen_shows_the_four_panes() -> None:
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        titles = {w.border_title for w in app.screen.query("TranscriptPane, ContextPane, ApprovalsPane, ArtifactsPane")}
+        assert titles == {"Transcript", "Context", "Approvals", "Artifacts"}
+        for widget in app.screen.query("TranscriptPane, ContextPane, ApprovalsPane, ArtifactsPane"):
+            assert widget.region.width > 0 and widget.region.height > 0
+            assert widget.region.bottom <= SIZE[1] and widget.region.right <= SIZE[0]
+        assert "workspace (ephemeral)" in app.sub_title and "approvals guide" in app.sub_title
+
+
+async def test_typing_a_message_writes_the_transcript() -> None:
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"hello there", "enter")
+        await pilot.pause()
+        assert app.transcript is not None
+        entries = read_transcript(app.transcript.path).entries
+        assert [(e["role"], e["content"]) for e in entries] == [("user", "hello there"), ("system", OFFLINE_REPLY)]
+        shown = [w.entry["content"] for w in app.screen.query(TranscriptEntry)]
+        assert shown == ["hello there", OFFLINE_REPLY]
+        assert app.screen.query_one("#prompt", Input).value == ""
+
+
+async def test_switch_workspace_by_keys_swaps_transcript_and_artifacts() -> None:
+    workspace_with_transcript("alpha")
+    WorkspaceManager().create("beta")
+    seen: list[Message] = []
+    app = AriesApp("beta")
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await pilot.pause()
+        assert app.workspace_name == "beta"
+        assert len(app.screen.query(TranscriptEntry)) == 0
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkspaceSwitcher)
+        await pilot.press(*"alp", "enter")
+        await pilot.pause()
+        assert app.workspace_name == "alpha"
+        assert len(app.screen.query(TranscriptEntry)) == 4
+        assert app.screen.query_one(ArtifactsPane).border_subtitle == "1 item"
+        assert any(isinstance(m, WorkspaceChanged) and m.name == "alpha" for m in seen)
+        # and back again
+        await pilot.press("ctrl+o", *"beta", "enter")
+        await pilot.pause()
+        assert app.workspace_name == "beta" and len(app.screen.query(TranscriptEntry)) == 0
+
+
+async def test_switcher_creates_a_workspace_and_refuses_bad_names(aries_home: Path) -> None:
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+o", *"../evil", "ctrl+n")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkspaceSwitcher)
+        assert "must not start with" in str(app.screen.query_one("#switcher-error").render())
+        assert WorkspaceManager().list() == []
+        await pilot.press(*["backspace"] * 7, *"fresh", "ctrl+n")
+        await pilot.pause()
+        assert app.workspace_name == "fresh"
+        assert WorkspaceManager().list() == ["fresh"]
+        await pilot.press("ctrl+o", "escape")
+        await pilot.pause()
+        assert app.workspace_name == "fresh"
+
+
+async def test_help_lists_the_dispatch_table_and_closes() -> None:
+    from app.commands import COMMANDS
+
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/help", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        from rich.console import Console
+
+        console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+        console.print(app.screen.query_one("#help-commands", Static).content)
+        text = console.export_text()
+        for command in COMMANDS:
+            assert command.usage in text and command.summary[:20] in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_unknown_command_gets_a_helpful_error() -> None:
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/hlep", "enter")
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any("Unknown command /hlep" in m and "/help" in m for m in messages)
+
+
+async def test_function_keys_focus_each_pane() -> None:
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        for key, pane in (("f2", "#transcript"), ("f3", "#context"), ("f4", "#approvals"), ("f5", "#artifacts")):
+            await pilot.press(key)
+            await pilot.pause()
+            focused = app.focused
+            assert focused is not None
+            target = app.screen.query_one(pane)
+            assert focused is target or target in focused.ancestors, (key, focused)
+        await pilot.press("escape")
+        assert app.focused is app.screen.query_one("#prompt")
+
+
+async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> None:
+    WorkspaceManager().create("demo")
+    note = tmp_path / "note.txt"
+    note.write_text("remember the milk\n")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*f"/artifact add {note} shopping", "enter")
+        await pilot.pause()
+        assert app.workspace is not None
+        [artifact] = app.workspace.artifacts.list()
+        assert artifact.description == "shopping" and artifact.provenance["kind"] == "tui"
+        preview = str(app.screen.query_one("#artifact-preview").render())
+        assert "remember the milk" in preview
+        await pilot.press(*"/artifact add /no/such/file", "enter")
+        await pilot.pause()
+        assert any("no such file" in n.message for n in app._notifications)
+
+
+async def test_ephemeral_session_leaves_nothing_behind(aries_home: Path) -> None:
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"temporary", "enter")
+        await pilot.pause()
+        assert app.workspace is not None
+        root = app.workspace.root
+        assert root.is_dir()
+    assert not root.exists()
+    assert not (aries_home / "workspaces").exists()
+
+
+async def test_palette_offers_workspace_commands() -> None:
+    from app.palette import WorkspaceCommands
+
+    WorkspaceManager().create("alpha")
+    WorkspaceManager().create("beta")
+    app = AriesApp("alpha")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        provider = WorkspaceCommands(app.screen)
+        texts = [text for text, _, _ in provider._commands()]
+        assert "workspace: switch…" in texts and "workspace: open beta" in texts
+        assert "workspace: open alpha" not in texts
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"open beta")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.workspace_name == "beta"
+
+
+async def test_new_conversation_and_resume_latest() -> None:
+    workspace_with_transcript("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert len(app.screen.query(TranscriptEntry)) == 4
+        await pilot.press(*"/new", "enter", *"second", "enter")
+        await pilot.pause()
+        assert len(app.screen.query(TranscriptEntry)) == 2
+        assert app.workspace is not None and len(app.workspace.conversations()) == 2
+    pane_app = AriesApp("demo")
+    async with pane_app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert [w.entry["content"] for w in pane_app.screen.query(TranscriptEntry)][0] == "second"
+        assert isinstance(pane_app.screen.query_one(TranscriptPane), TranscriptPane)

@@ -1,0 +1,40 @@
+"""Snapshot tests of the screens at 160×48. Baselines live in snapshots/test_snapshots/."""
+
+from __future__ import annotations
+
+from app.aries_app import AriesApp
+from services.workspaces import WorkspaceManager
+from tests.tui.fixtures import workspace_with_transcript
+
+SIZE = (160, 48)
+
+
+def test_main_screen_empty(snap_compare) -> None:
+    """You should see the header with workspace demo, profile default, model offline and approvals guide;
+    the empty Transcript pane with its hint, the Context, Approvals and Artifacts panes with their empty
+    states, the prompt with its placeholder, and the footer keys."""
+    WorkspaceManager().create("demo")
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
+
+
+def test_main_screen_with_transcript(snap_compare) -> None:
+    """You should see four transcript entries (you, assistant, a builtin:fs:list_dir tool entry marked
+    success in 4 ms, and an aries note) with times 09:00:00 to 09:00:04, the conversation id in the pane's
+    bottom border, and findings.md listed and previewed in the Artifacts pane."""
+    workspace_with_transcript("demo")
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
+
+
+def test_workspace_switcher(snap_compare) -> None:
+    """You should see the switcher modal over the main screen: the filter "a", then alpha and
+    gamma-ray matching it (alpha first, highlighted), beta filtered out, and the key hints."""
+    for name in ("alpha", "beta", "gamma-ray"):
+        WorkspaceManager().create(name)
+    assert snap_compare(AriesApp("beta"), terminal_size=SIZE, press=["ctrl+o", "a"])
+
+
+def test_help_screen(snap_compare) -> None:
+    """You should see the help modal: the Commands table (/help, /workspace, /artifact, /new, /quit with
+    their usage and summary) and the Keys table (ctrl+o, f1 to f5, esc, ctrl+p, ctrl+q with tooltips)."""
+    WorkspaceManager().create("demo")
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, press=[*"/help", "enter"])
