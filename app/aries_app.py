@@ -38,22 +38,37 @@ OFFLINE_REPLY = (
 
 class AriesApp(App[int]):
     TITLE = "Aries"
-    CSS_PATH = "aries.tcss"
+    # The main screen is the default screen, whose CSS_PATH Textual does not load by itself.
+    CSS_PATH = ["aries.tcss", "../screens/main.tcss"]
     COMMANDS = App.COMMANDS | {WorkspaceCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+o", "switch_workspace", "Workspaces", id="workspace.switch",
-                tooltip="Open the workspace switcher (fuzzy filter, Enter opens, Ctrl+N creates)"),
+        Binding(
+            "ctrl+o",
+            "switch_workspace",
+            "Workspaces",
+            id="workspace.switch",
+            tooltip="Open the workspace switcher (fuzzy filter, Enter opens, Ctrl+N creates)",
+        ),
         Binding("f1", "help", "Help", id="help", tooltip="List every command and key"),
-        Binding("f2", "focus_pane('transcript')", "Transcript", id="focus.transcript",
-                tooltip="Focus the Transcript pane"),
-        Binding("f3", "focus_pane('context')", "Context", id="focus.context",
-                tooltip="Focus the Context pane (retrieved chunks)"),
-        Binding("f4", "focus_pane('approvals')", "Approvals", id="focus.approvals",
-                tooltip="Focus the Approvals pane (pending tool calls)"),
-        Binding("f5", "focus_pane('artifacts')", "Artifacts", id="focus.artifacts",
-                tooltip="Focus the Artifacts pane"),
-        Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt",
-                tooltip="Back to the prompt"),
+        Binding(
+            "f2", "focus_pane('transcript')", "Transcript", id="focus.transcript", tooltip="Focus the Transcript pane"
+        ),
+        Binding(
+            "f3",
+            "focus_pane('context')",
+            "Context",
+            id="focus.context",
+            tooltip="Focus the Context pane (retrieved chunks)",
+        ),
+        Binding(
+            "f4",
+            "focus_pane('approvals')",
+            "Approvals",
+            id="focus.approvals",
+            tooltip="Focus the Approvals pane (pending tool calls)",
+        ),
+        Binding("f5", "focus_pane('artifacts')", "Artifacts", id="focus.artifacts", tooltip="Focus the Artifacts pane"),
+        Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
     ]
 
     def __init__(
@@ -71,8 +86,10 @@ class AriesApp(App[int]):
         self.transcript: Transcript | None = None
 
     # -- lifecycle -------------------------------------------------------------------
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen()
+
     def on_mount(self) -> None:
-        self.push_screen(MainScreen())
         if self._initial:
             self.open_workspace(self._initial, create=self._create)
         if self.workspace is None:
@@ -119,7 +136,9 @@ class AriesApp(App[int]):
         self.post_message(WorkspaceChanged(workspace.name))
 
     @on(WorkspaceChanged)
-    def _reload(self, message: WorkspaceChanged) -> None:
+    @on(MainScreen.Ready)
+    def reload_panes(self) -> None:
+        """Fill the header and every pane from the active workspace."""
         workspace = self.workspace
         if workspace is None:
             return
@@ -128,7 +147,7 @@ class AriesApp(App[int]):
             f"model {workspace.setting('model')} · approvals {workspace.setting('approval_mode')}"
         )
         screen = self.screen if isinstance(self.screen, MainScreen) else None
-        if screen is None:
+        if screen is None or not screen.query(TranscriptPane):
             return
         entries = self.transcript.read().entries if self.transcript else []
         conversation = self.transcript.conversation_id if self.transcript and entries else "new conversation"

@@ -139,7 +139,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    from services.workspaces import WorkspaceManager, marker_is_live, mark_closed, session_marker
+    from services.workspaces import WorkspaceManager, mark_closed, marker_is_live, session_marker
 
     workspace, report = WorkspaceManager().open(args.name)
     marker = session_marker(workspace)

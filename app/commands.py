@@ -27,8 +27,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "Switch, create or open workspaces (no argument: the switcher).",
         "workspace",
     ),
-    SlashCommand("artifact", "/artifact add PATH [DESCRIPTION] | list", "Add a file to the artifacts, or list them.",
-                 "artifact"),
+    SlashCommand(
+        "artifact", "/artifact add PATH [DESCRIPTION] | list", "Add a file to the artifacts, or list them.", "artifact"
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("quit", "/quit", "Leave Aries.", "quit"),
 )

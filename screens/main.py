@@ -5,19 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from app.commands import suggestions
 from widgets.approvals.pane import ApprovalsPane
 from widgets.artifacts.pane import ArtifactsPane
 from widgets.context.pane import ContextPane
+from widgets.keybar import KeyBar
 from widgets.prompt.input import PromptInput
 from widgets.transcript.pane import TranscriptPane
 
 
 class MainScreen(Screen[None]):
     CSS_PATH = "main.tcss"
+
+    class Ready(Message):
+        """The panes are mounted: the App fills them from the active workspace."""
 
     def compose(self) -> Any:
         yield Header(icon="♈")
@@ -29,7 +34,8 @@ class MainScreen(Screen[None]):
                 yield ContextPane(id="context")
                 yield ApprovalsPane(id="approvals")
                 yield ArtifactsPane(id="artifacts")
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         self.query_one(PromptInput).focus()
+        self.post_message(self.Ready())

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.content import Content
 from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.fuzzy import Matcher
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
@@ -21,8 +21,13 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
     CSS_PATH = "workspace_switcher.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="switcher.cancel", tooltip="Close the switcher, change nothing"),
-        Binding("ctrl+n", "create", "New workspace", id="switcher.new",
-                tooltip="Create a workspace named after the filter text and open it"),
+        Binding(
+            "ctrl+n",
+            "create",
+            "New workspace",
+            id="switcher.new",
+            tooltip="Create a workspace named after the filter text and open it",
+        ),
         Binding("down", "cursor_down", "Next", show=False, id="switcher.down", tooltip="Highlight the next"),
         Binding("up", "cursor_up", "Previous", show=False, id="switcher.up", tooltip="Highlight the previous"),
     ]

@@ -15,6 +15,7 @@ returns the existing entry.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import mimetypes
@@ -208,7 +209,7 @@ class ArtifactRegistry:
             atomic_write_text(self.manifest_path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
             return artifact, True
 
-    def verify(self) -> list[str]:
+    def verify(self) -> builtins.list[str]:
         """Problems found: manifest entries whose object is missing or does not match its hash."""
         problems = []
         for artifact in self.list():

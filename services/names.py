@@ -20,9 +20,7 @@ def validate_name(name: str, kind: str = "workspace") -> str:
     if not isinstance(name, str) or name == "":
         raise InvalidName(f"{kind} name must not be empty", name=name)
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidName(
-            f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}", name=name[:80]
-        )
+        raise InvalidName(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}", name=name[:80])
     if name in {".", ".."}:
         raise InvalidName(f"{kind} name {name!r} is reserved", name=name)
     if name != name.strip():
@@ -31,7 +29,9 @@ def validate_name(name: str, kind: str = "workspace") -> str:
         raise InvalidName(f"{kind} name {name!r} must not start with '.' or '-'", name=name)
     for char in name:
         if char in _FORBIDDEN:
-            raise InvalidName(f"{kind} name {name!r} contains {char!r}; use letters, digits, '-', '_' or '.'", name=name)
+            raise InvalidName(
+                f"{kind} name {name!r} contains {char!r}; use letters, digits, '-', '_' or '.'", name=name
+            )
         category = unicodedata.category(char)
         if category.startswith("C") or category in {"Zl", "Zp"}:
             raise InvalidName(f"{kind} name {name!r} contains a control character (U+{ord(char):04X})", name=name)

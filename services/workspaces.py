@@ -246,9 +246,13 @@ class WorkspaceManager:
 def ephemeral_workspace() -> Workspace:
     """A throw-away workspace in a temporary directory, removed by ``close()``."""
     tempdir = tempfile.TemporaryDirectory(prefix="aries-ephemeral-")
-    workspace = Workspace(Path(tempdir.name), EPHEMERAL_NAME, ephemeral=True)
+    root = Path(tempdir.name)
+    workspace = Workspace(root, EPHEMERAL_NAME, ephemeral=True)
     workspace._tempdir = tempdir
-    workspace.ensure_layout()
+    for sub in SUBDIRS:
+        (root / sub).mkdir()
+    # Nothing here outlives the process, so the settings stay in memory until changed.
+    workspace._meta = {"name": EPHEMERAL_NAME, "profile": "default", "settings": dict(DEFAULT_SETTINGS)}
     return workspace
 
 

@@ -12,7 +12,12 @@ import pytest
 def aries(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ARIES_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL
+        [sys.executable, "-m", "app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -27,7 +32,10 @@ def test_new_then_list_shows_the_layout(aries_home: Path) -> None:
     assert [r["name"] for r in rows] == ["demo"]
     root = Path(rows[0]["path"])
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == [
-        "artifacts", "indexes", "transcripts", "workspace.yaml"
+        "artifacts",
+        "indexes",
+        "transcripts",
+        "workspace.yaml",
     ]
     human = aries("workspace", "list", home=aries_home)
     assert "demo" in human.stdout

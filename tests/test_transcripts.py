@@ -11,8 +11,15 @@ def test_append_and_replay_without_context(tmp_path: Path) -> None:
     t = Transcript(tmp_path, "c-test")
     t.append("user", "hello")
     t.append("assistant", "hi there")
-    t.append("tool", "listed", tool_name="builtin:fs:list_dir", input={"path": "."}, output=["a"],
-             status="success", duration_ms=4)
+    t.append(
+        "tool",
+        "listed",
+        tool_name="builtin:fs:list_dir",
+        input={"path": "."},
+        output=["a"],
+        status="success",
+        duration_ms=4,
+    )
     t.append("system", "note")
     result = read_transcript(t.path)
     assert result.problems == []

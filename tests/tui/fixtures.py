@@ -28,6 +28,10 @@ def workspace_with_transcript(name: str = "demo") -> Workspace:
         duration_ms=4,
     )
     transcript.append("system", "Workspace demo opened.", timestamp="2026-01-01T09:00:04.000Z")
-    workspace.artifacts.add_bytes(b"# Findings\n\nAll chunk ids matched across two runs.\n", "findings.md",
-                                  description="run comparison", provenance={"kind": "test"})
+    workspace.artifacts.add_bytes(
+        b"# Findings\n\nAll chunk ids matched across two runs.\n",
+        "findings.md",
+        description="run comparison",
+        provenance={"kind": "test"},
+    )
     return workspace

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from textual.message import Message
@@ -96,9 +95,11 @@ async def test_help_lists_the_dispatch_table_and_closes() -> None:
         await pilot.press(*"/help", "enter")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+        from io import StringIO
+
         from rich.console import Console
 
-        console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+        console = Console(width=120, record=True, file=StringIO())
         console.print(app.screen.query_one("#help-commands", Static).content)
         text = console.export_text()
         for command in COMMANDS:

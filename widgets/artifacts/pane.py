@@ -48,10 +48,15 @@ def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
 
 class ArtifactsPane(Vertical):
     BORDER_TITLE = "Artifacts"
+    can_focus = True
 
     @dataclass
     class Selected(Message):
         artifact_id: str
+
+    DEFAULT_CSS = """
+    ArtifactsPane.-has-items #artifacts-empty { display: none; }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
@@ -60,31 +65,45 @@ class ArtifactsPane(Vertical):
 
     def compose(self) -> Any:
         yield Static("No artifacts yet. /artifact add PATH adds one.", id="artifacts-empty", classes="empty")
-        yield OptionList(id="artifacts-list")
-        with VerticalScroll(id="artifact-preview-scroll"):
-            yield Static("", id="artifact-preview", markup=False)
 
     def focus_main(self) -> None:
-        self.query_one(OptionList).focus()
+        lists = self.query(OptionList)
+        if lists:
+            lists.first().focus()
+        else:
+            self.focus()
+
+    def _ensure_list(self) -> OptionList:
+        """The list and preview are mounted on first use: an empty pane starts faster."""
+        lists = self.query(OptionList)
+        if lists:
+            return lists.first(OptionList)
+        options = OptionList(id="artifacts-list")
+        self.mount(
+            options, VerticalScroll(Static("", id="artifact-preview", markup=False), id="artifact-preview-scroll")
+        )
+        return options
 
     def load(self, registry: ArtifactRegistry) -> None:
         self._registry = registry
         artifacts = registry.list()
         self._artifacts = {a.id: a for a in artifacts}
-        options = self.query_one(OptionList)
+        if not artifacts and not self.query(OptionList):
+            self.border_subtitle = ""
+            return
+        options = self._ensure_list()
         options.clear_options()
         for artifact in artifacts:
             label = Text.assemble((artifact.name, "bold"), f"  {human_size(artifact.size_bytes)}", style="")
             options.add_option(Option(label, id=artifact.id))
-        empty = not artifacts
-        self.query_one("#artifacts-empty").display = empty
-        options.display = not empty
-        self.query_one("#artifact-preview-scroll").display = not empty
+        self.set_class(bool(artifacts), "-has-items")
         self.border_subtitle = f"{len(artifacts)} item{'s' if len(artifacts) != 1 else ''}" if artifacts else ""
         if artifacts:
             options.highlighted = len(artifacts) - 1
         else:
             self.query_one("#artifact-preview", Static).update("")
+        options.display = bool(artifacts)
+        self.query_one("#artifact-preview-scroll").display = bool(artifacts)
 
     @on(OptionList.OptionHighlighted, "#artifacts-list")
     def _show_preview(self, event: OptionList.OptionHighlighted) -> None:

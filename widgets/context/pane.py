@@ -5,20 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 COLUMNS = ("#", "handle", "source", "page/section", "fused", "bm25", "dense")
 
 
 class ContextPane(Vertical):
+    """Shows an empty state until a result set arrives; the table is mounted on first use."""
+
     BORDER_TITLE = "Context"
+    can_focus = True
 
     def compose(self) -> Any:
         yield Static("Nothing retrieved yet in this workspace.", id="context-empty", classes="empty")
-        table: DataTable[str] = DataTable(id="context-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        table.display = False
-        yield table
 
     def focus_main(self) -> None:
-        self.query_one(DataTable).focus()
+        tables = self.query("#context-table")
+        (tables.first() if tables else self).focus()

@@ -72,8 +72,11 @@ class TranscriptPane(VerticalScroll):
         yield self._empty
 
     def load(self, entries: list[dict[str, Any]], subtitle: str = "") -> None:
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
+        if not entries and not self.query(TranscriptEntry):
+            return  # already empty: nothing to restyle
         self.remove_children(TranscriptEntry)
-        self.border_subtitle = subtitle
         self._empty.display = not entries
         if entries:
             self.mount_all([TranscriptEntry(entry) for entry in entries])
