@@ -26,11 +26,12 @@ def test_main_screen_with_transcript(snap_compare) -> None:
 
 
 def test_workspace_switcher(snap_compare) -> None:
-    """You should see the switcher modal over the main screen: the filter "a", then alpha and
-    gamma-ray matching it (alpha first, highlighted), beta filtered out, and the key hints."""
-    for name in ("alpha", "beta", "gamma-ray"):
+    """You should see the switcher modal: the filter "al", then alpha and alpine matching it (alpha
+    highlighted, the matched letters marked), beta (the current one) and gamma-ray filtered out, and
+    the key hints."""
+    for name in ("alpha", "alpine", "beta", "gamma-ray"):
         WorkspaceManager().create(name)
-    assert snap_compare(AriesApp("beta"), terminal_size=SIZE, press=["ctrl+o", "a"])
+    assert snap_compare(AriesApp("beta"), terminal_size=SIZE, press=["ctrl+o", "a", "l"])
 
 
 def test_help_screen(snap_compare) -> None:
