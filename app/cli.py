@@ -62,6 +62,10 @@ def fail(error: Exception) -> int:
 
 
 def run_tui(workspace: str | None, *, create: bool = True) -> int:
+    if workspace is not None:
+        from services.names import validate_name
+
+        validate_name(workspace)  # refuse before the screen is taken over
     from app.main import run
 
     return run(workspace, create=create)

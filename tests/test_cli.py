@@ -88,6 +88,13 @@ def test_artifact_add_and_list(aries_home: Path, tmp_path: Path) -> None:
     assert missing.returncode == 1 and "no such file" in missing.stderr
 
 
+@pytest.mark.parametrize("name", ["../x", "a/b", ""])
+def test_tui_refuses_a_bad_workspace_name_before_starting(aries_home: Path, name: str) -> None:
+    result = aries("-w", name, home=aries_home)
+    assert result.returncode == 2 and result.stderr.startswith("aries: workspace name")
+    assert not aries_home.exists()
+
+
 def test_usage_errors_are_one_line(aries_home: Path) -> None:
     result = aries("workspace", "frobnicate", home=aries_home)
     assert result.returncode == 2 and "aries:" in result.stderr
