@@ -60,5 +60,5 @@ def line_of(node: Any, key: str) -> int | None:
     """1-based line of ``key`` inside a ruamel mapping, when known."""
     try:
         return int(node.lc.key(key)[0]) + 1
-    except Exception:  # noqa: BLE001 - plain dicts and missing keys have no position
+    except Exception:
         return None
