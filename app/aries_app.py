@@ -10,9 +10,10 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
-from app.commands import BY_NAME, CommandError, parse
+from app.commands import CommandError, parse
 from app.messages import WorkspaceChanged
 from app.palette import WorkspaceCommands
+from app.tooling import ToolingMixin
 from screens.help import HelpScreen
 from screens.main import MainScreen
 from screens.workspace_switcher import WorkspaceSwitcher
@@ -36,7 +37,7 @@ OFFLINE_REPLY = (
 )
 
 
-class AriesApp(App[int]):
+class AriesApp(ToolingMixin, App[int]):
     TITLE = "Aries"
     # The main screen is the default screen, whose CSS_PATH Textual does not load by itself.
     CSS_PATH = ["aries.tcss", "../screens/main.tcss"]
@@ -84,6 +85,8 @@ class AriesApp(App[int]):
         self._create = create
         self.workspace: Workspace | None = None
         self.transcript: Transcript | None = None
+        self._shown_ids: set[str] = set()
+        self._init_tooling()
 
     # -- lifecycle -------------------------------------------------------------------
     def get_default_screen(self) -> MainScreen:
@@ -121,6 +124,7 @@ class AriesApp(App[int]):
         return True
 
     def _close_current(self) -> None:
+        self.close_gateway()
         if self.workspace is not None:
             mark_closed(self.workspace)
             self.workspace.close()
@@ -151,8 +155,10 @@ class AriesApp(App[int]):
             return
         entries = self.transcript.read().entries if self.transcript else []
         conversation = self.transcript.conversation_id if self.transcript and entries else "new conversation"
+        self._shown_ids = {str(e["message_id"]) for e in entries}
         screen.query_one(TranscriptPane).load(entries, subtitle=conversation)
         screen.query_one(ArtifactsPane).load(workspace.artifacts)
+        screen.query_one(ApprovalsPane).show(self.pending_requests())
         index = workspace.setting("active_index")
         screen.query_one(ContextPane).border_subtitle = f"index {index}" if index else "no index in use"
 
@@ -214,7 +220,7 @@ class AriesApp(App[int]):
             return
         handler = getattr(self, f"command_{command.handler}")
         try:
-            handler(args)
+            handler(args, line)
         except AriesError as exc:
             self.notify(exc.message, title=f"/{command.name}", severity="error")
         except CommandError as exc:
@@ -224,20 +230,45 @@ class AriesApp(App[int]):
         if self.transcript is None:
             return
         entry = self.transcript.append(role, content, **extra)
-        if isinstance(self.screen, MainScreen):
-            pane = self.screen.query_one(TranscriptPane)
+        pane = self._transcript_pane()
+        if pane is not None:
+            self._shown_ids.add(str(entry["message_id"]))
             pane.add_entry(entry)
             pane.border_subtitle = self.transcript.conversation_id
+
+    def _transcript_pane(self) -> TranscriptPane | None:
+        main = [s for s in self.screen_stack if isinstance(s, MainScreen)]
+        panes = main[0].query(TranscriptPane) if main else None
+        return panes.first() if panes else None
+
+    def sync_transcript(self) -> None:
+        """Show the transcript entries written since the pane was last updated (by us or a service)."""
+        if self.transcript is None:
+            return
+        pane = self._transcript_pane()
+        if pane is None:
+            return
+        for entry in self.transcript.read().entries:
+            message_id = str(entry["message_id"])
+            if message_id not in self._shown_ids:
+                self._shown_ids.add(message_id)
+                pane.add_entry(entry)
+        pane.border_subtitle = self.transcript.conversation_id
+
+    def reload_artifacts(self) -> None:
+        main = [s for s in self.screen_stack if isinstance(s, MainScreen)]
+        if main and self.workspace is not None:
+            main[0].query_one(ArtifactsPane).load(self.workspace.artifacts)
 
     def send_message(self, text: str) -> None:
         self.append_entry("user", text)
         self.append_entry("system", OFFLINE_REPLY)
 
     # -- slash commands (one method per row of app.commands.COMMANDS) ----------------------
-    def command_help(self, args: list[str]) -> None:
+    def command_help(self, args: list[str], line: str) -> None:
         self.action_help()
 
-    def command_workspace(self, args: list[str]) -> None:
+    def command_workspace(self, args: list[str], line: str) -> None:
         if not args or args[0] == "switch":
             self.action_switch_workspace()
             return
@@ -252,7 +283,7 @@ class AriesApp(App[int]):
         else:
             raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
 
-    def command_artifact(self, args: list[str]) -> None:
+    def command_artifact(self, args: list[str], line: str) -> None:
         if self.workspace is None:
             return
         if args[:1] == ["list"] or not args:
@@ -269,20 +300,15 @@ class AriesApp(App[int]):
         )
         state = "added" if created else "already there (identical content)"
         self.append_entry("system", f"Artifact {artifact.id} {artifact.name} ({artifact.size_bytes} bytes): {state}.")
-        if isinstance(self.screen, MainScreen):
-            self.screen.query_one(ArtifactsPane).load(self.workspace.artifacts)
+        self.reload_artifacts()
 
-    def command_new(self, args: list[str]) -> None:
+    def command_new(self, args: list[str], line: str) -> None:
         if self.workspace is None:
             return
         self.transcript = self.workspace.new_transcript()
+        self._shown_ids = set()
         if isinstance(self.screen, MainScreen):
             self.screen.query_one(TranscriptPane).load([], subtitle="new conversation")
 
-    def command_quit(self, args: list[str]) -> None:
+    def command_quit(self, args: list[str], line: str) -> None:
         self.exit(0)
-
-
-assert set(BY_NAME) <= {name.removeprefix("command_") for name in dir(AriesApp) if name.startswith("command_")} | {
-    c.name for c in BY_NAME.values() if hasattr(AriesApp, f"command_{c.handler}")
-}

@@ -30,6 +30,34 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "artifact", "/artifact add PATH [DESCRIPTION] | list", "Add a file to the artifacts, or list them.", "artifact"
     ),
+    SlashCommand(
+        "fs",
+        "/fs ls [PATH] [-r] | read PATH | write PATH TEXT… | search QUERY [PATH] | patch DIFF_FILE",
+        "Filesystem tools, through the policy gateway.",
+        "fs",
+    ),
+    SlashCommand(
+        "shell",
+        "/shell run CMD [ARG…] | start CMD [ARG…] | poll ID | kill ID",
+        "Shell tools (psutil-managed processes), through the policy gateway.",
+        "shell",
+    ),
+    SlashCommand(
+        "web",
+        "/web search QUERY… | fetch URL | extract ARTIFACT_ID",
+        "Web tools (SearXNG search, fetch into artifacts), through the policy gateway.",
+        "web",
+    ),
+    SlashCommand("tool", "/tool TOOL_ID [JSON]", "Call any registered tool with JSON arguments.", "tool"),
+    SlashCommand(
+        "policy",
+        "/policy explain-last | mode [guide|commander|strict]",
+        "Explain the last policy decision and its rule, or show or set the approval mode.",
+        "policy",
+    ),
+    SlashCommand(
+        "doctor", "/doctor", "Check that tools are registered, the policy loads and the gateway works.", "doctor"
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("quit", "/quit", "Leave Aries.", "quit"),
 )

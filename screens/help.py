@@ -15,11 +15,11 @@ from app.commands import COMMANDS
 
 
 def commands_table() -> Table:
-    table = Table(title="Commands", title_justify="left", expand=True, show_edge=False)
-    table.add_column("command", style="bold cyan", no_wrap=True)
-    table.add_column("what it does")
+    """Usage on one line, what it does beneath: long usages never squeeze the descriptions."""
+    table = Table(title="Commands", title_justify="left", expand=True, show_edge=False, show_header=False)
+    table.add_column("command")
     for command in COMMANDS:
-        table.add_row(Text(command.usage), Text(command.summary))
+        table.add_row(Text.assemble((command.usage, "bold cyan"), "\n    ", command.summary))
     return table
 
 

@@ -1,11 +1,35 @@
-"""The Approvals pane: tool calls waiting for the operator's decision."""
+"""The Approvals pane: tool calls waiting for the operator's decision. Enter opens one."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
+from textual import on
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import Static
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+if TYPE_CHECKING:
+    from services.tools.gateway import ApprovalRequest
+
+
+def queue_label(request: ApprovalRequest) -> Text:
+    from screens.approval import TIER_STYLES, key_argument
+
+    tier = str(request.tier)
+    return Text.assemble(
+        (request.tool_id.removeprefix("builtin:"), "bold"),
+        "  ",
+        (tier, TIER_STYLES.get(tier, "")),
+        "\n  ",
+        (key_argument(request)[:70], ""),
+        "\n  ",
+        (request.decision.reason[:70], "dim"),
+    )
 
 
 class ApprovalsPane(Vertical):
@@ -13,10 +37,72 @@ class ApprovalsPane(Vertical):
 
     BORDER_TITLE = "Approvals"
     can_focus = True
+    DEFAULT_CSS = """
+    ApprovalsPane.-has-items #approvals-empty { display: none; }
+    """
+
+    @dataclass
+    class Open(Message):
+        """The operator pressed Enter on a pending call."""
+
+        call_id: str
 
     def compose(self) -> Any:
         yield Static("No tool calls are waiting for approval.", id="approvals-empty", classes="empty")
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "enter",
+            "open",
+            "Open",
+            show=False,
+            id="approvals.open",
+            tooltip="Open the highlighted call in the approval modal",
+        ),
+    ]
+
     def focus_main(self) -> None:
+        def focus() -> None:
+            lists = self.query("#approvals-list")
+            (lists.first() if lists else self).focus()
+
+        self.call_after_refresh(focus)
+
+    def action_open(self) -> None:
         lists = self.query("#approvals-list")
-        (lists.first() if lists else self).focus()
+        if not lists:
+            return
+        queue = lists.first(OptionList)
+        if queue.highlighted is not None:
+            option = queue.get_option_at_index(queue.highlighted)
+            if option.id:
+                self.post_message(self.Open(option.id))
+
+    def _list(self) -> OptionList:
+        lists = self.query("#approvals-list")
+        if lists:
+            return lists.first(OptionList)
+        queue = OptionList(id="approvals-list")
+        self.mount(queue)
+        return queue
+
+    def show(self, requests: list[ApprovalRequest]) -> None:
+        """Replace the queue with ``requests`` (oldest first), keeping the highlight where possible."""
+        if not requests and not self.query("#approvals-list"):
+            return
+        queue = self._list()
+        highlighted = queue.highlighted
+        queue.clear_options()
+        for request in requests:
+            queue.add_option(Option(queue_label(request), id=request.call_id))
+        self.set_class(bool(requests), "-has-items")
+        queue.display = bool(requests)
+        self.border_subtitle = f"{len(requests)} waiting" if requests else ""
+        if requests:
+            queue.highlighted = min(highlighted or 0, len(requests) - 1)
+
+    @on(OptionList.OptionSelected, "#approvals-list")
+    def _open(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(self.Open(event.option.id))

@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries"}
 MAX_SHOWN_CHARS = 20_000
+MAX_TOOL_LINES = 16
 
 
 def render_entry(entry: dict[str, Any]) -> Text:
@@ -24,14 +25,27 @@ def render_entry(entry: dict[str, Any]) -> Text:
         status = entry.get("status", "")
         label.append(f"  {entry.get('tool_name', '?')}", style="bold")
         label.append(f"  {status}", style="green" if status == "success" else "red")
-        label.append(f"  {entry.get('duration_ms', '?')} ms", style="dim")
+        duration = entry.get("duration_ms")
+        shown = f"{duration:.0f}" if isinstance(duration, int | float) else "?"
+        label.append(f"  {shown} ms", style="dim")
     label.append(f"  {stamp}", style="dim")
     body = str(entry.get("content", ""))
-    if role == "tool" and not body and entry.get("output") is not None:
-        body = json.dumps(entry["output"], ensure_ascii=False)[:2000]
+    if role == "tool":
+        body = "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
     if len(body) > MAX_SHOWN_CHARS:
         body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
     return Text.assemble(label, "\n", Text(body))
+
+
+def tool_output_text(output: Any, max_lines: int = MAX_TOOL_LINES) -> str:
+    """The data part of a tool result, as indented JSON cut to ``max_lines`` lines."""
+    data = output.get("data") if isinstance(output, dict) and "status" in output else output
+    if data is None:
+        return ""
+    lines = json.dumps(data, indent=2, ensure_ascii=False, default=str).splitlines()
+    if len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"… ({len(lines) - max_lines} more lines in the transcript file)"]
+    return "\n".join(lines)
 
 
 def _role_style(role: str) -> str:

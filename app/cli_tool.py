@@ -1,0 +1,140 @@
+"""``aries tool ...``: governed tool calls from the command line.
+
+    aries [-w NAME] tool list [--policy FILE]
+    aries [-w NAME] tool call TOOL_ID --args JSON [--policy FILE] [--mode MODE] [--approve]
+    aries [-w NAME] tool doctor
+
+Calls go through the same policy gateway as the TUI and are recorded in the workspace's
+audit store (an ephemeral workspace without ``-w``).  A call the policy wants approved is
+denied unless ``--approve`` is given.  Exit codes: 0 ok, 3 policy denial, 1 other errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_DENIED = 3
+
+
+def register(subparsers: Any) -> None:
+    tool = subparsers.add_parser("tool", help="run and list governed tools (fs, shell, web)")
+    tool_sub = tool.add_subparsers(dest="tool_command", metavar="TOOL_COMMAND")
+
+    listing = tool_sub.add_parser("list", help="list the registered tools and whether the policy enables them")
+    listing.add_argument("--policy", metavar="FILE", help="policy YAML (default: the shipped safe policy)")
+    listing.set_defaults(func=handle_list)
+
+    call = tool_sub.add_parser("call", help="run one tool call through the policy gateway; prints the JSON result")
+    call.add_argument("tool_id", metavar="TOOL_ID", help="e.g. builtin:fs:list_dir")
+    call.add_argument("--args", dest="tool_args", metavar="JSON", default="{}", help="arguments as a JSON object")
+    call.add_argument("--policy", metavar="FILE", help="policy YAML (default: the shipped safe policy)")
+    call.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
+    call.add_argument("--approve", action="store_true", help="approve this call if the policy asks for approval")
+    call.set_defaults(func=handle_call)
+
+    doctor = tool_sub.add_parser("doctor", help="self-check: tools registered, policy loads, gateway works")
+    doctor.add_argument("--policy", metavar="FILE")
+    doctor.set_defaults(func=handle_doctor)
+
+    tool.set_defaults(func=lambda args: (tool.print_help(sys.stderr), 2)[1])
+
+
+def _emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"aries: {message}\n")
+    return EXIT_ERROR
+
+
+def _open_workspace(name: str | None) -> Any:
+    from services.workspaces import WorkspaceManager, ephemeral_workspace
+
+    if name:
+        workspace, _ = WorkspaceManager().open(name)
+        return workspace
+    return ephemeral_workspace()
+
+
+def handle_list(args: argparse.Namespace) -> int:
+    from services.errors import AriesError
+    from services.policy import load_policy
+    from services.tools.registry import default_registry
+
+    try:
+        policy = load_policy(args.policy)
+    except AriesError as exc:
+        return _error(exc.message)
+    out = []
+    for spec in default_registry().list():
+        enabled = (
+            policy.providers.get(spec.provider, False)
+            and policy.tool_classes.get(spec.tool_class, False)
+            and policy.tools.get(spec.tool_id, {}).get("enabled", True) is not False
+        )
+        out.append(
+            {
+                "id": spec.tool_id,
+                "class": spec.tool_class,
+                "tier": str(spec.tier),
+                "enabled": bool(enabled),
+                "description": spec.description,
+            }
+        )
+    _emit({"policy": policy.source, "mode": policy.mode, "tools": out})
+    return EXIT_OK
+
+
+def handle_call(args: argparse.Namespace) -> int:
+    from services.errors import AriesError
+    from services.policy import load_policy
+    from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway
+
+    try:
+        tool_args = json.loads(args.tool_args)
+    except ValueError as exc:
+        return _error(f"--args is not valid JSON: {exc}")
+    if not isinstance(tool_args, dict):
+        return _error("--args must be a JSON object")
+
+    def approve(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.once()  # installed only with --approve
+
+    try:
+        policy = load_policy(args.policy)
+        workspace = _open_workspace(getattr(args, "workspace", None))
+    except AriesError as exc:
+        return _error(exc.message)
+    try:
+        with ToolGateway(
+            workspace, policy=policy, mode=args.mode, approver=approve if args.approve else None, source="cli"
+        ) as gateway:
+            result = gateway.execute_sync(args.tool_id, tool_args)
+    finally:
+        workspace.close()
+    _emit(result.to_dict())
+    if result.error is not None and result.error.details.get("rule") == "approval.no_approver":
+        sys.stderr.write(f"aries: {args.tool_id} needs approval; rerun with --approve to approve this call\n")
+    if result.ok:
+        return EXIT_OK
+    return EXIT_DENIED if result.denied else EXIT_ERROR
+
+
+def handle_doctor(args: argparse.Namespace) -> int:
+    from services.errors import AriesError
+    from services.policy import load_policy
+    from services.tools.doctor import doctor
+
+    try:
+        policy = load_policy(args.policy) if args.policy else None
+    except AriesError as exc:
+        return _error(exc.message)
+    report = doctor(policy)
+    _emit(report.to_dict())
+    return EXIT_OK if report.ok else EXIT_ERROR

@@ -1,0 +1,216 @@
+"""The approval modal: one pending tool call, shown in full, with the operator's three choices.
+
+Dismisses with an ``ApprovalDecision`` (approve once, approve for this session, deny with an
+optional reason) or ``None`` when closed without deciding: the call then stays in the queue.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.console import Group
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+if TYPE_CHECKING:
+    from services.tools.gateway import ApprovalRequest
+
+TIER_STYLES = {
+    "READ_ONLY": "green",
+    "WRITE_SAFE": "yellow",
+    "WRITE_DESTRUCTIVE": "bold red",
+    "EXEC_USERSPACE": "bold yellow",
+    "EXEC_PRIVILEGED": "bold red",
+    "NETWORK": "bold magenta",
+}
+
+
+def shorten_paths(request: ApprovalRequest, root: Path) -> ApprovalRequest:
+    """The same request with the workspace root written as ``${workspace}`` (as in policy files)."""
+    prefix = str(root)
+
+    def short(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(prefix, "${workspace}")
+        if isinstance(value, list):
+            return [short(item) for item in value]
+        if isinstance(value, dict):
+            return {key: short(item) for key, item in value.items()}
+        return value
+
+    return replace(
+        request,
+        args=short(request.args),
+        preview=short(request.preview),
+        session_pattern=short(request.session_pattern),
+    )
+
+
+def key_argument(request: ApprovalRequest) -> str:
+    """The one argument that says most about a call: a path, a command line or a URL."""
+    args = request.args
+    for key in ("command", "argv", "cmd"):
+        if key in args:
+            value = args[key]
+            return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+    for key in ("url", "path", "query", "process_id", "artifact_id"):
+        if key in args:
+            return str(args[key])
+    return json.dumps(args, ensure_ascii=False)[:80]
+
+
+def summary_table(request: ApprovalRequest) -> Table:
+    tier = str(request.tier)
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    table.add_row("tool", Text(request.tool_id, style="bold"))
+    table.add_row("risk", Text(tier, style=TIER_STYLES.get(tier, "")))
+    table.add_row("asked by", Text(request.source))
+    table.add_row("why", Text(f"{request.decision.reason}  (rule {request.decision.rule})"))
+    if request.description:
+        table.add_row("does", Text(request.description))
+    return table
+
+
+def preview_renderable(request: ApprovalRequest) -> Any:
+    """What the call will do: the diff of a write or patch, the command line and cwd, the URL."""
+    preview = request.preview or {}
+    kind = preview.get("kind")
+    if kind == "diff" and preview.get("diff") is not None:
+        diff = str(preview["diff"]) or "(no change)"
+        return Syntax(diff, "diff", theme="ansi_dark", word_wrap=True)
+    if kind == "command":
+        argv = preview.get("argv") or preview.get("command") or request.args.get("command")
+        line = " ".join(map(str, argv)) if isinstance(argv, list) else str(argv)
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        table.add_row("command", Text(line, style="bold yellow"))
+        table.add_row("cwd", Text(str(preview.get("cwd", ""))))
+        for key in ("timeout_s", "env"):
+            if preview.get(key) not in (None, [], {}, ""):
+                table.add_row(key, Text(str(preview[key])))
+        return table
+    if kind == "url" or "url" in preview:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        table.add_row("url", Text(str(preview.get("url", request.args.get("url", ""))), style="bold magenta"))
+        for key in ("host", "method", "max_bytes"):
+            if key in preview:
+                table.add_row(key, Text(str(preview[key])))
+        return table
+    if kind == "error":
+        return Text(f"preview unavailable: {preview.get('note', '')}", style="red")
+    if preview:
+        return Syntax(json.dumps(preview, indent=2, ensure_ascii=False, default=str), "json", theme="ansi_dark")
+    return Text("(no preview for this tool)", style="dim")
+
+
+class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
+    CSS_PATH = "approval.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "a", "approve_once", "Approve once", id="approval.once", tooltip="Run this call once; ask again next time"
+        ),
+        Binding(
+            "s",
+            "approve_session",
+            "Approve for session",
+            id="approval.session",
+            tooltip="Run it, and run calls of the same tool and argument pattern without asking until exit",
+        ),
+        Binding(
+            "d",
+            "deny",
+            "Deny",
+            id="approval.deny",
+            tooltip="Refuse the call; you may type a reason, which the caller receives",
+        ),
+        Binding(
+            "escape",
+            "close",
+            "Later",
+            id="approval.later",
+            tooltip="Close; the call stays waiting in the Approvals pane",
+        ),
+    ]
+
+    def __init__(self, request: ApprovalRequest, *, root: Path | None = None) -> None:
+        super().__init__()
+        self.request = shorten_paths(request, root) if root is not None else request
+        self._denying = False
+
+    def compose(self) -> Any:
+        with Vertical(id="approval"):
+            yield Label(f"Approve {self.request.tool_id}?", id="approval-title")
+            yield Static(summary_table(self.request), id="approval-summary")
+            with VerticalScroll(id="approval-body"):
+                yield Static(preview_renderable(self.request), id="approval-preview")
+                args = json.dumps(self.request.args, indent=2, ensure_ascii=False, default=str)
+                yield Static(
+                    Group(Text("arguments", style="bold"), Syntax(args, "json", theme="ansi_dark", word_wrap=True)),
+                    id="approval-args",
+                )
+            yield Static(self._session_note(), id="approval-session")
+            yield Input(placeholder="Reason for denying (optional), then Enter", id="approval-reason")
+            yield Static(
+                "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later", id="approval-keys"
+            )
+
+    def _session_note(self) -> Text:
+        pattern = json.dumps(self.request.session_pattern, ensure_ascii=False, default=str)
+        return Text.assemble(("approve for session covers: ", "dim"), (f"{self.request.tool_id} {pattern}", ""))
+
+    def on_mount(self) -> None:
+        self.query_one("#approval-reason").display = False
+        self.query_one("#approval-body").focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self._denying and action in {"approve_once", "approve_session", "deny"}:
+            return False  # typing a reason: letters are text, not keys
+        if action == "approve_session" and not self.request.session_pattern:
+            return None  # shown disabled: nothing to generalise
+        return True
+
+    def action_approve_once(self) -> None:
+        from services.tools.gateway import ApprovalDecision
+
+        self.dismiss(ApprovalDecision.once())
+
+    def action_approve_session(self) -> None:
+        from services.tools.gateway import ApprovalDecision
+
+        self.dismiss(ApprovalDecision.session())
+
+    def action_deny(self) -> None:
+        self._denying = True
+        reason = self.query_one("#approval-reason", Input)
+        reason.display = True
+        reason.focus()
+        self.refresh_bindings()
+
+    @on(Input.Submitted, "#approval-reason")
+    def _deny_with_reason(self, event: Input.Submitted) -> None:
+        from services.tools.gateway import ApprovalDecision
+
+        self.dismiss(ApprovalDecision.deny(event.value.strip() or None))
+
+    def action_close(self) -> None:
+        if self._denying:
+            self._denying = False
+            self.query_one("#approval-reason").display = False
+            self.query_one("#approval-body").focus()
+            self.refresh_bindings()
+            return
+        self.dismiss(None)

@@ -1,0 +1,109 @@
+"""``doctor()``: a self-check of the governed tool runtime (for ``/doctor`` and ``aries tool doctor``).
+
+Checks that the builtin tools are registered with valid schemas, that the policy loads and
+binds, and that the gateway works end to end: a harmless READ_ONLY call in a temporary
+workspace, recorded in its audit store with the decision and rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.policy import Policy
+
+BUILTIN_TOOL_IDS = (
+    "builtin:fs:apply_patch",
+    "builtin:fs:list_dir",
+    "builtin:fs:read_text",
+    "builtin:fs:search_text",
+    "builtin:fs:write_text",
+    "builtin:shell:kill",
+    "builtin:shell:poll",
+    "builtin:shell:run",
+    "builtin:shell:start",
+    "builtin:web:extract",
+    "builtin:web:fetch",
+    "builtin:web:search",
+)
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class DoctorReport:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.__dict__ for c in self.checks]}
+
+
+def doctor(policy: Policy | None = None) -> DoctorReport:
+    report = DoctorReport()
+    try:
+        from jsonschema import Draft202012Validator
+
+        from services.tools.registry import default_registry
+
+        registry = default_registry()
+        ids = tuple(spec.tool_id for spec in registry.list())
+        missing = [t for t in BUILTIN_TOOL_IDS if t not in ids]
+        for spec in registry.list():
+            Draft202012Validator.check_schema(spec.input_schema)
+            Draft202012Validator.check_schema(spec.output_schema)
+        report.checks.append(
+            Check(
+                "tools registered",
+                not missing,
+                f"{len(ids)} tools" if not missing else f"missing: {', '.join(missing)}",
+            )
+        )
+    except Exception as exc:
+        report.checks.append(Check("tools registered", False, f"{type(exc).__name__}: {exc}"))
+    try:
+        from services.policy import default_policy
+
+        chosen = policy or default_policy()
+        report.checks.append(Check("policy loads", True, f"{chosen.source} ({chosen.hash[:19]}, mode {chosen.mode})"))
+    except Exception as exc:
+        report.checks.append(Check("policy loads", False, f"{type(exc).__name__}: {exc}"))
+        return report
+    try:
+        report.checks.append(_end_to_end(chosen))
+    except Exception as exc:
+        report.checks.append(Check("gateway end to end", False, f"{type(exc).__name__}: {exc}"))
+    return report
+
+
+def _end_to_end(policy: Policy) -> Check:
+    from services.policy import parse_policy
+    from services.tools.gateway import ToolGateway
+    from services.workspaces import ephemeral_workspace
+
+    workspace = ephemeral_workspace()
+    try:
+        (workspace.root / "doctor.txt").write_text("aries doctor\n", encoding="utf-8")
+        # The operator's policy may not enable fs; the check uses a minimal READ_ONLY policy.
+        probe = parse_policy(
+            "version: 1\nmode: strict\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: enabled}\n"
+            "filesystem: {allowed_roots: ['${workspace}']}\n",
+            source="<doctor>",
+        )
+        with ToolGateway(workspace, policy=probe, source="doctor") as gateway:
+            result = gateway.execute_sync("builtin:fs:list_dir", {"path": "."})
+            names = [e["name"] for e in (result.data or {}).get("entries", [])]
+            last = gateway.last_decision()
+        ok = result.ok and "doctor.txt" in names and last is not None and last["rule_id"] == "mode.strict.read_only"
+        detail = "list_dir ran, recorded with rule mode.strict.read_only" if ok else f"unexpected: {result.to_dict()}"
+        return Check("gateway end to end", ok, detail)
+    finally:
+        workspace.close()

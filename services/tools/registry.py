@@ -1,0 +1,280 @@
+"""Tool registry, providers, and the capability that makes the gateway the only way in.
+
+A provider contributes ``ToolSpec``s: id, class, risk tier, input/output JSON schemas, what
+the call touches (``resources`` for the policy) and a *guarded* handler.  The builtin
+provider is always available; an MCP provider can implement the same ``ToolProvider``
+protocol later and stays disabled by default (``providers.mcp.enabled: false``).
+
+Tool implementations are wrapped by ``tool(...)`` when they are defined: the name a module
+exports is the guarded wrapper, which refuses to run unless it is handed the live
+``Capability`` that the gateway issues for exactly that call and tool (and revokes when the
+call ends).  The raw function is kept only in the wrapper's closure.  This is a guard against
+accidental bypass, not a sandbox: Python code in the same process can always get around it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from services.errors import NotFound
+from services.policy import Resource, RiskTier
+from services.tools.results import ToolOutput, ToolPermissionDenied
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+    from services.policy import BoundPolicy, Limits, PathGuard
+    from services.workspaces import Workspace
+
+# -- the capability -------------------------------------------------------------------------
+
+
+class Capability:
+    """Proof that the gateway authorised one call of one tool. Only live while that call runs."""
+
+    __slots__ = ("tool_id", "call_id", "_nonce")
+
+    def __init__(self, tool_id: str, call_id: str, nonce: str) -> None:
+        self.tool_id = tool_id
+        self.call_id = call_id
+        self._nonce = nonce
+
+    def __repr__(self) -> str:
+        return f"Capability({self.tool_id!r}, {self.call_id!r})"
+
+
+_LIVE: dict[int, str] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def _issue(tool_id: str, call_id: str) -> Capability:
+    """Gateway-private: a capability for one call. Everything else gets refused."""
+    cap = Capability(tool_id, call_id, secrets.token_hex(16))
+    with _LIVE_LOCK:
+        _LIVE[id(cap)] = cap._nonce
+    return cap
+
+
+def _revoke(cap: Capability) -> None:
+    with _LIVE_LOCK:
+        _LIVE.pop(id(cap), None)
+
+
+def _check(cap: Any, tool_id: str, ctx: Any) -> None:
+    ok = isinstance(cap, Capability) and cap.tool_id == tool_id
+    if ok:
+        with _LIVE_LOCK:
+            ok = _LIVE.get(id(cap)) == cap._nonce
+    if ok and ctx is not None:
+        ok = getattr(ctx, "call_id", None) == cap.call_id
+    if not ok:
+        raise ToolPermissionDenied(
+            f"{tool_id} can only run through the policy gateway (execute_tool_call_with_policy)",
+            rule="gateway.capability",
+        )
+
+
+# -- the call context -----------------------------------------------------------------------
+
+
+@dataclass
+class ToolContext:
+    """What an implementation may use: built by the gateway for one call."""
+
+    call_id: str
+    tool_id: str
+    policy: BoundPolicy
+    workspace: Workspace | None
+    processes: Any  # services.tools.shell.ProcessManager, created lazily by the gateway
+    facts: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None  # time.monotonic() by which the call must end
+
+    @property
+    def limits(self) -> Limits:
+        return self.policy.limits
+
+    @property
+    def guard(self) -> PathGuard:
+        return self.policy.guard
+
+
+Impl = Callable[[ToolContext, dict[str, Any]], "ToolOutput | Awaitable[ToolOutput]"]
+PreviewImpl = Callable[[ToolContext, dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]
+Guarded = Callable[[Capability, ToolContext, dict[str, Any]], Any]
+
+
+def guard_impl(tool_id: str, impl: Callable[..., Any]) -> Guarded:
+    """Wrap ``impl(ctx, args)`` so that it runs only with the live capability for ``tool_id``."""
+    if inspect.iscoroutinefunction(impl):
+
+        async def guarded_async(cap: Capability, ctx: ToolContext, args: dict[str, Any]) -> Any:
+            _check(cap, tool_id, ctx)
+            return await impl(ctx, args)
+
+        guarded_async.__name__ = getattr(impl, "__name__", "tool")
+        guarded_async.__doc__ = impl.__doc__
+        return guarded_async
+
+    def guarded(cap: Capability, ctx: ToolContext, args: dict[str, Any]) -> Any:
+        _check(cap, tool_id, ctx)
+        return impl(ctx, args)
+
+    guarded.__name__ = getattr(impl, "__name__", "tool")
+    guarded.__doc__ = impl.__doc__
+    return guarded
+
+
+def _no_resources(args: dict[str, Any]) -> list[Resource]:
+    return []
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    tool_id: str
+    provider: str
+    tool_class: str
+    tier: RiskTier
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    handler: Guarded = field(repr=False)
+    is_async: bool = False
+    resources_fn: Callable[[dict[str, Any]], list[Resource]] = field(default=_no_resources, repr=False)
+    tier_fn: Callable[[dict[str, Any], dict[str, Any]], RiskTier] | None = field(default=None, repr=False)
+    session_keys: tuple[str, ...] = ()
+    preview: Guarded | None = field(default=None, repr=False)
+    preview_is_async: bool = False
+
+    def resources(self, args: dict[str, Any]) -> list[Resource]:
+        return self.resources_fn(args)
+
+    def effective_tier(self, args: dict[str, Any], facts: dict[str, Any]) -> RiskTier:
+        return self.tier_fn(args, facts) if self.tier_fn is not None else self.tier
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.tool_id,
+            "provider": self.provider,
+            "class": self.tool_class,
+            "tier": str(self.tier),
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+        }
+
+
+def tool(
+    tool_id: str,
+    *,
+    tier: RiskTier,
+    description: str,
+    input_schema: dict[str, Any],
+    output_schema: dict[str, Any],
+    registry: list[ToolSpec],
+    resources: Callable[[dict[str, Any]], list[Resource]] = _no_resources,
+    tier_fn: Callable[[dict[str, Any], dict[str, Any]], RiskTier] | None = None,
+    session_keys: tuple[str, ...] = (),
+    preview: Callable[..., Any] | None = None,
+) -> Callable[[Callable[..., Any]], Guarded]:
+    """Decorator for builtin implementations: registers the spec, returns the guarded handler."""
+    provider, tool_class = tool_id.split(":")[0], tool_id.split(":")[1]
+
+    def decorate(impl: Callable[..., Any]) -> Guarded:
+        handler = guard_impl(tool_id, impl)
+        registry.append(
+            ToolSpec(
+                tool_id=tool_id,
+                provider=provider,
+                tool_class=tool_class,
+                tier=tier,
+                description=description,
+                input_schema=input_schema,
+                output_schema=output_schema,
+                handler=handler,
+                is_async=inspect.iscoroutinefunction(impl),
+                resources_fn=resources,
+                tier_fn=tier_fn,
+                session_keys=session_keys,
+                preview=guard_impl(tool_id, preview) if preview is not None else None,
+                preview_is_async=preview is not None and inspect.iscoroutinefunction(preview),
+            )
+        )
+        return handler
+
+    return decorate
+
+
+# -- providers and the registry -------------------------------------------------------------
+
+
+class ToolProvider(Protocol):
+    """A source of tools. ``builtin`` ships here; an MCP provider would implement the same."""
+
+    name: str
+
+    def tools(self) -> list[ToolSpec]: ...
+
+
+class BuiltinProvider:
+    name = "builtin"
+
+    def tools(self) -> list[ToolSpec]:
+        from services.tools import fs, shell, web
+
+        return [*fs.TOOLS, *shell.TOOLS, *web.TOOLS]
+
+
+class ToolRegistry:
+    def __init__(self, providers: list[ToolProvider] | None = None) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        self._validators: dict[str, Validator] = {}
+        self.providers: list[ToolProvider] = []
+        for provider in providers if providers is not None else [BuiltinProvider()]:
+            self.add_provider(provider)
+
+    def add_provider(self, provider: ToolProvider) -> None:
+        for spec in provider.tools():
+            if spec.provider != provider.name:
+                raise ValueError(f"{spec.tool_id}: provider {provider.name!r} may only register its own ids")
+            if spec.tool_id in self._tools:
+                raise ValueError(f"tool {spec.tool_id} is registered twice")
+            self._tools[spec.tool_id] = spec
+        self.providers.append(provider)
+
+    def get(self, tool_id: str) -> ToolSpec:
+        try:
+            return self._tools[tool_id]
+        except KeyError:
+            raise NotFound(f"no tool {tool_id!r} is registered", tool_id=tool_id) from None
+
+    def __contains__(self, tool_id: object) -> bool:
+        return tool_id in self._tools
+
+    def list(self) -> list[ToolSpec]:
+        return [self._tools[k] for k in sorted(self._tools)]
+
+    def validator(self, tool_id: str) -> Validator:
+        validator = self._validators.get(tool_id)
+        if validator is None:
+            from jsonschema import Draft202012Validator
+
+            schema = self.get(tool_id).input_schema
+            Draft202012Validator.check_schema(schema)
+            validator = Draft202012Validator(schema)
+            self._validators[tool_id] = validator
+        return validator
+
+
+_DEFAULT_REGISTRY: ToolRegistry | None = None
+
+
+def default_registry() -> ToolRegistry:
+    global _DEFAULT_REGISTRY
+    if _DEFAULT_REGISTRY is None:
+        _DEFAULT_REGISTRY = ToolRegistry()
+    return _DEFAULT_REGISTRY

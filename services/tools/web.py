@@ -1,0 +1,497 @@
+"""Builtin web tools: search (SearXNG JSON API), fetch, extract.
+
+aiohttp is imported inside the functions that use it.  ``fetch`` follows redirects itself so
+that every hop is checked against the policy (scheme unchanged, host allowed, redirect limit),
+and resolves host names through a resolver that refuses loopback, private and reserved
+addresses unless the policy's ``web.allow_private`` names them, so a public name that resolves
+to 127.0.0.1 is refused too.  Bodies are capped (``truncated``) and stored as artifacts with
+their provenance; the citation handle is ``web:<artifact id>``.  ``extract`` turns a stored
+HTML artifact into text deterministically and touches no network (READ_ONLY).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urljoin, urlsplit
+
+from services.clock import utc_now
+from services.errors import InvalidInput, NotFound
+from services.policy import BoundPolicy, Resource, RiskTier, SearchEndpointUse, UrlUse
+from services.tools import schemas
+from services.tools.registry import ToolContext, ToolSpec, tool
+from services.tools.results import PolicyDenied, ToolInternalError, ToolOutput, ToolTimeout
+
+if TYPE_CHECKING:
+    from services.artifacts import Artifact
+
+TOOLS: list[ToolSpec] = []
+USER_AGENT = "Aries/0.1 (builtin:web)"
+_REDIRECTS = {301, 302, 303, 307, 308}
+_PREVIEW_CHARS = 2000
+
+
+@dataclass
+class Fetched:
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    body: bytes
+    truncated: bool
+    redirects: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _policy_resolver(policy: BoundPolicy) -> Any:
+    """An aiohttp resolver that drops addresses the policy refuses (DNS-rebinding safe)."""
+    import aiohttp
+    from aiohttp.abc import AbstractResolver
+
+    class PolicyResolver(AbstractResolver):
+        def __init__(self) -> None:
+            self.inner = aiohttp.ThreadedResolver()
+            self.denied: PolicyDenied | None = None
+
+        async def resolve(self, host: str, port: int = 0, family: Any = 0) -> Any:
+            import socket
+
+            results = await self.inner.resolve(host, port, family or socket.AF_UNSPEC)
+            allowed = []
+            for result in results:
+                try:
+                    policy.check_address(result["host"], host=host.lower().rstrip("."))
+                except PolicyDenied as exc:
+                    self.denied = exc
+                    continue
+                allowed.append(result)
+            if not allowed:
+                raise self.denied or PolicyDenied(f"{host} did not resolve", rule="web.private_address")
+            return allowed
+
+        async def close(self) -> None:
+            await self.inner.close()
+
+    return PolicyResolver()
+
+
+async def http_get(ctx: ToolContext, url: str, *, max_bytes: int) -> Fetched:
+    """GET with the policy applied to every hop; body capped at ``max_bytes``."""
+    import aiohttp
+
+    policy = ctx.policy
+    limits = ctx.limits
+    first = policy.check_url(url)
+    resolver = _policy_resolver(policy)
+    timeout = aiohttp.ClientTimeout(
+        total=limits.web_connect_timeout_s + 2 * limits.web_read_timeout_s,
+        sock_connect=limits.web_connect_timeout_s,
+        sock_read=limits.web_read_timeout_s,
+    )
+    connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True, limit=4)
+    redirects: list[dict[str, Any]] = []
+    current = url
+    try:
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, trust_env=False, headers={"User-Agent": USER_AGENT}
+        ) as session:
+            for _hop in range(int(limits.web_max_redirects) + 1):
+                async with session.get(current, allow_redirects=False) as response:
+                    location = response.headers.get("Location")
+                    if response.status in _REDIRECTS and location:
+                        target = urljoin(current, location)
+                        if urlsplit(target).scheme.lower() != first["scheme"]:
+                            raise PolicyDenied(
+                                f"redirect to {target!r} changes the scheme; refused",
+                                rule="web.scheme_change",
+                                url=target,
+                            )
+                        policy.check_url(target, arg="redirect")
+                        redirects.append({"status": response.status, "url": target})
+                        current = target
+                        continue
+                    chunks: list[bytes] = []
+                    size = 0
+                    truncated = False
+                    async for chunk in response.content.iter_chunked(65536):
+                        chunks.append(chunk)
+                        size += len(chunk)
+                        if size > max_bytes:
+                            truncated = True
+                            break
+                    body = b"".join(chunks)[:max_bytes]
+                    return Fetched(
+                        url,
+                        current,
+                        response.status,
+                        response.headers.get("Content-Type", ""),
+                        body,
+                        truncated,
+                        redirects,
+                    )
+            raise PolicyDenied(
+                f"more than {int(limits.web_max_redirects)} redirects; stopped at {current!r}",
+                rule="web.max_redirects",
+                redirects=redirects,
+            )
+    except PolicyDenied:
+        raise
+    except TimeoutError as exc:
+        raise ToolTimeout(f"timed out fetching {current!r} ({type(exc).__name__})", url=current) from None
+    except aiohttp.ClientError as exc:
+        if resolver.denied is not None:
+            raise resolver.denied from None
+        raise ToolInternalError(
+            f"could not fetch {current!r}: {type(exc).__name__}: {exc}"[:500], url=current, retryable=True
+        ) from None
+
+
+def _artifact_name(url: str, content_type: str) -> str:
+    path = urlsplit(url).path.rstrip("/")
+    last = path.rsplit("/", 1)[-1] if path else ""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", last)[:100].lstrip(".-") or "index"
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if "." not in name:
+        name += {
+            "text/html": ".html",
+            "application/json": ".json",
+            "text/plain": ".txt",
+            "application/xhtml+xml": ".html",
+        }.get(mime, ".bin" if mime and not mime.startswith("text/") else ".txt")
+    return name
+
+
+async def _store(ctx: ToolContext, data: bytes, name: str, description: str, provenance: dict[str, Any]) -> Artifact:
+    if ctx.workspace is None:
+        raise InvalidInput("web tools need a workspace to store what they fetch")
+    registry = ctx.workspace.artifacts
+    artifact, _ = await asyncio.to_thread(
+        registry.add_bytes, data, name, description=description, provenance=provenance
+    )
+    return artifact
+
+
+def _charset(content_type: str, body: bytes) -> str:
+    match = re.search(r"charset=[\"']?([A-Za-z0-9_.:-]+)", content_type, re.IGNORECASE)
+    if match:
+        name = match.group(1)
+    else:
+        meta = re.search(rb"<meta[^>]+charset=[\"']?([A-Za-z0-9_.:-]+)", body[:4096], re.IGNORECASE)
+        name = meta.group(1).decode("ascii") if meta else "utf-8"
+    import codecs
+
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return "utf-8"
+
+
+# -- search -------------------------------------------------------------------------------------
+@tool(
+    "builtin:web:search",
+    tier=RiskTier.NETWORK,
+    description="Search the web through the configured SearXNG endpoint (JSON API). Results are stored as "
+    "an artifact for citation.",
+    input_schema=schemas.WEB_SEARCH_IN,
+    output_schema=schemas.WEB_SEARCH_OUT,
+    registry=TOOLS,
+    resources=lambda args: [SearchEndpointUse()],
+)
+async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    endpoint = ctx.policy.policy.searxng_url
+    if not endpoint:
+        raise PolicyDenied("no SearXNG endpoint is configured (web.searxng_url)", rule="web.searxng_url")
+    base = endpoint.rstrip("/")
+    if not base.endswith("/search"):
+        base += "/search"
+    params: dict[str, Any] = {"q": args["query"], "format": "json"}
+    for key, param in (("categories", "categories"), ("language", "language"), ("page", "pageno")):
+        if key in args:
+            params[param] = args[key]
+    url = f"{base}?{urlencode(params)}"
+    fetched = await http_get(ctx, url, max_bytes=ctx.limits.web_max_bytes)
+    if fetched.status != 200:
+        raise ToolInternalError(
+            f"SearXNG answered HTTP {fetched.status}", status=fetched.status, retryable=fetched.status >= 500
+        )
+    if fetched.truncated:
+        raise ToolInternalError("the SearXNG answer exceeded the size limit", retryable=False)
+    try:
+        payload = json.loads(fetched.body.decode("utf-8"))
+        raw_results = payload["results"]
+        if not isinstance(raw_results, list):
+            raise TypeError("results is not a list")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ToolInternalError(f"SearXNG did not answer with its JSON format ({exc})") from None
+    limit = min(int(args.get("max_results", ctx.limits.web_search_max_results)), ctx.limits.web_search_max_results)
+    results = []
+    for item in raw_results:
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            continue
+        results.append(
+            {
+                "title": str(item.get("title") or "")[:500],
+                "url": item["url"][:2000],
+                "snippet": str(item.get("content") or "")[:2000],
+                "engine": str(item.get("engine") or ""),
+            }
+        )
+        if len(results) >= limit:
+            break
+    stored = json.dumps(
+        {"query": args["query"], "endpoint": endpoint, "results": results}, indent=2, ensure_ascii=False
+    ).encode("utf-8")
+    artifact = await _store(
+        ctx,
+        stored,
+        "search-results.json",
+        f"web search: {args['query'][:100]}",
+        {
+            "kind": "tool",
+            "tool": "builtin:web:search",
+            "query": args["query"],
+            "endpoint": endpoint,
+            "url": url,
+            "fetched_at": utc_now(),
+        },
+    )
+    return ToolOutput(
+        {
+            "query": args["query"],
+            "endpoint": endpoint,
+            "results": results,
+            "artifact_id": artifact.id,
+            "citation": f"web:{artifact.id}",
+        },
+        {"bytes": len(fetched.body), "truncated": len(raw_results) > len(results), "result_count": len(results)},
+    )
+
+
+# -- fetch --------------------------------------------------------------------------------------
+def _fetch_resources(args: dict[str, Any]) -> list[Resource]:
+    return [UrlUse(args.get("url"))]
+
+
+def _preview_fetch(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    checked = ctx.policy.check_url(args["url"])
+    return {
+        "kind": "url",
+        "url": args["url"],
+        "host": checked["host"],
+        "max_bytes": min(int(args.get("max_bytes", ctx.limits.web_max_bytes)), ctx.limits.web_max_bytes),
+    }
+
+
+@tool(
+    "builtin:web:fetch",
+    tier=RiskTier.NETWORK,
+    description="Fetch a URL (every redirect hop checked by the policy, body capped). The body is stored as "
+    "an artifact; the result carries its citation handle.",
+    input_schema=schemas.WEB_FETCH_IN,
+    output_schema=schemas.WEB_FETCH_OUT,
+    registry=TOOLS,
+    resources=_fetch_resources,
+    session_keys=("hosts",),
+    preview=_preview_fetch,
+)
+async def fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    max_bytes = min(int(args.get("max_bytes", ctx.limits.web_max_bytes)), ctx.limits.web_max_bytes)
+    fetched = await http_get(ctx, str(args["url"]), max_bytes=max_bytes)
+    artifact = await _store(
+        ctx,
+        fetched.body,
+        _artifact_name(fetched.final_url, fetched.content_type),
+        f"fetched {fetched.url[:200]}",
+        {
+            "kind": "tool",
+            "tool": "builtin:web:fetch",
+            "url": fetched.url,
+            "final_url": fetched.final_url,
+            "status": fetched.status,
+            "content_type": fetched.content_type,
+            "truncated": fetched.truncated,
+            "fetched_at": utc_now(),
+        },
+    )
+    text = fetched.body[: _PREVIEW_CHARS * 4].decode(_charset(fetched.content_type, fetched.body), errors="replace")
+    return ToolOutput(
+        {
+            "url": fetched.url,
+            "final_url": fetched.final_url,
+            "status": fetched.status,
+            "content_type": fetched.content_type,
+            "bytes": len(fetched.body),
+            "truncated": fetched.truncated,
+            "redirects": fetched.redirects,
+            "artifact_id": artifact.id,
+            "citation": f"web:{artifact.id}",
+            "preview": text[:_PREVIEW_CHARS],
+        },
+        {
+            "bytes": len(fetched.body),
+            "bytes_read": len(fetched.body),
+            "truncated": fetched.truncated,
+            "limit": max_bytes,
+        },
+    )
+
+
+# -- extract ------------------------------------------------------------------------------------
+_SKIP = {"script", "style", "noscript", "template", "svg", "iframe", "object", "canvas", "head"}
+_BLOCK = {
+    "p",
+    "div",
+    "br",
+    "li",
+    "ul",
+    "ol",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "tr",
+    "table",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "nav",
+    "aside",
+    "main",
+    "pre",
+    "blockquote",
+    "hr",
+    "dd",
+    "dt",
+    "dl",
+    "figure",
+    "figcaption",
+    "form",
+    "fieldset",
+    "address",
+    "details",
+    "summary",
+    "td",
+    "th",
+}
+_VOID = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr"}
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip_depth = 0
+        self.pre_depth = 0
+        self.in_title = False
+        self.title: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+        if tag in _SKIP and tag not in _VOID:
+            self.skip_depth += 1
+            return
+        if tag == "pre":
+            self.pre_depth += 1
+        if tag in _BLOCK:
+            self.parts.append("\n")
+        if tag == "li":
+            self.parts.append("- ")
+        if tag in {"td", "th"}:
+            self.parts.append(" ")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        if tag in _SKIP and tag not in _VOID:
+            self.skip_depth = max(0, self.skip_depth - 1)
+            return
+        if tag == "pre":
+            self.pre_depth = max(0, self.pre_depth - 1)
+        if tag in _BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title.append(data)
+        if self.skip_depth:
+            return
+        if self.pre_depth:
+            self.parts.append(data.replace("\n", "\x00"))  # kept through normalisation below
+        else:
+            self.parts.append(re.sub(r"\s+", " ", data))
+
+
+def html_to_text(html: str) -> tuple[str, str]:
+    """Deterministic HTML to text: scripts/styles dropped, blocks on their own lines, white space
+    normalised (kept inside ``<pre>``). Returns ``(title, text)``."""
+    parser = _TextExtractor()
+    parser.feed(html)
+    parser.close()
+    raw = "".join(parser.parts)
+    lines: list[str] = []
+    for line in raw.split("\n"):
+        if "\x00" in line:
+            lines.extend(part.rstrip() for part in line.split("\x00"))
+        else:
+            lines.append(re.sub(r"[ \t\f\v]+", " ", line).strip())
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    title = re.sub(r"\s+", " ", "".join(parser.title)).strip()
+    return title, text
+
+
+@tool(
+    "builtin:web:extract",
+    tier=RiskTier.READ_ONLY,
+    description="Text of a stored artifact (e.g. a fetched page): HTML is converted deterministically. Takes an "
+    "artifact id, never a URL.",
+    input_schema=schemas.WEB_EXTRACT_IN,
+    output_schema=schemas.WEB_EXTRACT_OUT,
+    registry=TOOLS,
+)
+def extract(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    if ctx.workspace is None:
+        raise InvalidInput("extract needs a workspace (artifacts live there)")
+    ref = str(args["artifact_id"])
+    if "://" in ref:
+        raise InvalidInput("extract takes an artifact id; fetch the URL first with builtin:web:fetch")
+    registry = ctx.workspace.artifacts
+    artifact = registry.get(ref)
+    if artifact.id != ref and artifact.hash.removeprefix("sha256:") != ref.removeprefix("sha256:"):
+        raise NotFound(f"no artifact with id {ref!r}")
+    data = registry.read_bytes(artifact, limit=ctx.limits.web_max_bytes + 1)
+    truncated = len(data) > ctx.limits.web_max_bytes
+    data = data[: ctx.limits.web_max_bytes]
+    content_type = str(artifact.provenance.get("content_type") or artifact.mime_type)
+    if b"\x00" in data[:8192]:
+        raise InvalidInput(f"artifact {artifact.id} is binary ({artifact.mime_type}); no text to extract")
+    decoded = data.decode(_charset(content_type, data), errors="replace")
+    looks_html = "html" in content_type.lower() or re.match(r"\s*(<!doctype html|<html)", decoded[:1000], re.I)
+    title, text = html_to_text(decoded) if looks_html else ("", decoded.strip())
+    max_chars = int(args.get("max_chars", ctx.limits.fs_read_max_bytes))
+    if len(text) > max_chars:
+        text = text[:max_chars]
+        truncated = True
+    source = artifact.provenance.get("final_url") or artifact.provenance.get("url")
+    return ToolOutput(
+        {
+            "artifact_id": artifact.id,
+            "citation": f"web:{artifact.id}",
+            "title": title,
+            "text": text,
+            "chars": len(text),
+            "truncated": truncated,
+            "source_url": source if isinstance(source, str) else None,
+        },
+        {"truncated": truncated, "bytes": len(data)},
+    )

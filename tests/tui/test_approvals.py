@@ -1,0 +1,210 @@
+"""The approval flow in the TUI: the queue, the modal, and what reaches the transcript and audit."""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+
+from app.aries_app import AriesApp
+from screens.approval import ApprovalScreen
+from services.transcripts import read_transcript
+from services.workspaces import Workspace, WorkspaceManager
+from widgets.approvals.pane import ApprovalsPane
+
+SIZE = (160, 48)
+
+WEB_POLICY = """\
+version: 1
+mode: guide
+providers: {builtin: {enabled: true}}
+tool_classes: {fs: enabled, shell: enabled, web: enabled}
+filesystem:
+  allowed_roots: ["${workspace}"]
+shell:
+  executables:
+    - {id: inspect, names: [ls, cat, echo, sleep]}
+web:
+  schemes: [http, https]
+  allow_private: [127.0.0.1]
+"""
+
+
+def make_workspace(name: str = "demo", policy: str | None = None) -> Workspace:
+    workspace, _ = WorkspaceManager().create(name)
+    (workspace.root / "notes.txt").write_text("first line\nold line\n")
+    if policy is not None:
+        (workspace.root / "policy.yaml").write_text(policy)
+    return workspace
+
+
+async def wait_for_pending(app: AriesApp, pilot: Pilot[int], count: int = 1) -> None:
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if len(app.pending_requests()) >= count:
+            return
+    raise AssertionError(f"expected {count} pending approvals, have {len(app.pending_requests())}")
+
+
+async def wait_for_tools(app: AriesApp, pilot: Pilot[int]) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def tool_entries(app: AriesApp) -> list[dict]:
+    assert app.transcript is not None
+    return [e for e in read_transcript(app.transcript.path).entries if e["role"] == "tool"]
+
+
+async def test_write_approved_once_in_the_modal() -> None:
+    workspace = make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt new text", "enter")
+        await wait_for_pending(app, pilot)
+        assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"  # nothing before approval
+        await pilot.press("enter")  # the Approvals pane has focus: Enter opens the modal
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalScreen)
+        await pilot.press("a")
+        await wait_for_tools(app, pilot)
+        assert (workspace.root / "notes.txt").read_text() == "new text\n"
+        [entry] = tool_entries(app)
+        assert entry["tool_name"] == "builtin:fs:write_text" and entry["status"] == "success"
+        decision = app.gateway().last_decision()
+        assert decision is not None and decision["approved_by"] == "operator_once"
+        assert app.pending_requests() == []
+        assert app.focused is app.screen.query_one("#prompt")
+
+
+async def test_deny_with_a_reason_reaches_the_caller_as_a_structured_result() -> None:
+    workspace = make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt nope", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("enter", "d", *"not today", "enter")
+        await wait_for_tools(app, pilot)
+        assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
+        [entry] = tool_entries(app)
+        assert entry["status"] == "fail"
+        error = entry["output"]["error"]
+        assert error["type"] == "PolicyDenied" and "not today" in error["message"]
+        assert error["details"]["rule"]
+
+
+async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pattern() -> None:
+    workspace = make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt one", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ApprovalScreen) and len(app.pending_requests()) == 1
+        app.screen.query_one(ApprovalsPane).focus_main()
+        await pilot.pause()
+        await pilot.press("enter", "s")
+        await wait_for_tools(app, pilot)
+        assert (workspace.root / "notes.txt").read_text() == "one\n"
+        # the same tool and path again: no question this time
+        await pilot.press(*"/fs write notes.txt two", "enter")
+        await wait_for_tools(app, pilot)
+        assert app.pending_requests() == []
+        assert (workspace.root / "notes.txt").read_text() == "two\n"
+        decision = app.gateway().last_decision()
+        assert decision is not None and decision["approved_by"] == "operator_session"
+
+
+async def test_reads_run_without_asking_and_denied_paths_are_refused_through_the_shell() -> None:
+    workspace = make_workspace()
+    (workspace.root / ".env").write_text("SECRET=1\n")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs ls", "enter")
+        await wait_for_tools(app, pilot)
+        await pilot.press(*"/shell run cat .env", "enter")
+        await wait_for_tools(app, pilot)
+        await pilot.press(*"/fs read .env", "enter")
+        await wait_for_tools(app, pilot)
+        listed, shell, read = tool_entries(app)
+        assert listed["status"] == "success"
+        assert shell["status"] == "fail" and shell["output"]["error"]["type"] == "PolicyDenied"
+        assert read["status"] == "fail" and read["output"]["error"]["type"] == "PolicyDenied"
+        assert app.pending_requests() == []  # refused by policy before anyone was asked
+        await pilot.press(*"/policy explain-last", "enter")
+        await pilot.pause()
+        assert app.transcript is not None
+        last = read_transcript(app.transcript.path).entries[-1]
+        assert last["role"] == "system" and "rule" in last["content"] and "deny" in last["content"]
+
+
+async def test_switching_workspace_denies_what_still_waits() -> None:
+    workspace = make_workspace()
+    WorkspaceManager().create("other")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt pending", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("escape")
+        app.open_workspace("other")
+        await wait_for_tools(app, pilot)
+        assert app.pending_requests() == []
+        assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+def queue(*commands: str, open_first: bool = False):  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot[int]) -> None:
+        app = pilot.app
+        assert isinstance(app, AriesApp)
+        await pilot.pause()  # let the main screen compose
+        for number, command in enumerate(commands, start=1):
+            app.screen.query_one("#prompt").focus()
+            await pilot.press(*command, "enter")
+            await wait_for_pending(app, pilot, number)
+        if open_first:
+            app.screen.query_one(ApprovalsPane).focus_main()
+            await pilot.pause()
+            await pilot.press("enter")
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+def test_modal_for_a_file_write_shows_the_diff(snap_compare) -> None:
+    """You should see the approval modal for builtin:fs:write_text: risk WRITE_DESTRUCTIVE, the guide-mode
+    rule, a diff of notes.txt replacing its two lines by "new line", the arguments as JSON, what approving
+    for the session covers (${workspace}/notes.txt), and the keys a, s, d, Esc."""
+    make_workspace()
+    command = "/fs write notes.txt new line"
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=queue(command, open_first=True))
+
+
+def test_modal_for_a_shell_command(snap_compare) -> None:
+    """You should see the approval modal for builtin:shell:run with risk EXEC_USERSPACE, the command line
+    "echo hello aries" and its cwd ${workspace}, and the arguments."""
+    make_workspace()
+    assert snap_compare(
+        AriesApp("demo"), terminal_size=SIZE, run_before=queue("/shell run echo hello aries", open_first=True)
+    )
+
+
+def test_modal_for_a_network_fetch(snap_compare) -> None:
+    """You should see the approval modal for builtin:web:fetch with risk NETWORK and the URL
+    http://127.0.0.1:9/report.html (nothing is fetched: the call waits for the operator)."""
+    make_workspace(policy=WEB_POLICY)
+    assert snap_compare(
+        AriesApp("demo"),
+        terminal_size=SIZE,
+        run_before=queue("/web fetch http://127.0.0.1:9/report.html", open_first=True),
+    )
+
+
+def test_approvals_pane_with_three_pending_calls(snap_compare) -> None:
+    """You should see the main screen with three calls in the Approvals pane (fs:write_text
+    WRITE_DESTRUCTIVE notes.txt, shell:run EXEC_USERSPACE "echo hi", web:fetch NETWORK with its URL), each
+    with the reason it waits, the first highlighted, and "3 waiting" in the pane's border."""
+    make_workspace(policy=WEB_POLICY)
+    run_before = queue("/fs write notes.txt hello", "/shell run echo hi", "/web fetch http://127.0.0.1:9/a")
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
