@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextvars
 import hashlib
 import inspect
 import secrets
@@ -337,10 +338,20 @@ async def _preview(
     return dict(value) if isinstance(value, dict) else None
 
 
+# Seconds this call spent waiting for the operator; kept out of ``duration_ms`` (the work itself).
+_APPROVAL_WAIT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("approval_wait", default=None)
+
+
 async def _ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision:
-    answer = approver(request)
-    if inspect.isawaitable(answer):
-        answer = await answer
+    asked = time.perf_counter()
+    try:
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    finally:
+        waited = _APPROVAL_WAIT.get()
+        if waited is not None:
+            waited.append(time.perf_counter() - asked)
     if not isinstance(answer, ApprovalDecision):
         return ApprovalDecision.deny(f"the approver returned {type(answer).__name__}, not a decision")
     return answer
@@ -357,6 +368,8 @@ async def execute_tool_call_with_policy(
     tool's failure or a denial: those come back as structured error results."""
     started_mono = time.perf_counter()
     started_at = utc_now()
+    waited: list[float] = []
+    _APPROVAL_WAIT.set(waited)
     call_id = request.call_id or _new_id("call")
     run_id = request.run_id or gateway.run_id
     tool_id = request.tool_id
@@ -395,7 +408,8 @@ async def execute_tool_call_with_policy(
         decision = _gateway_decision(gateway, spec, tool_id, "gateway.error", f"{type(exc).__name__}: {exc}")
         output, error = None, ToolError(ErrorType.INTERNAL_ERROR, decision.reason[:500], False, {"rule": decision.rule})
 
-    duration_ms = round((time.perf_counter() - started_mono) * 1000, 3)
+    approval_wait_ms = round(sum(waited) * 1000, 3)
+    duration_ms = round((time.perf_counter() - started_mono) * 1000 - approval_wait_ms, 3)
     meta: dict[str, Any] = {"call_id": call_id, "tool_id": tool_id}
     data_json: str | None = None
     if output is not None:
@@ -417,6 +431,8 @@ async def execute_tool_call_with_policy(
         refused = decision.action == "deny" and decision.error_type != "InternalError"
         status = "denied" if error.type is ErrorType.POLICY_DENIED or refused else "error"
     meta["duration_ms"] = duration_ms
+    if waited:
+        meta["approval_wait_ms"] = approval_wait_ms
     decision_dict = decision.to_dict()
     meta["decision"] = {
         "action": decision.action,

@@ -213,6 +213,22 @@ async def test_async_approver_and_async_execute(gateway_factory: Callable[..., T
         gateway.execute_sync("builtin:fs:list_dir", {})
 
 
+async def test_time_waiting_for_the_operator_is_not_counted_as_work(
+    gateway_factory: Callable[..., ToolGateway],
+) -> None:
+    async def slow_operator(request: ApprovalRequest) -> ApprovalDecision:
+        await asyncio.sleep(0.3)
+        return ApprovalDecision.once()
+
+    gateway = gateway_factory(approver=None)
+    result = await gateway.execute("builtin:fs:write_text", {"path": "w.txt", "text": "x"}, approver=slow_operator)
+    assert result.ok
+    assert result.meta["approval_wait_ms"] >= 300
+    assert result.meta["duration_ms"] < result.meta["approval_wait_ms"]
+    read = await gateway.execute("builtin:fs:read_text", {"path": "w.txt"})
+    assert "approval_wait_ms" not in read.meta  # nobody was asked
+
+
 async def test_a_cancelled_call_is_still_recorded(gateway_factory: Callable[..., ToolGateway]) -> None:
     waiting = asyncio.Event()
 
