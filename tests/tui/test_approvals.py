@@ -208,3 +208,22 @@ def test_approvals_pane_with_three_pending_calls(snap_compare) -> None:
     make_workspace(policy=WEB_POLICY)
     run_before = queue("/fs write notes.txt hello", "/shell run echo hi", "/web fetch http://127.0.0.1:9/a")
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_doctor_and_policy_mode_from_the_prompt() -> None:
+    workspace = make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/doctor", "enter")
+        await wait_for_tools(app, pilot)
+        assert app.transcript is not None
+        report = read_transcript(app.transcript.path).entries[-1]["content"]
+        assert report.startswith("Doctor:") and "All checks passed." in report
+        await pilot.press(*"/policy mode strict", "enter")
+        await pilot.pause()
+        assert workspace.meta_path.read_text().count("approval_mode: strict") == 1
+        assert "approvals strict" in app.sub_title
+        assert app.gateway().mode == "strict"
+        await pilot.press(*"/policy mode reckless", "enter")
+        await pilot.pause()
+        assert any("approval mode is one of" in n.message for n in app._notifications)
