@@ -9,10 +9,12 @@ from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
+from textual.worker import Worker, WorkerState
 
 from app.commands import CommandError, parse
 from app.messages import WorkspaceChanged
 from app.palette import WorkspaceCommands
+from app.retrieval import MESSAGE_K, RetrievalMixin
 from app.tooling import ToolingMixin
 from screens.help import HelpScreen
 from screens.main import MainScreen
@@ -31,13 +33,8 @@ from widgets.artifacts.pane import ArtifactsPane
 from widgets.context.pane import ContextPane
 from widgets.transcript.pane import TranscriptPane
 
-OFFLINE_REPLY = (
-    "offline: no model is configured and no index is in use, so there is nothing to answer from yet. "
-    "Your message is kept in the transcript."
-)
 
-
-class AriesApp(ToolingMixin, App[int]):
+class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
     TITLE = "Aries"
     # The main screen is the default screen, whose CSS_PATH Textual does not load by itself.
     CSS_PATH = ["aries.tcss", "../screens/main.tcss"]
@@ -69,6 +66,13 @@ class AriesApp(ToolingMixin, App[int]):
             tooltip="Focus the Approvals pane (pending tool calls)",
         ),
         Binding("f5", "focus_pane('artifacts')", "Artifacts", id="focus.artifacts", tooltip="Focus the Artifacts pane"),
+        Binding(
+            "ctrl+x",
+            "cancel_ingest",
+            "Cancel indexing",
+            id="rag.cancel",
+            tooltip="Stop building the index after the current file (files done so far stay)",
+        ),
         Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
     ]
 
@@ -87,6 +91,7 @@ class AriesApp(ToolingMixin, App[int]):
         self.transcript: Transcript | None = None
         self._shown_ids: set[str] = set()
         self._init_tooling()
+        self._init_retrieval()
 
     # -- lifecycle -------------------------------------------------------------------
     def get_default_screen(self) -> MainScreen:
@@ -125,6 +130,7 @@ class AriesApp(ToolingMixin, App[int]):
 
     def _close_current(self) -> None:
         self.close_gateway()
+        self.close_engine()
         if self.workspace is not None:
             mark_closed(self.workspace)
             self.workspace.close()
@@ -261,8 +267,23 @@ class AriesApp(ToolingMixin, App[int]):
             main[0].query_one(ArtifactsPane).load(self.workspace.artifacts)
 
     def send_message(self, text: str) -> None:
+        """Record the message, retrieve from the active index, and answer (offline provider for now)."""
         self.append_entry("user", text)
-        self.append_entry("system", OFFLINE_REPLY)
+        self._rag_query(text, MESSAGE_K, text)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that died of an unexpected error says so (typed errors are reported where raised)."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            self.log.error(f"worker {event.worker.name} failed", error)
+            self.notify(
+                f"{type(error).__name__}: {error}", title=f"Internal error in {event.worker.name}", severity="error"
+            )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_ingest":
+            return self._ingest_cancel is not None  # only while an index is being built
+        return True
 
     # -- slash commands (one method per row of app.commands.COMMANDS) ----------------------
     def command_help(self, args: list[str], line: str) -> None:

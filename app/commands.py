@@ -31,6 +31,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "artifact", "/artifact add PATH [DESCRIPTION] | list", "Add a file to the artifacts, or list them.", "artifact"
     ),
     SlashCommand(
+        "rag",
+        "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | query TEXT [-k N] | "
+        "show HANDLE | last | cancel",
+        "Build and select indexes; search; open a chunk by handle; show the last retrieved set.",
+        "rag",
+    ),
+    SlashCommand(
         "fs",
         "/fs ls [PATH] [-r] | read PATH | write PATH TEXT… | search QUERY [PATH] | patch DIFF_FILE",
         "Filesystem tools, through the policy gateway.",

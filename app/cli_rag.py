@@ -1,0 +1,355 @@
+"""``aries rag …`` and ``aries eval rag …``: retrieval from the command line.
+
+    aries [-w NAME] rag index add PATH [--name INDEX] [--json]
+    aries [-w NAME] rag index list [--json]
+    aries [-w NAME] rag index use INDEX
+    aries [-w NAME] rag index drop INDEX
+    aries [-w NAME] rag query TEXT [-k N] [--index INDEX] [--json]
+    aries [-w NAME] rag show HANDLE [--json]
+    aries [-w NAME] rag last [--json]
+    aries eval rag --dataset DIR [--queries FILE] [--qrels FILE] [--limit-docs N] [--cache DIR] [--json]
+
+Without ``-w`` the commands run in an ephemeral workspace and say so: nothing persists.
+Settings come from the ``AXIOMME_*`` environment (see ``services.retrieval.settings``).
+Heavy libraries are imported inside the handlers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.retrieval import RetrievalEngine
+    from services.workspaces import Workspace
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(subparsers: Any) -> None:
+    rag = subparsers.add_parser("rag", help="index documents and run inspectable hybrid retrieval")
+    rag_sub = rag.add_subparsers(dest="rag_command", metavar="RAG_COMMAND")
+
+    index = rag_sub.add_parser("index", help="add, list, select and drop indexes")
+    index_sub = index.add_subparsers(dest="index_command", metavar="INDEX_COMMAND")
+    add = index_sub.add_parser("add", help="index a file or folder (recursive, incremental)")
+    add.add_argument("path", metavar="PATH")
+    add.add_argument("--name", metavar="INDEX", help="index name (default: the folder or file name)")
+    add.add_argument("--json", action="store_true", help="print the ingest report as JSON")
+    add.set_defaults(func=_guard(handle_index_add))
+    listing = index_sub.add_parser("list", help="list the workspace's indexes")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=_guard(handle_index_list))
+    use = index_sub.add_parser("use", help="make an index the active one")
+    use.add_argument("name", metavar="INDEX")
+    use.set_defaults(func=_guard(handle_index_use))
+    drop = index_sub.add_parser("drop", help="delete an index")
+    drop.add_argument("name", metavar="INDEX")
+    drop.set_defaults(func=_guard(handle_index_drop))
+    index.set_defaults(func=_usage(index))
+
+    query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
+    query.add_argument("text", metavar="TEXT", nargs="+")
+    query.add_argument("-k", type=int, default=10, metavar="N", help="number of results (default 10)")
+    query.add_argument("--index", metavar="INDEX", help="search this index instead of the active one")
+    query.add_argument("--json", action="store_true")
+    query.set_defaults(func=_guard(handle_query))
+
+    show = rag_sub.add_parser("show", help="full text and metadata of a chunk by citation handle")
+    show.add_argument("handle", metavar="HANDLE", help="<index>:<chunk_id>")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_guard(handle_show))
+
+    last = rag_sub.add_parser("last", help="the last retrieval of this workspace (from the audit log)")
+    last.add_argument("--json", action="store_true")
+    last.set_defaults(func=_guard(handle_last))
+    rag.set_defaults(func=_usage(rag))
+
+    evaluate = subparsers.add_parser("eval", help="quality harnesses")
+    eval_sub = evaluate.add_subparsers(dest="eval_command", metavar="EVAL_COMMAND")
+    rag_eval = eval_sub.add_parser("rag", help="retrieval quality on a BEIR-format collection")
+    rag_eval.add_argument(
+        "--dataset", metavar="DIR", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.tsv"
+    )
+    rag_eval.add_argument("--queries", metavar="FILE", help="queries JSONL (default: DIR/queries.jsonl)")
+    rag_eval.add_argument("--qrels", metavar="FILE", help="judgements TSV (default: DIR/qrels.tsv)")
+    rag_eval.add_argument("--limit-docs", type=int, metavar="N", help="deterministic subset of N documents")
+    rag_eval.add_argument("--cache", metavar="DIR", help="index cache folder (default: $ARIES_HOME/cache/eval)")
+    rag_eval.add_argument("--json", action="store_true", help="print only the metrics as JSON")
+    rag_eval.set_defaults(func=_guard(handle_eval_rag))
+    evaluate.set_defaults(func=_usage(evaluate))
+
+
+def _usage(parser: argparse.ArgumentParser) -> Handler:
+    def show_help(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return show_help
+
+
+def _guard(handler: Handler) -> Handler:
+    """Typed service errors → ``aries: <message>`` on stderr and the error's exit code."""
+
+    def run(args: argparse.Namespace) -> int:
+        from services.errors import AriesError
+
+        try:
+            return handler(args)
+        except AriesError as error:
+            sys.stderr.write(f"aries: {error.message}\n")
+            return error.exit_code
+
+    run.__doc__ = handler.__doc__
+    return run
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+@contextmanager
+def _engine(args: argparse.Namespace, *, announce: bool = True) -> Iterator[RetrievalEngine]:
+    from services.retrieval import RetrievalEngine
+    from services.retrieval.settings import RetrievalSettings
+    from services.workspaces import WorkspaceManager, ephemeral_workspace
+
+    settings = RetrievalSettings.from_env()  # ConfigError before anything is opened
+    name = getattr(args, "workspace", None)
+    workspace: Workspace
+    if name:
+        workspace, _ = WorkspaceManager().open(name)
+    else:
+        workspace = ephemeral_workspace()
+        if announce:
+            sys.stderr.write(
+                "aries: no workspace given (-w NAME): using an ephemeral workspace; the index will not persist\n"
+            )
+    if settings.backend == "memory" and announce:
+        sys.stderr.write("aries: AXIOMME_RETRIEVAL_BACKEND=memory: indexes live only as long as this command\n")
+    engine = RetrievalEngine(workspace, settings)
+    try:
+        yield engine
+    finally:
+        engine.close()
+        workspace.close()
+
+
+def _where(page: int | None, section: str | None) -> str:
+    parts = []
+    if page is not None:
+        parts.append(f"p. {page}")
+    if section:
+        parts.append(f"§ {section}")
+    return "  ".join(parts)
+
+
+# -- index ---------------------------------------------------------------------------------
+
+
+def handle_index_add(args: argparse.Namespace) -> int:
+    """Index PATH with a progress bar; Ctrl-C cancels between files (written files stay)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.retrieval.models import IngestReport, ProgressEvent
+
+    console = Console(stderr=True)
+    with _engine(args) as engine:
+        cancel = threading.Event()
+        outcome: dict[str, Any] = {}
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=args.json or not console.is_terminal,
+        ) as bar:
+            task = bar.add_task("scanning", total=None, detail="")
+
+            def on_progress(event: ProgressEvent) -> None:
+                if event.stage == "file":
+                    bar.update(
+                        task,
+                        description="reading",
+                        completed=event.done - 1,
+                        total=event.total,
+                        detail=event.path or "",
+                    )
+                elif event.stage == "embed":
+                    bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
+                elif event.stage in ("commit", "done"):
+                    bar.update(task, description="written", completed=event.done, total=event.total, detail="")
+
+            def work() -> None:
+                try:
+                    outcome["report"] = engine.index_add(args.path, args.name, progress=on_progress, cancel=cancel)
+                except BaseException as exc:  # re-raised in the main thread
+                    outcome["error"] = exc
+
+            worker = threading.Thread(target=work, name="aries-index-add")
+            worker.start()
+            try:
+                while worker.is_alive():
+                    worker.join(0.2)
+            except KeyboardInterrupt:
+                cancel.set()
+                console.print("aries: cancelling after the current file…")
+                worker.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        report: IngestReport = outcome["report"]
+        if args.json:
+            _print_json(report.to_dict())
+        else:
+            print(report.summary())
+            for issue in report.errors:
+                print(f"  failed   {issue.path}: [{issue.code}] {issue.message}")
+            for issue in report.skipped:
+                if issue.code != "unsupported_type":
+                    print(f"  skipped  {issue.path}: [{issue.code}] {issue.message}")
+            unsupported = sum(1 for issue in report.skipped if issue.code == "unsupported_type")
+            if unsupported:
+                print(f"  skipped  {unsupported} file(s) of unsupported types")
+            if report.activated:
+                print(f"index {report.index!r} is now the active index")
+        return 130 if report.cancelled else 0
+
+
+def handle_index_list(args: argparse.Namespace) -> int:
+    with _engine(args, announce=False) as engine:
+        infos = engine.index_list()
+        if args.json:
+            _print_json([info.to_dict() for info in infos])
+            return 0
+        if not infos:
+            print("no indexes; add one with: aries -w NAME rag index add PATH")
+            return 0
+        for info in infos:
+            mark = "*" if info.active else " "
+            print(
+                f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  {info.embedding_model or '-'}"
+            )
+            for root in info.roots:
+                print(f"    {root}")
+        return 0
+
+
+def handle_index_use(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        info = engine.index_use(args.name)
+        print(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)")
+        return 0
+
+
+def handle_index_drop(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        engine.index_drop(args.name)
+        print(f"dropped index {args.name!r}")
+        return 0
+
+
+# -- query, show, last ---------------------------------------------------------------------
+
+
+def handle_query(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        result = engine.query(" ".join(args.text), k=args.k, index=args.index)
+        if args.json:
+            _print_json(result.to_dict())
+            return 0
+        print(
+            f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
+            f"({result.embedding_model})"
+        )
+        for hit in result.hits:
+            bm25 = f"bm25 #{hit.bm25_rank} ({hit.bm25_score:.3f})" if hit.bm25_rank else "bm25 -"
+            dense = f"dense #{hit.dense_rank} ({hit.dense_score:.3f})" if hit.dense_rank else "dense -"
+            print(f"{hit.rank:>3}. {hit.handle}  {hit.source_path}  {_where(hit.page, hit.section)}")
+            print(f"     score {hit.score:.4f}  {bm25}  {dense}")
+            preview = " ".join(hit.text.split())
+            print(f"     {preview[:200]}{'…' if len(preview) > 200 else ''}")
+        return 0
+
+
+def handle_show(args: argparse.Namespace) -> int:
+    with _engine(args, announce=False) as engine:
+        view = engine.show(args.handle)
+        if args.json:
+            _print_json(view.to_dict())
+            return 0
+        print(view.handle)
+        print(f"  source   {view.root}/{view.source_path} ({view.content_type})")
+        where = _where(view.page, view.section)
+        if where:
+            print(f"  where    {where}")
+        print(f"  offsets  {view.start_offset}-{view.end_offset} (chunk {view.ordinal})")
+        print(f"  hash     {view.hash}")
+        print(f"  model    {view.embedding_model}")
+        print(f"  modified {view.last_modified}")
+        print()
+        print(view.text)
+        return 0
+
+
+def handle_last(args: argparse.Namespace) -> int:
+    with _engine(args, announce=False) as engine:
+        record = engine.last()
+        if args.json:
+            _print_json(record.to_dict() if record else None)
+            return 0
+        if record is None:
+            print("no retrievals recorded in this workspace yet")
+            return 0
+        print(f"#{record.id} {record.ts}  index {record.index!r}  model {record.embedding_model}")
+        print(f"  query   {record.query}")
+        print(f"  params  {json.dumps(record.params, sort_keys=True)}")
+        for hit in record.hits:
+            print(f"  {hit['rank']:>3}. {hit['handle']}  {hit['source_path']}  score {hit['score']:.4f}")
+        return 0
+
+
+# -- eval ----------------------------------------------------------------------------------
+
+
+def handle_eval_rag(args: argparse.Namespace) -> int:
+    from services.retrieval.evaluation import METHODS, METRICS, evaluate
+    from services.retrieval.settings import RetrievalSettings
+
+    settings = RetrievalSettings.from_env()
+    tty = sys.stderr.isatty()
+
+    def on_progress(done: int, total: int) -> None:
+        if tty and not args.json:
+            sys.stderr.write(f"\rindexing {done}/{total} documents")
+            sys.stderr.flush()
+
+    result = evaluate(
+        Path(args.dataset),
+        queries_file=Path(args.queries) if args.queries else None,
+        qrels_file=Path(args.qrels) if args.qrels else None,
+        limit_docs=args.limit_docs,
+        cache_dir=Path(args.cache) if args.cache else None,
+        settings=settings,
+        progress=on_progress,
+    )
+    if tty and not args.json:
+        sys.stderr.write("\n")
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+        return 0
+    print(f"{result['queries']} queries, {settings.embedder} embedder, document level")
+    print(f"{'method':<8}" + "".join(f"{metric:>12}" for metric in METRICS))
+    for method in METHODS:
+        values = result["methods"][method]
+        print(f"{method:<8}" + "".join(f"{values[metric]:>12.4f}" for metric in METRICS))
+    return 0

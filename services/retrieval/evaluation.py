@@ -1,0 +1,301 @@
+"""Retrieval quality harness over a BEIR-format collection.
+
+A BEIR folder holds ``corpus.jsonl`` (``{"_id", "title", "text"}``), ``queries.jsonl``
+(``{"_id", "text"}``) and ``qrels.tsv`` (``query-id, corpus-id, score`` with a header line).
+Each corpus document is indexed like a file (title as context, text as one segment) with
+the same chunker, embedder, stores and fusion as ``/rag``.  Evaluation is document level: a
+document is ranked where its best chunk is ranked.  Methods: ``bm25`` (Tantivy alone),
+``dense`` (Chroma alone) and ``hybrid`` (the fused ranking that ``query`` returns).
+
+The index is cached under ``$ARIES_HOME/cache/eval/<key>`` (or a given cache directory),
+keyed by a hash of the documents and of everything that shapes the index (embedding model,
+chunking configuration, store schema), so a second run only runs the queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.errors import CorruptFile, InvalidInput, NotFound
+from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
+from services.retrieval.embedders import Embedder, create_embedder
+from services.retrieval.fusion import fuse
+from services.retrieval.ingest import Batch, flush
+from services.retrieval.models import Document, Segment
+from services.retrieval.settings import FusionSettings, RetrievalSettings
+from services.retrieval.store import SCHEMA_VERSION, FileRecord, IndexStore
+
+METHODS = ("bm25", "dense", "hybrid")
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "p@10")
+DEPTH = 100
+
+
+@dataclass(frozen=True)
+class BeirData:
+    corpus: dict[str, tuple[str, str]]
+    """doc id → (title, text), in file order."""
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    """query id → {doc id: relevance > 0}; only queries with at least one relevant document."""
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise NotFound(f"{path}: file not found")
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorruptFile(f"{path}:{number}: not JSON ({exc.msg})", path=str(path), line=number) from None
+            if not isinstance(row, dict) or "_id" not in row:
+                raise CorruptFile(f"{path}:{number}: expected an object with an _id", path=str(path), line=number)
+            rows.append(row)
+    return rows
+
+
+def load_beir(dataset: Path, queries_file: Path | None = None, qrels_file: Path | None = None) -> BeirData:
+    dataset = Path(dataset)
+    if not dataset.is_dir():
+        raise NotFound(f"{dataset}: no such dataset directory")
+    corpus = {
+        str(row["_id"]): (str(row.get("title") or ""), str(row.get("text") or ""))
+        for row in _read_jsonl(dataset / "corpus.jsonl")
+    }
+    queries = {
+        str(row["_id"]): str(row.get("text") or "") for row in _read_jsonl(queries_file or dataset / "queries.jsonl")
+    }
+    qrels_path = qrels_file or dataset / "qrels.tsv"
+    if not qrels_path.is_file():
+        alternative = dataset / "qrels" / "test.tsv"
+        if qrels_file is None and alternative.is_file():
+            qrels_path = alternative
+        else:
+            raise NotFound(f"{qrels_path}: file not found")
+    qrels: dict[str, dict[str, int]] = {}
+    with qrels_path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.strip().split("\t") if "\t" in line else line.split()
+            if not fields or not fields[0]:
+                continue
+            if len(fields) < 3:
+                raise CorruptFile(f"{qrels_path}:{number}: expected query-id, corpus-id, score", line=number)
+            try:
+                score = int(float(fields[2]))
+            except ValueError:
+                if number == 1:
+                    continue  # header
+                raise CorruptFile(f"{qrels_path}:{number}: score {fields[2]!r} is not a number", line=number) from None
+            if score > 0 and fields[0] in queries and fields[1] in corpus:
+                qrels.setdefault(fields[0], {})[fields[1]] = score
+    kept = {qid: text for qid, text in queries.items() if qid in qrels}
+    if not kept:
+        raise InvalidInput(f"{dataset}: no query has a relevant document in the corpus")
+    return BeirData(corpus=corpus, queries=kept, qrels=qrels)
+
+
+def _id_order(value: str) -> tuple[int, int | str]:
+    return (0, int(value)) if value.isdigit() else (1, value)
+
+
+def select_subset(data: BeirData, limit_docs: int) -> BeirData:
+    """A deterministic sub-collection of at most ``limit_docs`` documents.
+
+    All documents judged relevant for the kept queries are in it (queries are taken in id
+    order while their documents fit), and the rest is filled with other documents in the
+    order of SHA-256 of their ids (a fixed pseudo-random sample).
+    """
+    if limit_docs < 1:
+        raise InvalidInput("--limit-docs must be at least 1")
+    if limit_docs >= len(data.corpus):
+        return data
+    chosen: set[str] = set()
+    queries: dict[str, str] = {}
+    for qid in sorted(data.queries, key=_id_order):
+        relevant = set(data.qrels[qid])
+        if len(chosen | relevant) > limit_docs:
+            continue
+        chosen |= relevant
+        queries[qid] = data.queries[qid]
+    for doc_id in sorted(data.corpus, key=lambda d: hashlib.sha256(d.encode("utf-8")).hexdigest()):
+        if len(chosen) >= limit_docs:
+            break
+        chosen.add(doc_id)
+    corpus = {doc_id: value for doc_id, value in data.corpus.items() if doc_id in chosen}
+    qrels = {qid: data.qrels[qid] for qid in queries}
+    return BeirData(corpus=corpus, queries=queries, qrels=qrels)
+
+
+def corpus_hash(data: BeirData) -> str:
+    digest = hashlib.sha256()
+    for doc_id, (title, text) in data.corpus.items():
+        for part in (doc_id, title, text):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def index_key(data: BeirData, embedding_model: str, chunk_config: ChunkConfig) -> str:
+    config = f"{embedding_model}|{chunk_config.key(default_counter())}|schema={SCHEMA_VERSION}"
+    return hashlib.sha256(f"{corpus_hash(data)}|{config}".encode()).hexdigest()[:20]
+
+
+def build_index(
+    data: BeirData,
+    directory: Path | None,
+    embedder: Embedder,
+    chunk_config: ChunkConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> IndexStore:
+    """Open the cached index in ``directory`` if it is complete, else (re)build it there."""
+    chunk_config = chunk_config or ChunkConfig()
+    key = index_key(data, embedder.model_id, chunk_config)
+    if directory is not None and directory.exists():
+        try:
+            store = IndexStore("eval", directory, create=False)
+            if store.get_meta("eval_key") == key:
+                return store
+            store.destroy()
+        except Exception:
+            import shutil
+
+            shutil.rmtree(directory, ignore_errors=True)
+    store = IndexStore("eval", directory)
+    counter = default_counter()
+    chunk_key = chunk_config.key(counter)
+    batch = Batch()
+    done = 0
+    with store.writing() as writer:
+        for doc_id, (title, text) in data.corpus.items():
+            if text.strip() or title.strip():
+                body = text if text.strip() else title
+                document = Document(content_type="text/plain", segments=(Segment(body, 0),), title=title or None)
+                chunks = chunk_document(
+                    document, doc_id, embedding_model=embedder.model_id, config=chunk_config, counter=counter
+                )
+                record = FileRecord(
+                    source_path=doc_id,
+                    root="beir",
+                    content_hash=hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest(),
+                    size=len(text),
+                    content_type="text/plain",
+                    last_modified=None,
+                    title=title or None,
+                    config_key=chunk_key,
+                )
+                batch.files.append((record, chunks))
+            done += 1
+            if batch.full():
+                flush(writer, embedder, batch)
+                if progress is not None:
+                    progress(done, len(data.corpus))
+        if batch:
+            flush(writer, embedder, batch)
+    store.set_meta(eval_key=key, embedding_model=embedder.model_id, chunk_config=chunk_key)
+    if progress is not None:
+        progress(len(data.corpus), len(data.corpus))
+    return store
+
+
+def _doc_ranking(chunk_ids: list[str], doc_of: dict[str, str], depth: int) -> list[str]:
+    seen: dict[str, None] = {}
+    for chunk_id in chunk_ids:
+        doc = doc_of.get(chunk_id)
+        if doc is not None and doc not in seen:
+            seen[doc] = None
+            if len(seen) >= depth:
+                break
+    return list(seen)
+
+
+def score_ranking(ranking: list[str], relevant: dict[str, int]) -> dict[str, float]:
+    """nDCG@10, Recall@10/100, MRR@10 and P@10 of one ranked list of document ids."""
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranking[:10]))
+    ideal = sorted(relevant.values(), reverse=True)[:10]
+    idcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(ideal))
+    hits10 = sum(1 for doc in ranking[:10] if doc in relevant)
+    hits100 = sum(1 for doc in ranking[:100] if doc in relevant)
+    mrr = next((1.0 / (i + 1) for i, doc in enumerate(ranking[:10]) if doc in relevant), 0.0)
+    return {
+        "ndcg@10": dcg / idcg if idcg > 0 else 0.0,
+        "recall@10": hits10 / len(relevant),
+        "recall@100": hits100 / len(relevant),
+        "mrr@10": mrr,
+        "p@10": hits10 / 10,
+    }
+
+
+def run_queries(
+    store: IndexStore,
+    data: BeirData,
+    embedder: Embedder,
+    fusion: FusionSettings | None = None,
+    top_n: int = 200,
+) -> dict[str, Any]:
+    """Mean metrics per method: ``{"queries": N, "methods": {"bm25": {...}, ...}}``."""
+    fusion = fusion or FusionSettings()
+    doc_of = dict(store._query("SELECT chunk_id, source_path FROM chunks"))
+    qids = list(data.queries)
+    vectors = embedder.embed([data.queries[qid] for qid in qids])
+    totals = {method: dict.fromkeys(METRICS, 0.0) for method in METHODS}
+    for qid, vector in zip(qids, vectors, strict=True):
+        bm25 = store.bm25(data.queries[qid], top_n)
+        dense = store.dense(vector, top_n)
+        hybrid = [f.chunk_id for f in fuse(bm25, dense, fusion)]
+        for method, ids in (("bm25", [c for c, _ in bm25]), ("dense", [c for c, _ in dense]), ("hybrid", hybrid)):
+            scores = score_ranking(_doc_ranking(ids, doc_of, DEPTH), data.qrels[qid])
+            for metric, value in scores.items():
+                totals[method][metric] += value
+    count = len(qids)
+    return {
+        "queries": count,
+        "methods": {
+            method: {metric: round(value / count, 4) for metric, value in values.items()}
+            for method, values in totals.items()
+        },
+    }
+
+
+def default_cache_dir() -> Path:
+    from services.config import aries_home
+
+    return aries_home() / "cache" / "eval"
+
+
+def evaluate(
+    dataset: Path,
+    *,
+    queries_file: Path | None = None,
+    qrels_file: Path | None = None,
+    limit_docs: int | None = None,
+    cache_dir: Path | None = None,
+    settings: RetrievalSettings | None = None,
+    embedder: Embedder | None = None,
+    chunk_config: ChunkConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Build or reuse the index for ``dataset`` and return the metrics (``--json`` shape)."""
+    settings = settings or RetrievalSettings.from_env()
+    embedder = embedder or create_embedder(settings)
+    chunk_config = chunk_config or ChunkConfig()
+    data = load_beir(dataset, queries_file, qrels_file)
+    if limit_docs is not None:
+        data = select_subset(data, limit_docs)
+    directory: Path | None = None
+    if settings.backend != "memory":
+        root = cache_dir if cache_dir is not None else default_cache_dir()
+        directory = root / index_key(data, embedder.model_id, chunk_config)
+    store = build_index(data, directory, embedder, chunk_config, progress)
+    try:
+        return run_queries(store, data, embedder, settings.fusion, top_n=max(settings.top_n, 2 * DEPTH))
+    finally:
+        store.close()

@@ -1,0 +1,211 @@
+"""Plain data shared by the loaders, the chunker, the engine and its callers (TUI, CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of a document's text with one page or section; chunks never cross segments."""
+
+    text: str
+    start: int
+    """Offset of ``text`` in the document's extracted text."""
+    page: int | None = None
+    section: str | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """What a loader extracted from one file."""
+
+    content_type: str
+    segments: tuple[Segment, ...]
+    title: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "content_type": self.content_type,
+            "title": self.title,
+            "segments": [[s.text, s.start, s.page, s.section] for s in self.segments],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Document:
+        segments = tuple(Segment(str(t), int(st), p, sec) for t, st, p, sec in data["segments"])
+        return cls(content_type=str(data["content_type"]), segments=segments, title=data.get("title"))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    source_path: str
+    ordinal: int
+    text: str
+    context: str
+    """Document title and section path: a BM25 field and the prefix of the embedded text."""
+    start_offset: int
+    end_offset: int
+    page: int | None
+    section: str | None
+    hash: str
+    embedding_model: str
+
+    @property
+    def embed_text(self) -> str:
+        return f"{self.context}\n{self.text}" if self.context else self.text
+
+
+@dataclass(frozen=True)
+class FileIssue:
+    """One file that was not indexed (``errors``) or deliberately passed over (``skipped``)."""
+
+    path: str
+    code: str
+    error: str
+    message: str
+
+
+@dataclass
+class IngestReport:
+    index: str
+    root: str
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    errors: list[FileIssue] = field(default_factory=list)
+    skipped: list[FileIssue] = field(default_factory=list)
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    cancelled: bool = False
+    activated: bool = False
+    """True when this add made the index the workspace's active one (there was none)."""
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        parts = [
+            f"{len(self.added)} added",
+            f"{len(self.updated)} updated",
+            f"{len(self.unchanged)} unchanged",
+            f"{len(self.removed)} removed",
+            f"{len(self.errors)} failed",
+        ]
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} skipped")
+        text = f"index {self.index!r}: " + ", ".join(parts) + f" ({self.chunks_added} chunks written)"
+        return text + (" — cancelled" if self.cancelled else "")
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    stage: str
+    """``scan``, ``file`` (a file was read and chunked), ``embed``, ``commit`` or ``done``."""
+    done: int
+    total: int
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    rank: int
+    handle: str
+    chunk_id: str
+    index: str
+    source_path: str
+    page: int | None
+    section: str | None
+    score: float
+    """The fused score (what ``rank`` orders by)."""
+    bm25_rank: int | None
+    bm25_score: float | None
+    dense_rank: int | None
+    dense_score: float | None
+    text: str
+
+    def to_dict(self, *, with_text: bool = True) -> dict[str, Any]:
+        data = asdict(self)
+        if not with_text:
+            data.pop("text")
+        return data
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    query: str
+    index: str
+    embedding_model: str
+    k: int
+    top_n: int
+    fusion: dict[str, Any]
+    hits: list[Hit]
+    elapsed_ms: float
+    audit_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hits"] = [hit.to_dict() for hit in self.hits]
+        return data
+
+
+@dataclass(frozen=True)
+class ChunkView:
+    """Everything known about one chunk: what ``show <handle>`` prints."""
+
+    handle: str
+    index: str
+    chunk_id: str
+    text: str
+    context: str
+    source_path: str
+    root: str
+    content_type: str
+    last_modified: str | None
+    page: int | None
+    section: str | None
+    start_offset: int
+    end_offset: int
+    hash: str
+    embedding_model: str
+    ordinal: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    name: str
+    active: bool
+    backend: str
+    embedding_model: str | None
+    files: int
+    chunks: int
+    roots: list[str]
+    created_at: str | None
+    updated_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RetrievalRecord:
+    """One row of the ``retrievals`` audit table."""
+
+    id: int
+    ts: str
+    query: str
+    index: str
+    embedding_model: str
+    params: dict[str, Any]
+    hits: list[dict[str, Any]]
+    workspace: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,201 @@
+"""Embedders: the hash fallback, and semantic-model-http against a loopback Ollama-protocol server."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.errors import ConfigError
+from services.retrieval import RetrievalEngine, RetrievalSettings
+from services.retrieval.embedders import HashEmbedder, HttpEmbedder, check_loopback_endpoint, create_embedder
+from services.retrieval.errors import EmbedderError
+from services.workspaces import Workspace
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_hash_embedder_is_deterministic_and_normalised() -> None:
+    embedder = HashEmbedder()
+    first = embedder.embed(["Owls hunt at night", "Cats purr"])
+    again = HashEmbedder().embed(["Owls hunt at night", "Cats purr"])
+    assert first == again and len(first[0]) == 384
+    assert math.isclose(sum(x * x for x in first[0]), 1.0, rel_tol=1e-9)
+    assert embedder.embed_query("Owls hunt at night") == first[0]
+    same_words = embedder.embed_query("owls HUNT at night!")
+    assert same_words == first[0]
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:11434/api/embed",
+        "http://localhost:8080/api/embed",
+        "http://[::1]:11434/api/embed",
+        "http://127.8.9.10:1/api/embeddings",
+    ],
+)
+def test_loopback_endpoints_are_accepted(endpoint: str) -> None:
+    assert check_loopback_endpoint(endpoint) == endpoint
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://10.0.0.5:11434/api/embed",
+        "http://example.com/api/embed",
+        "http://0.0.0.0:11434/api/embed",
+        "http://localhost.evil.com/api/embed",
+        "http://127.0.0.1.nip.io/api/embed",
+        "https://user:pw@127.0.0.1/api/embed",
+        "ftp://127.0.0.1/api/embed",
+        "127.0.0.1:11434",
+    ],
+)
+def test_other_endpoints_are_refused(endpoint: str, workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError):
+        HttpEmbedder(endpoint, "m")
+    monkeypatch.setenv("AXIOMME_EMBEDDER", "semantic-model-http")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_MODEL_ENDPOINT", endpoint)
+    with pytest.raises(ConfigError):  # refused when the engine starts, before any request
+        RetrievalEngine(workspace)
+
+
+@dataclass
+class OllamaServer:
+    """A loopback aiohttp server speaking the Ollama embed API (``/api/embed``, ``/api/embeddings``)."""
+
+    base: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    mode: str = "ok"
+
+
+def _vector(text: str) -> list[float]:
+    return HashEmbedder(dim=16).embed_query(text)
+
+
+@pytest.fixture
+def ollama() -> Iterator[OllamaServer]:
+    from aiohttp import web
+
+    state = OllamaServer()
+
+    async def embed(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        state.requests.append({"path": request.path, **body})
+        if state.mode == "error":
+            return web.json_response({"error": "model 'nomic' not found"}, status=404)
+        if state.mode == "garbage":
+            return web.Response(text="<html>not json</html>")
+        if state.mode == "short":
+            return web.json_response({"embeddings": [[0.1, 0.2]]})
+        if state.mode == "slow":
+            await asyncio.sleep(2)
+        if state.mode == "redirect":
+            raise web.HTTPFound("http://example.com/steal")
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        return web.json_response({"model": body["model"], "embeddings": [_vector(t) for t in inputs]})
+
+    async def legacy(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        state.requests.append({"path": request.path, **body})
+        return web.json_response({"embedding": _vector(body["prompt"])})
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/api/embed", embed)
+    app.router.add_post("/api/embeddings", legacy)
+    runner = web.AppRunner(app)
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        state.base = f"http://127.0.0.1:{port}"
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield state
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def test_http_embedder_batches_and_normalises(ollama: OllamaServer) -> None:
+    embedder = HttpEmbedder(f"{ollama.base}/api/embed", "nomic-embed-text", timeout_ms=3000)
+    texts = [f"text number {i}" for i in range(40)]
+    vectors = embedder.embed(texts)
+    assert len(vectors) == 40 and all(math.isclose(sum(x * x for x in v), 1.0) for v in vectors)
+    assert vectors[3] == pytest.approx(_vector("text number 3"))
+    assert [len(r["input"]) for r in ollama.requests] == [32, 8]
+    assert ollama.requests[0]["model"] == "nomic-embed-text"
+    assert embedder.model_id == "semantic-model-http:nomic-embed-text"
+
+
+def test_http_embedder_legacy_endpoint(ollama: OllamaServer) -> None:
+    embedder = HttpEmbedder(f"{ollama.base}/api/embeddings", "m")
+    assert embedder.embed_query("hello") == pytest.approx(_vector("hello"))
+    assert ollama.requests == [{"path": "/api/embeddings", "model": "m", "prompt": "hello"}]
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("error", "HTTP 404"),
+        ("garbage", "not JSON"),
+        ("short", "malformed"),
+        ("slow", "not reachable"),
+        ("redirect", "HTTP 302"),
+    ],
+)
+def test_http_embedder_failures_are_typed(ollama: OllamaServer, mode: str, message: str) -> None:
+    ollama.mode = mode
+    embedder = HttpEmbedder(f"{ollama.base}/api/embed", "m", timeout_ms=500)
+    with pytest.raises(EmbedderError, match=message):
+        embedder.embed(["a", "b"])
+
+
+def test_http_embedder_server_down() -> None:
+    embedder = HttpEmbedder("http://127.0.0.1:9/api/embed", "m", timeout_ms=500)
+    with pytest.raises(EmbedderError, match="not reachable"):
+        embedder.embed_query("x")
+
+
+def test_engine_with_semantic_model_http(
+    ollama: OllamaServer, workspace: Workspace, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AXIOMME_EMBEDDER", "semantic-model-http")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_MODEL_ENDPOINT", f"{ollama.base}/api/embed")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_MODEL_NAME", "nomic-embed-text")
+    with RetrievalEngine(workspace) as engine:
+        report = engine.index_add(docs)
+        assert len(report.added) == 3
+        result = engine.query("cats purr", k=2)
+        assert result.embedding_model == "semantic-model-http:nomic-embed-text"
+        assert result.hits[0].source_path == "cats.md"
+        assert engine.show(result.hits[0].handle).embedding_model == "semantic-model-http:nomic-embed-text"
+        ollama.mode = "error"
+        with pytest.raises(EmbedderError):
+            engine.query("cats")
+        (docs / "more.txt").write_text("more text", encoding="utf-8")
+        with pytest.raises(EmbedderError):
+            engine.index_add(docs)
+        assert engine.index_info("docs").files == 3  # nothing half-written
+
+
+def test_create_embedder_choices() -> None:
+    assert isinstance(create_embedder(RetrievalSettings(embedder="hash")), HashEmbedder)
+    http = create_embedder(RetrievalSettings(embedder="semantic-model-http"))
+    assert isinstance(http, HttpEmbedder) and http.endpoint == "http://127.0.0.1:11434/api/embed"

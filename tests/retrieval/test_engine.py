@@ -1,0 +1,327 @@
+"""The engine with real Tantivy, Chroma and SQLite on temporary folders (hash embedder)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from services.errors import ConfigError, InvalidInput, InvalidName, NotFound
+from services.retrieval import ProgressEvent, RetrievalEngine, RetrievalSettings, derive_index_name, parse_handle
+from services.retrieval.embedders import HashEmbedder
+from services.retrieval.errors import (
+    HandleNotFound,
+    IndexMismatch,
+    IndexNotFound,
+    NoActiveIndex,
+    UnsupportedType,
+)
+from services.workspaces import Workspace
+
+from .builders import make_epub, make_pdf
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_bad_backend_fails_at_start(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AXIOMME_RETRIEVAL_BACKEND", "postgres")
+    with pytest.raises(ConfigError, match="AXIOMME_RETRIEVAL_BACKEND"):
+        RetrievalEngine(workspace)
+
+
+def test_bad_embedder_fails_at_start(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AXIOMME_EMBEDDER", "semantic-lite-9000")
+    with pytest.raises(ConfigError, match="AXIOMME_EMBEDDER"):
+        RetrievalEngine(workspace)
+
+
+def test_add_query_show_last(engine: RetrievalEngine, docs: Path, workspace: Workspace) -> None:
+    events: list[ProgressEvent] = []
+    report = engine.index_add(docs, progress=events.append)
+    assert report.index == "docs"
+    assert sorted(report.added) == ["cats.md", "guides/install.md", "notes.txt"]
+    assert report.errors == [] and report.chunks_added >= 3
+    assert report.activated and engine.active_index == "docs"
+    assert workspace.setting("active_index") == "docs"
+    assert (workspace.indexes_dir / "docs" / "manifest.db").is_file()
+    assert {e.stage for e in events} >= {"scan", "file", "embed", "commit", "done"}
+
+    result = engine.query("install system libraries with apt on debian", k=3)
+    top = result.hits[0]
+    assert top.source_path == "guides/install.md" and top.section == "Install > Linux"
+    assert top.rank == 1 and top.handle == f"docs:{top.chunk_id}"
+    assert top.bm25_rank == 1 and top.bm25_score is not None and top.dense_rank is not None
+    assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+    assert result.embedding_model == "hash-v1-384"
+
+    view = engine.show(top.handle)
+    assert view.text == top.text and "apt" in view.text
+    assert view.source_path == "guides/install.md" and view.content_type == "text/markdown"
+    assert view.root == docs.resolve().as_posix()
+    assert view.embedding_model == "hash-v1-384" and view.last_modified and view.last_modified.endswith("Z")
+    original = (docs / "guides" / "install.md").read_text(encoding="utf-8")
+    assert original[view.start_offset : view.end_offset] == view.text
+
+    last = engine.last()
+    assert last is not None and last.query == "install system libraries with apt on debian"
+    assert last.index == "docs" and last.embedding_model == "hash-v1-384"
+    assert last.params["k"] == 3 and last.params["top_n"] == engine.settings.top_n
+    assert "score_threshold" in last.params and last.params["fusion"]["method"] == "rrf"
+    assert [h["handle"] for h in last.hits] == [h.handle for h in result.hits]
+    assert last.hits[0]["score"] == pytest.approx(top.score)
+
+
+def test_index_list_use_drop(engine: RetrievalEngine, docs: Path, tmp_path: Path, workspace: Workspace) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("another text about nothing much", encoding="utf-8")
+    engine.index_add(docs)
+    engine.index_add(other, name="second")
+    infos = {info.name: info for info in engine.index_list()}
+    assert set(infos) == {"docs", "second"}
+    assert infos["docs"].active and not infos["second"].active
+    assert infos["docs"].files == 3 and infos["second"].files == 1
+    assert infos["second"].roots == [other.resolve().as_posix()]
+
+    engine.index_use("second")
+    assert workspace.setting("active_index") == "second"
+    with RetrievalEngine(workspace) as again:  # persisted in the workspace
+        assert again.active_index == "second"
+        assert again.query("nothing much", k=1).hits[0].source_path == "a.txt"
+
+    engine.index_drop("second")
+    assert not (workspace.indexes_dir / "second").exists()
+    assert engine.active_index is None
+    with pytest.raises(NoActiveIndex):
+        engine.query("anything")
+    with pytest.raises(IndexNotFound):
+        engine.index_use("second")
+    with pytest.raises(IndexNotFound):
+        engine.index_drop("second")
+    with pytest.raises(IndexNotFound):
+        engine.query("x", index="second")
+    with pytest.raises(InvalidName):
+        engine.index_use("../escape")
+    engine.index_add(other, name="second")  # a dropped name can be reused
+    assert engine.query("nothing", index="second").hits
+
+
+def test_incremental_reindex_keeps_handles(engine: RetrievalEngine, docs: Path) -> None:
+    engine.index_add(docs)
+    before = {h.handle for h in engine.query("cats purr install aspirin", k=20).hits}
+    cat_handles = {h for h in before if "cats" in engine.show(h).source_path}
+
+    again = engine.index_add(docs)
+    assert sorted(again.unchanged) == ["cats.md", "guides/install.md", "notes.txt"]
+    assert again.added == again.updated == again.removed == [] and again.chunks_added == 0
+    assert {h.handle for h in engine.query("cats purr install aspirin", k=20).hits} == before
+
+    (docs / "notes.txt").write_text("Aspirin thins the blood. Statins are different drugs.\n", encoding="utf-8")
+    (docs / "guides" / "install.md").unlink()
+    (docs / "new.md").write_text("# New\n\nA brand new page about gardening.\n", encoding="utf-8")
+    changed = engine.index_add(docs)
+    assert changed.updated == ["notes.txt"] and changed.added == ["new.md"]
+    assert changed.removed == ["guides/install.md"] and changed.unchanged == ["cats.md"]
+    assert changed.chunks_removed >= 4
+    after = {h.handle for h in engine.query("cats purr install aspirin gardening", k=50).hits}
+    assert cat_handles <= after
+    assert not any(engine.show(h).source_path == "guides/install.md" for h in after)
+    gone = next(iter(before - after - cat_handles))
+    with pytest.raises(HandleNotFound):
+        engine.show(gone)
+    files, chunks = engine._store("docs").counts()
+    assert files == 3
+    assert engine._store("docs")._collection.count() == chunks  # replaced vectors are gone from Chroma
+    assert engine._store("docs")._tantivy.searcher().num_docs == chunks  # and from Tantivy
+
+
+def test_failures_are_reported_and_the_rest_is_indexed(engine: RetrievalEngine, tmp_path: Path) -> None:
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nReadable markdown about ducks.\n", encoding="utf-8")
+    (root / "report.pdf").write_bytes(make_pdf(["Quarterly numbers about geese.", "Page two about swans."]))
+    make_epub(root / "book.epub", [("Ducks", "<p>Chapter on ducks and ponds.</p>")])
+    (root / "locked.pdf").write_bytes(make_pdf(["secret"], password="pw"))
+    (root / "broken.pdf").write_bytes(make_pdf(["cut short"])[:200])
+    (root / "binary.txt").write_bytes(b"\x00\x01\x02\x03" * 100)
+    (root / "empty.md").write_bytes(b"")
+    (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (root / "broken.epub").write_bytes(b"PK\x03\x04 nope")
+    (root / "deep.html").write_text("<div>" * 5000, encoding="utf-8")
+    (root / "image.png").write_bytes(b"\x89PNG")
+    report = engine.index_add(root)
+    errors = {issue.path: issue.code for issue in report.errors}
+    assert errors == {
+        "locked.pdf": "encrypted",
+        "broken.pdf": "malformed",
+        "binary.txt": "binary_content",
+        "empty.md": "empty",
+        "latin1.txt": "bad_encoding",
+        "broken.epub": "malformed",
+        "deep.html": "too_deep",
+    }
+    assert sorted(report.added) == ["book.epub", "good.md", "report.pdf"]
+    assert [(s.path, s.code) for s in report.skipped] == [("image.png", "unsupported_type")]
+    hit = engine.query("swans", k=1).hits[0]
+    assert hit.source_path == "report.pdf" and hit.page == 2
+    hit = engine.query("ponds", k=1).hits[0]
+    assert hit.source_path == "book.epub" and hit.section == "Ducks"
+    assert engine.show(hit.handle).content_type == "application/epub+zip"
+    # a file that breaks later loses its old chunks and is reported
+    (root / "good.md").write_bytes(b"\xff\xfe\x00broken")
+    later = engine.index_add(root)
+    assert "good.md" in later.removed and {i.path for i in later.errors} >= {"good.md"}
+    assert all(h.source_path != "good.md" for h in engine.query("ducks markdown", k=20).hits)
+
+
+def test_symlinks_never_leave_the_root(engine: RetrievalEngine, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret launch codes", encoding="utf-8")
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "inner.txt").write_text("inner text about owls", encoding="utf-8")
+    os.symlink(outside / "secret.txt", root / "leak.txt")
+    os.symlink(outside, root / "leakdir")
+    os.symlink(root / "sub" / "inner.txt", root / "alias.txt")  # stays inside: allowed
+    os.symlink(tmp_path / "missing.txt", root / "dangling.txt")
+    report = engine.index_add(root)
+    skipped = {s.path: s.code for s in report.skipped}
+    assert skipped["leak.txt"] == "unsafe_path"
+    assert skipped["leakdir"] == "unsafe_path"
+    assert skipped["dangling.txt"] == "unsafe_path"
+    assert sorted(report.added) == ["alias.txt", "sub/inner.txt"]
+    assert all("launch" not in h.text for h in engine.query("top secret launch codes", k=10).hits)
+
+
+def test_single_file_and_missing_paths(engine: RetrievalEngine, docs: Path, tmp_path: Path) -> None:
+    report = engine.index_add(docs / "cats.md")
+    assert report.index == "cats" and report.added == ["cats.md"]
+    with pytest.raises(NotFound):
+        engine.index_add(tmp_path / "nope")
+    (tmp_path / "x.bin").write_bytes(b"1")
+    with pytest.raises(UnsupportedType):
+        engine.index_add(tmp_path / "x.bin")
+
+
+def test_same_relative_path_from_two_roots(engine: RetrievalEngine, tmp_path: Path) -> None:
+    for folder, word in (("a", "apples"), ("b", "bananas")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "README.md").write_text(f"# Readme\n\nAbout {word}.\n", encoding="utf-8")
+    engine.index_add(tmp_path / "a", name="fruit")
+    report = engine.index_add(tmp_path / "b", name="fruit")
+    assert [(i.path, i.code) for i in report.errors] == [("README.md", "duplicate_source")]
+    assert engine.query("apples", index="fruit", k=1).hits[0].text.endswith("About apples.")
+
+
+def test_cancel_stops_between_files_and_keeps_whole_files(engine: RetrievalEngine, tmp_path: Path) -> None:
+    import services.retrieval.ingest as ingest
+
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(12):
+        (root / f"f{i:02}.txt").write_text(f"document number {i} about topic {i}", encoding="utf-8")
+    cancel = threading.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.stage == "file" and event.done == 7:
+            cancel.set()
+
+    old = ingest.FLUSH_FILES
+    ingest.FLUSH_FILES = 3
+    try:
+        report = engine.index_add(root, progress=on_progress, cancel=cancel)
+    finally:
+        ingest.FLUSH_FILES = old
+    assert report.cancelled and not report.activated
+    assert report.added == [f"f{i:02}.txt" for i in range(6)]  # two whole batches were written
+    files, chunks = engine._store("many").counts()
+    assert files == 6 and chunks == 6
+    resumed = engine.index_add(root)
+    assert len(resumed.unchanged) == 6 and len(resumed.added) == 6 and not resumed.cancelled
+
+
+def test_query_validation_and_threshold(engine: RetrievalEngine, docs: Path) -> None:
+    engine.index_add(docs)
+    with pytest.raises(InvalidInput):
+        engine.query("   ")
+    with pytest.raises(InvalidInput):
+        engine.query("cats", k=0)
+    all_hits = engine.query("cats", k=10).hits
+    strict = engine.query("cats", k=10, score_threshold=all_hits[0].score).hits
+    assert [h.handle for h in strict] == [h.handle for h in all_hits if h.score >= all_hits[0].score]
+    assert engine.last() is not None and engine.last().params["score_threshold"] == all_hits[0].score  # type: ignore[union-attr]
+    with pytest.raises(InvalidInput):
+        engine.show("not-a-handle")
+    with pytest.raises(HandleNotFound):
+        engine.show("nosuchindex:0123456789abcdef")
+    assert parse_handle("docs:0123456789abcdef") == ("docs", "0123456789abcdef")
+
+
+def test_embedder_mismatch_is_refused(workspace: Workspace, docs: Path) -> None:
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(docs)
+    with RetrievalEngine(workspace, embedder=HashEmbedder(dim=128)) as other:
+        with pytest.raises(IndexMismatch, match="hash-v1-384"):
+            other.query("cats")
+        with pytest.raises(IndexMismatch):
+            other.index_add(docs)
+
+
+def test_audit_table_is_shared_politely(engine: RetrievalEngine, docs: Path, workspace: Workspace) -> None:
+    db_path = workspace.root / "audit.db"
+    with sqlite3.connect(db_path) as db:
+        db.execute("CREATE TABLE tool_calls (call_id TEXT PRIMARY KEY, tool TEXT)")
+        db.execute("INSERT INTO tool_calls VALUES ('c1', 'builtin:fs:read')")
+    engine.index_add(docs)
+    engine.query("cats")
+    engine.query("aspirin")
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT * FROM tool_calls").fetchall() == [("c1", "builtin:fs:read")]
+        rows = db.execute("SELECT query, index_name, embedding_model FROM retrievals ORDER BY id").fetchall()
+    assert rows == [("cats", "docs", "hash-v1-384"), ("aspirin", "docs", "hash-v1-384")]
+    with RetrievalEngine(workspace) as restarted:  # survives a restart
+        last = restarted.last()
+        assert last is not None and last.query == "aspirin"
+        assert [r.query for r in restarted.history()] == ["aspirin", "cats"]
+
+
+def test_memory_backend_keeps_nothing_on_disk(
+    workspace: Workspace, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AXIOMME_RETRIEVAL_BACKEND", "memory")
+    with RetrievalEngine(workspace) as first, RetrievalEngine(workspace) as second:
+        assert first.settings.backend == "memory"
+        first.index_add(docs, name="mem")
+        second.index_add(docs / "cats.md", name="mem")  # the same name in another engine is another index
+        assert first.query("install apt", index="mem", k=1).hits[0].source_path == "guides/install.md"
+        assert [h.source_path for h in second.query("install apt", index="mem", k=5).hits] == ["cats.md"]
+        assert [i.name for i in first.index_list()] == ["mem"] and first.index_list()[0].backend == "memory"
+        first.index_drop("mem")
+        assert first.index_list() == []
+        assert second.index_list()[0].files == 1
+    assert list(workspace.indexes_dir.iterdir()) == []
+
+
+def test_derive_index_name(tmp_path: Path) -> None:
+    (tmp_path / "My Docs!").mkdir()
+    (tmp_path / ".hidden").mkdir()
+    assert derive_index_name(tmp_path / "My Docs!") == "My-Docs"
+    assert derive_index_name(tmp_path / ".hidden") == "hidden"
+    (tmp_path / "paper.pdf").write_bytes(b"%PDF")
+    assert derive_index_name(tmp_path / "paper.pdf") == "paper"
+
+
+def test_settings_from_env_are_validated() -> None:
+    with pytest.raises(ConfigError):
+        RetrievalSettings.from_env({"AXIOMME_EMBEDDER_THREADS": "two"})
+    with pytest.raises(ConfigError):
+        RetrievalSettings.from_env({"AXIOMME_CHROMA_URL": "ftp://host:1"})
+    with pytest.raises(ConfigError):
+        RetrievalSettings.from_env({"AXIOMME_CHROMA_URL": "http://host:1/path"})
+    settings = RetrievalSettings.from_env({"AXIOMME_RETRIEVAL_BACKEND": "MEMORY", "AXIOMME_CHROMA_URL": "http://h:9"})
+    assert settings.backend == "memory" and settings.chroma_url == "http://h:9"

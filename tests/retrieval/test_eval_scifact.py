@@ -1,0 +1,60 @@
+"""Retrieval quality gate: ``aries eval rag`` on a fixed SciFact subset must not regress.
+
+The collection is read from ``../shared/eval/scifact`` beside the checkout (it is never
+copied into the repository).  The subset is deterministic: every document judged relevant
+for the 225 queries plus a fixed pseudo-random sample, 400 documents in all.  The index is
+built from scratch in a temporary cache, with the real all-MiniLM-L6-v2 model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli_rag import register
+
+from .conftest import SCIFACT
+
+BASELINE = Path(__file__).with_name("baseline_scifact_subset.json")
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.mark.skipif(not (SCIFACT / "corpus.jsonl").is_file(), reason=f"the SciFact collection is not at {SCIFACT}")
+def test_scifact_subset_does_not_regress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
+    monkeypatch.setenv("AXIOMME_EMBEDDER", baseline["embedder"])
+    parser = argparse.ArgumentParser(prog="aries")
+    parser.add_argument("-w", "--workspace")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        [
+            "eval",
+            "rag",
+            "--dataset",
+            str(SCIFACT),
+            "--limit-docs",
+            str(baseline["limit_docs"]),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--json",
+        ]
+    )
+    assert args.func(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["queries"] == baseline["queries"]
+    tolerance = baseline["tolerance"]
+    drops = [
+        f"{method} {metric}: {result['methods'][method][metric]:.4f} < baseline {expected:.4f}"
+        for method, metrics in baseline["methods"].items()
+        for metric, expected in metrics.items()
+        if result["methods"][method][metric] < expected - tolerance
+    ]
+    assert not drops, "retrieval quality regressed:\n" + "\n".join(drops)
+    hybrid = result["methods"]["hybrid"]["ndcg@10"]
+    assert hybrid > result["methods"]["bm25"]["ndcg@10"] and hybrid > result["methods"]["dense"]["ndcg@10"]
