@@ -16,9 +16,7 @@ from app.messages import WorkspaceChanged
 from app.palette import WorkspaceCommands
 from app.retrieval import MESSAGE_K, RetrievalMixin
 from app.tooling import ToolingMixin
-from screens.help import HelpScreen
 from screens.main import MainScreen
-from screens.workspace_switcher import WorkspaceSwitcher
 from services.errors import AriesError
 from services.transcripts import Transcript
 from services.workspaces import (
@@ -176,6 +174,8 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             if self.open_workspace(name, create=(verb == "new")):
                 self.notify(f"Workspace {name} is active.", title="Workspace", timeout=3)
 
+        from screens.workspace_switcher import WorkspaceSwitcher
+
         switcher = WorkspaceSwitcher(self.manager.list(), self.workspace_name)
         self.push_screen(switcher, done)
 
@@ -190,6 +190,8 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         return rows
 
     def action_help(self) -> None:
+        from screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.key_bindings_for_help()))
 

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 
 from app.commands import CommandError
-from screens.chunk_viewer import ChunkViewer
-from screens.confirm import ConfirmScreen
 from services.errors import AriesError
 from widgets.context.pane import ContextPane
 
@@ -210,6 +208,8 @@ class RetrievalMixin:
         self.call_from_thread(self.reload_panes)  # type: ignore[attr-defined]
 
     def _confirm_drop(self, name: str) -> None:
+        from screens.confirm import ConfirmScreen
+
         def answered(yes: bool | None) -> None:
             if yes:
                 self._rag_drop(name)
@@ -291,6 +291,8 @@ class RetrievalMixin:
         except AriesError as exc:
             self.call_from_thread(self._fail, exc, "/rag show")  # type: ignore[attr-defined]
             return
+        from screens.chunk_viewer import ChunkViewer
+
         self.call_from_thread(self.push_screen, ChunkViewer(chunk))  # type: ignore[attr-defined]
 
     def on_context_pane_show_chunk(self, message: ContextPane.ShowChunk) -> None:

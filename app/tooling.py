@@ -17,7 +17,6 @@ from textual import work
 
 from app.commands import CommandError
 from app.tool_commands import fs_call, generic_call, shell_call, web_call
-from screens.approval import ApprovalScreen
 from widgets.approvals.pane import ApprovalsPane
 
 if TYPE_CHECKING:
@@ -136,6 +135,8 @@ class ToolingMixin:
         def decided(decision: ApprovalDecision | None) -> None:
             if decision is not None and not future.done():
                 future.set_result(decision)
+
+        from screens.approval import ApprovalScreen  # on first use: it brings rich.syntax and pygments
 
         root = self.workspace.root if self.workspace is not None else None
         self.push_screen(ApprovalScreen(request, root=root), decided)  # type: ignore[attr-defined]

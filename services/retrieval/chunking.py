@@ -30,9 +30,10 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from services.retrieval.models import Chunk, Document
+from services.retrieval.models import Chunk, Document, Segment
 
 MODEL_WINDOW = 256
+BLOCK_CHARS = 100_000
 
 
 class TokenCounter(Protocol):
@@ -223,43 +224,96 @@ def chunk_document(
             contexts[context_key] = _truncate_to_tokens(context_key, counter, config.max_context_tokens)
         context, context_tokens = contexts[context_key]
         budget = max(8, min(config.target_tokens, config.max_tokens - context_tokens))
-        text = segment.text
-        spans = counter.offsets(text)
-        if not spans:
-            continue
-        levels = _break_levels(text, spans)
-        n = len(spans)
-        start = 0
-        while start < n:
-            end = _pick_end(start, n, budget, levels, config.balance)
-            body = text[spans[start][0] : spans[end - 1][1]]
-            # Cut at a word boundary, the text's tokens are exactly tokens[start:end], which fit.
-            # Cut inside a word, re-tokenising may give more pieces: count and shorten.
-            while (levels[start] == NONE or levels[end] == NONE) and end - start > 1:
-                embedded = f"{context}\n{body}" if context else body
-                if counter.count(embedded) <= config.max_tokens:
-                    break
-                end -= 1
-                body = text[spans[start][0] : spans[end - 1][1]]
-            char_start = segment.start + spans[start][0]
-            char_end = segment.start + spans[end - 1][1]
-            text_hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
-            chunks.append(
-                Chunk(
-                    chunk_id=chunk_id_for(source_path, char_start, char_end, text_hash),
-                    source_path=source_path,
-                    ordinal=len(chunks),
-                    text=body,
-                    context=context,
-                    start_offset=char_start,
-                    end_offset=char_end,
-                    page=segment.page,
-                    section=segment.section,
-                    hash=text_hash,
-                    embedding_model=embedding_model,
-                )
+        for block_start, text in _blocks(segment.text, BLOCK_CHARS):
+            _chunk_block(
+                chunks,
+                text,
+                segment.start + block_start,
+                segment,
+                context,
+                budget,
+                source_path,
+                embedding_model,
+                config,
+                counter,
             )
-            if end >= n:
-                break
-            start = _next_start(start, end, config.overlap_tokens, levels)
     return chunks
+
+
+def _blocks(text: str, limit: int) -> list[tuple[int, str]]:
+    """``text`` in pieces of at most ``limit`` characters, cut at a paragraph, line or space.
+
+    Tokenising a whole 50 MB text file at once would hold tens of millions of token spans;
+    blocks bound that.  A chunk never crosses a block boundary.
+    """
+    if len(text) <= limit:
+        return [(0, text)]
+    blocks: list[tuple[int, str]] = []
+    start = 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = -1
+        for separator in ("\n\n", "\n", " "):
+            found = window.rfind(separator, limit // 2)
+            if found > 0:
+                cut = found + len(separator)
+                break
+        if cut <= 0:
+            cut = limit
+        blocks.append((start, window[:cut]))
+        start += cut
+    blocks.append((start, text[start:]))
+    return blocks
+
+
+def _chunk_block(
+    chunks: list[Chunk],
+    text: str,
+    offset: int,
+    segment: Segment,
+    context: str,
+    budget: int,
+    source_path: str,
+    embedding_model: str,
+    config: ChunkConfig,
+    counter: TokenCounter,
+) -> None:
+    """Append the chunks of one block of a segment (``offset``: where ``text`` starts in the document)."""
+    spans = counter.offsets(text)
+    if not spans:
+        return
+    levels = _break_levels(text, spans)
+    n = len(spans)
+    start = 0
+    while start < n:
+        end = _pick_end(start, n, budget, levels, config.balance)
+        body = text[spans[start][0] : spans[end - 1][1]]
+        # Cut at a word boundary, the text's tokens are exactly tokens[start:end], which fit.
+        # Cut inside a word, re-tokenising may give more pieces: count and shorten.
+        while (levels[start] == NONE or levels[end] == NONE) and end - start > 1:
+            embedded = f"{context}\n{body}" if context else body
+            if counter.count(embedded) <= config.max_tokens:
+                break
+            end -= 1
+            body = text[spans[start][0] : spans[end - 1][1]]
+        char_start = offset + spans[start][0]
+        char_end = offset + spans[end - 1][1]
+        text_hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        chunks.append(
+            Chunk(
+                chunk_id=chunk_id_for(source_path, char_start, char_end, text_hash),
+                source_path=source_path,
+                ordinal=len(chunks),
+                text=body,
+                context=context,
+                start_offset=char_start,
+                end_offset=char_end,
+                page=segment.page,
+                section=segment.section,
+                hash=text_hash,
+                embedding_model=embedding_model,
+            )
+        )
+        if end >= n:
+            break
+        start = _next_start(start, end, config.overlap_tokens, levels)

@@ -111,6 +111,7 @@ class RetrievalEngine:
         self._stores: dict[str, IndexStore] = {}
         self._lock = threading.RLock()
         self._sandbox: LoaderSandbox | None = None
+        self._memory_active: str | None = None
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -249,14 +250,38 @@ class RetrievalEngine:
 
     @property
     def active_index(self) -> str | None:
-        value = self.workspace.setting("active_index")
+        """The index queries go to: the workspace's ``active_index`` setting, if that index exists.
+
+        With the ``memory`` backend the choice lives in this engine only (its indexes do not
+        outlive it, so the workspace file is not touched).
+        """
+        if self.settings.backend == "memory":
+            value = self._memory_active
+        else:
+            value = self.workspace.setting("active_index")
+        if not value:
+            return None
+        name = str(value)
+        try:
+            return name if self._exists(name) else None
+        except InvalidName:
+            return None
+
+    def _active_setting(self) -> str | None:
+        value = self._memory_active if self.settings.backend == "memory" else self.workspace.setting("active_index")
         return str(value) if value else None
+
+    def _set_active(self, name: str | None) -> None:
+        if self.settings.backend == "memory":
+            self._memory_active = name
+        else:
+            self.workspace.update(active_index=name)
 
     def index_use(self, name: str) -> IndexInfo:
         validate_name(name, "index")
         if not self._exists(name):
             raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
-        self.workspace.update(active_index=name)
+        self._set_active(name)
         return self.index_info(name)
 
     def index_drop(self, name: str) -> None:
@@ -277,8 +302,8 @@ class RetrievalEngine:
                 import shutil
 
                 shutil.rmtree(self._index_dir(name))
-        if self.active_index == name:
-            self.workspace.update(active_index=None)
+        if self._active_setting() == name:
+            self._set_active(None)
 
     # -- ingest ----------------------------------------------------------------------------
     def index_add(
@@ -303,6 +328,7 @@ class RetrievalEngine:
             raise NotFound(f"{given}: no such file or folder")
         root = given.resolve(strict=True)
         name = validate_name(name, "index") if name is not None else derive_index_name(root)
+        candidates, skipped = self._scan(root)  # before anything is created: refuse a bad root cleanly
         store = self._store(name, create=True)
         self._check_model(store)
         if store.get_meta("embedding_model") is None:
@@ -316,7 +342,6 @@ class RetrievalEngine:
             if progress is not None:
                 progress(ProgressEvent(stage, done, total, where))
 
-        candidates, skipped = self._scan(root)
         report.skipped.extend(skipped)
         emit("scan", len(candidates), len(candidates))
         store.add_root(root_key)
@@ -329,7 +354,7 @@ class RetrievalEngine:
         def on_group(count: int) -> None:
             nonlocal embedded
             embedded += count
-            emit("embed", embedded, embedded + batch.chunk_count - count)
+            emit("embed", embedded, batch.chunk_count)
 
         def write(writer: Any) -> None:
             nonlocal embedded
@@ -357,7 +382,7 @@ class RetrievalEngine:
                         )
                         continue
                     try:
-                        data, mtime = self._read(real, root)
+                        data, mtime = self._read(real)
                         content_hash = hashlib.sha256(data).hexdigest()
                         if (
                             existing is not None
@@ -404,7 +429,7 @@ class RetrievalEngine:
                 report.cancelled = True
                 report.removed = [path for path in report.removed if store.file(path) is None]
         if not report.cancelled and self.active_index is None:
-            self.workspace.update(active_index=name)
+            self._set_active(name)
             report.activated = True
         report.elapsed_s = round(time.monotonic() - started, 3)
         emit("done", len(candidates), len(candidates))
@@ -459,7 +484,7 @@ class RetrievalEngine:
         found.sort(key=lambda item: PurePosixPath(item[0]).parts)
         return found, skipped
 
-    def _read(self, real: Path, root: Path) -> tuple[bytes, float]:
+    def _read(self, real: Path) -> tuple[bytes, float]:
         """The file's bytes (opened without following a last-moment link) and its mtime."""
         limit = self.settings.limits.max_file_bytes
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)

@@ -29,7 +29,7 @@ from services.retrieval.fusion import fuse
 from services.retrieval.ingest import Batch, flush
 from services.retrieval.models import Document, Segment
 from services.retrieval.settings import FusionSettings, RetrievalSettings
-from services.retrieval.store import SCHEMA_VERSION, FileRecord, IndexStore
+from services.retrieval.store import HNSW, SCHEMA_VERSION, FileRecord, IndexStore
 
 METHODS = ("bm25", "dense", "hybrid")
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "p@10")
@@ -145,7 +145,9 @@ def corpus_hash(data: BeirData) -> str:
 
 
 def index_key(data: BeirData, embedding_model: str, chunk_config: ChunkConfig) -> str:
-    config = f"{embedding_model}|{chunk_config.key(default_counter())}|schema={SCHEMA_VERSION}"
+    config = (
+        f"{embedding_model}|{chunk_config.key(default_counter())}|schema={SCHEMA_VERSION}|hnsw={sorted(HNSW.items())}"
+    )
     return hashlib.sha256(f"{corpus_hash(data)}|{config}".encode()).hexdigest()[:20]
 
 

@@ -10,8 +10,8 @@ from services.retrieval.embedders import Embedder
 from services.retrieval.models import Chunk
 from services.retrieval.store import FileRecord, FileUpdate, Writer
 
-EMBED_GROUP = 64
-"""Chunks embedded per call; cancellation is checked between calls."""
+EMBED_GROUP = 32
+"""Chunks embedded per call (one model batch); a cancel, or a query waiting for the model, waits at most this long."""
 FLUSH_CHUNKS = 1024
 """A batch is written once this many chunks are staged."""
 FLUSH_FILES = 256

@@ -3,8 +3,14 @@
 Layout of ``<workspace>/indexes/<name>/`` (backend ``sqlite``)::
 
     manifest.db   SQLite (WAL): meta, roots, files, chunks (text + metadata), journal
-    tantivy/      BM25 over ``text`` and ``context`` with the ``en_stem`` analyzer
+    tantivy/      BM25 (``en_stem``: English Snowball stemming) over three fields per chunk:
+                  ``text`` (the chunk), ``window`` (the chunk and its neighbours, so terms split
+                  across a chunk boundary still meet) and ``context`` (title / section path);
+                  rebuilt from the manifest when missing, broken or of an older layout
     chroma/       embedded Chroma PersistentClient (unless a Chroma server is configured)
+
+Queries are analysed like the index, English stop words are dropped (index-side they stay),
+and the per-field BM25 scores are summed with ``FIELD_BOOSTS``.
 
 The manifest is the source of truth: a chunk exists when its row is in ``chunks``.  Search
 results from Tantivy and Chroma that have no row are dropped, so a file is visible either
@@ -461,7 +467,7 @@ class IndexStore:
             with contextlib.suppress(Exception):
                 self._client.delete_collection(self._collection.name)
         close = getattr(self._client, "close", None)
-        if close is not None and not self.memory:
+        if close is not None:  # clients of one path share a refcounted system: this releases ours
             with contextlib.suppress(Exception):
                 close()
         with self._db_lock:
@@ -508,7 +514,6 @@ class Writer:
 
     def apply(self, updates: Sequence[FileUpdate], removals: Sequence[str] = ()) -> int:
         """Write ``updates`` and drop the files in ``removals``; returns the chunks removed."""
-
         store = self.store
         affected = [u.record.source_path for u in updates] + list(removals)
         if not affected:

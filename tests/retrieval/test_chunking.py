@@ -145,3 +145,18 @@ def test_config_key_is_stable_and_sensitive() -> None:
     assert ChunkConfig().key(counter) == ChunkConfig().key(counter)
     assert ChunkConfig(target_tokens=100).key(counter) != ChunkConfig().key(counter)
     assert "wordpiece" in ChunkConfig().key(counter)
+
+
+def test_long_texts_are_chunked_in_blocks() -> None:
+    from services.retrieval.chunking import BLOCK_CHARS
+
+    counter = default_counter()
+    text = _prose(4000, seed=11)
+    text += " " + "unbroken" * 20_000  # a run with no break at all
+    assert len(text) > 3 * BLOCK_CHARS
+    chunks = chunk_document(_doc(text), "long.txt", embedding_model="m", counter=counter)
+    assert chunks == chunk_document(_doc(text), "long.txt", embedding_model="m", counter=counter)
+    for chunk in chunks:
+        assert text[chunk.start_offset : chunk.end_offset] == chunk.text
+        assert counter.count(chunk.embed_text) <= MODEL_WINDOW - 2
+    assert "".join("".join(c.text for c in chunks).split()) == "".join(text.split())

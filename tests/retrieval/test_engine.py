@@ -205,6 +205,7 @@ def test_single_file_and_missing_paths(engine: RetrievalEngine, docs: Path, tmp_
     (tmp_path / "x.bin").write_bytes(b"1")
     with pytest.raises(UnsupportedType):
         engine.index_add(tmp_path / "x.bin")
+    assert [info.name for info in engine.index_list()] == ["cats"]  # nothing created for a refused root
 
 
 def test_same_relative_path_from_two_roots(engine: RetrievalEngine, tmp_path: Path) -> None:
@@ -325,3 +326,51 @@ def test_settings_from_env_are_validated() -> None:
         RetrievalSettings.from_env({"AXIOMME_CHROMA_URL": "http://host:1/path"})
     settings = RetrievalSettings.from_env({"AXIOMME_RETRIEVAL_BACKEND": "MEMORY", "AXIOMME_CHROMA_URL": "http://h:9"})
     assert settings.backend == "memory" and settings.chroma_url == "http://h:9"
+
+
+def test_lexical_index_is_rebuilt_from_the_manifest(workspace: Workspace, docs: Path) -> None:
+    import shutil
+
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(docs)
+        before = [h.handle for h in engine.query("apt debian install", k=5).hits]
+    directory = workspace.indexes_dir / "docs"
+    shutil.rmtree(directory / "tantivy")  # lost or corrupt: rebuilt without re-embedding
+    with RetrievalEngine(workspace) as engine:
+        assert [h.handle for h in engine.query("apt debian install", k=5).hits] == before
+        engine._store("docs").set_meta(lexical_format="0:old-layout")
+    (directory / "tantivy" / "meta.json").write_text("{broken", encoding="utf-8")
+    with RetrievalEngine(workspace) as engine:
+        store = engine._store("docs")
+        assert store.get_meta("lexical_format") != "0:old-layout"
+        assert store._tantivy.searcher().num_docs == store.counts()[1]
+        assert [h.handle for h in engine.query("apt debian install", k=5).hits] == before
+
+
+def test_stale_active_index_is_ignored(engine: RetrievalEngine, docs: Path, workspace: Workspace) -> None:
+    workspace.update(active_index="ghost")
+    assert engine.active_index is None
+    with pytest.raises(NoActiveIndex):
+        engine.query("cats")
+    assert engine.index_add(docs).activated and engine.active_index == "docs"
+
+
+def test_memory_backend_does_not_touch_the_workspace(
+    workspace: Workspace, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AXIOMME_RETRIEVAL_BACKEND", "memory")
+    with RetrievalEngine(workspace) as engine:
+        assert engine.index_add(docs).activated
+        assert engine.active_index == "docs" and engine.query("cats").hits
+        assert workspace.setting("active_index") is None
+        engine.index_drop("docs")
+        assert engine.active_index is None
+
+
+def test_a_second_engine_sees_new_writes(workspace: Workspace, docs: Path) -> None:
+    with RetrievalEngine(workspace) as writer, RetrievalEngine(workspace) as reader:
+        writer.index_add(docs)
+        assert reader.query("cats purr", index="docs", k=1).hits[0].source_path == "cats.md"
+        (docs / "owls.md").write_text("# Owls\n\nOwls hunt voles at dusk.\n", encoding="utf-8")
+        writer.index_add(docs)
+        assert reader.query("owls hunt voles", index="docs", k=1).hits[0].source_path == "owls.md"

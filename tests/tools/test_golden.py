@@ -29,6 +29,7 @@ VOLATILE = {
     "message_id",
     "conversation_id",
     "duration_ms",
+    "approval_wait_ms",
     "started_at",
     "runtime_s",
     "seconds_since_output",

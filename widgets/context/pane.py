@@ -8,14 +8,16 @@ index is being built, a progress bar shows the stage and the count.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Label, ProgressBar, Static
+from textual.widgets import Label, Static
+
+if TYPE_CHECKING:
+    from textual.widgets import DataTable
 
 COLUMNS = ("#", "handle", "source · page/section", "fused", "bm25", "dense")
 SOURCE_WIDTH = 20
@@ -79,6 +81,8 @@ class ContextPane(Vertical):
 
     # -- results -------------------------------------------------------------------------
     def _table(self) -> DataTable[Any]:
+        from textual.widgets import DataTable  # mounted on first results: keeps start-up light
+
         tables = self.query("#context-table")
         if tables:
             return tables.first(DataTable)
@@ -112,20 +116,21 @@ class ContextPane(Vertical):
         tables = self.query("#context-table")
         if not tables:
             return
-        table = tables.first(DataTable)
+        table: DataTable[Any] = tables.first()  # type: ignore[assignment]
         if table.row_count:
             row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
             if row_key.value:
                 self.post_message(self.ShowChunk(row_key.value))
 
-    @on(DataTable.RowSelected, "#context-table")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value:
             self.post_message(self.ShowChunk(event.row_key.value))
 
     # -- progress ------------------------------------------------------------------------
     def show_progress(self, stage: str, done: int, total: int, path: str | None = None) -> None:
+        from textual.widgets import ProgressBar
+
         bars = self.query("#context-progress")
         if bars:
             bar = bars.first(ProgressBar)
