@@ -65,28 +65,14 @@ def _open_workspace(name: str | None) -> Any:
 def handle_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
     from services.policy import load_policy
+    from services.tools.gateway import describe_tools
     from services.tools.registry import default_registry
 
     try:
         policy = load_policy(args.policy)
     except AriesError as exc:
         return _error(exc.message)
-    out = []
-    for spec in default_registry().list():
-        enabled = (
-            policy.providers.get(spec.provider, False)
-            and policy.tool_classes.get(spec.tool_class, False)
-            and policy.tools.get(spec.tool_id, {}).get("enabled", True) is not False
-        )
-        out.append(
-            {
-                "id": spec.tool_id,
-                "class": spec.tool_class,
-                "tier": str(spec.tier),
-                "enabled": bool(enabled),
-                "description": spec.description,
-            }
-        )
+    out = describe_tools(default_registry(), policy)
     _emit({"policy": policy.source, "mode": policy.mode, "tools": out})
     return EXIT_OK
 

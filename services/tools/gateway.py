@@ -226,23 +226,7 @@ class ToolGateway:
         return self.audit.last_decision()
 
     def list_tools(self) -> list[dict[str, Any]]:
-        out = []
-        for spec in self.registry.list():
-            enabled = (
-                self.policy.providers.get(spec.provider, False)
-                and self.policy.tool_classes.get(spec.tool_class, False)
-                and self.policy.tools.get(spec.tool_id, {}).get("enabled", True) is not False
-            )
-            out.append(
-                {
-                    "id": spec.tool_id,
-                    "class": spec.tool_class,
-                    "tier": str(spec.tier),
-                    "enabled": bool(enabled),
-                    "description": spec.description,
-                }
-            )
-        return out
+        return describe_tools(self.registry, self.policy)
 
     # -- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
@@ -274,6 +258,27 @@ class ToolGateway:
 
 
 # -- the pipeline -------------------------------------------------------------------------------
+def describe_tools(registry: ToolRegistry, policy: Policy) -> list[dict[str, Any]]:
+    """Every registered tool with its class, risk tier, and whether ``policy`` enables it."""
+    out = []
+    for spec in registry.list():
+        enabled = (
+            policy.providers.get(spec.provider, False)
+            and policy.tool_classes.get(spec.tool_class, False)
+            and policy.tools.get(spec.tool_id, {}).get("enabled", True) is not False
+        )
+        out.append(
+            {
+                "id": spec.tool_id,
+                "class": spec.tool_class,
+                "tier": str(spec.tier),
+                "enabled": bool(enabled),
+                "description": spec.description,
+            }
+        )
+    return out
+
+
 def _schema_problem(registry: ToolRegistry, spec: ToolSpec, args: Any) -> str | None:
     if not isinstance(args, dict):
         return "arguments must be a JSON object"
