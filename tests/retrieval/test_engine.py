@@ -21,7 +21,7 @@ from services.retrieval.errors import (
 )
 from services.workspaces import Workspace
 
-from .builders import make_epub, make_pdf
+from .builders import make_epub, make_pdf, make_raw_epub
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -374,3 +374,32 @@ def test_a_second_engine_sees_new_writes(workspace: Workspace, docs: Path) -> No
         (docs / "owls.md").write_text("# Owls\n\nOwls hunt voles at dusk.\n", encoding="utf-8")
         writer.index_add(docs)
         assert reader.query("owls hunt voles", index="docs", k=1).hits[0].source_path == "owls.md"
+
+
+def test_acceptance_mix_of_good_and_hostile_files(engine: RetrievalEngine, tmp_path: Path) -> None:
+    """Issue 3's acceptance folder: an encrypted PDF, a truncated PDF, an EPUB whose manifest points at
+    ``../``, a binary file named ``.md`` and an empty file beside good files. Each bad one gets a typed
+    error, every good one is indexed, and the file the EPUB points at (outside the folder) is never read."""
+    outside = tmp_path / "outside.xhtml"
+    outside.write_text("<html><body><p>zanzibar-outside-marker</p></body></html>", encoding="utf-8")
+    root = tmp_path / "folder"
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nGood markdown about herons.\n", encoding="utf-8")
+    (root / "plain.txt").write_text("Plain text about kingfishers.\n", encoding="utf-8")
+    (root / "paper.pdf").write_bytes(make_pdf(["A paper about egrets."]))
+    make_epub(root / "good.epub", [("Storks", "<p>A chapter about storks.</p>")])
+    (root / "locked.pdf").write_bytes(make_pdf(["secret"], password="pw"))
+    (root / "truncated.pdf").write_bytes(make_pdf(["cut short"])[:200])
+    make_raw_epub(root / "escape.epub", "../../outside.xhtml")
+    (root / "binary.md").write_bytes(bytes(range(256)) * 8)
+    (root / "empty.txt").write_bytes(b"")
+    report = engine.index_add(root)
+    errors = {issue.path: issue.error for issue in report.errors}
+    assert set(errors) == {"locked.pdf", "truncated.pdf", "escape.epub", "binary.md", "empty.txt"}
+    assert all(errors.values()), errors  # each has a typed error name
+    assert errors["escape.epub"] == "UnsafePath"
+    assert sorted(report.added) == ["good.epub", "notes.md", "paper.pdf", "plain.txt"]
+    for word in ("herons", "kingfishers", "egrets", "storks"):
+        assert engine.query(word, k=1).hits, word
+    hits = engine.query("zanzibar-outside-marker", k=20).hits
+    assert all("zanzibar" not in hit.text for hit in hits)
