@@ -68,6 +68,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             "ctrl+x",
             "cancel_ingest",
             "Cancel indexing",
+            priority=True,  # over the prompt's own Ctrl+X (cut), but only while indexing (check_action)
             id="rag.cancel",
             tooltip="Stop building the index after the current file (files done so far stay)",
         ),

@@ -117,7 +117,10 @@ class RetrievalMixin:
                 raise CommandError("an index is being built already: wait, or cancel it with Ctrl+X.")
             from pathlib import Path
 
-            self._ingest(str(Path(rest[0]).expanduser()), name)
+            # Created here, not in the worker, so that Ctrl+X works from the first moment.
+            self._ingest_cancel = threading.Event()
+            self.refresh_bindings()  # type: ignore[attr-defined]  # shows Ctrl+X
+            self._ingest(str(Path(rest[0]).expanduser()), name, self._ingest_cancel)
         elif action == "list" and not rest:
             self._rag_list()
         elif action == "use" and len(rest) == 1:
@@ -129,10 +132,7 @@ class RetrievalMixin:
 
     # -- workers -------------------------------------------------------------------------
     @work(thread=True, group="rag-ingest", exit_on_error=False)
-    def _ingest(self, path: str, name: str | None) -> None:
-        cancel = threading.Event()
-        self._ingest_cancel = cancel
-
+    def _ingest(self, path: str, name: str | None, cancel: threading.Event) -> None:
         def progress(event: ProgressEvent) -> None:
             self.call_from_thread(self._show_progress, event)  # type: ignore[attr-defined]
 
@@ -145,6 +145,7 @@ class RetrievalMixin:
         finally:
             self._ingest_cancel = None
             self.call_from_thread(self._end_progress)  # type: ignore[attr-defined]
+            self.call_from_thread(self.refresh_bindings)  # type: ignore[attr-defined]
         self.call_from_thread(self._ingested, report)  # type: ignore[attr-defined]
 
     def _show_progress(self, event: ProgressEvent) -> None:

@@ -138,6 +138,30 @@ async def test_drop_asks_first(tmp_path: Path) -> None:
         assert app.engine().index_list() == []
 
 
+async def test_ctrl_x_cancels_indexing_and_the_key_shows_only_meanwhile(tmp_path: Path) -> None:
+    from widgets.keybar import KeyBar
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for number in range(300):
+        (folder / f"doc{number:03d}.md").write_text(f"# Doc {number}\n\nText number {number} about rivers.\n")
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        keys = app.screen.query_one(KeyBar)
+        assert "Cancel indexing" not in [d for _, d in keys.describe()]
+        await pilot.press(*f"/rag index add {folder} --name many", "enter")
+        await pilot.pause()
+        assert "Cancel indexing" in [d for _, d in keys.describe()]
+        await pilot.press("ctrl+x")
+        await settle(app, pilot)
+        assert app.transcript is not None
+        report = read_transcript(app.transcript.path).entries[-1]["content"]
+        assert report.startswith("Index many (cancelled"), report
+        assert "Cancel indexing" not in [d for _, d in keys.describe()]
+        assert app.screen.query_one("#prompt").value == ""  # Ctrl+X did not also cut the prompt text
+
+
 # -- snapshots ----------------------------------------------------------------------------------
 def corpus_and_query(query: str, *, open_first: bool = False):  # type: ignore[no-untyped-def]
     async def run_before(pilot: Pilot[int]) -> None:
