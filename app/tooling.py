@@ -81,12 +81,13 @@ class ToolingMixin:
 
     def close_gateway(self) -> None:
         """Deny whatever still waits, stop the workspace's processes, close the audit run."""
-        from services.tools.gateway import ApprovalDecision
+        if self._pending:  # only then is the gateway module loaded at all
+            from services.tools.gateway import ApprovalDecision
 
-        for _request, future in list(self._pending.values()):
-            if not future.done():
-                future.set_result(ApprovalDecision.deny("the workspace was closed before a decision"))
-        self._pending.clear()
+            for _request, future in list(self._pending.values()):
+                if not future.done():
+                    future.set_result(ApprovalDecision.deny("the workspace was closed before a decision"))
+            self._pending.clear()
         if self._gateway is not None:
             gateway, self._gateway = self._gateway, None
             gateway.close()
