@@ -18,7 +18,7 @@ from app.retrieval import MESSAGE_K, RetrievalMixin
 from app.tooling import ToolingMixin
 from screens.main import MainScreen
 from services.errors import AriesError
-from services.transcripts import Transcript
+from services.transcripts import Transcript, read_new_entries
 from services.workspaces import (
     Workspace,
     WorkspaceManager,
@@ -89,6 +89,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         self.workspace: Workspace | None = None
         self.transcript: Transcript | None = None
         self._shown_ids: set[str] = set()
+        self._transcript_offset = 0  # bytes of the transcript file already shown
         self._init_tooling()
         self._init_retrieval()
 
@@ -140,6 +141,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             self._close_current()
         self.workspace = workspace
         self.transcript = workspace.latest_transcript()
+        self._transcript_offset = self._transcript_size()
         for warning in warnings[:5]:
             self.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)
         self.post_message(WorkspaceChanged(workspace.name))
@@ -159,6 +161,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         if screen is None or not screen.query(TranscriptPane):
             return
         entries = self.transcript.read().entries if self.transcript else []
+        self._transcript_offset = self._transcript_size()
         conversation = self.transcript.conversation_id if self.transcript and entries else "new conversation"
         self._shown_ids = {str(e["message_id"]) for e in entries}
         screen.query_one(TranscriptPane).load(entries, subtitle=conversation)
@@ -250,6 +253,12 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         panes = main[0].query(TranscriptPane) if main else None
         return panes.first() if panes else None
 
+    def _transcript_size(self) -> int:
+        try:
+            return self.transcript.path.stat().st_size if self.transcript else 0
+        except FileNotFoundError:
+            return 0
+
     def sync_transcript(self) -> None:
         """Show the transcript entries written since the pane was last updated (by us or a service)."""
         if self.transcript is None:
@@ -257,7 +266,8 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         pane = self._transcript_pane()
         if pane is None:
             return
-        for entry in self.transcript.read().entries:
+        new, self._transcript_offset = read_new_entries(self.transcript.path, self._transcript_offset)
+        for entry in new:
             message_id = str(entry["message_id"])
             if message_id not in self._shown_ids:
                 self._shown_ids.add(message_id)
@@ -331,6 +341,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             return
         self.transcript = self.workspace.new_transcript()
         self._shown_ids = set()
+        self._transcript_offset = 0
         if isinstance(self.screen, MainScreen):
             self.screen.query_one(TranscriptPane).load([], subtitle="new conversation")
 
