@@ -314,6 +314,8 @@ async def _call(
             return await asyncio.wait_for(handler(cap, ctx, args), timeout)
         return await asyncio.wait_for(asyncio.to_thread(handler, cap, ctx, args), timeout)
     finally:
+        # Timed out, cancelled or done: a tool still working in a thread sees it and stops.
+        ctx.cancel.set()
         _revoke(cap)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import secrets
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,6 +94,16 @@ class ToolContext:
     processes: Any  # services.tools.shell.ProcessManager, created lazily by the gateway
     facts: dict[str, Any] = field(default_factory=dict)
     deadline: float | None = None  # time.monotonic() by which the call must end
+    # Set by the gateway when the call is cancelled or its deadline passes. Long-running tools poll
+    # it (``ctx.cancelled()``) and stop: shell kills the process tree, web aborts the request, fs
+    # walks stop early. A thread cannot be killed, so honouring it is each tool's duty.
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def cancelled(self) -> bool:
+        """True once the call is cancelled or past its deadline."""
+        if self.cancel.is_set():
+            return True
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     @property
     def limits(self) -> Limits:
