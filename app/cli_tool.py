@@ -19,6 +19,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_DENIED = 3
+POLICY_HELP = "policy YAML (default: the workspace's policy.yaml, else the shipped safe policy)"
 
 
 def register(subparsers: Any) -> None:
@@ -26,13 +27,13 @@ def register(subparsers: Any) -> None:
     tool_sub = tool.add_subparsers(dest="tool_command", metavar="TOOL_COMMAND")
 
     listing = tool_sub.add_parser("list", help="list the registered tools and whether the policy enables them")
-    listing.add_argument("--policy", metavar="FILE", help="policy YAML (default: the shipped safe policy)")
+    listing.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
     listing.set_defaults(func=handle_list)
 
     call = tool_sub.add_parser("call", help="run one tool call through the policy gateway; prints the JSON result")
     call.add_argument("tool_id", metavar="TOOL_ID", help="e.g. builtin:fs:list_dir")
     call.add_argument("--args", dest="tool_args", metavar="JSON", default="{}", help="arguments as a JSON object")
-    call.add_argument("--policy", metavar="FILE", help="policy YAML (default: the shipped safe policy)")
+    call.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
     call.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
     call.add_argument("--approve", action="store_true", help="approve this call if the policy asks for approval")
     call.set_defaults(func=handle_call)
@@ -53,34 +54,50 @@ def _error(message: str) -> int:
     return EXIT_ERROR
 
 
-def _open_workspace(name: str | None) -> Any:
+def _session(args: argparse.Namespace, **kwargs: Any) -> Any:
+    """The same session core the TUI uses: the workspace's policy.yaml, approval mode and stores."""
+    from services.session import Session
     from services.workspaces import WorkspaceManager, ephemeral_workspace
 
-    if name:
-        workspace, _ = WorkspaceManager().open(name)
-        return workspace
-    return ephemeral_workspace()
+    name = getattr(args, "workspace", None)
+    workspace = WorkspaceManager().open(name)[0] if name else ephemeral_workspace()
+    try:
+        return Session(workspace, source="cli", policy_file=getattr(args, "policy", None), interactive=False, **kwargs)
+    except BaseException:
+        workspace.close()
+        raise
+
+
+def _close(session: Any) -> None:
+    try:
+        session.close()
+    finally:
+        session.workspace.close()
 
 
 def handle_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.policy import load_policy
     from services.tools.gateway import describe_tools
     from services.tools.registry import default_registry
 
     try:
-        policy = load_policy(args.policy)
+        session = _session(args)
     except AriesError as exc:
         return _error(exc.message)
-    out = describe_tools(default_registry(), policy)
-    _emit({"policy": policy.source, "mode": policy.mode, "tools": out})
+    try:
+        policy = session.policy()
+        out = describe_tools(default_registry(), policy)
+        _emit({"policy": session.policy_source, "mode": session.mode, "tools": out})
+    except AriesError as exc:
+        return _error(exc.message)
+    finally:
+        _close(session)
     return EXIT_OK
 
 
 def handle_call(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.policy import load_policy
-    from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway
+    from services.tools.gateway import approve_all
 
     try:
         tool_args = json.loads(args.tool_args)
@@ -88,22 +105,17 @@ def handle_call(args: argparse.Namespace) -> int:
         return _error(f"--args is not valid JSON: {exc}")
     if not isinstance(tool_args, dict):
         return _error("--args must be a JSON object")
-
-    def approve(request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision.once()  # installed only with --approve
-
     try:
-        policy = load_policy(args.policy)
-        workspace = _open_workspace(getattr(args, "workspace", None))
+        session = _session(args, mode=args.mode, approver=approve_all if args.approve else None)
     except AriesError as exc:
         return _error(exc.message)
     try:
-        with ToolGateway(
-            workspace, policy=policy, mode=args.mode, approver=approve if args.approve else None, source="cli"
-        ) as gateway:
-            result = gateway.execute_sync(args.tool_id, tool_args)
+        session.policy()  # a broken policy in force is one clear line, not a denial of every call
+        result = session.call_tool_sync(args.tool_id, tool_args)
+    except AriesError as exc:
+        return _error(exc.message)
     finally:
-        workspace.close()
+        _close(session)
     _emit(result.to_dict())
     if result.error is not None and result.error.details.get("rule") == "approval.no_approver":
         sys.stderr.write(f"aries: {args.tool_id} needs approval; rerun with --approve to approve this call\n")
@@ -114,13 +126,14 @@ def handle_call(args: argparse.Namespace) -> int:
 
 def handle_doctor(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.policy import load_policy
-    from services.tools.doctor import doctor
 
     try:
-        policy = load_policy(args.policy) if args.policy else None
+        session = _session(args)
     except AriesError as exc:
         return _error(exc.message)
-    report = doctor(policy)
+    try:
+        report = session.doctor()
+    finally:
+        _close(session)
     _emit(report.to_dict())
     return EXIT_OK if report.ok else EXIT_ERROR

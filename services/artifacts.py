@@ -21,7 +21,7 @@ import json
 import mimetypes
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class Artifact:
     hash: str  # "sha256:<hex>"
     description: str | None
     provenance: dict[str, Any]  # {"kind": "cli"|"tool"|"tui", "command"/"tool": ...}
+    aliases: list[str] = field(default_factory=list)  # other names the same content was added under
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,7 +96,7 @@ class ArtifactRegistry:
     def get(self, ref: str) -> Artifact:
         """Find an artifact by id, full hash (with or without ``sha256:``) or name."""
         ref = ref.removeprefix("sha256:")
-        matches = [a for a in self.list() if ref in (a.id, a.hash.removeprefix("sha256:"), a.name)]
+        matches = [a for a in self.list() if ref in (a.id, a.hash.removeprefix("sha256:"), a.name, *a.aliases)]
         if not matches:
             raise NotFound(f"no artifact {ref!r} in this workspace")
         return matches[-1]
@@ -148,6 +149,12 @@ class ArtifactRegistry:
 
         return self._add_stream(io.BytesIO(data), name, description, provenance)
 
+    def add_stream(
+        self, stream: Any, name: str, *, description: str | None = None, provenance: dict[str, Any] | None = None
+    ) -> tuple[Artifact, bool]:
+        """Add what a binary stream yields (read in 1 MiB chunks, capped at MAX_ARTIFACT_BYTES)."""
+        return self._add_stream(stream, name, description, provenance)
+
     def _add_stream(
         self, stream: Any, name: str, description: str | None, provenance: dict[str, Any] | None
     ) -> tuple[Artifact, bool]:
@@ -192,6 +199,10 @@ class ArtifactRegistry:
             data = self._load()
             for item in data["artifacts"]:
                 if item["hash"] == f"sha256:{hexdigest}":
+                    known = [item["name"], *item.get("aliases", [])]
+                    if name not in known:  # the same content under a second name keeps both names
+                        item["aliases"] = [*item.get("aliases", []), name]
+                        atomic_write_text(self.manifest_path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
                     return Artifact(**item), False
             artifact = Artifact(
                 id=hexdigest[:12],

@@ -21,7 +21,7 @@ from typing import Any
 from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
 
-ROLES = ("user", "assistant", "tool", "system")
+ROLES = ("user", "assistant", "tool", "system", "notice")
 TOOL_STATUSES = ("success", "fail")
 ENTRY_FIELDS = ("timestamp", "role", "content", "conversation_id", "message_id")
 TOOL_FIELDS = ("tool_name", "input", "output", "status", "duration_ms")

@@ -13,6 +13,7 @@ from typing import Any
 from services.policy import Policy
 
 BUILTIN_TOOL_IDS = (
+    "builtin:fs:add_artifact",
     "builtin:fs:apply_patch",
     "builtin:fs:list_dir",
     "builtin:fs:read_text",
@@ -47,7 +48,11 @@ class DoctorReport:
         return {"ok": self.ok, "checks": [c.__dict__ for c in self.checks]}
 
 
-def doctor(policy: Policy | None = None) -> DoctorReport:
+def doctor(
+    policy: Policy | None = None, *, source: str | None = None, policy_error: str | None = None, mode: str | None = None
+) -> DoctorReport:
+    """Check the tool runtime. ``policy`` is the policy in force (``source`` names its file);
+    ``policy_error`` says why the policy in force did not load — then that check fails."""
     report = DoctorReport()
     try:
         from jsonschema import Draft202012Validator
@@ -69,13 +74,19 @@ def doctor(policy: Policy | None = None) -> DoctorReport:
         )
     except Exception as exc:
         report.checks.append(Check("tools registered", False, f"{type(exc).__name__}: {exc}"))
+    if policy_error is not None:
+        report.checks.append(Check("policy in force", False, f"{source or 'the policy'}: {policy_error}"))
+        return report
     try:
         from services.policy import default_policy
 
         chosen = policy or default_policy()
-        report.checks.append(Check("policy loads", True, f"{chosen.source} ({chosen.hash[:19]}, mode {chosen.mode})"))
+        where = source or chosen.source
+        report.checks.append(
+            Check("policy in force", True, f"{where} ({chosen.hash[:19]}, approval mode {mode or chosen.mode})")
+        )
     except Exception as exc:
-        report.checks.append(Check("policy loads", False, f"{type(exc).__name__}: {exc}"))
+        report.checks.append(Check("policy in force", False, f"{type(exc).__name__}: {exc}"))
         return report
     try:
         report.checks.append(_end_to_end(chosen))

@@ -39,8 +39,11 @@ from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, _issue,
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
 
 if TYPE_CHECKING:
+    from services.conversation import Conversation
     from services.tools.shell import ProcessManager
     from services.transcripts import Transcript
+
+    Recorder = Conversation | Transcript
     from services.workspaces import Workspace
 
 
@@ -106,6 +109,9 @@ class ToolCallRequest:
     run_id: str | None = None
     step_index: int | None = None
     call_id: str | None = None
+    turn_id: str | None = None  # the conversation turn that asked (a model's turn, an operator command)
+    tool_call_id: str | None = None  # the model's own id for this call, when a model asked
+    turn_step: int | None = None  # position inside the turn
 
 
 def _new_id(prefix: str) -> str:
@@ -136,21 +142,42 @@ class ToolGateway:
         self.source = source
         self.check_outputs = check_outputs
         self.audit = AuditStore.for_workspace(workspace.root)
-        self.run_id = _new_id("r")
-        self.audit.start_run(
-            self.run_id,
-            mode=run_mode,
-            policy_hash=self.policy.hash,
-            source=source,
-            workspace=workspace.name,
-            approval_mode=self.bound.mode,
-        )
+        self.run_mode = run_mode
+        self.run_id = self._start_run()
         self._known_runs = {self.run_id}
         self._grants: dict[tuple[str, str], dict[str, Any]] = {}
         self._processes: ProcessManager | None = None
         self._step = 0
         self._lock = threading.Lock()
         self._closed = False
+
+    def _start_run(self) -> str:
+        run_id = _new_id("r")
+        self.audit.start_run(
+            run_id,
+            mode=self.run_mode,
+            policy_hash=self.policy.hash,
+            source=self.source,
+            workspace=self.workspace.name,
+            approval_mode=self.bound.mode,
+        )
+        return run_id
+
+    def rebind(self, policy: Policy, *, mode: str | None = None) -> None:
+        """Apply a new policy or approval mode to the calls that come next.
+
+        Session grants and background processes carry over (they belong to the session, not
+        to a binding); the audit store gets a new run, so every run row names the policy hash
+        and mode its calls were decided under.
+        """
+        if self._closed:
+            raise RuntimeError("this tool gateway is closed")
+        bound = policy.bind(self.workspace.root, mode=mode)
+        with self._lock:
+            self.policy, self.bound = policy, bound
+            old, self.run_id = self.run_id, self._start_run()
+            self._known_runs.add(self.run_id)
+        self.audit.end_run(old)
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -169,8 +196,12 @@ class ToolGateway:
     def grants(self) -> list[dict[str, Any]]:
         return [{"tool_id": tool_id, "pattern": pattern} for (tool_id, _), pattern in self._grants.items()]
 
-    def revoke_grants(self) -> None:
-        self._grants.clear()
+    def revoke_grants(self, tool_id: str | None = None) -> int:
+        """Forget session grants (all, or those of ``tool_id``); returns how many."""
+        keys = [key for key in self._grants if tool_id is None or key[0] == tool_id]
+        for key in keys:
+            del self._grants[key]
+        return len(keys)
 
     def _next_step(self) -> int:
         with self._lock:
@@ -190,12 +221,24 @@ class ToolGateway:
         args: Any,
         *,
         approver: Approver | None = None,
-        transcript: Transcript | None = None,
+        transcript: Recorder | None = None,
         source: str | None = None,
         run_id: str | None = None,
         step_index: int | None = None,
+        turn_id: str | None = None,
+        tool_call_id: str | None = None,
+        turn_step: int | None = None,
     ) -> ToolResult:
-        request = ToolCallRequest(tool_id, args, source or self.source, run_id, step_index)
+        request = ToolCallRequest(
+            tool_id,
+            args,
+            source or self.source,
+            run_id,
+            step_index,
+            turn_id=turn_id,
+            tool_call_id=tool_call_id,
+            turn_step=turn_step,
+        )
         return await execute_tool_call_with_policy(self, request, approver=approver, transcript=transcript)
 
     def execute_sync(self, tool_id: str, args: Any, **kwargs: Any) -> ToolResult:
@@ -369,7 +412,7 @@ async def execute_tool_call_with_policy(
     request: ToolCallRequest,
     *,
     approver: Approver | None = None,
-    transcript: Transcript | None = None,
+    transcript: Recorder | None = None,
 ) -> ToolResult:
     """Validate, evaluate the policy, ask for approval, dispatch, record. Never raises for a
     tool's failure or a denial: those come back as structured error results."""
@@ -466,7 +509,7 @@ async def execute_tool_call_with_policy(
     except Exception as exc:  # the result still reaches the caller, flagged
         meta["audit_error"] = str(exc)[:300]
     if transcript is not None:
-        _append_transcript(transcript, result, tool_id, args, duration_ms)
+        _append_transcript(transcript, result, request, duration_ms)
     if cancelled is not None:
         raise cancelled
     return result
@@ -618,21 +661,28 @@ def _summary(result: ToolResult, tool_id: str) -> str:
 _TRANSCRIPT_OUTPUT_CAP = 1_000_000
 
 
-def _append_transcript(transcript: Transcript, result: ToolResult, tool_id: str, args: Any, duration_ms: float) -> None:
+def _append_transcript(recorder: Recorder, result: ToolResult, request: ToolCallRequest, duration_ms: float) -> None:
+    from services.conversation import Conversation, ToolCallRecord
+
+    conversation = recorder if isinstance(recorder, Conversation) else Conversation(recorder)
     output = result.to_dict()
     if len(canonical_json(output)) > _TRANSCRIPT_OUTPUT_CAP:
         output = {**output, "data": {"omitted": "too large for the transcript; see the audit store"}}
+    event = ToolCallRecord(
+        tool_id=request.tool_id,
+        input=request.args,
+        output=output,
+        ok=result.ok,
+        duration_ms=duration_ms,
+        call_id=result.meta.get("call_id"),
+        summary=_summary(result, request.tool_id),
+        tool_call_id=request.tool_call_id,
+        source=request.source,
+        turn_id=request.turn_id,
+        step=request.turn_step,
+    )
     try:
-        transcript.append(
-            "tool",
-            _summary(result, tool_id),
-            tool_name=tool_id,
-            input=args,
-            output=output,
-            status="success" if result.ok else "fail",
-            duration_ms=duration_ms,
-            call_id=result.meta.get("call_id"),
-        )
+        conversation.record(event)
     except AriesError as exc:
         result.meta["transcript_error"] = exc.message
     except OSError as exc:  # the call happened and is audited; the transcript could not take it
@@ -644,7 +694,7 @@ def execute_tool_call_with_policy_sync(
     request: ToolCallRequest,
     *,
     approver: Approver | None = None,
-    transcript: Transcript | None = None,
+    transcript: Recorder | None = None,
 ) -> ToolResult:
     try:
         asyncio.get_running_loop()

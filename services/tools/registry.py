@@ -235,9 +235,9 @@ class BuiltinProvider:
     name = "builtin"
 
     def tools(self) -> list[ToolSpec]:
-        from services.tools import fs, shell, web
+        from services.tools import artifact, fs, shell, web
 
-        return [*fs.TOOLS, *shell.TOOLS, *web.TOOLS]
+        return [*fs.TOOLS, *artifact.TOOLS, *shell.TOOLS, *web.TOOLS]
 
 
 class ToolRegistry:

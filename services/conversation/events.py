@@ -1,0 +1,162 @@
+"""Typed conversation events and their transcript form.
+
+Every event knows its ``role`` in the NDJSON transcript and turns itself into the entry's extra
+fields (``to_fields``); the writer adds ``timestamp``, ``conversation_id`` and ``message_id``.
+Turn bookkeeping is common to all: ``turn_id`` (one operator message and everything it caused),
+``step`` (position inside the turn), and for tool calls ``tool_call_id`` (the model's id for the
+call, when a model asked) and ``call_id`` (the audit store's row).
+
+Roles: ``user``, ``assistant``, ``tool`` (one per tool call, after the gateway decided and ran
+it), ``system`` (retrieval sets and other facts the model is given), ``notice`` (what the UI
+tells the operator: mode changes, errors, listings — never sent to a model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Event:
+    turn_id: str | None = None
+    step: int | None = None
+
+    role = "system"
+
+    @property
+    def content(self) -> str:
+        raise NotImplementedError
+
+    def _common(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if self.turn_id is not None:
+            fields["turn_id"] = self.turn_id
+        if self.step is not None:
+            fields["step"] = self.step
+        return fields
+
+    def to_fields(self) -> dict[str, Any]:
+        return self._common()
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserMessage(_Event):
+    text: str
+    role = "user"
+
+    @property
+    def content(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssistantAnswer(_Event):
+    text: str
+    provider: str
+    provenance: str = "local"
+    model: str | None = None
+    citations: list[str] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    role = "assistant"
+
+    @property
+    def content(self) -> str:
+        return self.text
+
+    def to_fields(self) -> dict[str, Any]:
+        fields = {**self._common(), "provider": self.provider, "provenance": self.provenance}
+        if self.model:
+            fields["model"] = self.model
+        fields["citations"] = list(self.citations)
+        if self.usage is not None:
+            fields["usage"] = self.usage
+        return fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalSet(_Event):
+    """The chunks injected for a turn (or shown for ``/rag query``), by handle."""
+
+    query: str
+    index: str | None
+    handles: list[str]
+    threshold: float | None = None
+    retrieval_id: str | None = None
+    role = "system"
+
+    @property
+    def content(self) -> str:
+        if self.index is None:
+            return "retrieval: no index is in use"
+        if not self.handles:
+            return f"retrieval: nothing in index {self.index} for this message"
+        return f"retrieval: {len(self.handles)} chunks from index {self.index}: " + ", ".join(self.handles)
+
+    def to_fields(self) -> dict[str, Any]:
+        fields = {**self._common(), "kind": "retrieval", "query": self.query, "index": self.index}
+        fields["handles"] = list(self.handles)
+        if self.threshold is not None:
+            fields["threshold"] = self.threshold
+        if self.retrieval_id is not None:
+            fields["retrieval_id"] = self.retrieval_id
+        return fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallRecord(_Event):
+    """One tool call as the gateway decided, ran and audited it."""
+
+    tool_id: str
+    input: Any
+    output: dict[str, Any]
+    ok: bool
+    duration_ms: float
+    call_id: str | None
+    summary: str
+    tool_call_id: str | None = None
+    source: str | None = None
+    role = "tool"
+
+    @property
+    def content(self) -> str:
+        return self.summary
+
+    def to_fields(self) -> dict[str, Any]:
+        fields = {
+            **self._common(),
+            "tool_name": self.tool_id,
+            "input": self.input,
+            "output": self.output,
+            "status": "success" if self.ok else "fail",
+            "duration_ms": self.duration_ms,
+            "call_id": self.call_id,
+        }
+        if self.tool_call_id is not None:
+            fields["tool_call_id"] = self.tool_call_id
+        if self.source is not None:
+            fields["source"] = self.source
+        return fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice(_Event):
+    """What the workbench tells the operator (a mode change, a listing, an error). Not model input."""
+
+    text: str
+    level: str = "info"  # info | warning | error
+    title: str | None = None
+    role = "notice"
+
+    @property
+    def content(self) -> str:
+        return self.text
+
+    def to_fields(self) -> dict[str, Any]:
+        fields = {**self._common(), "level": self.level}
+        if self.title:
+            fields["title"] = self.title
+        return fields
+
+
+ConversationEvent = UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice

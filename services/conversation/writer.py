@@ -1,0 +1,76 @@
+"""The one writer of a conversation: events in, NDJSON lines out, subscribers told.
+
+``Conversation.record(event)`` appends the event's entry to the transcript (one fsynced line,
+see ``services.transcripts``) and then calls every subscriber with that same entry, in the
+writer's thread. A subscriber that raises is dropped from nothing and breaks nothing: its error
+is kept in ``subscriber_errors`` (the record is on disk either way). The TUI subscribes and
+forwards entries to its event loop (``post_message`` is thread-safe); headless callers render
+them or ignore them.
+
+Turn ids are ``<conversation>-t<N>``: unique in the workspace, in order, stable on reopen.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from services.conversation.events import ConversationEvent, Notice
+from services.transcripts import ReadResult, Transcript
+
+Subscriber = Callable[[dict[str, Any]], None]
+
+
+class Conversation:
+    def __init__(self, transcript: Transcript) -> None:
+        self.transcript = transcript
+        self._subscribers: list[Subscriber] = []
+        self._lock = threading.Lock()
+        self._turns = self._count_turns()
+        self.subscriber_errors: list[str] = []
+
+    @property
+    def conversation_id(self) -> str:
+        return self.transcript.conversation_id
+
+    def _count_turns(self) -> int:
+        turns = {str(e["turn_id"]) for e in self.transcript.read().entries if e.get("turn_id")}
+        return len(turns)
+
+    def new_turn(self) -> str:
+        with self._lock:
+            self._turns += 1
+            return f"{self.transcript.conversation_id}-t{self._turns:04d}"
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call ``subscriber(entry)`` for every entry written from now on; returns an unsubscribe."""
+        with self._lock:
+            self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if subscriber in self._subscribers:
+                    self._subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def record(self, event: ConversationEvent) -> dict[str, Any]:
+        entry = self.transcript.append(event.role, event.content, **event.to_fields())
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            try:
+                subscriber(entry)
+            except Exception as exc:  # a renderer's bug never loses or blocks a record
+                self.subscriber_errors.append(f"{type(exc).__name__}: {exc}")
+        return entry
+
+    def notice(self, text: str, *, level: str = "info", title: str | None = None) -> dict[str, Any]:
+        return self.record(Notice(text=text, level=level, title=title))
+
+    def read(self) -> ReadResult:
+        return self.transcript.read()
+
+
+__all__ = ["Conversation", "Subscriber"]

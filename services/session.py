@@ -1,0 +1,274 @@
+"""One open workspace, as every surface uses it: the TUI, each CLI command, ``ask`` and plan runs.
+
+``Session(workspace)`` resolves what is in force — the policy (an explicit file, else the
+workspace's ``policy.yaml``, else the shipped safe default), the approval mode (an explicit
+override, else the workspace setting, else the policy's own) — and builds, on first use, the tool
+gateway (with its audit store and process manager) and the retrieval engine. It owns the
+conversation writer and the approval queue. So the same call gets the same decision wherever it
+is made.
+
+Closing (``aclose``) happens in order and loses no record: waiting approvals are denied, calls
+still running are cancelled, each of those is recorded by the gateway (audit result + transcript
+event), and only then are the gateway (processes, audit store) and the engine closed.
+
+Changing the approval mode or reloading the policy rebinds the gateway in place: background
+processes and session grants carry over; calls waiting for approval are denied (and recorded)
+because they were asked under the old rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.approvals import ApprovalQueue
+from services.conversation import Conversation, Notice
+from services.errors import ConfigError
+
+if TYPE_CHECKING:
+    from services.policy import Policy
+    from services.retrieval import RetrievalEngine
+    from services.tools.gateway import Approver, ToolGateway
+    from services.tools.results import ToolResult
+    from services.workspaces import Workspace
+
+APPROVAL_MODES = ("guide", "commander", "strict")
+WORKSPACE_POLICY = "policy.yaml"  # a workspace's own tool policy, at its root
+SHIPPED_POLICY = "shipped default (profiles/policy-default.yaml)"
+
+
+class Session:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        source: str = "operator",
+        policy_file: Path | str | None = None,
+        mode: str | None = None,
+        approver: Approver | None = None,
+        interactive: bool = True,
+    ) -> None:
+        if mode is not None and mode not in APPROVAL_MODES:
+            raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
+        self.workspace = workspace
+        self.source = source
+        self._policy_file = Path(policy_file).expanduser() if policy_file is not None else None
+        self._mode_override = mode
+        self.approvals = ApprovalQueue()
+        # Who decides a call the policy wants confirmed: the queue (an operator answers) unless the
+        # caller gives another approver (the CLI's --approve, a headless allow-list, deny). A
+        # non-interactive session without one has no approver: such calls are denied
+        # (rule approval.no_approver).
+        self.approver: Approver | None = approver
+        if approver is None and interactive:
+            self.approver = self.approvals.ask
+        self.conversation = Conversation(workspace.latest_transcript())
+        self._policy: Policy | None = None
+        self._gateway: ToolGateway | None = None
+        self._engine: RetrievalEngine | None = None
+        self._engine_lock = threading.Lock()
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    # -- what is in force ------------------------------------------------------------------
+    @property
+    def policy_path(self) -> Path | None:
+        """The policy file in force, or None for the shipped default."""
+        if self._policy_file is not None:
+            return self._policy_file
+        custom = self.workspace.root / WORKSPACE_POLICY
+        return custom if custom.is_file() else None
+
+    @property
+    def policy_source(self) -> str:
+        path = self.policy_path
+        return str(path) if path is not None else SHIPPED_POLICY
+
+    def policy(self) -> Policy:
+        """The policy in force (loaded once; ``reload_policy`` reads it again). Raises ConfigError."""
+        if self._policy is None:
+            from services.policy import load_policy
+
+            self._policy = load_policy(self.policy_path)
+        return self._policy
+
+    @property
+    def mode(self) -> str:
+        if self._mode_override is not None:
+            return self._mode_override
+        setting = self.workspace.setting("approval_mode")
+        if setting:
+            return str(setting)
+        return self.policy().mode if self._policy is not None else "guide"
+
+    # -- the gateway and the engine --------------------------------------------------------
+    def gateway(self) -> ToolGateway:
+        """The workspace's tool gateway, built on first use (keeps tools out of start-up)."""
+        self._check_open()
+        if self._gateway is None:
+            from services.tools.gateway import ToolGateway
+
+            self._gateway = ToolGateway(
+                self.workspace, policy=self.policy(), mode=self.mode, approver=self.approver, source=self.source
+            )
+        return self._gateway
+
+    @property
+    def has_gateway(self) -> bool:
+        return self._gateway is not None
+
+    def engine(self) -> RetrievalEngine:
+        """The workspace's retrieval engine (created on first use, from any thread)."""
+        self._check_open()
+        with self._engine_lock:
+            if self._engine is None:
+                from services.retrieval import RetrievalEngine
+
+                self._engine = RetrievalEngine(self.workspace)
+            return self._engine
+
+    @property
+    def has_engine(self) -> bool:
+        return self._engine is not None
+
+    # -- tool calls ---------------------------------------------------------------------------
+    async def call_tool(
+        self,
+        tool_id: str,
+        args: Any,
+        *,
+        approver: Approver | None = None,
+        source: str | None = None,
+        turn_id: str | None = None,
+        tool_call_id: str | None = None,
+        turn_step: int | None = None,
+    ) -> ToolResult:
+        """One call through the gateway, recorded in the audit store and the conversation."""
+        gateway = self.gateway()
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            return await gateway.execute(
+                tool_id,
+                args,
+                approver=approver or self.approver,
+                transcript=self.conversation,
+                source=source,
+                turn_id=turn_id,
+                tool_call_id=tool_call_id,
+                turn_step=turn_step,
+            )
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    def call_tool_sync(self, tool_id: str, args: Any, **kwargs: Any) -> ToolResult:
+        """``call_tool`` for callers without an event loop (the CLI)."""
+        return asyncio.run(self.call_tool(tool_id, args, **kwargs))
+
+    # -- changing what is in force --------------------------------------------------------------
+    def set_mode(self, mode: str) -> int:
+        """Switch the approval mode (persisted in the workspace); returns how many waiting calls
+        were denied because they were asked under the old mode."""
+        if mode not in APPROVAL_MODES:
+            raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
+        self.workspace.update(approval_mode=mode)
+        self._mode_override = None
+        denied = self.approvals.deny_all(f"the approval mode changed to {mode} before a decision; ask again")
+        if self._gateway is not None:
+            self._gateway.rebind(self.policy(), mode=mode)
+        self.conversation.record(Notice(text=f"Approval mode is now {mode}.", title="policy"))
+        return denied
+
+    def reload_policy(self) -> int:
+        """Read the policy file again and apply it (a broken file raises ConfigError and changes nothing)."""
+        from services.policy import load_policy
+
+        policy = load_policy(self.policy_path)
+        self._policy = policy
+        denied = self.approvals.deny_all("the policy was reloaded before a decision; ask again")
+        if self._gateway is not None:
+            self._gateway.rebind(policy, mode=self.mode)
+        self.conversation.record(
+            Notice(text=f"Policy reloaded from {self.policy_source} ({policy.hash[:19]}).", title="policy")
+        )
+        return denied
+
+    def grants(self) -> list[dict[str, Any]]:
+        return self._gateway.grants() if self._gateway is not None else []
+
+    def revoke_grants(self, tool_id: str | None = None) -> int:
+        return self._gateway.revoke_grants(tool_id) if self._gateway is not None else 0
+
+    def new_conversation(self) -> Conversation:
+        self.conversation = Conversation(self.workspace.new_transcript())
+        return self.conversation
+
+    def doctor(self) -> Any:
+        """The tool runtime's self-check against the policy in force (fails when it does not load)."""
+        from services.tools.doctor import doctor
+
+        try:
+            policy = self.policy()
+        except ConfigError as exc:
+            return doctor(source=self.policy_source, policy_error=exc.message)
+        return doctor(policy, source=self.policy_source, mode=self.mode)
+
+    # -- closing --------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"the session of workspace {self.workspace.name} is closed")
+
+    async def aclose(self, reason: str = "the session was closed") -> None:
+        """Deny what waits, cancel what runs, let each be recorded, then close the stores."""
+        if self._closed:
+            return
+        self.approvals.deny_all(f"{reason} before a decision")
+        current = asyncio.current_task()
+        running = [task for task in self._inflight if task is not current and not task.done()]
+        if running:
+            # Denied calls finish on their own; give them a moment to record, then cancel the rest
+            # (a cancelled call is recorded too: the gateway writes its result before re-raising).
+            _done, late = await asyncio.wait(running, timeout=2.0)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=10.0)
+        self._close_stores()
+
+    def close(self, reason: str = "the session was closed") -> None:
+        """``aclose`` for callers without an event loop (the CLI, tests)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.aclose(reason))
+            return
+        raise RuntimeError("close() called from a running event loop; use 'await session.aclose()'")
+
+    def _close_stores(self) -> None:
+        self._closed = True
+        try:
+            if self._gateway is not None:
+                gateway, self._gateway = self._gateway, None
+                gateway.close()
+        finally:
+            with self._engine_lock:
+                if self._engine is not None:
+                    engine, self._engine = self._engine, None
+                    engine.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["APPROVAL_MODES", "SHIPPED_POLICY", "WORKSPACE_POLICY", "Session"]

@@ -1,0 +1,73 @@
+"""``builtin:fs:add_artifact``: a file into the workspace's artifact registry, as a governed call.
+
+Adding an artifact reads a file, so it is a tool call like any other: the path goes through the
+policy's path rules (allowed roots, deny globs, no links out, no special files — ``/proc/self/environ``
+through a symlink is refused), the decision and result are audited, and the call is recorded in
+the transcript. Relative paths resolve against the workspace root, as for every fs tool.
+Identical content is stored once; adding it under a second name keeps both names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from services.errors import InvalidInput
+from services.policy import RiskTier
+from services.tools.fs import _path_arg, open_for_read
+from services.tools.registry import ToolContext, ToolSpec, tool
+from services.tools.results import ToolOutput
+
+TOOLS: list[ToolSpec] = []
+
+ADD_ARTIFACT_IN: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1, "maxLength": 8192, "description": "the file to add"},
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "description": "the name to list it under (default: the file's name)",
+        },
+        "description": {"type": "string", "maxLength": 2000},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+ADD_ARTIFACT_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "artifact": {"type": "object"},
+        "created": {"type": "boolean"},
+    },
+    "required": ["artifact", "created"],
+    "additionalProperties": False,
+}
+
+
+@tool(
+    "builtin:fs:add_artifact",
+    tier=RiskTier.READ_ONLY,
+    description="Add a file to the workspace's artifact registry (content-addressed; identical content is "
+    "stored once and keeps every name it was added under).",
+    input_schema=ADD_ARTIFACT_IN,
+    output_schema=ADD_ARTIFACT_OUT,
+    registry=TOOLS,
+    resources=_path_arg("path", "read"),
+)
+def add_artifact(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    if ctx.workspace is None:
+        raise InvalidInput("artifacts belong to a workspace; this call has none")
+    target = ctx.guard.resolve(args["path"], "read")
+    name = str(args.get("name") or Path(target.path).name)
+    fd = open_for_read(ctx, target)
+    with os.fdopen(fd, "rb") as handle:
+        artifact, created = ctx.workspace.artifacts.add_stream(
+            handle,
+            name,
+            description=args.get("description"),
+            provenance={"kind": "tool", "tool": "builtin:fs:add_artifact", "call_id": ctx.call_id},
+        )
+    return ToolOutput({"artifact": artifact.to_dict(), "created": created}, {"normalized_path": str(target.path)})
