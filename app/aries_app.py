@@ -1,9 +1,17 @@
-"""The Aries App: owns the state (active workspace, transcript) and wires screens to services."""
+"""The Aries App: owns the state (the active session) and wires screens to services.
+
+Everything a workspace holds — policy in force, gateway, engine, conversation, approval queue — is
+one headless ``services.session.Session``. The App opens and closes sessions, forwards what the
+session reports (conversation entries, approval queue changes) to the panes as messages, and hands
+slash commands to two small controllers (``RagController``, ``ToolController``).
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import App
@@ -12,13 +20,14 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from app.commands import CommandError, parse
-from app.messages import WorkspaceChanged
+from app.messages import ApprovalsChanged, ConversationEntry, WorkspaceChanged
 from app.palette import WorkspaceCommands
-from app.retrieval import MESSAGE_K, RetrievalMixin
-from app.tooling import ToolingMixin
+from app.rag_controller import RagController
+from app.tool_controller import ToolController
 from screens.main import MainScreen
 from services.errors import AriesError
-from services.transcripts import Transcript, read_new_entries
+from services.session import Session
+from services.textsafe import neutralize
 from services.workspaces import (
     Workspace,
     WorkspaceManager,
@@ -31,8 +40,12 @@ from widgets.artifacts.pane import ArtifactsPane
 from widgets.context.pane import ContextPane
 from widgets.transcript.pane import TranscriptPane
 
+if TYPE_CHECKING:
+    from services.retrieval.models import ProgressEvent
+    from services.tools.gateway import ApprovalDecision
 
-class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
+
+class AriesApp(App[int]):
     TITLE = "Aries"
     # The main screen is the default screen, whose CSS_PATH Textual does not load by itself.
     CSS_PATH = ["aries.tcss", "../screens/main.tcss"]
@@ -73,6 +86,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             tooltip="Stop building the index after the current file (files done so far stay)",
         ),
         Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
+        Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
     ]
 
     def __init__(
@@ -86,32 +100,48 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         self.manager = manager or WorkspaceManager()
         self._initial = workspace
         self._create = create
-        self.workspace: Workspace | None = None
-        self.transcript: Transcript | None = None
-        self._shown_ids: set[str] = set()
-        self._transcript_offset = 0  # bytes of the transcript file already shown
-        self._init_tooling()
-        self._init_retrieval()
+        self.session: Session | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._run_status: dict[str, tuple[str, float]] = {}
+        self.rag = RagController(self)
+        self.tools = ToolController(self)
 
     # -- lifecycle -------------------------------------------------------------------
     def get_default_screen(self) -> MainScreen:
         return MainScreen()
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         if self._initial:
-            self.open_workspace(self._initial, create=self._create)
-        if self.workspace is None:
-            self._activate(ephemeral_workspace(), [])
+            await self.open_workspace(self._initial, create=self._create)
+        if self.session is None:
+            await self._activate(ephemeral_workspace(), [])
 
-    def on_unmount(self) -> None:
-        self._close_current()
+    async def on_unmount(self) -> None:
+        await self._close_session("Aries quit")
+
+    @property
+    def workspace(self) -> Workspace | None:
+        return self.session.workspace if self.session is not None else None
 
     @property
     def workspace_name(self) -> str:
         return self.workspace.name if self.workspace else ""
 
+    def require_session(self) -> Session:
+        if self.session is None:
+            raise AriesError("no workspace is open")
+        return self.session
+
+    def resolve_path(self, raw: str) -> Path:
+        """One rule for paths typed in the TUI: relative paths resolve against the workspace root."""
+        path = Path(raw).expanduser()
+        workspace = self.workspace
+        if path.is_absolute() or workspace is None:
+            return path
+        return workspace.root / path
+
     # -- workspaces --------------------------------------------------------------------
-    def open_workspace(self, name: str, *, create: bool = False) -> bool:
+    async def open_workspace(self, name: str, *, create: bool = False) -> bool:
         """Open (or create) ``name`` and make it active. Errors become notifications."""
         try:
             if create:
@@ -120,68 +150,213 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
                 workspace, report = self.manager.open(name)
             stale = mark_open(workspace)
         except AriesError as exc:
-            self.notify(exc.message, title="Workspace", severity="error")
+            self.report_error(exc.message, "Workspace")
             return False
         warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
         if stale:
             warnings.insert(0, f"recovered after an unclean exit (pid {stale.get('pid')})")
-        self._activate(workspace, warnings)
+        await self._activate(workspace, warnings)
         return True
 
-    def _close_current(self) -> None:
-        self.close_gateway()
-        self.close_engine()
-        if self.workspace is not None:
-            mark_closed(self.workspace)
-            self.workspace.close()
-            self.workspace = None
+    async def _close_session(self, reason: str) -> None:
+        session, self.session = self.session, None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        if session is None:
+            return
+        if self.rag.ingest_cancel is not None:
+            self.rag.ingest_cancel.set()
+        try:
+            await session.aclose(reason)
+        finally:
+            mark_closed(session.workspace)
+            session.workspace.close()
 
-    def _activate(self, workspace: Workspace, warnings: list[str]) -> None:
-        if self.workspace is not None and self.workspace.root != workspace.root:
-            self._close_current()
-        self.workspace = workspace
-        self.transcript = workspace.latest_transcript()
-        self._transcript_offset = self._transcript_size()
+    async def _activate(self, workspace: Workspace, warnings: list[str]) -> None:
+        if self.session is not None:
+            if self.session.workspace.root == workspace.root:
+                return
+            await self._close_session("the workspace was switched")
+        session = Session(workspace, source="operator")
+        self.session = session
+        self._subscribe(session)
         for warning in warnings[:5]:
-            self.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)
+            self.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8, markup=False)
         self.post_message(WorkspaceChanged(workspace.name))
+
+    def _subscribe(self, session: Session) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        conversation = session.conversation
+        self._unsubscribe = [
+            conversation.subscribe(
+                lambda entry: self.post_message(ConversationEntry(entry, conversation.conversation_id))
+            ),
+            session.approvals.subscribe(lambda: self.post_message(ApprovalsChanged())),
+        ]
+
+    def header_text(self) -> str:
+        """Only what is in force: workspace, model provider, approval mode, policy file."""
+        session = self.session
+        if session is None:
+            return ""
+        policy = "workspace policy" if session.policy_path is not None else "default policy"
+        return neutralize(
+            f"workspace {session.workspace.name} · model offline · approvals {session.mode} · {policy}",
+            single_line=True,
+        )
 
     @on(WorkspaceChanged)
     @on(MainScreen.Ready)
     def reload_panes(self) -> None:
-        """Fill the header and every pane from the active workspace."""
-        workspace = self.workspace
-        if workspace is None:
+        """Fill the header and every pane from the active session."""
+        session = self.session
+        if session is None:
             return
-        self.sub_title = (
-            f"workspace {workspace.name} · profile {workspace.profile} · "
-            f"model {workspace.setting('model')} · approvals {workspace.setting('approval_mode')}"
+        self.sub_title = self.header_text()
+        screen = self._main_screen()
+        if screen is None:
+            return
+        entries = session.conversation.read().entries
+        subtitle = session.conversation.conversation_id if entries else "new conversation"
+        screen.query_one(TranscriptPane).load(entries, subtitle=subtitle)
+        screen.query_one(ArtifactsPane).load(session.workspace.artifacts)
+        screen.query_one(ApprovalsPane).show(session.approvals.pending())
+        index = session.workspace.setting("active_index")
+        screen.query_one(ContextPane).border_subtitle = neutralize(
+            f"index {index}" if index else "no index in use", single_line=True
         )
-        screen = self.screen if isinstance(self.screen, MainScreen) else None
-        if screen is None or not screen.query(TranscriptPane):
-            return
-        entries = self.transcript.read().entries if self.transcript else []
-        self._transcript_offset = self._transcript_size()
-        conversation = self.transcript.conversation_id if self.transcript and entries else "new conversation"
-        self._shown_ids = {str(e["message_id"]) for e in entries}
-        screen.query_one(TranscriptPane).load(entries, subtitle=conversation)
-        screen.query_one(ArtifactsPane).load(workspace.artifacts)
-        screen.query_one(ApprovalsPane).show(self.pending_requests())
-        index = workspace.setting("active_index")
-        screen.query_one(ContextPane).border_subtitle = f"index {index}" if index else "no index in use"
 
     def action_switch_workspace(self, create: bool = False) -> None:
         def done(result: tuple[str, str] | None) -> None:
             if result is None:
                 return
             verb, name = result
-            if self.open_workspace(name, create=(verb == "new")):
-                self.notify(f"Workspace {name} is active.", title="Workspace", timeout=3)
+            self.run_worker(self._open_and_say(name, verb == "new"), group="workspace", exit_on_error=False)
 
         from screens.workspace_switcher import WorkspaceSwitcher
 
         switcher = WorkspaceSwitcher(self.manager.list(), self.workspace_name)
         self.push_screen(switcher, done)
+
+    async def _open_and_say(self, name: str, create: bool) -> None:
+        if await self.open_workspace(name, create=create):
+            self.notify(f"Workspace {name} is active.", title="Workspace", timeout=3, markup=False)
+
+    # -- quitting --------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        session = self.session
+        waiting = len(session.approvals) if session is not None else 0
+        if not waiting:
+            await self._close_session("Aries quit")
+            self.exit(0)
+            return
+        from screens.confirm import ConfirmScreen
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._quit(), group="quit", exit_on_error=False)
+
+        detail = (
+            f"{waiting} tool call(s) wait for your approval. Quitting denies them; each denial is recorded "
+            "in the audit store and the transcript."
+        )
+        self.push_screen(ConfirmScreen(f"Quit with {waiting} call(s) waiting?", detail), answered)
+
+    async def _quit(self) -> None:
+        await self._close_session("Aries quit")
+        self.exit(0)
+
+    # -- what the session reports ----------------------------------------------------------
+    @on(ConversationEntry)
+    def _conversation_entry(self, message: ConversationEntry) -> None:
+        session = self.session
+        if session is None or message.conversation_id != session.conversation.conversation_id:
+            return
+        pane = self._transcript_pane()
+        if pane is not None:
+            pane.add_entry(message.entry)
+            pane.border_subtitle = message.conversation_id
+
+    @on(ApprovalsChanged)
+    def _approvals_changed(self, message: ApprovalsChanged) -> None:
+        session = self.session
+        screen = self._main_screen()
+        if session is None or screen is None:
+            return
+        requests = session.approvals.pending()
+        pane = screen.query_one(ApprovalsPane)
+        pane.show(requests)
+        focused = self.focused
+        if not requests and (focused is None or pane in focused.ancestors_with_self):
+            self.action_focus_prompt()  # the queue is done: back to typing
+
+    @on(ApprovalsPane.Open)
+    def _open_approval(self, message: ApprovalsPane.Open) -> None:
+        session = self.session
+        request = session.approvals.get(message.call_id) if session is not None else None
+        if session is None or request is None:
+            return
+
+        def decided(decision: ApprovalDecision | None) -> None:
+            if decision is not None:
+                session.approvals.answer(request.call_id, decision)
+
+        from screens.approval import ApprovalScreen  # on first use: it brings rich.syntax and pygments
+
+        self.push_screen(ApprovalScreen(request, root=session.workspace.root), decided)
+
+    @on(ContextPane.ShowChunk)
+    def _show_chunk(self, message: ContextPane.ShowChunk) -> None:
+        self.rag.show_chunk(message.handle)
+
+    # -- helpers the controllers call (on the App's thread) ---------------------------------------
+    def say(self, text: str, title: str | None = None) -> None:
+        """A notice in the transcript (recorded, role ``notice``: never sent to a model)."""
+        if self.session is not None:
+            self.session.conversation.notice(text, title=title)
+
+    def report_error(self, message: str, title: str) -> None:
+        self.notify(message, title=title, severity="error", timeout=8, markup=False)
+
+    def show_hits(self, caption: str, hits: list[dict[str, Any]]) -> None:
+        pane = self._context_pane()
+        if pane is not None:
+            pane.show_results(caption, hits)
+
+    def show_progress(self, event: ProgressEvent) -> None:
+        pane = self._context_pane()
+        if pane is not None and event.stage != "done":
+            pane.show_progress(event.stage, event.done, event.total, event.path)
+
+    def end_progress(self) -> None:
+        pane = self._context_pane()
+        if pane is not None:
+            pane.clear_progress()
+
+    def reload_artifacts(self) -> None:
+        screen = self._main_screen()
+        if screen is not None and self.workspace is not None:
+            screen.query_one(ArtifactsPane).load(self.workspace.artifacts)
+
+    def status_start(self, key: str, label: str) -> None:
+        self._run_status[key] = (label, time.monotonic())
+
+    def status_stop(self, key: str) -> None:
+        self._run_status.pop(key, None)
+
+    def _main_screen(self) -> MainScreen | None:
+        main = [s for s in self.screen_stack if isinstance(s, MainScreen)]
+        return main[0] if main and main[0].query(TranscriptPane) else None
+
+    def _transcript_pane(self) -> TranscriptPane | None:
+        screen = self._main_screen()
+        return screen.query_one(TranscriptPane) if screen is not None else None
+
+    def _context_pane(self) -> ContextPane | None:
+        screen = self._main_screen()
+        return screen.query_one(ContextPane) if screen is not None else None
 
     # -- keys ------------------------------------------------------------------------
     def key_bindings_for_help(self) -> list[tuple[str, str, str]]:
@@ -190,7 +365,7 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             for binding in self.BINDINGS
             if isinstance(binding, Binding)
         ]
-        rows += [("ctrl+p", "Palette", "Command palette: workspace and help commands"), ("ctrl+q", "Quit", "Leave")]
+        rows += [("ctrl+p", "Palette", "Command palette: workspace and help commands")]
         return rows
 
     def action_help(self) -> None:
@@ -212,6 +387,14 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         if isinstance(self.screen, MainScreen):
             self.screen.query_one("#prompt").focus()
 
+    def action_cancel_ingest(self) -> None:
+        self.rag.cancel_ingest()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_ingest":
+            return self.rag.ingest_cancel is not None  # only while an index is being built
+        return True
+
     # -- the prompt ------------------------------------------------------------------
     @on(Input.Submitted, "#prompt")
     def _prompt_submitted(self, event: Input.Submitted) -> None:
@@ -228,75 +411,26 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         try:
             command, args = parse(line)
         except CommandError as exc:
-            self.notify(str(exc), title="Command", severity="error")
+            self.report_error(str(exc), "Command")
             return
         handler = getattr(self, f"command_{command.handler}")
         try:
             handler(args, line)
         except AriesError as exc:
-            self.notify(exc.message, title=f"/{command.name}", severity="error")
+            self.report_error(exc.message, f"/{command.name}")
         except CommandError as exc:
-            self.notify(f"{exc}  Usage: {command.usage}", title=f"/{command.name}", severity="error")
-
-    def append_entry(self, role: str, content: str, **extra: Any) -> None:
-        if self.transcript is None:
-            return
-        entry = self.transcript.append(role, content, **extra)
-        pane = self._transcript_pane()
-        if pane is not None:
-            self._shown_ids.add(str(entry["message_id"]))
-            pane.add_entry(entry)
-            pane.border_subtitle = self.transcript.conversation_id
-
-    def _transcript_pane(self) -> TranscriptPane | None:
-        main = [s for s in self.screen_stack if isinstance(s, MainScreen)]
-        panes = main[0].query(TranscriptPane) if main else None
-        return panes.first() if panes else None
-
-    def _transcript_size(self) -> int:
-        try:
-            return self.transcript.path.stat().st_size if self.transcript else 0
-        except FileNotFoundError:
-            return 0
-
-    def sync_transcript(self) -> None:
-        """Show the transcript entries written since the pane was last updated (by us or a service)."""
-        if self.transcript is None:
-            return
-        pane = self._transcript_pane()
-        if pane is None:
-            return
-        new, self._transcript_offset = read_new_entries(self.transcript.path, self._transcript_offset)
-        for entry in new:
-            message_id = str(entry["message_id"])
-            if message_id not in self._shown_ids:
-                self._shown_ids.add(message_id)
-                pane.add_entry(entry)
-        pane.border_subtitle = self.transcript.conversation_id
-
-    def reload_artifacts(self) -> None:
-        main = [s for s in self.screen_stack if isinstance(s, MainScreen)]
-        if main and self.workspace is not None:
-            main[0].query_one(ArtifactsPane).load(self.workspace.artifacts)
+            self.report_error(f"{exc}  Usage: {command.usage}", f"/{command.name}")
 
     def send_message(self, text: str) -> None:
-        """Record the message, retrieve from the active index, and answer (offline provider for now)."""
-        self.append_entry("user", text)
-        self._rag_query(text, MESSAGE_K, text)
+        """A message is a turn: recorded, retrieved for, answered (services.turn)."""
+        self.rag.answer(text)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that died of an unexpected error says so (typed errors are reported where raised)."""
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             error = event.worker.error
             self.log.error(f"worker {event.worker.name} failed", error)
-            self.notify(
-                f"{type(error).__name__}: {error}", title=f"Internal error in {event.worker.name}", severity="error"
-            )
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel_ingest":
-            return self._ingest_cancel is not None  # only while an index is being built
-        return True
+            self.report_error(f"{type(error).__name__}: {error}", f"Internal error in {event.worker.group}")
 
     # -- slash commands (one method per row of app.commands.COMMANDS) ----------------------
     def command_help(self, args: list[str], line: str) -> None:
@@ -310,40 +444,46 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
         if action == "list":
             names = self.manager.list()
             listing = ", ".join(f"{n} (current)" if n == self.workspace_name else n for n in names)
-            self.append_entry("system", f"Workspaces: {listing or 'none yet; /workspace new NAME creates one'}")
+            self.say(f"Workspaces: {listing or 'none yet; /workspace new NAME creates one'}", "workspace")
         elif action in {"new", "open"} and len(rest) == 1:
-            if self.open_workspace(rest[0], create=(action == "new")):
-                self.notify(f"Workspace {rest[0]} is active.", title="Workspace", timeout=3)
+            self.run_worker(self._open_and_say(rest[0], action == "new"), group="workspace", exit_on_error=False)
         else:
             raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
 
     def command_artifact(self, args: list[str], line: str) -> None:
-        if self.workspace is None:
-            return
-        if args[:1] == ["list"] or not args:
-            artifacts = self.workspace.artifacts.list()
-            lines = [f"{a.id}  {a.name}  {a.size_bytes} bytes  {a.mime_type}" for a in artifacts]
-            self.append_entry("system", "Artifacts:\n" + "\n".join(lines) if lines else "No artifacts yet.")
-            return
-        if args[0] != "add" or len(args) < 2:
-            raise CommandError("cannot read the artifact command.")
-        path = Path(args[1]).expanduser()
-        description = " ".join(args[2:]) or None
-        artifact, created = self.workspace.artifacts.add_file(
-            path, description=description, provenance={"kind": "tui", "command": f"/artifact add {args[1]}"}
-        )
-        state = "added" if created else "already there (identical content)"
-        self.append_entry("system", f"Artifact {artifact.id} {artifact.name} ({artifact.size_bytes} bytes): {state}.")
-        self.reload_artifacts()
+        self.tools.artifact(args)
+
+    def command_rag(self, args: list[str], line: str) -> None:
+        self.rag.command(args)
+
+    def command_fs(self, args: list[str], line: str) -> None:
+        self.tools.fs(args)
+
+    def command_shell(self, args: list[str], line: str) -> None:
+        self.tools.shell(args)
+
+    def command_web(self, args: list[str], line: str) -> None:
+        self.tools.web(args)
+
+    def command_tool(self, args: list[str], line: str) -> None:
+        self.tools.tool(args, line)
+
+    def command_policy(self, args: list[str], line: str) -> None:
+        self.tools.policy(args)
+
+    def command_grants(self, args: list[str], line: str) -> None:
+        self.tools.grants(args)
+
+    def command_doctor(self, args: list[str], line: str) -> None:
+        self.tools.doctor()
 
     def command_new(self, args: list[str], line: str) -> None:
-        if self.workspace is None:
-            return
-        self.transcript = self.workspace.new_transcript()
-        self._shown_ids = set()
-        self._transcript_offset = 0
-        if isinstance(self.screen, MainScreen):
-            self.screen.query_one(TranscriptPane).load([], subtitle="new conversation")
+        session = self.require_session()
+        session.new_conversation()
+        self._subscribe(session)
+        pane = self._transcript_pane()
+        if pane is not None:
+            pane.load([], subtitle="new conversation")
 
     def command_quit(self, args: list[str], line: str) -> None:
-        self.exit(0)
+        self.run_worker(self.action_quit(), group="quit", exit_on_error=False)

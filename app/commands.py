@@ -58,9 +58,16 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("tool", "/tool TOOL_ID [JSON]", "Call any registered tool with JSON arguments.", "tool"),
     SlashCommand(
         "policy",
-        "/policy explain-last | mode [guide|commander|strict]",
-        "Explain the last policy decision and its rule, or show or set the approval mode.",
+        "/policy explain-last | show | reload | mode [guide|commander|strict]",
+        "Explain the last decision and its rule; show which policy file is in force; reload it after an edit; "
+        "show or set the approval mode.",
         "policy",
+    ),
+    SlashCommand(
+        "grants",
+        "/grants [list] | revoke N | revoke all",
+        "List the session grants ('approve for this session') and revoke them.",
+        "grants",
     ),
     SlashCommand(
         "doctor", "/doctor", "Check that tools are registered, the policy loads and the gateway works.", "doctor"

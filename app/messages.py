@@ -16,10 +16,16 @@ class WorkspaceChanged(Message):
 
 
 @dataclass
-class TranscriptAppended(Message):
-    """A new entry was written to the active transcript."""
+class ConversationEntry(Message):
+    """The session's conversation wrote an entry (posted from whichever thread wrote it)."""
 
     entry: dict[str, Any]
+    conversation_id: str
+
+
+@dataclass
+class ApprovalsChanged(Message):
+    """A call joined or left the session's approval queue."""
 
 
 @dataclass

@@ -19,7 +19,9 @@ TOOL_USAGE = "/tool TOOL_ID [JSON]"
 MAX_PATCH_BYTES = 1_000_000
 
 
-def fs_call(args: list[str]) -> tuple[str, dict[str, Any]]:
+def fs_call(args: list[str], *, base: Path | None = None) -> tuple[str, dict[str, Any]]:
+    """``base`` is where relative paths resolve — the workspace root, as for the fs tools themselves
+    (only the diff file of ``patch`` is read here; every other path goes to the tool as typed)."""
     if not args:
         raise CommandError("say what to do.")
     action, rest = args[0], args[1:]
@@ -44,6 +46,8 @@ def fs_call(args: list[str]) -> tuple[str, dict[str, Any]]:
     if action == "patch" and len(rest) == 1:
         # The diff is the operator's own input; the paths inside it are policy-checked by the tool.
         diff_file = Path(rest[0]).expanduser()
+        if base is not None and not diff_file.is_absolute():
+            diff_file = base / diff_file
         try:
             if diff_file.stat().st_size > MAX_PATCH_BYTES:
                 raise CommandError(f"{diff_file} is larger than {MAX_PATCH_BYTES} bytes.")

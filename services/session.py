@@ -201,7 +201,18 @@ class Session:
         return self._gateway.grants() if self._gateway is not None else []
 
     def revoke_grants(self, tool_id: str | None = None) -> int:
-        return self._gateway.revoke_grants(tool_id) if self._gateway is not None else 0
+        """Forget session grants (all, or those of one tool); recorded as a notice."""
+        count = self._gateway.revoke_grants(tool_id) if self._gateway is not None else 0
+        if count:
+            self.conversation.notice(f"{count} session grant(s) revoked.", title="grants")
+        return count
+
+    def revoke_grant(self, number: int) -> dict[str, Any] | None:
+        """Forget grant ``number`` (1-based, as ``/grants`` lists them); recorded as a notice."""
+        grant = self._gateway.revoke_grant_at(number - 1) if self._gateway is not None and number > 0 else None
+        if grant is not None:
+            self.conversation.notice(f"Session grant revoked: {grant['tool_id']} {grant['pattern']}.", title="grants")
+        return grant
 
     def new_conversation(self) -> Conversation:
         self.conversation = Conversation(self.workspace.new_transcript())

@@ -31,7 +31,11 @@ def test_identical_content_is_stored_once(tmp_path: Path) -> None:
     first, created1 = registry.add_bytes(b"same", "a.txt")
     second, created2 = registry.add_bytes(b"same", "b.txt")
     assert created1 and not created2
-    assert first == second
+    assert first.id == second.id and first.hash == second.hash
+    assert second.aliases == ["b.txt"]  # the second name is kept
+    assert registry.get("b.txt").id == first.id
+    third, _ = registry.add_bytes(b"same", "b.txt")
+    assert third.aliases == ["b.txt"]  # a name is kept once
     assert len(registry.list()) == 1
     assert len(list((tmp_path / "artifacts" / "objects").rglob("*"))) == 2  # one shard dir + one object
 

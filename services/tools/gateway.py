@@ -196,6 +196,14 @@ class ToolGateway:
     def grants(self) -> list[dict[str, Any]]:
         return [{"tool_id": tool_id, "pattern": pattern} for (tool_id, _), pattern in self._grants.items()]
 
+    def revoke_grant_at(self, position: int) -> dict[str, Any] | None:
+        """Forget the grant at ``position`` (0-based, in ``grants()`` order); returns it, or None."""
+        keys = list(self._grants)
+        if not 0 <= position < len(keys):
+            return None
+        key = keys[position]
+        return {"tool_id": key[0], "pattern": self._grants.pop(key)}
+
     def revoke_grants(self, tool_id: str | None = None) -> int:
         """Forget session grants (all, or those of ``tool_id``); returns how many."""
         keys = [key for key in self._grants if tool_id is None or key[0] == tool_id]

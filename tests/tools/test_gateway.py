@@ -420,7 +420,7 @@ def test_closed_gateway_refuses(gateway_factory: Callable[..., ToolGateway]) -> 
 def test_list_tools_reflects_the_policy(sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]) -> None:
     gateway = gateway_factory(make_policy(sandbox.root, tool_classes={"fs": "enabled", "web": "disabled"}))
     tools = {t["id"]: t for t in gateway.list_tools()}
-    assert len(tools) == 12
+    assert len(tools) == 13
     assert tools["builtin:fs:read_text"]["enabled"] and not tools["builtin:web:fetch"]["enabled"]
     assert not tools["builtin:shell:run"]["enabled"]
     assert tools["builtin:shell:poll"]["tier"] == "READ_ONLY"
@@ -430,7 +430,7 @@ def test_importing_the_core_loads_no_textual_and_no_aiohttp() -> None:
     code = (
         "import sys, app, services.tools.gateway, services.policy, services.audit\n"
         "from services.tools.registry import default_registry\n"
-        "assert len(default_registry().list()) == 12\n"
+        "assert len(default_registry().list()) == 13\n"
         "bad = [m for m in ('textual', 'aiohttp') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

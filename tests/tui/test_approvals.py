@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
@@ -39,9 +41,9 @@ def make_workspace(name: str = "demo", policy: str | None = None) -> Workspace:
 async def wait_for_pending(app: AriesApp, pilot: Pilot[int], count: int = 1) -> None:
     for _ in range(100):
         await pilot.pause(0.05)
-        if len(app.pending_requests()) >= count:
+        if len(app.session.approvals.pending()) >= count:
             return
-    raise AssertionError(f"expected {count} pending approvals, have {len(app.pending_requests())}")
+    raise AssertionError(f"expected {count} pending approvals, have {len(app.session.approvals.pending())}")
 
 
 async def wait_for_tools(app: AriesApp, pilot: Pilot[int]) -> None:
@@ -50,8 +52,8 @@ async def wait_for_tools(app: AriesApp, pilot: Pilot[int]) -> None:
 
 
 def tool_entries(app: AriesApp) -> list[dict]:
-    assert app.transcript is not None
-    return [e for e in read_transcript(app.transcript.path).entries if e["role"] == "tool"]
+    assert app.session is not None
+    return [e for e in read_transcript(app.session.conversation.transcript.path).entries if e["role"] == "tool"]
 
 
 async def test_write_approved_once_in_the_modal() -> None:
@@ -61,7 +63,8 @@ async def test_write_approved_once_in_the_modal() -> None:
         await pilot.press(*"/fs write notes.txt new text", "enter")
         await wait_for_pending(app, pilot)
         assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"  # nothing before approval
-        await pilot.press("enter")  # the Approvals pane has focus: Enter opens the modal
+        assert app.focused is app.screen.query_one("#prompt")  # a queued call does not steal the prompt's focus
+        await pilot.press("f4", "enter")  # F4 focuses the Approvals pane; Enter opens the modal
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
         await pilot.press("a")
@@ -69,9 +72,9 @@ async def test_write_approved_once_in_the_modal() -> None:
         assert (workspace.root / "notes.txt").read_text() == "new text\n"
         [entry] = tool_entries(app)
         assert entry["tool_name"] == "builtin:fs:write_text" and entry["status"] == "success"
-        decision = app.gateway().last_decision()
+        decision = app.session.gateway().last_decision()
         assert decision is not None and decision["approved_by"] == "operator_once"
-        assert app.pending_requests() == []
+        assert app.session.approvals.pending() == []
         assert app.focused is app.screen.query_one("#prompt")
 
 
@@ -81,7 +84,7 @@ async def test_deny_with_a_reason_reaches_the_caller_as_a_structured_result() ->
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"/fs write notes.txt nope", "enter")
         await wait_for_pending(app, pilot)
-        await pilot.press("enter", "d", *"not today", "enter")
+        await pilot.press("f4", "enter", "d", *"not today", "enter")
         await wait_for_tools(app, pilot)
         assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
         [entry] = tool_entries(app)
@@ -97,11 +100,11 @@ async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pa
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"/fs write notes.txt one", "enter")
         await wait_for_pending(app, pilot)
-        await pilot.press("enter")
+        await pilot.press("f4", "enter")
         await pilot.pause()
         await pilot.press("escape")
         await pilot.pause()
-        assert not isinstance(app.screen, ApprovalScreen) and len(app.pending_requests()) == 1
+        assert not isinstance(app.screen, ApprovalScreen) and len(app.session.approvals.pending()) == 1
         app.screen.query_one(ApprovalsPane).focus_main()
         await pilot.pause()
         await pilot.press("enter", "s")
@@ -110,9 +113,9 @@ async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pa
         # the same tool and path again: no question this time
         await pilot.press(*"/fs write notes.txt two", "enter")
         await wait_for_tools(app, pilot)
-        assert app.pending_requests() == []
+        assert app.session.approvals.pending() == []
         assert (workspace.root / "notes.txt").read_text() == "two\n"
-        decision = app.gateway().last_decision()
+        decision = app.session.gateway().last_decision()
         assert decision is not None and decision["approved_by"] == "operator_session"
 
 
@@ -131,12 +134,12 @@ async def test_reads_run_without_asking_and_denied_paths_are_refused_through_the
         assert listed["status"] == "success"
         assert shell["status"] == "fail" and shell["output"]["error"]["type"] == "PolicyDenied"
         assert read["status"] == "fail" and read["output"]["error"]["type"] == "PolicyDenied"
-        assert app.pending_requests() == []  # refused by policy before anyone was asked
+        assert app.session.approvals.pending() == []  # refused by policy before anyone was asked
         await pilot.press(*"/policy explain-last", "enter")
         await pilot.pause()
-        assert app.transcript is not None
-        last = read_transcript(app.transcript.path).entries[-1]
-        assert last["role"] == "system" and "rule" in last["content"] and "deny" in last["content"]
+        assert app.session is not None
+        last = read_transcript(app.session.conversation.transcript.path).entries[-1]
+        assert last["role"] == "notice" and "rule" in last["content"] and "deny" in last["content"]
 
 
 async def test_switching_workspace_denies_what_still_waits() -> None:
@@ -147,9 +150,9 @@ async def test_switching_workspace_denies_what_still_waits() -> None:
         await pilot.press(*"/fs write notes.txt pending", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press("escape")
-        app.open_workspace("other")
+        await app.open_workspace("other")
         await wait_for_tools(app, pilot)
-        assert app.pending_requests() == []
+        assert app.session.approvals.pending() == []
         assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
 
 
@@ -216,14 +219,66 @@ async def test_doctor_and_policy_mode_from_the_prompt() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"/doctor", "enter")
         await wait_for_tools(app, pilot)
-        assert app.transcript is not None
-        report = read_transcript(app.transcript.path).entries[-1]["content"]
+        assert app.session is not None
+        report = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
         assert report.startswith("Doctor:") and "All checks passed." in report
         await pilot.press(*"/policy mode strict", "enter")
         await pilot.pause()
         assert workspace.meta_path.read_text().count("approval_mode: strict") == 1
         assert "approvals strict" in app.sub_title
-        assert app.gateway().mode == "strict"
+        assert app.session.gateway().mode == "strict"
         await pilot.press(*"/policy mode reckless", "enter")
         await pilot.pause()
         assert any("approval mode is one of" in n.message for n in app._notifications)
+
+
+def audit_rows(workspace: Workspace, tool: str) -> list[dict]:
+    from services.audit import AuditStore
+
+    with AuditStore.for_workspace(workspace.root) as audit:
+        return [c for c in audit.calls(limit=50) if c["tool_name"] == tool]
+
+
+async def test_switching_workspace_records_the_denial_of_a_waiting_call() -> None:
+    workspace = make_workspace()
+    WorkspaceManager().create("other")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt pending", "enter")
+        await wait_for_pending(app, pilot)
+        await app.open_workspace("other")
+        await pilot.pause()
+        assert app.workspace_name == "other"
+    [row] = audit_rows(workspace, "builtin:fs:write_text")
+    assert row["status"] == "denied" and row["rule_id"] == "approval.operator_denied"
+    assert "workspace was switched" in (row.get("reason") or json.dumps(row, default=str))
+    entries = [e for e in read_transcript(workspace.latest_transcript().path).entries if e["role"] == "tool"]
+    assert [e["status"] for e in entries] == ["fail"]
+
+
+async def test_quitting_with_a_waiting_call_asks_first_and_records_the_denial() -> None:
+    from screens.confirm import ConfirmScreen
+
+    workspace = make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt pending", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)  # asked first
+        await pilot.press("n")
+        await pilot.pause()
+        assert len(app.session.approvals.pending()) == 1  # still waiting
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await pilot.press("y")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if app.session is None:
+                break
+    [row] = audit_rows(workspace, "builtin:fs:write_text")
+    assert row["status"] == "denied" and row["rule_id"] == "approval.operator_denied"
+    entries = [e for e in read_transcript(workspace.latest_transcript().path).entries if e["role"] == "tool"]
+    assert [e["status"] for e in entries] == ["fail"]
+    assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"

@@ -40,8 +40,8 @@ async def test_typing_a_message_writes_the_transcript() -> None:
         await pilot.press(*"hello there", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert app.transcript is not None
-        entries = read_transcript(app.transcript.path).entries
+        assert app.session is not None
+        entries = read_transcript(app.session.conversation.transcript.path).entries
         assert [(e["role"], e["content"]) for e in entries] == [("user", "hello there"), ("assistant", NO_INDEX_REPLY)]
         assert entries[1]["provider"] == "offline" and entries[1]["provenance"] == "local"
         shown = [w.entry["content"] for w in app.screen.query(TranscriptEntry)]
@@ -139,20 +139,32 @@ async def test_function_keys_focus_each_pane() -> None:
 
 
 async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> None:
-    WorkspaceManager().create("demo")
-    note = tmp_path / "note.txt"
-    note.write_text("remember the milk\n")
+    workspace, _ = WorkspaceManager().create("demo")
+    (workspace.root / "note.txt").write_text("remember the milk\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not for the workspace\n")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press(*f"/artifact add {note} shopping", "enter")
-        await pilot.pause()
+        # Relative paths resolve against the workspace; a file outside the allowed roots is refused.
+        await pilot.press(*f"/artifact add {outside}", "enter")
+        await pilot.press(*"/artifact add note.txt shopping", "enter")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if app.workspace is not None and app.workspace.artifacts.list():
+                break
+        await pilot.pause(0.2)
         assert app.workspace is not None
         [artifact] = app.workspace.artifacts.list()
-        assert artifact.description == "shopping" and artifact.provenance["kind"] == "tui"
+        assert artifact.description == "shopping" and artifact.provenance["tool"] == "builtin:fs:add_artifact"
+        tools = [e for e in app.session.conversation.read().entries if e["role"] == "tool"]  # type: ignore[union-attr]
+        assert [e["status"] for e in tools] == ["fail", "success"]
         preview = str(app.screen.query_one("#artifact-preview").render())
         assert "remember the milk" in preview
-        await pilot.press(*"/artifact add /no/such/file", "enter")
-        await pilot.pause()
+        await pilot.press(*"/artifact add no/such/file", "enter")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if any("no such file" in n.message for n in app._notifications):
+                break
         assert any("no such file" in n.message for n in app._notifications)
 
 

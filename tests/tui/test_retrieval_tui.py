@@ -48,8 +48,8 @@ async def test_index_query_last_and_show(tmp_path: Path) -> None:
         await pilot.press(*f"/rag index add {corpus} --name docs", "enter")
         await settle(app, pilot)
         assert app.workspace is not None and app.workspace.setting("active_index") == "docs"
-        assert app.transcript is not None
-        report = read_transcript(app.transcript.path).entries[-1]["content"]
+        assert app.session is not None
+        report = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
         assert report.startswith("Index docs (done") and "4 added" in report, report
 
         await pilot.press(*"/rag query stemming analyzers BM25", "enter")
@@ -66,8 +66,8 @@ async def test_index_query_last_and_show(tmp_path: Path) -> None:
         await settle(again, pilot)
         table = again.screen.query_one("#context-table", DataTable)
         assert table.row_count > 0 and str(table.get_row_at(0)[2]).startswith("tantivy.md")
-        assert again.focused is table  # /rag last focuses the Context pane
-        await pilot.press("enter")  # open the highlighted chunk
+        assert again.focused is again.screen.query_one("#prompt")  # /rag last leaves typing where it was
+        await pilot.press("f3", "enter")  # F3 focuses the Context pane; Enter opens the highlighted chunk
         await settle(again, pilot)
         assert isinstance(again.screen, ChunkViewer)
         chunk = again.screen.chunk
@@ -89,8 +89,8 @@ async def test_a_message_retrieves_injects_and_answers_with_handles(tmp_path: Pa
         await settle(app, pilot)
         await pilot.press(*"how are tool calls approved?", "enter")
         await settle(app, pilot)
-        assert app.transcript is not None
-        answer = read_transcript(app.transcript.path).entries[-1]
+        assert app.session is not None
+        answer = read_transcript(app.session.conversation.transcript.path).entries[-1]
         assert answer["role"] == "assistant" and answer["provider"] == "offline"
         assert answer["citations"] and all(h.startswith("docs:") for h in answer["citations"])
         for handle in answer["citations"]:
@@ -132,10 +132,10 @@ async def test_drop_asks_first(tmp_path: Path) -> None:
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")
         await settle(app, pilot)
-        assert [i.name for i in app.engine().index_list()] == ["docs"]
+        assert [i.name for i in app.session.engine().index_list()] == ["docs"]
         await pilot.press(*"/rag index drop docs", "enter", "y")
         await settle(app, pilot)
-        assert app.engine().index_list() == []
+        assert app.session.engine().index_list() == []
 
 
 async def test_ctrl_x_cancels_indexing_and_the_key_shows_only_meanwhile(tmp_path: Path) -> None:
@@ -154,8 +154,8 @@ async def test_ctrl_x_cancels_indexing_and_the_key_shows_only_meanwhile(tmp_path
         assert "Cancel indexing" in [d for _, d in keys.describe()]  # checked live, before any pause
         await pilot.press("ctrl+x")
         await settle(app, pilot)
-        assert app.transcript is not None
-        report = read_transcript(app.transcript.path).entries[-1]["content"]
+        assert app.session is not None
+        report = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
         assert report.startswith("Index many (cancelled"), report
         assert "Cancel indexing" not in [d for _, d in keys.describe()]
         assert app.screen.query_one("#prompt").value == ""  # Ctrl+X did not also cut the prompt text
