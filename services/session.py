@@ -144,6 +144,7 @@ class Session:
         turn_id: str | None = None,
         tool_call_id: str | None = None,
         turn_step: int | None = None,
+        model: str | None = None,
     ) -> ToolResult:
         """One call through the gateway, recorded in the audit store and the conversation."""
         gateway = self.gateway()
@@ -160,6 +161,7 @@ class Session:
                 turn_id=turn_id,
                 tool_call_id=tool_call_id,
                 turn_step=turn_step,
+                model=model,
             )
         finally:
             if task is not None:

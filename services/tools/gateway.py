@@ -26,7 +26,7 @@ import secrets
 import threading
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -85,6 +85,8 @@ class ApprovalRequest:
     session_pattern: dict[str, Any]  # what "approve for session" would cover
     description: str
     source: str
+    # Who asked, beyond ``source``: for a model's call {"turn_id", "model", "tool_call_id", "step"}.
+    origin: dict[str, Any] = field(default_factory=dict)
 
 
 class Approver(Protocol):
@@ -112,6 +114,16 @@ class ToolCallRequest:
     turn_id: str | None = None  # the conversation turn that asked (a model's turn, an operator command)
     tool_call_id: str | None = None  # the model's own id for this call, when a model asked
     turn_step: int | None = None  # position inside the turn
+    model: str | None = None  # provider:model, when a model asked
+
+    def origin(self) -> dict[str, Any]:
+        fields = {
+            "turn_id": self.turn_id,
+            "model": self.model,
+            "tool_call_id": self.tool_call_id,
+            "step": self.turn_step,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
 
 
 def _new_id(prefix: str) -> str:
@@ -236,6 +248,7 @@ class ToolGateway:
         turn_id: str | None = None,
         tool_call_id: str | None = None,
         turn_step: int | None = None,
+        model: str | None = None,
     ) -> ToolResult:
         request = ToolCallRequest(
             tool_id,
@@ -246,6 +259,7 @@ class ToolGateway:
             turn_id=turn_id,
             tool_call_id=tool_call_id,
             turn_step=turn_step,
+            model=model,
         )
         return await execute_tool_call_with_policy(self, request, approver=approver, transcript=transcript)
 
@@ -565,7 +579,7 @@ async def _decide_and_dispatch(
         else:
             decision = gateway.bound.evaluate(spec, args)
             if decision.action == "confirm":
-                decision, error = await _approval(gateway, spec, call_id, args, decision, approver, request.source)
+                decision, error = await _approval(gateway, spec, call_id, args, decision, approver, request)
             elif decision.action == "deny":
                 kind = ErrorType(decision.error_type or "PolicyDenied")
                 error = ToolError(kind, decision.reason, False, {"rule": decision.rule, **decision.facts})
@@ -598,7 +612,7 @@ async def _approval(
     args: dict[str, Any],
     decision: PolicyDecision,
     approver: Approver | None,
-    source: str,
+    call: ToolCallRequest,
 ) -> tuple[PolicyDecision, ToolError | None]:
     pattern = session_pattern(spec, decision.facts)
     key = (spec.tool_id, canonical_json(pattern))
@@ -624,7 +638,16 @@ async def _approval(
         )
     preview = await _preview(gateway, spec, call_id, args, decision)
     request = ApprovalRequest(
-        call_id, spec.tool_id, decision.tier, args, decision, preview, pattern, spec.description, source
+        call_id,
+        spec.tool_id,
+        decision.tier,
+        args,
+        decision,
+        preview,
+        pattern,
+        spec.description,
+        call.source,
+        call.origin(),
     )
     try:
         answer = await _ask(approver, request)
