@@ -1,0 +1,91 @@
+"""What the turn loop tells its renderer, as it happens. Small frozen dataclasses.
+
+These are for showing progress (a streamed token, a tool call waiting); the conversation writer
+records the lasting facts (message, retrieval set, tool calls with their audit ids, the answer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    turn_id: str
+    index: str | None
+    hits: list[dict[str, Any]]
+    dropped: list[str] = field(default_factory=list)  # handles left out for the context budget
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    turn_id: str
+    step: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolProposed:
+    turn_id: str
+    step: int
+    tool_id: str
+    args: Any
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The gateway's decision on a proposed call (after approval, when one was asked)."""
+
+    turn_id: str
+    step: int
+    tool_id: str
+    tool_call_id: str
+    call_id: str | None
+    action: str  # allow | confirm | deny
+    rule: str | None
+    approved_by: str | None
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    turn_id: str
+    step: int
+    tool_id: str
+    tool_call_id: str
+    call_id: str | None  # the audit row
+    ok: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    turn_id: str
+    prompt_tokens: int
+    completion_tokens: int
+    elapsed_ms: float
+    steps: int
+
+
+@dataclass(frozen=True)
+class Failed:
+    turn_id: str
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    turn_id: str
+    where: str  # streaming | tool | approval | retrieval
+
+
+@dataclass(frozen=True)
+class Done:
+    turn_id: str
+    text: str
+    citations: list[str]
+
+
+LoopEvent = Retrieved | TextDelta | ToolProposed | Decided | ToolFinished | UsageReport | Failed | Cancelled | Done

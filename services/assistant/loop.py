@@ -1,0 +1,296 @@
+"""The turn loop. See the package docstring for the flow; this module is the one implementation.
+
+Every tool call the model asks for goes through ``Session.call_tool`` — the one gateway, with the
+approver this loop was given — and is recorded there (audit row + transcript event, with the turn,
+step and the model's call id). Denials and schema errors go back to the model as structured results.
+A cancel (the caller cancels the task running ``run``) is recorded as a notice with whatever text had
+streamed, then passed on; no half-written line is left behind because every record is one whole line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from services.assistant.context import build_prompt, history_from_entries, tool_result_text
+from services.assistant.events import (
+    Cancelled,
+    Decided,
+    Done,
+    Failed,
+    LoopEvent,
+    Retrieved,
+    TextDelta,
+    ToolFinished,
+    ToolProposed,
+    UsageReport,
+)
+from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
+from services.errors import AriesError
+
+if TYPE_CHECKING:
+    from services.models.base import ChatMessage, ModelProvider, ToolCall, ToolNameMap, ToolSchema
+    from services.session import Session
+    from services.tools.gateway import Approver
+
+DEFAULT_MAX_STEPS = 6
+DEFAULT_BUDGET_TOKENS = 8_000
+DEFAULT_K = 5
+
+
+@dataclass
+class TurnOutcome:
+    turn_id: str
+    text: str = ""
+    index: str | None = None
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[str] = field(default_factory=list)
+    steps: int = 0
+    tool_calls: list[str] = field(default_factory=list)  # audit call ids, in order
+    error: str | None = None
+    cancelled: bool = False
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class TurnLoop:
+    def __init__(
+        self,
+        session: Session,
+        provider: ModelProvider,
+        *,
+        approver: Approver | None = None,
+        on_event: Callable[[LoopEvent], None] | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        k: int = DEFAULT_K,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.approver = approver
+        self.on_event = on_event
+        self.max_steps = max_steps
+        self.k = k
+        self.budget_tokens = budget_tokens
+        self.options = dict(options or {})
+
+    @property
+    def model_label(self) -> str:
+        return f"{self.provider.name}:{self.provider.model}"
+
+    def _emit(self, event: LoopEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    # -- the tools offered ---------------------------------------------------------------------
+    def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
+        """Exactly the tools the policy in force enables, with their registry schemas."""
+        from services.models.base import ToolNameMap, ToolSchema
+        from services.tools.gateway import describe_tools
+
+        gateway = self.session.gateway()
+        enabled = [t for t in describe_tools(gateway.registry, gateway.policy) if t["enabled"]]
+        names = ToolNameMap([t["id"] for t in enabled])
+        schemas = [
+            ToolSchema(
+                name=names.to_provider(t["id"]),
+                description=str(t["description"]),
+                parameters=gateway.registry.get(t["id"]).input_schema,
+            )
+            for t in enabled
+        ]
+        return schemas, names
+
+    # -- one turn --------------------------------------------------------------------------------
+    async def run(self, text: str) -> TurnOutcome:
+        conversation = self.session.conversation
+        turn_id = conversation.new_turn()
+        outcome = TurnOutcome(turn_id)
+        started = time.perf_counter()
+        where = "retrieval"
+        streamed = ""
+        prompt_tokens = completion_tokens = 0
+        try:
+            conversation.record(UserMessage(text=text, turn_id=turn_id, step=0))
+            hits, index = await self._retrieve(text, turn_id)
+            outcome.index = index
+            history = history_from_entries(conversation.read().entries, turn_id)
+            prompt = build_prompt(text, hits, history, budget_tokens=self.budget_tokens)
+            outcome.hits = prompt.kept_hits
+            if index is not None:
+                handles = [str(h.get("handle")) for h in prompt.kept_hits]
+                conversation.record(RetrievalSet(query=text, index=index, handles=handles, turn_id=turn_id, step=1))
+            if prompt.dropped_turns or prompt.dropped_handles:
+                conversation.record(
+                    Notice(
+                        text=_dropped_text(prompt.dropped_turns, prompt.dropped_handles),
+                        level="warning",
+                        title="context budget",
+                        turn_id=turn_id,
+                    )
+                )
+            self._emit(Retrieved(turn_id, index, prompt.kept_hits, prompt.dropped_handles))
+            tools, names = self.offered_tools() if getattr(self.provider, "supports_tools", True) else ([], None)
+            messages = list(prompt.messages)
+            from services.models.base import ChatMessage, ModelRequest, ToolCallEvent, Usage
+            from services.models.base import TextDelta as ModelText
+
+            for step in range(1, self.max_steps + 1):
+                outcome.steps = step
+                where = "streaming"
+                streamed = ""
+                calls: list[ToolCall] = []
+                request = ModelRequest(messages=messages, tools=tools, options=self.options, retrieved=prompt.kept_hits)
+                async for event in self.provider.stream(request):
+                    if isinstance(event, ModelText):
+                        streamed += event.text
+                        self._emit(TextDelta(turn_id, step, event.text))
+                    elif isinstance(event, ToolCallEvent):
+                        calls.append(event.call)
+                    elif isinstance(event, Usage):
+                        prompt_tokens += event.prompt_tokens
+                        completion_tokens += event.completion_tokens
+                if not calls:
+                    outcome.text = streamed
+                    break
+                messages.append(ChatMessage(role="assistant", content=streamed, tool_calls=calls))
+                where = "tool"
+                for call in calls:
+                    messages.append(await self._tool_call(call, names, turn_id, step, outcome))
+                    where = "tool"
+            else:
+                outcome.text = streamed
+                conversation.record(
+                    Notice(
+                        text=f"The turn stopped after {self.max_steps} model steps (max_steps).",
+                        level="warning",
+                        title="assistant",
+                        turn_id=turn_id,
+                    )
+                )
+            outcome.citations = [str(h.get("handle")) for h in prompt.kept_hits if str(h.get("handle")) in outcome.text]
+            elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+            outcome.usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "elapsed_ms": elapsed_ms,
+                "steps": outcome.steps,
+            }
+            conversation.record(
+                AssistantAnswer(
+                    text=outcome.text,
+                    provider=self.provider.name,
+                    provenance="local" if getattr(self.provider, "local", True) else "cloud",
+                    model=self.model_label,
+                    citations=outcome.citations,
+                    usage=outcome.usage,
+                    turn_id=turn_id,
+                    step=outcome.steps + 1,
+                )
+            )
+            self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps))
+            self._emit(Done(turn_id, outcome.text, outcome.citations))
+            return outcome
+        except asyncio.CancelledError:
+            partial = f" Text so far: {streamed}" if streamed else ""
+            conversation.record(
+                Notice(
+                    text=f"Turn cancelled by the operator while {_WHERE[where]}.{partial}",
+                    level="warning",
+                    title="cancelled",
+                    turn_id=turn_id,
+                )
+            )
+            outcome.cancelled = True
+            self._emit(Cancelled(turn_id, where))
+            raise
+        except AriesError as exc:
+            outcome.error = exc.message
+            conversation.record(
+                Notice(
+                    text=f"{self.model_label}: {exc.message}", level="error", title=type(exc).__name__, turn_id=turn_id
+                )
+            )
+            self._emit(Failed(turn_id, type(exc).__name__, exc.message))
+            return outcome
+
+    async def _retrieve(self, text: str, turn_id: str) -> tuple[list[dict[str, Any]], str | None]:
+        def query() -> tuple[list[dict[str, Any]], str | None]:
+            engine = self.session.engine()
+            index = engine.active_index
+            if index is None:
+                return [], None
+            result = engine.query(text, k=self.k)
+            return [hit.to_dict() for hit in result.hits], index
+
+        try:
+            return await asyncio.to_thread(query)
+        except AriesError as exc:  # the turn goes on without retrieval, and says so
+            self.session.conversation.record(
+                Notice(text=f"Retrieval failed: {exc.message}", level="error", title="retrieval", turn_id=turn_id)
+            )
+            return [], None
+
+    async def _tool_call(
+        self, call: ToolCall, names: ToolNameMap | None, turn_id: str, step: int, outcome: TurnOutcome
+    ) -> ChatMessage:
+        from services.models.base import ChatMessage
+
+        mapped = names.to_tool(call.name) if names is not None else None
+        # An unknown name still goes through the gateway: it is refused there (registry.unknown_tool)
+        # and audited like every other call, and the model gets the structured error.
+        tool_id = mapped or call.name
+        args: Any = call.arguments
+        if not call.arguments and call.raw_arguments.strip() not in ("", "{}"):
+            args = call.raw_arguments  # not JSON: the gateway answers InvalidInput, the model sees why
+        self._emit(ToolProposed(turn_id, step, tool_id, args, call.id))
+        result = await self.session.call_tool(
+            tool_id,
+            args,
+            approver=self.approver,
+            source="assistant",
+            turn_id=turn_id,
+            tool_call_id=call.id,
+            turn_step=step,
+            model=self.model_label,
+        )
+        call_id = result.meta.get("call_id")
+        if call_id:
+            outcome.tool_calls.append(str(call_id))
+        decision = result.meta.get("decision") or {}
+        self._emit(
+            Decided(
+                turn_id,
+                step,
+                tool_id,
+                call.id,
+                call_id,
+                str(decision.get("action")),
+                decision.get("rule"),
+                decision.get("approved_by"),
+            )
+        )
+        summary = "ok" if result.ok else f"{result.error.type}: {result.error.message}" if result.error else "error"
+        self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary))
+        return ChatMessage(
+            role="tool", content=tool_result_text(tool_id, result.to_dict()), tool_call_id=call.id, name=call.name
+        )
+
+
+_WHERE = {
+    "retrieval": "retrieving",
+    "streaming": "the model was answering",
+    "tool": "a tool call ran or waited for approval",
+}
+
+
+def _dropped_text(turns: int, handles: list[str]) -> str:
+    parts = []
+    if turns:
+        parts.append(f"{turns} earlier turn(s)")
+    if handles:
+        parts.append(f"{len(handles)} retrieved chunk(s) ({', '.join(handles)})")
+    return "To fit the context budget, left out: " + " and ".join(parts) + "."
