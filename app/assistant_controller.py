@@ -1,0 +1,163 @@
+"""Turns in the TUI: the headless ``TurnLoop`` with the App's approver (the approval queue and its
+modal) and a renderer that streams into the Transcript pane.
+
+Nothing about a turn is decided here: the loop (``services.assistant``) retrieves, calls the model,
+sends each tool call through the session's gateway and records everything. This controller only
+starts and cancels it, and turns its events into widget updates (in order, as App messages).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from app.messages import TurnEvent
+from services.errors import AriesError
+
+if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from app.aries_app import AriesApp
+    from widgets.transcript.streaming import StreamingAnswer
+
+
+class AssistantController:
+    def __init__(self, app: AriesApp) -> None:
+        self.app = app
+        self.worker: Worker[Any] | None = None
+        self.turn_id: str | None = None
+        self.widget: StreamingAnswer | None = None
+        self.model_label = ""
+
+    @property
+    def running(self) -> bool:
+        return self.worker is not None
+
+    def model_setting(self) -> str:
+        """The configured provider:model: ``ARIES_MODEL``, else the workspace's ``model`` setting."""
+        from services.models.config import resolve_model
+
+        session = self.app.session
+        setting = session.workspace.setting("model") if session is not None else None
+        return resolve_model(setting, os.environ).label
+
+    def ask(self, text: str) -> None:
+        session = self.app.require_session()
+        if self.running:
+            self.app.report_error("A turn is running: wait for it, or cancel it with Ctrl+X.", "assistant")
+            return
+        from services.models.config import make_provider, resolve_model
+
+        try:
+            config = resolve_model(session.workspace.setting("model"), os.environ)
+            provider = make_provider(config)
+        except AriesError as exc:
+            self.app.report_error(exc.message, "model")
+            return
+        self.model_label = config.label
+        self.worker = self.app.run_worker(self._turn(text, provider), group="turn", exit_on_error=False)
+        self.app.refresh_bindings()
+
+    async def _turn(self, text: str, provider: Any) -> None:
+        from services.assistant import TurnLoop
+
+        session = self.app.require_session()
+        loop = TurnLoop(session, provider, on_event=lambda event: self.app.post_message(TurnEvent(event)))
+        try:
+            await loop.run(text)
+        finally:
+            await provider.aclose()
+            self.worker = None
+            self.app.refresh_bindings()
+
+    def cancel(self) -> bool:
+        if self.worker is None:
+            return False
+        self.worker.cancel()
+        return True
+
+    # -- rendering (on the App's thread, in the order the loop reported) -----------------------
+    async def show(self, event: Any) -> None:
+        from services.assistant import (
+            Cancelled,
+            Decided,
+            Done,
+            Failed,
+            Retrieved,
+            TextDelta,
+            ToolFinished,
+            ToolProposed,
+            UsageReport,
+        )
+
+        app = self.app
+        if isinstance(event, Retrieved):
+            self.turn_id = event.turn_id
+            if event.index is not None:
+                app.show_hits(f"injected for turn {event.turn_id}  ·  index {event.index}", event.hits)
+            app.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering")
+        elif isinstance(event, TextDelta):
+            widget = await self._widget(event.turn_id)
+            if widget is not None:
+                await widget.write(event.text)
+        elif isinstance(event, ToolProposed):
+            app.status_start(f"call-{event.tool_call_id}", f"{event.tool_id} (asked by {self.model_label})")
+            if self.widget is not None:  # text after the tool call streams into a new block, below the call
+                await self.widget.finish(self.widget.text, [], None, "asked for a tool")
+                self.widget = None
+        elif isinstance(event, Decided):
+            pass
+        elif isinstance(event, ToolFinished):
+            app.status_stop(f"call-{event.tool_call_id}")
+        elif isinstance(event, UsageReport):
+            self._usage = {
+                "prompt_tokens": event.prompt_tokens,
+                "completion_tokens": event.completion_tokens,
+                "elapsed_ms": event.elapsed_ms,
+                "steps": event.steps,
+            }
+        elif isinstance(event, Done):
+            widget = await self._widget(event.turn_id)
+            if widget is not None:
+                await widget.finish(event.text, event.citations, getattr(self, "_usage", None))
+            self._end(event.turn_id)
+        elif isinstance(event, Cancelled | Failed):
+            if self.widget is not None:
+                await self.widget.finish("", [], None, "cancelled" if isinstance(event, Cancelled) else "failed")
+            self._close_modal_of(event.turn_id)
+            self._end(event.turn_id)
+
+    async def _widget(self, turn_id: str) -> StreamingAnswer | None:
+        if self.widget is not None and self.widget.turn_id == turn_id:
+            return self.widget
+        pane = self.app.transcript_pane()
+        if pane is None:
+            return None
+        from widgets.transcript.streaming import StreamingAnswer
+
+        self.widget = StreamingAnswer(turn_id, self.model_label)
+        await pane.mount(self.widget)
+        pane.scroll_end(animate=False)
+        return self.widget
+
+    def streams(self, entry: dict[str, Any]) -> bool:
+        """True for the recorded answer of a turn already shown as a stream (not shown twice)."""
+        return (
+            entry.get("role") == "assistant"
+            and entry.get("turn_id") is not None
+            and (entry.get("turn_id") == self.turn_id or entry.get("turn_id") in self._streamed)
+        )
+
+    _streamed: set[str] = set()
+
+    def _end(self, turn_id: str) -> None:
+        self._streamed = {*self._streamed, turn_id}
+        self.app.status_stop(f"turn-{turn_id}")
+        self.widget = None
+
+    def _close_modal_of(self, turn_id: str) -> None:
+        from screens.approval import ApprovalScreen
+
+        screen = self.app.screen
+        if isinstance(screen, ApprovalScreen) and screen.request.origin.get("turn_id") == turn_id:
+            screen.dismiss(None)

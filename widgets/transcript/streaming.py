@@ -1,0 +1,72 @@
+"""The answer being streamed: Markdown that grows token by token, then a usage line.
+
+Mounted by the App at the end of the Transcript pane when a turn starts streaming; it stays as
+the turn's rendering once done (the recorded answer is the same text). Citation handles become
+links (``aries-chunk:<handle>``) that open the chunk. Text is neutralised before it is shown.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import Markdown, Static
+
+from services.textsafe import neutralize
+
+CHUNK_SCHEME = "aries-chunk:"
+
+
+def link_citations(text: str, handles: list[str]) -> str:
+    """Markdown with each known handle turned into a link that opens its chunk."""
+    for handle in sorted(set(handles), key=len, reverse=True):
+        pattern = re.compile(rf"(?<![\w:/-]){re.escape(handle)}(?![\w-])")
+        text = pattern.sub(f"[{handle}](<{CHUNK_SCHEME}{handle}>)", text)
+    return text
+
+
+class StreamingAnswer(Vertical):
+    DEFAULT_CSS = """
+    StreamingAnswer { height: auto; margin: 0 0 1 0; padding: 0 1; border-left: wide $secondary; }
+    StreamingAnswer #stream-label { color: $secondary; text-style: bold; }
+    StreamingAnswer #stream-usage { color: $text-muted; }
+    StreamingAnswer Markdown { margin: 0; padding: 0; }
+    """
+
+    def __init__(self, turn_id: str, model: str) -> None:
+        super().__init__(classes="-assistant")
+        self.turn_id = turn_id
+        self.model = model
+        self.text = ""
+        self._label = Static(Text(f"assistant  {neutralize(model, single_line=True)}  streaming…"), id="stream-label")
+        self._markdown = Markdown("")
+        self._usage = Static("", id="stream-usage")
+        self._stream: Any = None
+
+    def compose(self) -> Any:
+        yield self._label
+        yield self._markdown
+        yield self._usage
+
+    async def write(self, delta: str) -> None:
+        self.text += delta
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self._markdown)
+        await self._stream.write(neutralize(delta))
+
+    async def finish(self, text: str, citations: list[str], usage: dict[str, Any] | None, state: str = "done") -> None:
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.text = text or self.text
+        await self._markdown.update(link_citations(neutralize(self.text), citations))
+        self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {state}"))
+        if usage:
+            self._usage.update(
+                Text(
+                    f"{usage.get('prompt_tokens', 0)} tokens in · {usage.get('completion_tokens', 0)} out · "
+                    f"{usage.get('elapsed_ms', 0) / 1000:.1f} s · {usage.get('steps', 0)} step(s)"
+                )
+            )
