@@ -1,35 +1,61 @@
-"""Start-up stays light, and the headless core never imports Textual."""
+"""Import hygiene, in one place: start-up stays light, and the headless core never imports the UI.
+
+Each row imports something in a fresh interpreter and lists modules that must not be loaded by it.
+(The layer rules themselves — app > screens > widgets > services, policy ↛ tools, retrieval ⟂ tools,
+no cycles — are import-linter contracts in pyproject.toml, run by `lint-imports` in .ci/run.)
+"""
+
+from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-HEAVY = ["torch", "sentence_transformers", "chromadb", "tantivy", "pypdf", "ebooklib", "aiohttp", "numpy"]
+import pytest
+
+REPO = Path(__file__).parents[1]
+HEAVY = [
+    "torch",
+    "sentence_transformers",
+    "chromadb",
+    "tantivy",
+    "pypdf",
+    "ebooklib",
+    "aiohttp",
+    "numpy",
+    "transformers",
+    "tokenizers",
+]
+UI = ["textual", "app", "screens", "widgets"]
+WALK_SERVICES = (
+    "import importlib, pkgutil, services\n"
+    "for info in pkgutil.walk_packages(services.__path__, 'services.'):\n"
+    "    importlib.import_module(info.name)\n"
+)
+
+ROWS = [
+    ("import app", HEAVY),
+    ("import app.aries_app, app.cli\napp.cli.build_parser()", HEAVY),
+    ("import app.cli_tool", ["aiohttp", "psutil", "textual", "jsonschema"]),
+    ("import app, app.cli_rag, services.retrieval", HEAVY),
+    ("import services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, *UI]),
+    (
+        "import services.session, services.assistant, services.conversation, services.tools.gateway, "
+        "services.policy, services.audit\n"
+        "from services.tools.registry import default_registry\n"
+        "assert len(default_registry().list()) == 13",
+        ["aiohttp", *UI],
+    ),
+    (WALK_SERVICES, UI),
+]
 
 
-def loaded_after(code: str) -> set[str]:
+@pytest.mark.parametrize(("code", "forbidden"), ROWS, ids=[f"row{n}" for n in range(len(ROWS))])
+def test_imports_stay_light_and_layered(code: str, forbidden: list[str]) -> None:
     probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
-    return set(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-def test_import_app_loads_no_heavy_module() -> None:
-    modules = loaded_after("import app")
-    assert not {m for m in modules if m.split(".")[0] in HEAVY}
-
-
-def test_starting_the_tui_module_and_cli_loads_no_heavy_module() -> None:
-    modules = loaded_after("import app.aries_app, app.cli\napp.cli.build_parser()")
-    heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY))
-    assert heavy == []
-
-
-def test_services_never_import_textual() -> None:
-    code = (
-        "import importlib, pkgutil, services\n"
-        "for info in pkgutil.walk_packages(services.__path__, 'services.'):\n"
-        "    importlib.import_module(info.name)\n"
-    )
-    modules = loaded_after(code)
-    assert "textual" not in modules
-    assert not [m for m in modules if m.startswith("textual.")]
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    bad = sorted({m for m in loaded if m.split(".")[0] in forbidden})
+    assert bad == []

@@ -180,33 +180,3 @@ def test_journal_replay_removes_unfinished_writes(workspace: Workspace, docs: Pa
         store = reopened._store("docs")
         assert _check_consistent(store) == 3
         assert store.counts()[1] == before
-
-
-HEAVY = [
-    "torch",
-    "sentence_transformers",
-    "chromadb",
-    "tantivy",
-    "pypdf",
-    "ebooklib",
-    "aiohttp",
-    "numpy",
-    "transformers",
-    "tokenizers",
-]
-
-
-@pytest.mark.parametrize(
-    ("imports", "forbidden"),
-    [
-        ("services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, "textual"]),
-        ("app, app.cli_rag, services.retrieval", HEAVY),
-    ],
-)
-def test_imports_stay_light(imports: str, forbidden: list[str]) -> None:
-    code = (
-        f"import sys, json\nimport {imports}\nprint(json.dumps(sorted(m for m in {forbidden!r} if m in sys.modules)))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
