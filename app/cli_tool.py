@@ -77,8 +77,8 @@ def _close(session: Any) -> None:
 
 def handle_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
+    from services.tools.builtin import default_registry
     from services.tools.gateway import describe_tools
-    from services.tools.registry import default_registry
 
     try:
         session = _session(args)

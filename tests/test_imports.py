@@ -43,7 +43,7 @@ ROWS = [
     (
         "import services.session, services.assistant, services.conversation, services.tools.gateway, "
         "services.policy, services.audit\n"
-        "from services.tools.registry import default_registry\n"
+        "from services.tools.builtin import default_registry\n"
         "assert len(default_registry().list()) == 13",
         ["aiohttp", *UI],
     ),

@@ -57,7 +57,7 @@ def doctor(
     try:
         from jsonschema import Draft202012Validator
 
-        from services.tools.registry import default_registry
+        from services.tools.builtin import default_registry
 
         registry = default_registry()
         ids = tuple(spec.tool_id for spec in registry.list())

@@ -35,7 +35,7 @@ from services.audit import AuditStore, canonical_json, content_hash
 from services.clock import utc_now
 from services.errors import AriesError
 from services.policy import BoundPolicy, Policy, PolicyDecision, RiskTier, default_policy
-from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, _issue, _revoke, default_registry
+from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, _issue, _revoke
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
 
 if TYPE_CHECKING:
@@ -149,7 +149,11 @@ class ToolGateway:
         self.workspace = workspace
         self.policy = policy or default_policy()
         self.bound: BoundPolicy = self.policy.bind(workspace.root, mode=mode)
-        self.registry = registry or default_registry()
+        if registry is None:
+            from services.tools.builtin import default_registry
+
+            registry = default_registry()
+        self.registry = registry
         self.approver = approver
         self.source = source
         self.check_outputs = check_outputs

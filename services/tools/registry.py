@@ -231,21 +231,12 @@ class ToolProvider(Protocol):
     def tools(self) -> list[ToolSpec]: ...
 
 
-class BuiltinProvider:
-    name = "builtin"
-
-    def tools(self) -> list[ToolSpec]:
-        from services.tools import artifact, fs, shell, web
-
-        return [*fs.TOOLS, *artifact.TOOLS, *shell.TOOLS, *web.TOOLS]
-
-
 class ToolRegistry:
     def __init__(self, providers: list[ToolProvider] | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._validators: dict[str, Validator] = {}
         self.providers: list[ToolProvider] = []
-        for provider in providers if providers is not None else [BuiltinProvider()]:
+        for provider in providers or []:
             self.add_provider(provider)
 
     def add_provider(self, provider: ToolProvider) -> None:
@@ -279,13 +270,3 @@ class ToolRegistry:
             validator = Draft202012Validator(schema)
             self._validators[tool_id] = validator
         return validator
-
-
-_DEFAULT_REGISTRY: ToolRegistry | None = None
-
-
-def default_registry() -> ToolRegistry:
-    global _DEFAULT_REGISTRY
-    if _DEFAULT_REGISTRY is None:
-        _DEFAULT_REGISTRY = ToolRegistry()
-    return _DEFAULT_REGISTRY

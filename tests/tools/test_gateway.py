@@ -12,6 +12,7 @@ import pytest
 from services.errors import InvalidInput
 from services.policy import RiskTier
 from services.tools import fs
+from services.tools.builtin import BuiltinProvider, default_registry
 from services.tools.gateway import (
     ApprovalDecision,
     ApprovalRequest,
@@ -22,14 +23,12 @@ from services.tools.gateway import (
     execute_tool_call_with_policy_sync,
 )
 from services.tools.registry import (
-    BuiltinProvider,
     Capability,
     ToolContext,
     ToolRegistry,
     ToolSpec,
     _issue,
     _revoke,
-    default_registry,
     tool,
 )
 from services.tools.results import ToolOutput, ToolPermissionDenied

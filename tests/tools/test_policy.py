@@ -17,7 +17,7 @@ from services.policy import (
     load_policy,
     parse_policy,
 )
-from services.tools.registry import default_registry
+from services.tools.builtin import default_registry
 from tests.tools.conftest import Sandbox, make_policy, policy_data
 
 pytestmark = pytest.mark.timeout(30)
