@@ -274,7 +274,7 @@ class AriesApp(App[int]):
         session = self.session
         if session is None or message.conversation_id != session.conversation.conversation_id:
             return
-        pane = self._transcript_pane()
+        pane = self.transcript_pane()
         if pane is not None:
             pane.add_entry(message.entry)
             pane.border_subtitle = message.conversation_id
@@ -350,7 +350,7 @@ class AriesApp(App[int]):
         main = [s for s in self.screen_stack if isinstance(s, MainScreen)]
         return main[0] if main and main[0].query(TranscriptPane) else None
 
-    def _transcript_pane(self) -> TranscriptPane | None:
+    def transcript_pane(self) -> TranscriptPane | None:
         screen = self._main_screen()
         return screen.query_one(TranscriptPane) if screen is not None else None
 
@@ -481,7 +481,7 @@ class AriesApp(App[int]):
         session = self.require_session()
         session.new_conversation()
         self._subscribe(session)
-        pane = self._transcript_pane()
+        pane = self.transcript_pane()
         if pane is not None:
             pane.load([], subtitle="new conversation")
 

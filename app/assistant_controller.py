@@ -39,7 +39,7 @@ class AssistantController:
 
         session = self.app.session
         setting = session.workspace.setting("model") if session is not None else None
-        return resolve_model(setting, os.environ).label
+        return str(resolve_model(setting, os.environ).label)
 
     def ask(self, text: str) -> None:
         session = self.app.require_session()

@@ -71,11 +71,10 @@ class ToolController:
             if tool_id in {"builtin:web:fetch", "builtin:fs:add_artifact"}:
                 self.app.reload_artifacts()
         elif result.error is not None:
-            severity = "warning" if result.denied else "error"
             self.app.notify(
                 result.error.message,
                 title=f"{tool_id}: {result.error.type}",
-                severity=severity,
+                severity="warning" if result.denied else "error",
                 timeout=8,
                 markup=False,
             )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from services.tools.gateway import ApprovalDecision, ApprovalRequest
 
-Listener = Callable[[], None]
+Listener = Callable[[], object]
 
 
 @dataclass

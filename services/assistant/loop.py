@@ -62,7 +62,7 @@ class TurnLoop:
         provider: ModelProvider,
         *,
         approver: Approver | None = None,
-        on_event: Callable[[LoopEvent], None] | None = None,
+        on_event: Callable[[LoopEvent], object] | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         k: int = DEFAULT_K,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,

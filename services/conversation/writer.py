@@ -19,7 +19,7 @@ from typing import Any
 from services.conversation.events import ConversationEvent, Notice
 from services.transcripts import ReadResult, Transcript
 
-Subscriber = Callable[[dict[str, Any]], None]
+Subscriber = Callable[[dict[str, Any]], object]
 
 
 class Conversation:
