@@ -19,8 +19,9 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
+from app.assistant_controller import AssistantController
 from app.commands import CommandError, parse
-from app.messages import ApprovalsChanged, ConversationEntry, WorkspaceChanged
+from app.messages import ApprovalsChanged, ConversationEntry, TurnEvent, WorkspaceChanged
 from app.palette import WorkspaceCommands
 from app.rag_controller import RagController
 from app.tool_controller import ToolController
@@ -79,11 +80,12 @@ class AriesApp(App[int]):
         Binding("f5", "focus_pane('artifacts')", "Artifacts", id="focus.artifacts", tooltip="Focus the Artifacts pane"),
         Binding(
             "ctrl+x",
-            "cancel_ingest",
-            "Cancel indexing",
-            priority=True,  # over the prompt's own Ctrl+X (cut), but only while indexing (check_action)
-            id="rag.cancel",
-            tooltip="Stop building the index after the current file (files done so far stay)",
+            "cancel",
+            "Cancel",
+            priority=True,  # over the prompt's own Ctrl+X (cut), but only while something runs (check_action)
+            id="cancel",
+            tooltip="Cancel the running turn (mid-stream, mid-tool or waiting for approval), else stop indexing "
+            "after the current file",
         ),
         Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
         Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
@@ -105,6 +107,7 @@ class AriesApp(App[int]):
         self._run_status: dict[str, tuple[str, float]] = {}
         self.rag = RagController(self)
         self.tools = ToolController(self)
+        self.assistant = AssistantController(self)
 
     # -- lifecycle -------------------------------------------------------------------
     def get_default_screen(self) -> MainScreen:
@@ -202,8 +205,12 @@ class AriesApp(App[int]):
         if session is None:
             return ""
         policy = "workspace policy" if session.policy_path is not None else "default policy"
+        try:
+            model = self.assistant.model_setting()
+        except AriesError:
+            model = "not configured (see /model)"
         return neutralize(
-            f"workspace {session.workspace.name} · model offline · approvals {session.mode} · {policy}",
+            f"workspace {session.workspace.name} · model {model} · approvals {session.mode} · {policy}",
             single_line=True,
         )
 
@@ -274,10 +281,16 @@ class AriesApp(App[int]):
         session = self.session
         if session is None or message.conversation_id != session.conversation.conversation_id:
             return
+        if self.assistant.streams(message.entry):
+            return  # already on screen: it was streamed
         pane = self.transcript_pane()
         if pane is not None:
             pane.add_entry(message.entry)
             pane.border_subtitle = message.conversation_id
+
+    @on(TurnEvent)
+    async def _turn_event(self, message: TurnEvent) -> None:
+        await self.assistant.show(message.event)
 
     @on(ApprovalsChanged)
     def _approvals_changed(self, message: ApprovalsChanged) -> None:
@@ -387,12 +400,15 @@ class AriesApp(App[int]):
         if isinstance(self.screen, MainScreen):
             self.screen.query_one("#prompt").focus()
 
-    def action_cancel_ingest(self) -> None:
-        self.rag.cancel_ingest()
+    def action_cancel(self) -> None:
+        if self.assistant.cancel():
+            self.notify("Cancelling the turn…", title="assistant", timeout=3)
+        else:
+            self.rag.cancel_ingest()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel_ingest":
-            return self.rag.ingest_cancel is not None  # only while an index is being built
+        if action == "cancel":
+            return self.assistant.running or self.rag.ingest_cancel is not None  # only while something runs
         return True
 
     # -- the prompt ------------------------------------------------------------------
@@ -422,8 +438,8 @@ class AriesApp(App[int]):
             self.report_error(f"{exc}  Usage: {command.usage}", f"/{command.name}")
 
     def send_message(self, text: str) -> None:
-        """A message is a turn: recorded, retrieved for, answered (services.turn)."""
-        self.rag.answer(text)
+        """A message is a turn of the headless loop (services.assistant), rendered as it streams."""
+        self.assistant.ask(text)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that died of an unexpected error says so (typed errors are reported where raised)."""

@@ -94,7 +94,9 @@ class AssistantController:
         if isinstance(event, Retrieved):
             self.turn_id = event.turn_id
             if event.index is not None:
-                app.show_hits(f"injected for turn {event.turn_id}  ·  index {event.index}", event.hits)
+                app.show_hits(
+                    f"injected for: {event.query}  ·  index {event.index}  ·  turn {event.turn_id}", event.hits
+                )
             app.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering")
         elif isinstance(event, TextDelta):
             widget = await self._widget(event.turn_id)

@@ -12,8 +12,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from app.commands import CommandError
+from services.assistant.loop import DEFAULT_K as MESSAGE_K
 from services.errors import AriesError
-from services.turn import MESSAGE_K
 
 if TYPE_CHECKING:
     from app.aries_app import AriesApp
@@ -212,22 +212,6 @@ class RagController:
 
     def show_chunk(self, handle: str) -> None:
         self._thread(self._show, handle)
-
-    # -- a message: the offline turn (the turn loop lives in services) -------------------------
-    def answer(self, text: str) -> None:
-        self._thread(self._turn, text, group="turn")
-
-    def _turn(self, text: str) -> None:
-        from services.turn import run_offline_turn
-
-        try:
-            outcome = run_offline_turn(self.session, text)
-        except AriesError as exc:
-            self._fail(exc, "retrieval")
-            return
-        if outcome.index is not None:
-            caption = f"injected for: {text}  ·  index {outcome.index}  ·  k={MESSAGE_K}"
-            self.app.call_from_thread(self.app.show_hits, caption, outcome.hits)
 
 
 def _ingest_summary(report: IngestReport) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Retrieved:
     turn_id: str
+    query: str
     index: str | None
     hits: list[dict[str, Any]]
     dropped: list[str] = field(default_factory=list)  # handles left out for the context budget

@@ -32,7 +32,7 @@ from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMes
 from services.errors import AriesError
 
 if TYPE_CHECKING:
-    from services.models.base import ChatMessage, ModelProvider, ToolCall, ToolNameMap, ToolSchema
+    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolNameMap, ToolSchema
     from services.session import Session
     from services.tools.gateway import Approver
 
@@ -66,7 +66,8 @@ class TurnLoop:
         max_steps: int = DEFAULT_MAX_STEPS,
         k: int = DEFAULT_K,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
-        options: dict[str, Any] | None = None,
+        options: ModelOptions | None = None,
+        model_label: str | None = None,
     ) -> None:
         self.session = session
         self.provider = provider
@@ -75,11 +76,10 @@ class TurnLoop:
         self.max_steps = max_steps
         self.k = k
         self.budget_tokens = budget_tokens
-        self.options = dict(options or {})
-
-    @property
-    def model_label(self) -> str:
-        return f"{self.provider.name}:{self.provider.model}"
+        self.options = options
+        self.model_label = model_label or (
+            provider.name if provider.name == "offline" else f"{provider.name}:{provider.model}"
+        )
 
     def _emit(self, event: LoopEvent) -> None:
         if self.on_event is not None:
@@ -96,7 +96,7 @@ class TurnLoop:
         names = ToolNameMap([t["id"] for t in enabled])
         schemas = [
             ToolSchema(
-                name=names.to_provider(t["id"]),
+                name=names.provider_name(t["id"]),
                 description=str(t["description"]),
                 parameters=gateway.registry.get(t["id"]).input_schema,
             )
@@ -132,18 +132,23 @@ class TurnLoop:
                         turn_id=turn_id,
                     )
                 )
-            self._emit(Retrieved(turn_id, index, prompt.kept_hits, prompt.dropped_handles))
-            tools, names = self.offered_tools() if getattr(self.provider, "supports_tools", True) else ([], None)
+            self._emit(Retrieved(turn_id, text, index, prompt.kept_hits, prompt.dropped_handles))
+            offers_tools = getattr(self.provider, "supports_tools", self.provider.name != "offline")
+            tools, names = self.offered_tools() if offers_tools else ([], None)
             messages = list(prompt.messages)
-            from services.models.base import ChatMessage, ModelRequest, ToolCallEvent, Usage
+            from services.models.base import ChatMessage, ModelOptions, ModelRequest, ToolCallEvent, Usage
             from services.models.base import TextDelta as ModelText
+
+            options = self.options or ModelOptions()
 
             for step in range(1, self.max_steps + 1):
                 outcome.steps = step
                 where = "streaming"
                 streamed = ""
                 calls: list[ToolCall] = []
-                request = ModelRequest(messages=messages, tools=tools, options=self.options, retrieved=prompt.kept_hits)
+                request = ModelRequest(
+                    messages=messages, tools=tools, options=options, retrieved=prompt.kept_hits, index=index
+                )
                 async for event in self.provider.stream(request):
                     if isinstance(event, ModelText):
                         streamed += event.text
@@ -183,7 +188,7 @@ class TurnLoop:
                 AssistantAnswer(
                     text=outcome.text,
                     provider=self.provider.name,
-                    provenance="local" if getattr(self.provider, "local", True) else "cloud",
+                    provenance=str(getattr(self.provider, "provenance", "local")),
                     model=self.model_label,
                     citations=outcome.citations,
                     usage=outcome.usage,
@@ -239,13 +244,13 @@ class TurnLoop:
     ) -> ChatMessage:
         from services.models.base import ChatMessage
 
-        mapped = names.to_tool(call.name) if names is not None else None
+        mapped = names.tool_id(call.name) if names is not None else None
         # An unknown name still goes through the gateway: it is refused there (registry.unknown_tool)
         # and audited like every other call, and the model gets the structured error.
         tool_id = mapped or call.name
         args: Any = call.arguments
-        if not call.arguments and call.raw_arguments.strip() not in ("", "{}"):
-            args = call.raw_arguments  # not JSON: the gateway answers InvalidInput, the model sees why
+        if call.arguments_error is not None:
+            args = call.raw_arguments  # not a JSON object: the gateway answers InvalidInput, the model sees why
         self._emit(ToolProposed(turn_id, step, tool_id, args, call.id))
         result = await self.session.call_tool(
             tool_id,

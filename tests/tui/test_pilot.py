@@ -45,7 +45,11 @@ async def test_typing_a_message_writes_the_transcript() -> None:
         assert [(e["role"], e["content"]) for e in entries] == [("user", "hello there"), ("assistant", NO_INDEX_REPLY)]
         assert entries[1]["provider"] == "offline" and entries[1]["provenance"] == "local"
         shown = [w.entry["content"] for w in app.screen.query(TranscriptEntry)]
-        assert shown == ["hello there", NO_INDEX_REPLY]
+        assert shown == ["hello there"]  # the answer was streamed into its own block, not shown twice
+        from widgets.transcript.streaming import StreamingAnswer
+
+        [streamed] = app.screen.query(StreamingAnswer)
+        assert streamed.text == NO_INDEX_REPLY and entries[1]["turn_id"] == streamed.turn_id
         assert app.screen.query_one("#prompt", Input).value == ""
 
 
@@ -211,7 +215,8 @@ async def test_new_conversation_and_resume_latest() -> None:
         await pilot.press(*"/new", "enter", *"second", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert len(app.screen.query(TranscriptEntry)) == 2
+        assert len(app.screen.query(TranscriptEntry)) == 1  # the message; its answer streamed in its own block
+        assert len(app.screen.query("StreamingAnswer")) == 1
         assert app.workspace is not None and len(app.workspace.conversations()) == 2
     pane_app = AriesApp("demo")
     async with pane_app.run_test(size=SIZE) as pilot:
