@@ -64,6 +64,7 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int | None = None  # default: the number of pieces plus calls
     done_marker: bool = True  # OpenAI: end with ``data: [DONE]``
+    location: str | None = None  # with a 3xx status: the redirect target
     raw_lines: list[str] | None = None  # send exactly these lines (each + "\n") as the stream body
 
     def pieces(self) -> list[str]:
@@ -247,6 +248,8 @@ class ScriptedServer:
         reply = self._next()
         if reply is None:
             return web.json_response({"error": "the script has no reply left"}, status=500)
+        if reply.location is not None:
+            return web.Response(status=reply.status, headers={"Location": reply.location})
         if reply.status != 200:
             return web.json_response({"error": reply.error}, status=reply.status)
         if reply.raw_lines is not None:
@@ -360,6 +363,8 @@ class ScriptedServer:
         reply = self._next()
         if reply is None:
             return self._openai_error(500, "the script has no reply left", "server_error")
+        if reply.location is not None:
+            return web.Response(status=reply.status, headers={"Location": reply.location})
         if reply.status != 200:
             return self._openai_error(reply.status, reply.error, "server_error")
         if reply.raw_lines is not None:
