@@ -74,7 +74,9 @@ class Reply:
         return [self.text[i : i + size] for i in range(0, len(self.text), size)]
 
     def completion(self) -> int:
-        return self.completion_tokens if self.completion_tokens is not None else len(self.pieces()) + len(self.tool_calls)
+        return (
+            self.completion_tokens if self.completion_tokens is not None else len(self.pieces()) + len(self.tool_calls)
+        )
 
 
 @dataclass
@@ -277,7 +279,9 @@ class ScriptedServer:
             if index < len(pieces):
                 lines.append((self._ollama_line(model, {"content": pieces[index]}, done=False), reply))
         if reply.tool_calls:
-            lines.append((self._ollama_line(model, {"content": "", "tool_calls": self._ollama_calls(reply)}, done=False), reply))
+            lines.append(
+                (self._ollama_line(model, {"content": "", "tool_calls": self._ollama_calls(reply)}, done=False), reply)
+            )
         lines.append((self._ollama_line(model, {"content": ""}, **self._ollama_final(reply)), reply))
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/x-ndjson"})
         return await self._stream(request, response, lines)
@@ -310,7 +314,9 @@ class ScriptedServer:
     def _openai_error(self, status: int, message: str, kind: str = "invalid_request_error") -> Any:
         from aiohttp import web
 
-        return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": None}}, status=status)
+        return web.json_response(
+            {"error": {"message": message, "type": kind, "param": None, "code": None}}, status=status
+        )
 
     def _chunk(self, model: str, delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
@@ -349,7 +355,11 @@ class ScriptedServer:
 
     def _usage(self, reply: Reply) -> dict[str, int]:
         completion = reply.completion()
-        return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": completion, "total_tokens": reply.prompt_tokens + completion}
+        return {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": reply.prompt_tokens + completion,
+        }
 
     async def _openai_chat(self, request: Any) -> Any:
         from aiohttp import web

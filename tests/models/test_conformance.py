@@ -39,7 +39,7 @@ TOOLS = [
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "read notes.txt then write out.txt"}]
 TWO_CALLS = [
     Call("builtin__fs__read_text", {"path": "notes.txt"}),
-    Call("builtin__fs__write_text", {"path": "out.txt", "text": "héllo {\"quoted\"}\nline"}),
+    Call("builtin__fs__write_text", {"path": "out.txt", "text": 'héllo {"quoted"}\nline'}),
 ]
 
 
@@ -59,9 +59,7 @@ async def test_ollama_client_gets_whole_tool_calls(ollama_server: ScriptedServer
     client = ollama.AsyncClient(host=ollama_server.url)
     stream = await client.chat(model="llama3.2:3b", messages=MESSAGES, tools=TOOLS, stream=True)
     calls = [call for part in [p async for p in stream] for call in part.message.tool_calls or []]
-    assert [(c.function.name, dict(c.function.arguments)) for c in calls] == [
-        (c.name, c.arguments) for c in TWO_CALLS
-    ]
+    assert [(c.function.name, dict(c.function.arguments)) for c in calls] == [(c.name, c.arguments) for c in TWO_CALLS]
     sent = ollama_server.chat_requests()[0]
     assert [t["function"]["name"] for t in sent["tools"]] == ["builtin__fs__read_text", "builtin__fs__write_text"]
 

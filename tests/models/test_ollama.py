@@ -29,7 +29,9 @@ from services.models.ollama import OllamaProvider, ollama_base_url
 from tests.models.helpers import ask, calls_of, collect, text_of
 from tests.models.servers import Call, Reply, ScriptedServer
 
-READ = ToolSchema("builtin__fs__read_text", "Read a text file", {"type": "object", "properties": {"path": {"type": "string"}}})
+READ = ToolSchema(
+    "builtin__fs__read_text", "Read a text file", {"type": "object", "properties": {"path": {"type": "string"}}}
+)
 
 
 def provider(server: ScriptedServer, model: str = "llama3.2:3b", **timeouts: float) -> OllamaProvider:
@@ -264,4 +266,3 @@ async def test_closing_the_stream_early_closes_the_response(ollama_server: Scrip
 )
 def test_ollama_host_is_read_as_ollama_reads_it(host: str | None, url: str) -> None:
     assert ollama_base_url(host) == url
-
