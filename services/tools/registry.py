@@ -357,9 +357,12 @@ def _validator_class() -> Any:
 def _short_messages(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         for error in keyword(validator, value, instance, schema) or ():
-            quoted = repr(instance)
-            if len(quoted) > 60 and quoted in error.message:
-                error.message = error.message.replace(quoted, f"{quoted[:48]}…{quoted[-1]}")
+            # Only this keyword's own errors (jsonschema fills in ``validator`` after we yield them);
+            # errors from nested subschemas were shortened where they arose.
+            if not isinstance(error.validator, str) and isinstance(instance, (str, list, dict)):
+                quoted = repr(instance)
+                if len(quoted) > 60 and quoted in error.message:
+                    error.message = error.message.replace(quoted, f"{quoted[:48]}…{quoted[-1]}")
             yield error
 
     return check
