@@ -15,27 +15,15 @@ from typing import Any
 
 from services.errors import InvalidInput
 from services.policy import RiskTier
+from services.tools.args import FsAddArtifactArgs
 from services.tools.fs import _path_arg, open_for_read
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
+from services.tools.schemas import schema_of
 
 TOOLS: list[ToolSpec] = []
 
-ADD_ARTIFACT_IN: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "minLength": 1, "maxLength": 8192, "description": "the file to add"},
-        "name": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 255,
-            "description": "the name to list it under (default: the file's name)",
-        },
-        "description": {"type": "string", "maxLength": 2000},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+ADD_ARTIFACT_IN = schema_of(FsAddArtifactArgs)
 ADD_ARTIFACT_OUT: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -14,16 +14,19 @@ accidental bypass, not a sandbox: Python code in the same process can always get
 
 from __future__ import annotations
 
+import copy
 import inspect
+import math
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from services.errors import NotFound
+from services.errors import InvalidInput, NotFound
 from services.policy import Resource, RiskTier
+from services.textsafe import neutralize
 from services.tools.results import ToolOutput, ToolPermissionDenied
 
 if TYPE_CHECKING:
@@ -168,14 +171,15 @@ class ToolSpec:
         return self.tier_fn(args, facts) if self.tier_fn is not None else self.tier
 
     def describe(self) -> dict[str, Any]:
+        """The published description; the schemas are copies, so a caller cannot change validation."""
         return {
             "id": self.tool_id,
             "provider": self.provider,
             "class": self.tool_class,
             "tier": str(self.tier),
             "description": self.description,
-            "input_schema": self.input_schema,
-            "output_schema": self.output_schema,
+            "input_schema": copy.deepcopy(self.input_schema),
+            "output_schema": copy.deepcopy(self.output_schema),
         }
 
 
@@ -261,12 +265,95 @@ class ToolRegistry:
         return [self._tools[k] for k in sorted(self._tools)]
 
     def validator(self, tool_id: str) -> Validator:
+        """A draft 2020-12 validator of the tool's published input schema (compiled once).
+
+        It is stricter than the schema in one way only: ``NaN`` and ``Infinity``, which are not JSON
+        but which Python's ``json`` module reads, are not numbers.
+        """
         validator = self._validators.get(tool_id)
         if validator is None:
-            from jsonschema import Draft202012Validator
-
-            schema = self.get(tool_id).input_schema
-            Draft202012Validator.check_schema(schema)
-            validator = Draft202012Validator(schema)
+            schema = copy.deepcopy(self.get(tool_id).input_schema)
+            cls = _validator_class()
+            cls.check_schema(schema)
+            validator = cls(schema)
             self._validators[tool_id] = validator
         return validator
+
+    def validate(self, tool_id: str, args: Any) -> None:
+        """Check ``args`` against the tool's input schema; ``InvalidInput`` names the failing field.
+
+        The message is one line, ``<field path>: <what is wrong>`` (``path: 'x…' is too long``,
+        ``argv/1: …``, ``(arguments): 'path' is a required property``); of several problems, the
+        one at the first path in sorted order is reported, so the same input gives the same message.
+        """
+        if not isinstance(args, dict):
+            raise InvalidInput("arguments must be a JSON object", tool_id=tool_id)
+        errors = self.validator(tool_id).iter_errors(args)
+        error = min(errors, key=lambda e: [str(p) for p in e.absolute_path], default=None)
+        if error is None:
+            return
+        where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
+        message = neutralize(f"{where}: {error.message}", single_line=True)
+        raise InvalidInput(message[:500], tool_id=tool_id, field=where, rule="input.schema")
+
+
+def tool_schemas_for_model(registry: ToolRegistry, enabled: Iterable[str]) -> list[dict[str, Any]]:
+    """The tools to offer a model: ``{name, description, parameters}`` for each enabled tool id.
+
+    ``name`` is the tool id, ``parameters`` its published (self-contained) input schema, a copy.
+    Sorted by id and without duplicates, so the same tools give the same request; an id that is
+    not registered is ``NotFound``.  Descriptions can come from third-party providers: they are
+    neutralised like any other text that reaches a model.  Some OpenAI-compatible servers allow only
+    ``[A-Za-z0-9_-]`` in function names: mapping ids to such names is the provider adapter's job.
+    """
+    offered: list[dict[str, Any]] = []
+    for tool_id in sorted(set(enabled)):
+        spec = registry.get(tool_id)
+        offered.append(
+            {
+                "name": spec.tool_id,
+                "description": neutralize(spec.description, single_line=True),
+                "parameters": copy.deepcopy(spec.input_schema),
+            }
+        )
+    return offered
+
+
+_VALIDATOR_CLASS: Any = None
+
+
+def _validator_class() -> Any:
+    """Draft 2020-12, built once on first use, with two changes for tool arguments.
+
+    ``number`` means a finite number; and a message quotes at most ~60 characters of the value it
+    is about, so that ``path: '…' is too long`` still says what is wrong after any cut to one line.
+    """
+    global _VALIDATOR_CLASS
+    if _VALIDATOR_CLASS is None:
+        from jsonschema import Draft202012Validator, validators
+
+        base = Draft202012Validator.TYPE_CHECKER
+
+        def is_finite_number(checker: Any, instance: Any) -> bool:
+            return bool(base.is_type(instance, "number")) and math.isfinite(instance)
+
+        _VALIDATOR_CLASS = validators.extend(  # type: ignore[no-untyped-call]
+            Draft202012Validator,
+            validators={name: _short_messages(fn) for name, fn in Draft202012Validator.VALIDATORS.items()},
+            type_checker=base.redefine("number", is_finite_number),
+        )
+    return _VALIDATOR_CLASS
+
+
+def _short_messages(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        for error in keyword(validator, value, instance, schema) or ():
+            # Only this keyword's own errors (jsonschema fills in ``validator`` after we yield them);
+            # errors from nested subschemas were shortened where they arose.
+            if not isinstance(error.validator, str) and isinstance(instance, (str, list, dict)):
+                quoted = repr(instance)
+                if len(quoted) > 60 and quoted in error.message:
+                    error.message = error.message.replace(quoted, f"{quoted[:48]}…{quoted[-1]}")
+            yield error
+
+    return check

@@ -1,15 +1,172 @@
-"""JSON schemas (draft 2020-12) of every builtin tool's input and output, and of the result."""
+"""JSON schemas (draft 2020-12) of every builtin tool's input and output, and of the result.
+
+The *input* schemas are generated from the pydantic models in :mod:`services.tools.args` by
+:func:`schema_of`, which turns pydantic's output into a self-contained, model-friendly schema: no
+``$ref``/``$defs`` (inlined), no ``title``s, ``additionalProperties: false`` and a ``required`` list on
+every object with properties.  The same schema is published by the registry, validated by the
+gateway and offered to a model as the tool's ``parameters``, so the three cannot drift apart.
+
+The output schemas and :data:`RESULT_SCHEMA` are hand-written; the error ``type`` enum of the result is
+generated from :class:`services.tools.results.ErrorType`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
+from services.tools.args import (
+    ARGS_MODELS,
+    FsApplyPatchArgs,
+    FsListDirArgs,
+    FsReadTextArgs,
+    FsSearchTextArgs,
+    FsWriteTextArgs,
+    ShellKillArgs,
+    ShellPollArgs,
+    ShellRunArgs,
+    ShellStartArgs,
+    ToolArgs,
+    WebExtractArgs,
+    WebFetchArgs,
+    WebSearchArgs,
+)
+from services.tools.results import ErrorType
+
+__all__ = [
+    "ARGS_MODELS",
+    "FS_APPLY_PATCH_IN",
+    "FS_APPLY_PATCH_OUT",
+    "FS_ENTRY",
+    "FS_LIST_DIR_IN",
+    "FS_LIST_DIR_OUT",
+    "FS_MATCH",
+    "FS_READ_TEXT_IN",
+    "FS_READ_TEXT_OUT",
+    "FS_SEARCH_TEXT_IN",
+    "FS_SEARCH_TEXT_OUT",
+    "FS_WRITE_TEXT_IN",
+    "FS_WRITE_TEXT_OUT",
+    "FsApplyPatchArgs",
+    "FsListDirArgs",
+    "FsReadTextArgs",
+    "FsSearchTextArgs",
+    "FsWriteTextArgs",
+    "RESULT_SCHEMA",
+    "SHELL_KILL_IN",
+    "SHELL_KILL_OUT",
+    "SHELL_POLL_IN",
+    "SHELL_POLL_OUT",
+    "SHELL_RUN_IN",
+    "SHELL_RUN_OUT",
+    "SHELL_START_IN",
+    "SHELL_START_OUT",
+    "ShellKillArgs",
+    "ShellPollArgs",
+    "ShellRunArgs",
+    "ShellStartArgs",
+    "ToolArgs",
+    "WEB_EXTRACT_IN",
+    "WEB_EXTRACT_OUT",
+    "WEB_FETCH_IN",
+    "WEB_FETCH_OUT",
+    "WEB_SEARCH_IN",
+    "WEB_SEARCH_OUT",
+    "WebExtractArgs",
+    "WebFetchArgs",
+    "WebSearchArgs",
+    "schema_of",
+]
+
+# -- pydantic model → self-contained JSON Schema ---------------------------------------------------
+# Keywords whose value is a map of name → subschema, a list of subschemas, or one subschema. Keys of
+# the maps are property names, not keywords (a property may well be called "title").
+_SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
+_SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SUBSCHEMA_ONE = frozenset(
+    {"items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames"}
+    | {"unevaluatedProperties", "unevaluatedItems"}
+)
+_DROPPED = frozenset({"title"})
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of ``model``'s input, self-contained and ready to offer to a model.
+
+    ``$ref``s are inlined (a recursive model cannot be, and raises ``ValueError``), a lone
+    ``allOf`` wrapper is merged into its parent, ``title``s are dropped everywhere, and every object
+    with ``properties`` gets ``additionalProperties: false`` (unless it says otherwise) and a
+    ``required`` list.  The model's own docstring is not included: the tool's description is.
+    """
+    raw = model.model_json_schema(mode="validation")
+    defs: dict[str, Any] = raw.pop("$defs", {})
+    schema = _clean(raw, defs, ())
+    schema.pop("description", None)
+    return schema
+
+
+def _clean(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.removeprefix("#/$defs/")
+        if name in seen or name not in defs:
+            raise ValueError(f"cannot inline schema reference {ref!r}")
+        target = _clean(defs[name], defs, (*seen, name))
+        siblings = _clean({k: v for k, v in node.items() if k != "$ref"}, defs, seen)
+        return {**target, **siblings}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED:
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _clean(sub, defs, seen) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_clean(sub, defs, seen) if isinstance(sub, dict) else sub for sub in value]
+        elif key in _SUBSCHEMA_ONE and isinstance(value, dict):
+            out[key] = _clean(value, defs, seen)
+        elif key == "description" and isinstance(value, str):
+            out[key] = " ".join(value.replace("``", "`").split())  # docstring layout and rST quoting
+        else:
+            out[key] = _copy(value)
+    all_of = out.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and not set(all_of[0]) & (set(out) - {"allOf"}):
+        del out["allOf"]
+        out = {**all_of[0], **out}
+    if out.get("type") == "object" and "properties" in out:
+        out.setdefault("additionalProperties", False)
+        out.setdefault("required", [])
+    return out
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+# -- tool inputs ----------------------------------------------------------------------------------
+FS_LIST_DIR_IN = schema_of(FsListDirArgs)
+FS_READ_TEXT_IN = schema_of(FsReadTextArgs)
+FS_WRITE_TEXT_IN = schema_of(FsWriteTextArgs)
+FS_SEARCH_TEXT_IN = schema_of(FsSearchTextArgs)
+FS_APPLY_PATCH_IN = schema_of(FsApplyPatchArgs)
+SHELL_START_IN = schema_of(ShellStartArgs)
+SHELL_POLL_IN = schema_of(ShellPollArgs)
+SHELL_KILL_IN = schema_of(ShellKillArgs)
+SHELL_RUN_IN = schema_of(ShellRunArgs)
+WEB_SEARCH_IN = schema_of(WebSearchArgs)
+WEB_FETCH_IN = schema_of(WebFetchArgs)
+WEB_EXTRACT_IN = schema_of(WebExtractArgs)
+
+# -- tool outputs and the result (hand-written) ---------------------------------------------------
 _STR = {"type": "string"}
 _INT = {"type": "integer", "minimum": 0}
 _POS = {"type": "integer", "minimum": 1}
 _BOOL = {"type": "boolean"}
 _NUM = {"type": "number", "minimum": 0}
-_PATH = {"type": "string", "minLength": 1, "maxLength": 8192}
 
 
 def _obj(props: dict[str, Any], required: tuple[str, ...] = (), *, closed: bool = True) -> dict[str, Any]:
@@ -28,17 +185,7 @@ RESULT_SCHEMA = _obj(
                 {"type": "null"},
                 _obj(
                     {
-                        "type": {
-                            "enum": [
-                                "NotFound",
-                                "PermissionDenied",
-                                "InvalidInput",
-                                "PolicyDenied",
-                                "Timeout",
-                                "TooLarge",
-                                "InternalError",
-                            ]
-                        },
+                        "type": {"enum": [str(kind) for kind in ErrorType]},
                         "message": _STR,
                         "retryable": _BOOL,
                         "details": {"type": "object"},
@@ -61,9 +208,6 @@ FS_ENTRY = _obj(
     {"path": _STR, "name": _STR, "type": {"enum": ["file", "dir", "symlink", "other"]}, "size": _INT},
     ("path", "name", "type", "size"),
 )
-FS_LIST_DIR_IN = _obj(
-    {"path": _PATH, "recursive": _BOOL, "max_entries": _POS, "include_hidden": _BOOL},
-)
 FS_LIST_DIR_OUT = _obj(
     {
         "path": _STR,
@@ -74,22 +218,9 @@ FS_LIST_DIR_OUT = _obj(
     },
     ("path", "root", "entries", "count", "hidden_by_policy"),
 )
-FS_READ_TEXT_IN = _obj(
-    {"path": _PATH, "max_bytes": _POS, "offset": _INT, "encoding": {"enum": ["utf-8", "latin-1", "ascii"]}},
-    ("path",),
-)
 FS_READ_TEXT_OUT = _obj(
     {"path": _STR, "text": _STR, "encoding": _STR, "size": _INT, "offset": _INT},
     ("path", "text", "encoding", "size", "offset"),
-)
-FS_WRITE_TEXT_IN = _obj(
-    {
-        "path": _PATH,
-        "text": {"type": "string", "maxLength": 64 << 20},
-        "if_exists": {"enum": ["overwrite", "error"]},
-        "create_dirs": _BOOL,
-    },
-    ("path", "text"),
 )
 FS_WRITE_TEXT_OUT = _obj(
     {"path": _STR, "bytes_written": _INT, "created": _BOOL, "sha256": _STR},
@@ -106,30 +237,9 @@ FS_MATCH = _obj(
     },
     ("path", "line", "column", "text", "before", "after"),
 )
-FS_SEARCH_TEXT_IN = _obj(
-    {
-        "path": _PATH,
-        "query": {"type": "string", "minLength": 1, "maxLength": 1000},
-        "regex": _BOOL,
-        "case_sensitive": _BOOL,
-        "glob": {"type": "string", "minLength": 1, "maxLength": 200},
-        "max_matches": _POS,
-        "context_lines": _INT,
-    },
-    ("query",),
-)
 FS_SEARCH_TEXT_OUT = _obj(
     {"path": _STR, "matches": {"type": "array", "items": FS_MATCH}, "files_scanned": _INT, "files_skipped": _INT},
     ("path", "matches", "files_scanned", "files_skipped"),
-)
-FS_APPLY_PATCH_IN = _obj(
-    {
-        "patch": {"type": "string", "minLength": 1},
-        "base": _PATH,
-        "strip": {"type": "integer", "minimum": 0, "maximum": 16},
-        "dry_run": _BOOL,
-    },
-    ("patch",),
 )
 FS_APPLY_PATCH_OUT = _obj(
     {
@@ -152,20 +262,9 @@ FS_APPLY_PATCH_OUT = _obj(
 )
 
 # -- shell ------------------------------------------------------------------------------------
-_ARGV = {"type": "array", "items": {"type": "string", "maxLength": 131072}, "minItems": 1, "maxItems": 4096}
-_ENV = {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 256}
-SHELL_START_IN = _obj({"argv": _ARGV, "cwd": _PATH, "env": _ENV, "stall_after_s": _NUM}, ("argv",))
 SHELL_START_OUT = _obj(
     {"process_id": _STR, "pid": _INT, "argv": {"type": "array", "items": _STR}, "cwd": _STR, "started_at": _STR},
     ("process_id", "pid", "argv", "cwd", "started_at"),
-)
-SHELL_POLL_IN = _obj(
-    {
-        "process_id": {"type": "string", "minLength": 1, "maxLength": 64},
-        "wait_s": {"type": "number", "minimum": 0, "maximum": 60},
-        "tail_bytes": _POS,
-    },
-    ("process_id",),
 )
 SHELL_POLL_OUT = _obj(
     {
@@ -195,13 +294,6 @@ SHELL_POLL_OUT = _obj(
         "runtime_s",
     ),
 )
-SHELL_KILL_IN = _obj(
-    {
-        "process_id": {"type": "string", "minLength": 1, "maxLength": 64},
-        "grace_s": {"type": "number", "minimum": 0, "maximum": 60},
-    },
-    ("process_id",),
-)
 SHELL_KILL_OUT = _obj(
     {
         "process_id": _STR,
@@ -211,9 +303,6 @@ SHELL_KILL_OUT = _obj(
         "survivors": {"type": "array", "items": _INT},
     },
     ("process_id", "exit_code", "terminated", "forced", "survivors"),
-)
-SHELL_RUN_IN = _obj(
-    {"argv": _ARGV, "cwd": _PATH, "env": _ENV, "timeout_s": {"type": "number", "exclusiveMinimum": 0}}, ("argv",)
 )
 SHELL_RUN_OUT = _obj(
     {
@@ -229,17 +318,6 @@ SHELL_RUN_OUT = _obj(
 )
 
 # -- web --------------------------------------------------------------------------------------
-_URL = {"type": "string", "minLength": 1, "maxLength": 8192}
-WEB_SEARCH_IN = _obj(
-    {
-        "query": {"type": "string", "minLength": 1, "maxLength": 500},
-        "max_results": _POS,
-        "categories": {"type": "string", "maxLength": 100},
-        "language": {"type": "string", "maxLength": 20},
-        "page": _POS,
-    },
-    ("query",),
-)
 WEB_SEARCH_OUT = _obj(
     {
         "query": _STR,
@@ -255,7 +333,6 @@ WEB_SEARCH_OUT = _obj(
     },
     ("query", "endpoint", "results", "artifact_id", "citation"),
 )
-WEB_FETCH_IN = _obj({"url": _URL, "max_bytes": _POS}, ("url",))
 WEB_FETCH_OUT = _obj(
     {
         "url": _STR,
@@ -281,9 +358,6 @@ WEB_FETCH_OUT = _obj(
         "citation",
         "preview",
     ),
-)
-WEB_EXTRACT_IN = _obj(
-    {"artifact_id": {"type": "string", "minLength": 1, "maxLength": 80}, "max_chars": _POS}, ("artifact_id",)
 )
 WEB_EXTRACT_OUT = _obj(
     {

@@ -1,0 +1,222 @@
+"""The arguments of every builtin tool, as pydantic models.
+
+These models are the single description of what a tool accepts: their JSON Schema (made
+self-contained by :func:`services.tools.schemas.schema_of`) is what the registry publishes, what the
+gateway validates a call against, and what a model is offered as the tool's ``parameters``.
+
+Conventions, shared by every model through :class:`ToolArgs`:
+
+- unknown fields are refused (``extra="forbid"`` → ``additionalProperties: false``);
+- an optional field is *omitted* to get its default, never sent as ``null``: optional fields are
+  typed ``T | MISSING``, so the schema lists only ``T`` and a ``null`` is refused;
+- types are strict (no ``"5"`` for 5, no ``true`` for 1), like JSON Schema;
+- each field's docstring becomes its ``description``; defaults that come from the policy's limits
+  are named there rather than fixed in the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import MISSING, BaseModel, ConfigDict, Field
+
+# -- shared field types ---------------------------------------------------------------------------
+PathStr = Annotated[str, Field(min_length=1, max_length=8192)]
+"""A path, relative to the workspace root unless absolute."""
+Count = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0)]
+ProcessId = Annotated[str, Field(min_length=1, max_length=64)]
+Argv = Annotated[list[Annotated[str, Field(max_length=131072)]], Field(min_length=1, max_length=4096)]
+Env = Annotated[dict[str, str], Field(max_length=256)]
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's argument model."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
+
+
+# -- fs -------------------------------------------------------------------------------------------
+class FsListDirArgs(ToolArgs):
+    """Arguments of ``builtin:fs:list_dir``."""
+
+    path: PathStr | MISSING = MISSING
+    """Directory to list (default: the workspace root)."""
+    recursive: bool | MISSING = MISSING
+    """List the whole tree below ``path`` (default: false)."""
+    max_entries: Count | MISSING = MISSING
+    """Stop after this many entries (default and upper bound: the policy's list limit)."""
+    include_hidden: bool | MISSING = MISSING
+    """Include names starting with a dot (default: true)."""
+
+
+class FsReadTextArgs(ToolArgs):
+    """Arguments of ``builtin:fs:read_text``."""
+
+    path: PathStr
+    """File to read."""
+    max_bytes: Count | MISSING = MISSING
+    """Read at most this many bytes (default and upper bound: the policy's read limit)."""
+    offset: NonNegInt | MISSING = MISSING
+    """Byte offset to start reading at (default: 0)."""
+    encoding: Literal["utf-8", "latin-1", "ascii"] | MISSING = MISSING
+    """Text encoding of the file (default: utf-8)."""
+
+
+class FsWriteTextArgs(ToolArgs):
+    """Arguments of ``builtin:fs:write_text``."""
+
+    path: PathStr
+    """File to write."""
+    text: Annotated[str, Field(max_length=64 << 20)]
+    """The whole new content of the file."""
+    if_exists: Literal["overwrite", "error"] | MISSING = MISSING
+    """``overwrite`` (default) replaces an existing file; ``error`` only creates a new one."""
+    create_dirs: bool | MISSING = MISSING
+    """Create missing parent directories (default: false)."""
+
+
+class FsSearchTextArgs(ToolArgs):
+    """Arguments of ``builtin:fs:search_text``."""
+
+    path: PathStr | MISSING = MISSING
+    """Directory (searched recursively) or file to search (default: the workspace root)."""
+    query: Annotated[str, Field(min_length=1, max_length=1000)]
+    """Text to find, or a Python regular expression with ``regex``."""
+    regex: bool | MISSING = MISSING
+    """Treat ``query`` as a regular expression (default: false)."""
+    case_sensitive: bool | MISSING = MISSING
+    """Match case exactly (default: true)."""
+    glob: Annotated[str, Field(min_length=1, max_length=200)] | MISSING = MISSING
+    """Only search files whose name matches this glob, e.g. ``*.py``."""
+    max_matches: Count | MISSING = MISSING
+    """Stop after this many matches (default and upper bound: the policy's match limit)."""
+    context_lines: NonNegInt | MISSING = MISSING
+    """Lines of context before and after each match (default: 0; capped by the policy)."""
+
+
+class FsApplyPatchArgs(ToolArgs):
+    """Arguments of ``builtin:fs:apply_patch``."""
+
+    patch: Annotated[str, Field(min_length=1)]
+    """A unified diff (``diff -u`` / ``git diff`` format)."""
+    base: PathStr | MISSING = MISSING
+    """Directory the patch's paths are relative to (default: the workspace root)."""
+    strip: Annotated[int, Field(ge=0, le=16)] | MISSING = MISSING
+    """Leading path components to strip from the patch's paths, like ``patch -p``
+    (default: 1 when every path starts with ``a/`` or ``b/``, else 0)."""
+    dry_run: bool | MISSING = MISSING
+    """Check that every hunk applies without writing anything (default: false)."""
+
+
+# -- shell ----------------------------------------------------------------------------------------
+class ShellStartArgs(ToolArgs):
+    """Arguments of ``builtin:shell:start``."""
+
+    argv: Argv
+    """The program and its arguments, run directly (no shell)."""
+    cwd: PathStr | MISSING = MISSING
+    """Working directory (default: the workspace root)."""
+    env: Env | MISSING = MISSING
+    """Extra environment variables for the command (names the policy allows)."""
+    stall_after_s: Seconds | MISSING = MISSING
+    """Report the process as stalled after this many seconds without output (default: the policy's)."""
+
+
+class ShellPollArgs(ToolArgs):
+    """Arguments of ``builtin:shell:poll``."""
+
+    process_id: ProcessId
+    """The ``process_id`` returned by ``builtin:shell:start``."""
+    wait_s: Annotated[float, Field(ge=0, le=60)] | MISSING = MISSING
+    """Wait up to this many seconds for the process to end before answering (default: 0)."""
+    tail_bytes: Count | MISSING = MISSING
+    """Bytes of stdout/stderr to return from the end of each stream (default: all that is kept)."""
+
+
+class ShellKillArgs(ToolArgs):
+    """Arguments of ``builtin:shell:kill``."""
+
+    process_id: ProcessId
+    """The ``process_id`` returned by ``builtin:shell:start``."""
+    grace_s: Annotated[float, Field(ge=0, le=60)] | MISSING = MISSING
+    """Seconds between SIGTERM and SIGKILL (default: the policy's)."""
+
+
+class ShellRunArgs(ToolArgs):
+    """Arguments of ``builtin:shell:run``."""
+
+    argv: Argv
+    """The program and its arguments, run directly (no shell)."""
+    cwd: PathStr | MISSING = MISSING
+    """Working directory (default: the workspace root)."""
+    env: Env | MISSING = MISSING
+    """Extra environment variables for the command (names the policy allows)."""
+    timeout_s: Annotated[float, Field(gt=0)] | MISSING = MISSING
+    """End the command's whole process tree after this many seconds (default: the policy's)."""
+
+
+# -- web ------------------------------------------------------------------------------------------
+class WebSearchArgs(ToolArgs):
+    """Arguments of ``builtin:web:search``."""
+
+    query: Annotated[str, Field(min_length=1, max_length=500)]
+    """The search terms."""
+    max_results: Count | MISSING = MISSING
+    """Return at most this many results (default and upper bound: the policy's)."""
+    categories: Annotated[str, Field(max_length=100)] | MISSING = MISSING
+    """SearXNG categories, comma-separated (e.g. ``general,science``)."""
+    language: Annotated[str, Field(max_length=20)] | MISSING = MISSING
+    """Result language code (e.g. ``en``)."""
+    page: Count | MISSING = MISSING
+    """Result page, from 1 (default: 1)."""
+
+
+class WebFetchArgs(ToolArgs):
+    """Arguments of ``builtin:web:fetch``."""
+
+    url: Annotated[str, Field(min_length=1, max_length=8192)]
+    """The ``http`` or ``https`` URL to fetch."""
+    max_bytes: Count | MISSING = MISSING
+    """Keep at most this many bytes of the body (default and upper bound: the policy's)."""
+
+
+class WebExtractArgs(ToolArgs):
+    """Arguments of ``builtin:web:extract``."""
+
+    artifact_id: Annotated[str, Field(min_length=1, max_length=80)]
+    """Id (or content hash) of a stored artifact, such as a fetched page; never a URL."""
+    max_chars: Count | MISSING = MISSING
+    """Return at most this many characters of text (default: the policy's read limit)."""
+
+
+class FsAddArtifactArgs(ToolArgs):
+    """Arguments of ``builtin:fs:add_artifact``."""
+
+    path: PathStr
+    """The file to add (relative paths resolve against the workspace)."""
+    name: Annotated[str, Field(min_length=1, max_length=255)] | MISSING = MISSING
+    """The name to list it under (default: the file's name)."""
+    description: Annotated[str, Field(max_length=2000)] | MISSING = MISSING
+    """What it is, for the artifact browser."""
+
+
+ARGS_MODELS: dict[str, type[ToolArgs]] = {
+    "builtin:fs:add_artifact": FsAddArtifactArgs,
+    "builtin:fs:list_dir": FsListDirArgs,
+    "builtin:fs:read_text": FsReadTextArgs,
+    "builtin:fs:write_text": FsWriteTextArgs,
+    "builtin:fs:search_text": FsSearchTextArgs,
+    "builtin:fs:apply_patch": FsApplyPatchArgs,
+    "builtin:shell:start": ShellStartArgs,
+    "builtin:shell:poll": ShellPollArgs,
+    "builtin:shell:kill": ShellKillArgs,
+    "builtin:shell:run": ShellRunArgs,
+    "builtin:web:search": WebSearchArgs,
+    "builtin:web:fetch": WebFetchArgs,
+    "builtin:web:extract": WebExtractArgs,
+}
+"""Each builtin tool id → its argument model."""
