@@ -349,14 +349,14 @@ def describe_tools(registry: ToolRegistry, policy: Policy) -> list[dict[str, Any
 
 
 def _schema_problem(registry: ToolRegistry, spec: ToolSpec, args: Any) -> str | None:
-    if not isinstance(args, dict):
-        return "arguments must be a JSON object"
-    validator = registry.validator(spec.tool_id)
-    error = next(iter(sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))), None)
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
-    return f"{where}: {error.message}"[:500]
+    """One line naming the failing field (``ToolRegistry.validate``), or None when ``args`` fit."""
+    from services.errors import InvalidInput
+
+    try:
+        registry.validate(spec.tool_id, args)
+    except InvalidInput as exc:
+        return exc.message
+    return None
 
 
 def session_pattern(spec: ToolSpec, facts: dict[str, Any]) -> dict[str, Any]:
