@@ -7,7 +7,9 @@ A provider turns a :class:`ModelRequest` into an async stream of :data:`ModelEve
 ``ToolCallEvent`` is emitted once a call is complete (for OpenAI-compatible servers, after its
 deltas have been assembled), always before ``Usage`` and ``Done``.  A stream that fails raises one
 of the :class:`ProviderError` subclasses instead of ending with ``Done``.  Cancelling the task that
-consumes the stream (or ``aclose()`` on it) closes the HTTP response at once.
+consumes the stream (or ``aclose()`` on it) closes the HTTP response at once; a caller that stops
+reading early should use ``contextlib.aclosing(provider.stream(...))`` so that this happens at once
+rather than when the generator is collected.
 
 Nothing here imports aiohttp: ``import services.models`` stays light.
 """
@@ -15,7 +17,7 @@ Nothing here imports aiohttp: ``import services.models`` stays light.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -144,7 +146,7 @@ class ModelProvider(Protocol):
     name: str
     model: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]: ...
 
     async def list_models(self) -> list[str]: ...
 

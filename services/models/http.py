@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,7 @@ def _reason(exc: BaseException) -> str:
     return text[:1].lower() + text[1:]
 
 
-def _error_text(body: str) -> str:
+def error_text(body: str) -> str:
     """The error message inside a JSON error body (Ollama and OpenAI shapes), else the body."""
     try:
         data = json.loads(body)
@@ -85,12 +85,14 @@ class HttpProvider:
     """The aiohttp session and request helpers behind one provider."""
 
     name: str = "http"
+    not_found_hint: str = ""  # added to a plain 404 (e.g. a base URL missing its /v1)
 
     def __init__(self, base_url: str, *, timeouts: Timeouts | None = None, headers: Mapping[str, str] | None = None):
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts or Timeouts()
         self._headers = dict(headers or {})
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:  # never shows headers (they may hold an API key)
         return f"{type(self).__name__}({self.base_url!r})"
@@ -98,7 +100,11 @@ class HttpProvider:
     def _session_now(self) -> aiohttp.ClientSession:
         import aiohttp
 
-        if self._session is None or self._session.closed:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            # A session belongs to one event loop; a provider reused under a new loop (one
+            # ``asyncio.run`` per CLI call) gets a new one.
+            self._loop = loop
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.timeouts.connect),
                 headers=self._headers,
@@ -107,9 +113,9 @@ class HttpProvider:
         return self._session
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        session, self._session = self._session, None
+        if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
+            await session.close()
 
     # -- errors ---------------------------------------------------------------------------------
     def _map(self, exc: BaseException, url: str, *, phase: str) -> ProviderError:
@@ -137,9 +143,11 @@ class HttpProvider:
             raw = b""
         finally:
             response.close()
-        message = _error_text(raw.decode("utf-8", "replace"))
+        message = error_text(raw.decode("utf-8", "replace"))
         if response.status == 404 and looks_like_missing_model(message):
             raise ModelNotFound(self.name, url, short(message), status=404)
+        if response.status == 404 and self.not_found_hint:
+            message = f"{message} ({self.not_found_hint})"
         if 300 <= response.status < 400:
             location = response.headers.get("Location", "")
             message = f"redirect to {location} refused" if location else "redirect refused"
@@ -164,7 +172,7 @@ class HttpProvider:
             text = short(body.decode("utf-8", "replace"))
             raise ProviderHTTPError(self.name, url, response.status, f"not JSON: {text}") from None
 
-    async def stream_lines(self, path: str, payload: dict[str, Any]) -> AsyncGenerator[tuple[int, str]]:
+    async def stream_lines(self, path: str, payload: dict[str, Any]) -> AsyncGenerator[tuple[int, str], None]:
         """POST ``payload`` as JSON and yield ``(line_number, line)`` of the streamed answer."""
         url = self.base_url + path
         session = self._session_now()
@@ -191,7 +199,7 @@ class HttpProvider:
 
     async def _split(
         self, response: aiohttp.ClientResponse, url: str, deadline: float
-    ) -> AsyncIterator[tuple[int, str]]:
+    ) -> AsyncGenerator[tuple[int, str], None]:
         buffer = bytearray()
         line_no = 0
         first = True

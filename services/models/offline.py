@@ -8,7 +8,7 @@ it never calls tools and reports zero tokens and time.  Same request → same ev
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from services.answers import Answer, offline_answer
 from services.models.base import Done, ModelEvent, ModelRequest, TextDelta, Usage
@@ -35,7 +35,7 @@ class OfflineProvider:
         """The whole answer at once (with its citations), as :func:`offline_answer` gives it."""
         return offline_answer(last_user_text(request), request.index, request.retrieved)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         text = self.answer(request).text
         parts = text.split("\n\n")
         for number, part in enumerate(parts):

@@ -16,7 +16,7 @@ import contextlib
 import json
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from services.errors import ConfigError
@@ -136,7 +136,7 @@ class OllamaProvider(HttpProvider):
             body["options"] = options
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         url = f"{self.base_url}/api/chat"
         started = time.monotonic()
         turn = assistant_turns(request.messages)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,14 @@ from services.models.base import (
     Usage,
     parse_arguments,
 )
-from services.models.http import HttpProvider, Timeouts, looks_like_missing_model, parse_json_line, short
+from services.models.http import (
+    HttpProvider,
+    Timeouts,
+    error_text,
+    looks_like_missing_model,
+    parse_json_line,
+    short,
+)
 from services.models.ollama import assistant_turns
 
 
@@ -113,6 +120,7 @@ class OpenAICompatProvider(HttpProvider):
     """A model behind an OpenAI-compatible chat-completions endpoint."""
 
     name = "openai"
+    not_found_hint = "is OPENAI_BASE_URL the part before /chat/completions, such as http://127.0.0.1:8080/v1?"
 
     def __init__(
         self, model: str, base_url: str, *, api_key: str | None = None, timeouts: Timeouts | None = None
@@ -142,7 +150,7 @@ class OpenAICompatProvider(HttpProvider):
         body.update({key: value for key, value in pairs.items() if value is not None})
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         url = f"{self.base_url}/chat/completions"
         started = time.monotonic()
         turn = assistant_turns(request.messages)
@@ -218,10 +226,14 @@ class OpenAICompatProvider(HttpProvider):
             return value[1:] if value.startswith(" ") else value
         if field_name in ("event", "id", "retry"):
             return None
+        if field_name == "error":  # llama.cpp's server reports a failure as an ``error:`` line
+            self._check_error({"error": error_text(value.strip()) or "error"}, url, line_no)
         raise MalformedStream(self.name, url, f"unknown SSE field {short(field_name, 40)!r}", line_no)
 
     def _check_error(self, chunk: dict[str, Any], url: str, line_no: int) -> None:
         error = chunk.get("error")
+        if not error and chunk.get("object") == "error":  # vLLM's shape
+            error = chunk.get("message") or "error"
         if not error:
             return
         message = error.get("message", error) if isinstance(error, dict) else error

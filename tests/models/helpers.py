@@ -10,7 +10,7 @@ from services.models import ChatMessage, ModelEvent, ModelProvider, ModelRequest
 
 async def collect(provider: ModelProvider, request: ModelRequest) -> list[ModelEvent]:
     stream = provider.stream(request)
-    async with contextlib.aclosing(stream):  # type: ignore[type-var]
+    async with contextlib.aclosing(stream):
         return [event async for event in stream]
 
 

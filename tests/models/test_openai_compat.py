@@ -289,3 +289,40 @@ async def test_cancelling_the_consumer_closes_the_response_promptly(openai_serve
     assert time.monotonic() - started < 0.2
     assert await asyncio.to_thread(openai_server.disconnected.wait, 5)
     await model.aclose()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'error: {"code": 500, "message": "slot unavailable", "type": "server_error"}',  # llama.cpp
+        _sse({"object": "error", "message": "slot unavailable", "type": "BadRequestError", "code": 400}),  # vLLM
+        _sse({"error": {"message": "slot unavailable", "type": "server_error"}}),  # OpenAI
+    ],
+)
+async def test_each_servers_mid_stream_error_shape_is_a_stream_error(openai_server: ScriptedServer, line: str) -> None:
+    openai_server.add(Reply(raw_lines=[_sse({"choices": [{"index": 0, "delta": {"content": "Hi"}}]}), "", line, ""]))
+    model = provider(openai_server)
+    with pytest.raises(ProviderStreamError, match="error at line 3: slot unavailable"):
+        await collect(model, ask())
+    await model.aclose()
+
+
+async def test_a_base_url_without_v1_gets_a_hint(openai_server: ScriptedServer) -> None:
+    model = OpenAICompatProvider("qwen2.5", openai_server.url)
+    with pytest.raises(ProviderHTTPError, match=r"HTTP 404: .*Not Found \(is OPENAI_BASE_URL the part before"):
+        await collect(model, ask())
+    await model.aclose()
+
+
+def test_one_provider_serves_successive_event_loops(openai_server: ScriptedServer) -> None:
+    """As the CLI uses it: one ``asyncio.run`` per call, closed at the end of each."""
+    model = provider(openai_server)
+
+    async def once() -> list[str]:
+        try:
+            return await model.list_models()
+        finally:
+            await model.aclose()
+
+    assert asyncio.run(once()) == ["llama-3", "qwen2.5"]
+    assert asyncio.run(once()) == ["llama-3", "qwen2.5"]
