@@ -118,6 +118,7 @@ class AriesApp(App[int]):
             await self.open_workspace(self._initial, create=self._create)
         if self.session is None:
             await self._activate(ephemeral_workspace(), [])
+        self.set_timer(1.5, self.assistant.probe_local_ollama)
 
     async def on_unmount(self) -> None:
         await self._close_session("Aries quit")
@@ -320,6 +321,12 @@ class AriesApp(App[int]):
 
         self.push_screen(ApprovalScreen(request, root=session.workspace.root), decided)
 
+    def on_markdown_link_clicked(self, message: Any) -> None:
+        """A citation link in a streamed answer (``aries-chunk:<handle>``) opens its chunk."""
+        href = str(getattr(message, "href", ""))
+        if href.startswith("aries-chunk:"):
+            self.rag.show_chunk(href.removeprefix("aries-chunk:"))
+
     @on(ContextPane.ShowChunk)
     def _show_chunk(self, message: ContextPane.ShowChunk) -> None:
         self.rag.show_chunk(message.handle)
@@ -492,6 +499,9 @@ class AriesApp(App[int]):
 
     def command_doctor(self, args: list[str], line: str) -> None:
         self.tools.doctor()
+
+    def command_model(self, args: list[str], line: str) -> None:
+        self.assistant.model_command(args)
 
     def command_new(self, args: list[str], line: str) -> None:
         session = self.require_session()

@@ -76,6 +76,66 @@ class AssistantController:
         self.worker.cancel()
         return True
 
+    # -- /model -------------------------------------------------------------------------------
+    def model_command(self, args: list[str]) -> None:
+        from app.commands import CommandError
+
+        session = self.app.require_session()
+        if not args or args == ["list"]:
+            self.app.run_worker(self._list_models(), group="model", exit_on_error=False)
+            return
+        if args[0] == "use" and len(args) == 2:
+            from services.models.config import resolve_model
+
+            try:
+                config = resolve_model(args[1], {k: v for k, v in os.environ.items() if k != "ARIES_MODEL"})
+            except AriesError as exc:
+                raise CommandError(exc.message) from exc
+            session.workspace.update(model=args[1])
+            note = ""
+            if os.environ.get("ARIES_MODEL"):
+                note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."
+            self.app.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
+            self.app.reload_panes()
+            return
+        raise CommandError("cannot read the model command.")
+
+    async def _list_models(self) -> None:
+        from services.models.listing import list_providers
+
+        listings = await list_providers(os.environ)
+        try:
+            current = self.model_setting()
+        except AriesError as exc:
+            current = f"not usable: {exc.message}"
+        lines = [f"Model in use: {current}"]
+        for listing in listings:
+            lines.append(f"  {listing.line()}")
+        lines.append("Choose one with /model use PROVIDER:MODEL (e.g. /model use ollama:llama3.2); ARIES_MODEL wins.")
+        self.app.say("\n".join(lines), "model")
+
+    def probe_local_ollama(self) -> None:
+        """Ask a local Ollama which models it has, in the background, after start-up (never delaying it)."""
+        if os.environ.get("ARIES_MODEL"):
+            return
+
+        def probe() -> None:
+            import asyncio
+
+            from services.models.config import probe_ollama
+
+            models = asyncio.run(probe_ollama(os.environ.get("OLLAMA_HOST")))
+            if models:
+                self.app.call_from_thread(
+                    self.app.notify,
+                    f"Ollama answers here with {len(models)} model(s): /model lists them, /model use picks one.",
+                    title="model",
+                    timeout=6,
+                    markup=False,
+                )
+
+        self.app.run_worker(probe, thread=True, group="probe", exit_on_error=False)
+
     # -- rendering (on the App's thread, in the order the loop reported) -----------------------
     async def show(self, event: Any) -> None:
         from services.assistant import (

@@ -72,6 +72,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "doctor", "/doctor", "Check that tools are registered, the policy loads and the gateway works.", "doctor"
     ),
+    SlashCommand(
+        "model",
+        "/model [list] | use PROVIDER:MODEL | use offline",
+        "List what each provider serves (offline, Ollama, OpenAI-compatible) and choose the model for this workspace.",
+        "model",
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("quit", "/quit", "Leave Aries.", "quit"),
 )

@@ -41,7 +41,7 @@ class StreamingAnswer(Vertical):
         self.model = model
         self.text = ""
         self._label = Static(Text(f"assistant  {neutralize(model, single_line=True)}  streaming…"), id="stream-label")
-        self._markdown = Markdown("")
+        self._markdown = Markdown("", open_links=False)  # citation links are handled by the App
         self._usage = Static("", id="stream-usage")
         self._stream: Any = None
 
