@@ -293,18 +293,24 @@ class AriesApp(App[int]):
     async def _turn_event(self, message: TurnEvent) -> None:
         await self.assistant.show(message.event)
 
+    def focus_prompt_if_queue_done(self) -> None:
+        """Back to typing when nothing waits and focus sits in the (now empty) Approvals pane."""
+        session, screen = self.session, self._main_screen()
+        if session is None or screen is None or len(session.approvals) or self.screen is not screen:
+            return
+        pane = screen.query_one(ApprovalsPane)
+        focused = self.focused
+        if focused is None or pane in focused.ancestors_with_self:
+            self.action_focus_prompt()
+
     @on(ApprovalsChanged)
     def _approvals_changed(self, message: ApprovalsChanged) -> None:
         session = self.session
         screen = self._main_screen()
         if session is None or screen is None:
             return
-        requests = session.approvals.pending()
-        pane = screen.query_one(ApprovalsPane)
-        pane.show(requests)
-        focused = self.focused
-        if not requests and (focused is None or pane in focused.ancestors_with_self):
-            self.action_focus_prompt()  # the queue is done: back to typing
+        screen.query_one(ApprovalsPane).show(session.approvals.pending())
+        self.focus_prompt_if_queue_done()
 
     @on(ApprovalsPane.Open)
     def _open_approval(self, message: ApprovalsPane.Open) -> None:
@@ -316,6 +322,7 @@ class AriesApp(App[int]):
         def decided(decision: ApprovalDecision | None) -> None:
             if decision is not None:
                 session.approvals.answer(request.call_id, decision)
+            self.call_after_refresh(self.focus_prompt_if_queue_done)
 
         from screens.approval import ApprovalScreen  # on first use: it brings rich.syntax and pygments
 

@@ -223,3 +223,4 @@ class AssistantController:
         screen = self.app.screen
         if isinstance(screen, ApprovalScreen) and screen.request.origin.get("turn_id") == turn_id:
             screen.dismiss(None)
+            self.app.call_after_refresh(self.app.focus_prompt_if_queue_done)

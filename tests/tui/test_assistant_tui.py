@@ -1,0 +1,195 @@
+"""Full turns through the TUI against a scripted Ollama-protocol server: streamed answer with a
+citation, a model's write approved or denied in the modal, cancel in three places, provider down.
+Transcript, audit rows and Context pane must agree in each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from app.aries_app import AriesApp
+from screens.approval import ApprovalScreen
+from services.audit import AuditStore
+from services.workspaces import Workspace, WorkspaceManager
+from tests.models.servers import Call, Reply, ScriptedServer
+
+SIZE = (160, 48)
+QUESTION = "how are tool calls approved?"
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
+    server = ScriptedServer("ollama").start()
+    monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2:3b")
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    workspace, _ = WorkspaceManager().create("demo")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "approvals.md").write_text(
+        "# Approvals\n\nEvery tool call passes the policy gateway; writes wait for the operator.\n"
+    )
+    (workspace.root / "notes.txt").write_text("the notes\n")
+    from services.retrieval import RetrievalEngine
+
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(str(docs), "docs")
+        handle = str(engine.query(QUESTION, k=1).hits[0].to_dict()["handle"])
+    workspace.update(test_handle=handle)
+    return workspace
+
+
+def tool_name(tool_id: str) -> str:
+    from services.models.base import ToolNameMap
+    from services.policy import default_policy
+    from services.tools.builtin import default_registry
+    from services.tools.gateway import describe_tools
+
+    enabled = [t["id"] for t in describe_tools(default_registry(), default_policy()) if t["enabled"]]
+    return ToolNameMap(enabled).provider_name(tool_id)
+
+
+async def wait_until(pilot: Pilot[int], check: Any, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        await pilot.pause(0.05)
+        if check():
+            return
+    raise AssertionError("timed out waiting")
+
+
+def entries(app: AriesApp) -> list[dict[str, Any]]:
+    assert app.session is not None
+    return app.session.conversation.read().entries
+
+
+def audit(workspace: Workspace) -> dict[str, dict[str, Any]]:
+    with AuditStore.for_workspace(workspace.root) as store:
+        return {row["call_id"]: row for row in store.calls(limit=100)}
+
+
+async def run_turn(server: ScriptedServer, workspace: Workspace, decide: str) -> tuple[AriesApp, list[dict[str, Any]]]:
+    handle = str(workspace.setting("test_handle"))
+    server.add(
+        Reply(tool_calls=[Call(tool_name("builtin:fs:read_text"), {"path": "notes.txt"})]),
+        Reply(tool_calls=[Call(tool_name("builtin:fs:write_text"), {"path": "out.txt", "text": "hi\n"})]),
+        Reply(text=f"Writes **wait** for the operator ({handle}).", chunk_size=6),
+    )
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*QUESTION, "enter")
+        await wait_until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+        assert app.focused is app.screen.query_one("#prompt")  # the queued call did not take the focus
+        await pilot.press("f4", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalScreen)
+        assert app.screen.request.origin["model"] == "ollama:llama3.2:3b"
+        await pilot.press(*decide)
+        await wait_until(pilot, lambda: not app.assistant.running)
+        await pilot.pause(0.2)
+        # The Context pane shows the injected chunk; the streamed answer links the citation.
+        from textual.widgets import DataTable
+
+        table = app.screen.query_one("#context-table", DataTable)
+        assert table.row_count >= 1
+        from widgets.transcript.streaming import StreamingAnswer
+
+        answers = list(app.screen.query(StreamingAnswer))
+        recorded = entries(app)
+    return app, [*recorded, {"streamed": [a.text for a in answers]}]
+
+
+async def test_a_model_write_approved_in_the_modal(server: ScriptedServer, workspace: Workspace) -> None:
+    _, recorded = await run_turn(server, workspace, "a")
+    streamed = recorded.pop()["streamed"]
+    handle = str(workspace.setting("test_handle"))
+    assert (workspace.root / "out.txt").read_text() == "hi\n"
+    assert [e["role"] for e in recorded] == ["user", "system", "tool", "tool", "assistant"]
+    answer = recorded[-1]
+    assert answer["citations"] == [handle] and answer["model"] == "ollama:llama3.2:3b"
+    assert streamed[-1] == answer["content"]
+    rows = audit(workspace)
+    tools = [e for e in recorded if e["role"] == "tool"]
+    assert [rows[e["call_id"]]["status"] for e in tools] == ["success", "success"]
+    assert rows[tools[1]["call_id"]]["approved_by"] == "operator_once"
+    assert all(e["turn_id"] == answer["turn_id"] for e in tools)
+    assert handle in recorded[1]["handles"]
+
+
+async def test_a_model_write_denied_in_the_modal(server: ScriptedServer, workspace: Workspace) -> None:
+    _, recorded = await run_turn(server, workspace, ["d", *"not today", "enter"])
+    recorded.pop()
+    assert not (workspace.root / "out.txt").exists()
+    write = [e for e in recorded if e["role"] == "tool"][1]
+    assert write["status"] == "fail" and "not today" in write["output"]["error"]["message"]
+    assert audit(workspace)[write["call_id"]]["rule_id"] == "approval.operator_denied"
+    # The model was told, as a structured denial, and still answered.
+    assert "approval.operator_denied" in str(server.chat_requests()[2]["messages"])
+    assert recorded[-1]["role"] == "assistant"
+
+
+@pytest.mark.parametrize("where", ["streaming", "modal", "tool"])
+async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspace, where: str) -> None:
+    if where == "streaming":
+        server.add(Reply(text="a long answer that stalls", chunk_size=5, stall_after=2))
+    elif where == "modal":
+        server.add(Reply(tool_calls=[Call(tool_name("builtin:fs:write_text"), {"path": "w.txt", "text": "x"})]))
+    else:
+        (workspace.root / "policy.yaml").write_text(
+            "version: 1\nmode: commander\nproviders: {builtin: {enabled: true}}\ntool_classes: {shell: enabled}\n"
+            "filesystem: {allowed_roots: ['${workspace}']}\nshell: {executables: [{id: s, names: [sleep]}]}\n"
+        )
+        workspace.update(approval_mode="commander")
+        server.add(Reply(tool_calls=[Call("builtin:shell:run", {"argv": ["sleep", "30"]})]))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"go", "enter")
+        if where == "streaming":
+            await wait_until(pilot, lambda: bool(app.screen.query("StreamingAnswer")))
+        elif where == "modal":
+            await wait_until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+            await pilot.press("f4", "enter")
+            await pilot.pause()
+            assert isinstance(app.screen, ApprovalScreen)
+        else:
+            await wait_until(pilot, lambda: len(server.chat_requests()) == 1)
+            await pilot.pause(0.5)
+        await pilot.press("ctrl+x")
+        await wait_until(pilot, lambda: not app.assistant.running)
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ApprovalScreen)  # the modal of a cancelled turn closes
+        recorded = entries(app)
+        assert recorded[-1]["role"] == "notice" and "cancelled" in recorded[-1]["content"]
+        tools = [e for e in recorded if e["role"] == "tool"]
+        if where != "streaming":
+            assert [e["status"] for e in tools] == ["fail"]
+            assert audit(workspace)[tools[0]["call_id"]]["status"] != "running"
+        assert not (workspace.root / "w.txt").exists()
+        # The workbench is usable again at once.
+        server.add(Reply(text="fine"))
+        await pilot.press(*"again", "enter")
+        try:
+            await wait_until(pilot, lambda: entries(app)[-1]["role"] == "assistant")
+        except AssertionError:
+            raise AssertionError(f"{app.focused!r} {[(e['role'], e['content'][:80]) for e in entries(app)]}") from None
+
+
+async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.MonkeyPatch, workspace: Workspace) -> None:
+    monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2")
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"hello", "enter")
+        await wait_until(pilot, lambda: not app.assistant.running and len(entries(app)) >= 2)
+        await pilot.pause(0.2)
+        last = entries(app)[-1]
+        assert last["role"] == "notice" and last["level"] == "error" and "127.0.0.1:9" in last["content"]
+        assert "model ollama:llama3.2" in app.sub_title
