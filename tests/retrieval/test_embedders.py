@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.embedders import HashEmbedder, HttpEmbedder, check_loopback_endpoint, create_embedder
 from services.retrieval.errors import EmbedderError
 from services.workspaces import Workspace
+from tests.loopback import LoopbackServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,7 +81,7 @@ def _vector(text: str) -> list[float]:
 
 
 @pytest.fixture
-def ollama() -> Iterator[OllamaServer]:
+def ollama(loopback: Callable[..., LoopbackServer]) -> OllamaServer:
     from aiohttp import web
 
     state = OllamaServer()
@@ -107,30 +107,9 @@ def ollama() -> Iterator[OllamaServer]:
         state.requests.append({"path": request.path, **body})
         return web.json_response({"embedding": _vector(body["prompt"])})
 
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/api/embed", embed)
-    app.router.add_post("/api/embeddings", legacy)
-    runner = web.AppRunner(app)
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        state.base = f"http://127.0.0.1:{port}"
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield state
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    server = loopback({"POST /api/embed": embed, "POST /api/embeddings": legacy})
+    state.base = server.url
+    return state
 
 
 def test_http_embedder_batches_and_normalises(ollama: OllamaServer) -> None:
