@@ -159,6 +159,9 @@ def web_server() -> Iterator[LoopbackServer]:
     async def to_localhost(request: web.Request) -> web.Response:
         raise web.HTTPFound(f"http://localhost:{request.url.port}/page.html")
 
+    async def goto(request: web.Request) -> web.Response:
+        raise web.HTTPFound(request.query["to"])
+
     async def slow(request: web.Request) -> web.Response:
         await asyncio.sleep(5)
         return web.Response(text="late")
@@ -191,6 +194,7 @@ def web_server() -> Iterator[LoopbackServer]:
     app.router.add_get("/to-blocked", to_blocked)
     app.router.add_get("/to-localhost", to_localhost)
     app.router.add_get("/slow", slow)
+    app.router.add_get("/goto", goto)
     app.router.add_get("/searx/search", searxng)
     app.router.add_get("/badsearx/search", bad_searxng)
     server = LoopbackServer(app)
