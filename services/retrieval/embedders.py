@@ -6,7 +6,11 @@
   a UI call :func:`preload` from a worker thread; nothing loads it at import time.
 * ``hash``: deterministic feature hashing, no model; for tests and machines without torch.
 * ``semantic-model-http``: an Ollama-protocol server (``/api/embed``, or the older
-  ``/api/embeddings``) on a loopback host; any other host is refused with a ConfigError.
+  ``/api/embeddings``) on a loopback host; any other host is refused with a ConfigError.  It is
+  reached with aiohttp (imported when a request is made; ``embed`` stays synchronous and runs its
+  own event loop), with one deadline per request (``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``), no
+  proxies and no redirects.  Failures are typed subclasses of ``EmbedderError``:
+  ``EmbedderUnreachable``, ``EmbedderTimeout``, ``EmbedderHTTPError``, ``EmbedderBadResponse``.
 
 Threads: torch gets ``AXIOMME_EMBEDDER_THREADS`` intra-op threads (default: all CPUs) and one
 inter-op thread; numpy's BLAS is held to one thread while torch encodes, because on a small
@@ -15,6 +19,7 @@ machine the two pools otherwise oversubscribe the cores and both slow down.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import ipaddress
 import json
@@ -22,9 +27,9 @@ import math
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from services.errors import ConfigError
@@ -224,6 +229,68 @@ class SentenceTransformerEmbedder:
 
 
 # -- Ollama-protocol HTTP ------------------------------------------------------------------
+_MAX_REPLY_BYTES = 64 * 1024 * 1024
+T = TypeVar("T")
+
+
+class EmbedderUnreachable(EmbedderError):
+    """Connection refused or reset, DNS or TLS failure: the embedding server could not be reached."""
+
+    code = "embedder_unreachable"
+
+
+class EmbedderTimeout(EmbedderError):
+    """The server did not answer (headers and body) within AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS."""
+
+    code = "embedder_timeout"
+
+
+class EmbedderHTTPError(EmbedderError):
+    """The server answered with an HTTP status other than 200 (a redirect included: not followed)."""
+
+    code = "embedder_http_status"
+
+
+class EmbedderBadResponse(EmbedderError):
+    """The answer was not JSON, too large, or not the embeddings the protocol promises."""
+
+    code = "embedder_bad_response"
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code.
+
+    In a thread without an event loop (the engine's worker threads, the CLI) it gets its own loop;
+    called from a thread whose loop is running (an async caller that did not use a worker thread),
+    it runs on a short-lived helper thread instead, so it never nests loops.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    helper = threading.Thread(target=target, name="embedder-http", daemon=True)
+    helper.start()
+    helper.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    value: T = outcome["value"]
+    return value
+
+
+def _network_reason(exc: BaseException) -> str:
+    os_error = getattr(exc, "os_error", None)
+    code = getattr(os_error, "errno", None) or getattr(exc, "errno", None)
+    if isinstance(code, int) and code > 0:
+        return os.strerror(code)
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def check_loopback_endpoint(endpoint: str) -> str:
@@ -266,39 +333,50 @@ class HttpEmbedder:
         self._dim: int | None = None
 
     def _post(self, payload: dict[str, Any]) -> Any:
-        import urllib.error
-        import urllib.request
+        """POST ``payload`` as JSON and return the decoded answer (blocking; see :func:`run_sync`)."""
+        return run_sync(self._post_async(payload))
 
-        class _NoRedirect(urllib.request.HTTPRedirectHandler):
-            def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-                return None
+    async def _post_async(self, payload: dict[str, Any]) -> Any:
+        import aiohttp
 
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-        request = urllib.request.Request(
-            self.endpoint,
-            data=json.dumps(payload).encode("utf-8"),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
+        # One deadline for connect, headers and body; no proxies from the environment; redirects are
+        # not followed (the endpoint is loopback by rule, and a redirect could leave it).
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         try:
-            with opener.open(request, timeout=self.timeout_s) as response:
-                body = response.read(64 * 1024 * 1024)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(500).decode("utf-8", "replace") if exc.fp else ""
-            raise EmbedderError(
-                f"embedding server {self.endpoint} answered HTTP {exc.code}: {detail}".strip()
+            async with (
+                aiohttp.ClientSession(timeout=timeout, trust_env=False) as session,
+                session.post(self.endpoint, json=payload, allow_redirects=False) as response,
+            ):
+                if response.status != 200:
+                    detail = (await response.content.read(500)).decode("utf-8", "replace")
+                    raise EmbedderHTTPError(
+                        f"embedding server {self.endpoint} answered HTTP {response.status}: {detail}".strip()[:800],
+                        status=response.status,
+                    )
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    body += chunk
+                    if len(body) > _MAX_REPLY_BYTES:
+                        raise EmbedderBadResponse(
+                            f"embedding server {self.endpoint} sent more than {_MAX_REPLY_BYTES} bytes"
+                        )
+        except TimeoutError:
+            raise EmbedderTimeout(
+                f"embedding server {self.endpoint} did not answer within "
+                f"AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS = {round(self.timeout_s * 1000)} ms"
             ) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EmbedderError(f"embedding server {self.endpoint} is not reachable: {reason}") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise EmbedderUnreachable(
+                f"embedding server {self.endpoint} is not reachable: {_network_reason(exc)}"
+            ) from None
         try:
-            return json.loads(body)
+            return json.loads(bytes(body))
         except ValueError:
-            raise EmbedderError(f"embedding server {self.endpoint} sent a response that is not JSON") from None
+            raise EmbedderBadResponse(f"embedding server {self.endpoint} sent a response that is not JSON") from None
 
     def _check(self, vectors: Any, expected: int) -> list[list[float]]:
         if not isinstance(vectors, list) or len(vectors) != expected:
-            raise EmbedderError(f"embedding server {self.endpoint} returned a malformed embeddings list")
+            raise EmbedderBadResponse(f"embedding server {self.endpoint} returned a malformed embeddings list")
         out: list[list[float]] = []
         for vector in vectors:
             if (
@@ -306,11 +384,11 @@ class HttpEmbedder:
                 or not vector
                 or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vector)
             ):
-                raise EmbedderError(f"embedding server {self.endpoint} returned a malformed vector")
+                raise EmbedderBadResponse(f"embedding server {self.endpoint} returned a malformed vector")
             if self._dim is None:
                 self._dim = len(vector)
             elif len(vector) != self._dim:
-                raise EmbedderError(
+                raise EmbedderBadResponse(
                     f"embedding server {self.endpoint} changed dimension ({len(vector)} after {self._dim})"
                 )
             out.append(_normalise([float(x) for x in vector]))
