@@ -7,7 +7,6 @@ from the model. Nothing here touches a file, a process or the network.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from app.commands import CommandError
@@ -16,12 +15,10 @@ FS_USAGE = "/fs ls [PATH] [-r] | read PATH | write PATH TEXT… | search QUERY [
 SHELL_USAGE = "/shell run CMD [ARG…] | start CMD [ARG…] | poll ID | kill ID"
 WEB_USAGE = "/web search QUERY… | fetch URL | extract ARTIFACT_ID"
 TOOL_USAGE = "/tool TOOL_ID [JSON]"
-MAX_PATCH_BYTES = 1_000_000
 
 
-def fs_call(args: list[str], *, base: Path | None = None) -> tuple[str, dict[str, Any]]:
-    """``base`` is where relative paths resolve — the workspace root, as for the fs tools themselves
-    (only the diff file of ``patch`` is read here; every other path goes to the tool as typed)."""
+def fs_call(args: list[str]) -> tuple[str, dict[str, Any]]:
+    """Paths go to the tool as typed: relative ones resolve against the workspace, by the tool."""
     if not args:
         raise CommandError("say what to do.")
     action, rest = args[0], args[1:]
@@ -44,17 +41,9 @@ def fs_call(args: list[str], *, base: Path | None = None) -> tuple[str, dict[str
             call["path"] = rest[1]
         return "builtin:fs:search_text", call
     if action == "patch" and len(rest) == 1:
-        # The diff is the operator's own input; the paths inside it are policy-checked by the tool.
-        diff_file = Path(rest[0]).expanduser()
-        if base is not None and not diff_file.is_absolute():
-            diff_file = base / diff_file
-        try:
-            if diff_file.stat().st_size > MAX_PATCH_BYTES:
-                raise CommandError(f"{diff_file} is larger than {MAX_PATCH_BYTES} bytes.")
-            text = diff_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CommandError(f"cannot read the diff {diff_file}: {exc}") from exc
-        return "builtin:fs:apply_patch", {"patch": text}
+        # The diff file is resolved by the tool like every /fs path (relative: against the workspace's
+        # first allowed root, not the process's working directory) and read under the policy.
+        return "builtin:fs:apply_patch", {"patch_file": rest[0]}
     raise CommandError(f"cannot read '/fs {' '.join(args)}'.")
 
 

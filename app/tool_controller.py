@@ -82,7 +82,7 @@ class ToolController:
 
     # -- slash commands ---------------------------------------------------------------------
     def fs(self, args: list[str]) -> None:
-        self.call(*fs_call(args, base=self.app.resolve_path(".")))
+        self.call(*fs_call(args))
 
     def shell(self, args: list[str]) -> None:
         self.call(*shell_call(args))

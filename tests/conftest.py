@@ -3,14 +3,19 @@
 - Each test gets its own ``ARIES_HOME`` under tmp_path: no user data is ever read or written.
 - Textual animations are off, so snapshots and Pilot runs are deterministic.
 - Snapshot baselines live in the top-level ``snapshots/`` folder, one sub-folder per test module.
+- ``loopback``: real HTTP (or raw TCP) servers on 127.0.0.1 for the test (see ``tests/loopback.py``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.loopback import LoopbackServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_ROOT = REPO_ROOT / "snapshots"
@@ -49,3 +54,19 @@ def venv_bin() -> Path:
     import sys
 
     return Path(sys.executable).parent
+
+
+@pytest.fixture
+def loopback() -> Iterator[Callable[..., LoopbackServer]]:
+    """Start loopback servers for this test: ``loopback({"GET /x": handler})``, ``loopback(app)``, or
+    ``loopback(stream_handler=...)`` for raw TCP. Every server is stopped when the test ends."""
+    started: list[LoopbackServer] = []
+
+    def start(app: Any = None, *, stream_handler: Any = None) -> LoopbackServer:
+        server = LoopbackServer(app, stream_handler=stream_handler)
+        started.append(server)
+        return server
+
+    yield start
+    for server in reversed(started):
+        server.stop()

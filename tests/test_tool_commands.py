@@ -15,13 +15,12 @@ def test_fs_commands_map_to_tools(tmp_path: Path) -> None:
         {"path": "a.txt", "text": "hello world\n"},
     )
     assert fs_call(["search", "needle", "src"]) == ("builtin:fs:search_text", {"query": "needle", "path": "src"})
-    diff = tmp_path / "change.diff"
-    diff.write_text("--- a/x\n+++ b/x\n")
-    assert fs_call(["patch", str(diff)]) == ("builtin:fs:apply_patch", {"patch": "--- a/x\n+++ b/x\n"})
+    # the diff file is the tool's to resolve (workspace-relative) and read (policy-checked)
+    assert fs_call(["patch", "change.diff"]) == ("builtin:fs:apply_patch", {"patch_file": "change.diff"})
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["frob"], ["read"], ["read", "a", "b"], ["write", "a"], ["ls", "a", "b"], ["patch", "/no/such"]]
+    "args", [[], ["frob"], ["read"], ["read", "a", "b"], ["write", "a"], ["ls", "a", "b"], ["patch", "a", "b"]]
 )
 def test_bad_fs_commands_say_so(args: list[str]) -> None:
     with pytest.raises(CommandError):

@@ -6,7 +6,11 @@
   a UI call :func:`preload` from a worker thread; nothing loads it at import time.
 * ``hash``: deterministic feature hashing, no model; for tests and machines without torch.
 * ``semantic-model-http``: an Ollama-protocol server (``/api/embed``, or the older
-  ``/api/embeddings``) on a loopback host; any other host is refused with a ConfigError.
+  ``/api/embeddings``) on a loopback host; any other host is refused with a ConfigError.  It is
+  reached with aiohttp (imported when a request is made; ``embed`` stays synchronous and runs its
+  own event loop), with one deadline per request (``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``), no
+  proxies and no redirects.  Failures are typed subclasses of ``EmbedderError``:
+  ``EmbedderUnreachable``, ``EmbedderTimeout``, ``EmbedderHTTPError``, ``EmbedderBadResponse``.
 
 Threads: torch gets ``AXIOMME_EMBEDDER_THREADS`` intra-op threads (default: all CPUs) and one
 inter-op thread; numpy's BLAS is held to one thread while torch encodes, because on a small
@@ -16,8 +20,6 @@ machine the two pools otherwise oversubscribe the cores and both slow down.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import json
 import math
 import os
 import re
@@ -25,9 +27,29 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
 
 from services.errors import ConfigError
+from services.retrieval.embedders_http import (  # re-exported: callers keep one import path
+    EmbedderBadResponse as EmbedderBadResponse,
+)
+from services.retrieval.embedders_http import (
+    EmbedderHTTPError as EmbedderHTTPError,
+)
+from services.retrieval.embedders_http import (
+    EmbedderTimeout as EmbedderTimeout,
+)
+from services.retrieval.embedders_http import (
+    EmbedderUnreachable as EmbedderUnreachable,
+)
+from services.retrieval.embedders_http import (
+    HttpEmbedder as HttpEmbedder,
+)
+from services.retrieval.embedders_http import (
+    check_loopback_endpoint as check_loopback_endpoint,
+)
+from services.retrieval.embedders_http import (
+    run_sync as run_sync,
+)
 from services.retrieval.errors import EmbedderError
 from services.retrieval.settings import RetrievalSettings
 
@@ -223,114 +245,7 @@ class SentenceTransformerEmbedder:
         return vector
 
 
-# -- Ollama-protocol HTTP ------------------------------------------------------------------
-
-
-def check_loopback_endpoint(endpoint: str) -> str:
-    """Return ``endpoint`` if it is http(s) on a loopback host, else raise ConfigError."""
-    parts = urlsplit(endpoint)
-    host = parts.hostname or ""
-    if parts.scheme not in ("http", "https") or not host:
-        raise ConfigError(
-            f"AXIOMME_EMBEDDER_MODEL_ENDPOINT={endpoint!r} is not an http URL",
-            setting="AXIOMME_EMBEDDER_MODEL_ENDPOINT",
-        )
-    if parts.username or parts.password:
-        raise ConfigError("AXIOMME_EMBEDDER_MODEL_ENDPOINT must not contain credentials")
-    loopback = host == "localhost"
-    if not loopback:
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-    if not loopback:
-        raise ConfigError(
-            f"AXIOMME_EMBEDDER_MODEL_ENDPOINT host {host!r} is not a loopback address; "
-            "semantic-model-http only talks to 127.0.0.1, ::1 or localhost",
-            setting="AXIOMME_EMBEDDER_MODEL_ENDPOINT",
-        )
-    return endpoint
-
-
-class HttpEmbedder:
-    """Embeddings from an Ollama-protocol server on this machine."""
-
-    batch_size = 32
-
-    def __init__(self, endpoint: str, model: str, timeout_ms: int = 3000) -> None:
-        self.endpoint = check_loopback_endpoint(endpoint)
-        self.model = model
-        self.timeout_s = timeout_ms / 1000.0
-        self.legacy = urlsplit(endpoint).path.rstrip("/").endswith("/api/embeddings")
-        self.model_id = f"semantic-model-http:{model}"
-        self._dim: int | None = None
-
-    def _post(self, payload: dict[str, Any]) -> Any:
-        import urllib.error
-        import urllib.request
-
-        class _NoRedirect(urllib.request.HTTPRedirectHandler):
-            def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-                return None
-
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-        request = urllib.request.Request(
-            self.endpoint,
-            data=json.dumps(payload).encode("utf-8"),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with opener.open(request, timeout=self.timeout_s) as response:
-                body = response.read(64 * 1024 * 1024)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(500).decode("utf-8", "replace") if exc.fp else ""
-            raise EmbedderError(
-                f"embedding server {self.endpoint} answered HTTP {exc.code}: {detail}".strip()
-            ) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EmbedderError(f"embedding server {self.endpoint} is not reachable: {reason}") from None
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise EmbedderError(f"embedding server {self.endpoint} sent a response that is not JSON") from None
-
-    def _check(self, vectors: Any, expected: int) -> list[list[float]]:
-        if not isinstance(vectors, list) or len(vectors) != expected:
-            raise EmbedderError(f"embedding server {self.endpoint} returned a malformed embeddings list")
-        out: list[list[float]] = []
-        for vector in vectors:
-            if (
-                not isinstance(vector, list)
-                or not vector
-                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vector)
-            ):
-                raise EmbedderError(f"embedding server {self.endpoint} returned a malformed vector")
-            if self._dim is None:
-                self._dim = len(vector)
-            elif len(vector) != self._dim:
-                raise EmbedderError(
-                    f"embedding server {self.endpoint} changed dimension ({len(vector)} after {self._dim})"
-                )
-            out.append(_normalise([float(x) for x in vector]))
-        return out
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        if self.legacy:
-            for text in texts:
-                reply = self._post({"model": self.model, "prompt": text})
-                vectors += self._check([reply.get("embedding") if isinstance(reply, dict) else None], 1)
-            return vectors
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
-            reply = self._post({"model": self.model, "input": batch, "truncate": True})
-            vectors += self._check(reply.get("embeddings") if isinstance(reply, dict) else None, len(batch))
-        return vectors
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
+# The Ollama-protocol HTTP embedder lives in services.retrieval.embedders_http (re-exported here).
 
 
 def create_embedder(settings: RetrievalSettings | None = None) -> Embedder:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import MISSING, BaseModel, ConfigDict, Field
+from pydantic import MISSING, BaseModel, ConfigDict, Field, model_validator
 
 # -- shared field types ---------------------------------------------------------------------------
 PathStr = Annotated[str, Field(min_length=1, max_length=8192)]
@@ -99,10 +99,21 @@ class FsSearchTextArgs(ToolArgs):
 
 
 class FsApplyPatchArgs(ToolArgs):
-    """Arguments of ``builtin:fs:apply_patch``."""
+    """Arguments of ``builtin:fs:apply_patch``: exactly one of ``patch`` and ``patch_file``."""
 
-    patch: Annotated[str, Field(min_length=1)]
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["patch"]}, {"required": ["patch_file"]}]})
+
+    patch: Annotated[str, Field(min_length=1)] | MISSING = MISSING
     """A unified diff (``diff -u`` / ``git diff`` format)."""
+    patch_file: Annotated[str, Field(min_length=1, max_length=4096)] | MISSING = MISSING
+    """A file holding the diff, resolved like every fs path (relative: against the workspace); instead of
+    ``patch``."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FsApplyPatchArgs:
+        if (self.patch is MISSING) == (self.patch_file is MISSING):
+            raise ValueError("give exactly one of patch and patch_file")
+        return self
     base: PathStr | MISSING = MISSING
     """Directory the patch's paths are relative to (default: the workspace root)."""
     strip: Annotated[int, Field(ge=0, le=16)] | MISSING = MISSING

@@ -5,6 +5,14 @@ A result is ``{status: ok|error, data, error: {type, message, retryable, details
 plus the policy ``decision`` (action, rule, who approved); tools add their own keys
 (``bytes_read``, ``normalized_path``, ...).  A denial is an ordinary error result of type
 ``PolicyDenied`` whose details name the matching rule: callers never get an exception for it.
+
+Network failures are typed: ``NetworkError`` (refused, reset, DNS, TLS: the other end could not be
+reached or spoke no HTTP; retryable) and ``Timeout`` (a deadline passed; the message names the
+deadline, e.g. ``limits.tool_timeout_s``, never a measured wall-clock time).
+
+``data`` stays byte-faithful (it is what the audit store keeps); what a terminal shows or a model
+is sent is ``ToolResult.display_text()``: one plain-text rendering, passed through
+``services.textsafe.neutralize``, that the TUI, the CLI and the model adapter all use.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ class ErrorType(StrEnum):
     POLICY_DENIED = "PolicyDenied"
     TIMEOUT = "Timeout"
     TOO_LARGE = "TooLarge"
+    NETWORK_ERROR = "NetworkError"
     INTERNAL_ERROR = "InternalError"
 
 
@@ -34,7 +43,18 @@ class ToolPermissionDenied(AriesError):
 
 
 class ToolTimeout(AriesError):
+    """A deadline passed or the call was cancelled; the message names the deadline."""
+
     code = "timeout"
+
+
+class ToolNetworkError(AriesError):
+    """The network failed: connection refused or reset, DNS failure, TLS error, not HTTP.
+
+    Retryable unless ``retryable=False`` is given in the details.
+    """
+
+    code = "network_error"
 
 
 class ToolInternalError(AriesError):
@@ -86,6 +106,17 @@ class ToolResult:
     def denied(self) -> bool:
         return self.error is not None and self.error.type is ErrorType.POLICY_DENIED
 
+    def display_text(self, *, max_chars: int | None = 20_000) -> str:
+        """The result as plain text for a terminal or a model, control bytes neutralised.
+
+        One rendering for the TUI, the CLI and the model adapter (see ``services.tools.display``):
+        file text, command output, listings, matches, fetched previews, or the typed error. ``data``
+        itself is untouched (the audit store keeps it byte for byte).
+        """
+        from services.tools.display import result_text
+
+        return result_text(self, max_chars=max_chars)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -132,6 +163,10 @@ def error_from_exception(exc: BaseException) -> ToolError:
         return ToolError(ErrorType.PERMISSION_DENIED, exc.message, False, dict(exc.details))
     if isinstance(exc, ToolTimeout):
         return ToolError(ErrorType.TIMEOUT, exc.message, True, dict(exc.details))
+    if isinstance(exc, ToolNetworkError):
+        details = dict(exc.details)
+        retryable = bool(details.pop("retryable", True))
+        return ToolError(ErrorType.NETWORK_ERROR, exc.message, retryable, details)
     if isinstance(exc, ToolInternalError):
         return ToolError(ErrorType.INTERNAL_ERROR, exc.message, bool(exc.details.get("retryable")), dict(exc.details))
     if isinstance(exc, AriesError):

@@ -1,12 +1,14 @@
 """Builtin web tools: search (SearXNG JSON API), fetch, extract.
 
-aiohttp is imported inside the functions that use it.  ``fetch`` follows redirects itself so
-that every hop is checked against the policy (scheme unchanged, host allowed, redirect limit),
-and resolves host names through a resolver that refuses loopback, private and reserved
-addresses unless the policy's ``web.allow_private`` names them, so a public name that resolves
-to 127.0.0.1 is refused too.  Bodies are capped (``truncated``) and stored as artifacts with
-their provenance; the citation handle is ``web:<artifact id>``.  ``extract`` turns a stored
-HTML artifact into text deterministically and touches no network (READ_ONLY).
+``search`` and ``fetch`` reach the network only through ``services.tools.webclient.http_get``:
+redirects followed by hand with every hop checked by the policy (host and port, scheme unchanged,
+no loops, at most ``limits.web_max_redirects``), resolved addresses checked before connecting, one
+deadline for connect, headers and body of every hop, ``ctx.cancel`` honoured (the request is
+aborted and its connection closed), and typed failures (``NetworkError``, ``Timeout``).  Bodies are
+capped (``truncated``) and stored as artifacts with their provenance; the citation handle is
+``web:<artifact id>``.  A fetch or search that is cancelled or times out stores nothing.
+``extract`` turns a stored HTML artifact into text deterministically and touches no network
+(READ_ONLY).
 """
 
 from __future__ import annotations
@@ -14,139 +16,23 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urljoin, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
-from services.policy import BoundPolicy, Resource, RiskTier, SearchEndpointUse, UrlUse
+from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
 from services.tools import schemas
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import PolicyDenied, ToolInternalError, ToolOutput, ToolTimeout
+from services.tools.webclient import USER_AGENT, Fetched, http_get
 
 if TYPE_CHECKING:
     from services.artifacts import Artifact
 
 TOOLS: list[ToolSpec] = []
-USER_AGENT = "Aries/0.1 (builtin:web)"
-_REDIRECTS = {301, 302, 303, 307, 308}
 _PREVIEW_CHARS = 2000
-
-
-@dataclass
-class Fetched:
-    url: str
-    final_url: str
-    status: int
-    content_type: str
-    body: bytes
-    truncated: bool
-    redirects: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _policy_resolver(policy: BoundPolicy) -> Any:
-    """An aiohttp resolver that drops addresses the policy refuses (DNS-rebinding safe)."""
-    import aiohttp
-    from aiohttp.abc import AbstractResolver
-
-    class PolicyResolver(AbstractResolver):
-        def __init__(self) -> None:
-            self.inner = aiohttp.ThreadedResolver()
-            self.denied: PolicyDenied | None = None
-
-        async def resolve(self, host: str, port: int = 0, family: Any = 0) -> Any:
-            import socket
-
-            results = await self.inner.resolve(host, port, family or socket.AF_UNSPEC)
-            allowed = []
-            for result in results:
-                try:
-                    policy.check_address(result["host"], host=host.lower().rstrip("."))
-                except PolicyDenied as exc:
-                    self.denied = exc
-                    continue
-                allowed.append(result)
-            if not allowed:
-                raise self.denied or PolicyDenied(f"{host} did not resolve", rule="web.private_address")
-            return allowed
-
-        async def close(self) -> None:
-            await self.inner.close()
-
-    return PolicyResolver()
-
-
-async def http_get(ctx: ToolContext, url: str, *, max_bytes: int) -> Fetched:
-    """GET with the policy applied to every hop; body capped at ``max_bytes``."""
-    import aiohttp
-
-    policy = ctx.policy
-    limits = ctx.limits
-    first = policy.check_url(url)
-    resolver = _policy_resolver(policy)
-    timeout = aiohttp.ClientTimeout(
-        total=limits.web_connect_timeout_s + 2 * limits.web_read_timeout_s,
-        sock_connect=limits.web_connect_timeout_s,
-        sock_read=limits.web_read_timeout_s,
-    )
-    connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True, limit=4)
-    redirects: list[dict[str, Any]] = []
-    current = url
-    try:
-        async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, trust_env=False, headers={"User-Agent": USER_AGENT}
-        ) as session:
-            for _hop in range(int(limits.web_max_redirects) + 1):
-                async with session.get(current, allow_redirects=False) as response:
-                    location = response.headers.get("Location")
-                    if response.status in _REDIRECTS and location:
-                        target = urljoin(current, location)
-                        if urlsplit(target).scheme.lower() != first["scheme"]:
-                            raise PolicyDenied(
-                                f"redirect to {target!r} changes the scheme; refused",
-                                rule="web.scheme_change",
-                                url=target,
-                            )
-                        policy.check_url(target, arg="redirect")
-                        redirects.append({"status": response.status, "url": target})
-                        current = target
-                        continue
-                    chunks: list[bytes] = []
-                    size = 0
-                    truncated = False
-                    async for chunk in response.content.iter_chunked(65536):
-                        chunks.append(chunk)
-                        size += len(chunk)
-                        if size > max_bytes:
-                            truncated = True
-                            break
-                    body = b"".join(chunks)[:max_bytes]
-                    return Fetched(
-                        url,
-                        current,
-                        response.status,
-                        response.headers.get("Content-Type", ""),
-                        body,
-                        truncated,
-                        redirects,
-                    )
-            raise PolicyDenied(
-                f"more than {int(limits.web_max_redirects)} redirects; stopped at {current!r}",
-                rule="web.max_redirects",
-                redirects=redirects,
-            )
-    except PolicyDenied:
-        raise
-    except TimeoutError as exc:
-        raise ToolTimeout(f"timed out fetching {current!r} ({type(exc).__name__})", url=current) from None
-    except aiohttp.ClientError as exc:
-        if resolver.denied is not None:
-            raise resolver.denied from None
-        raise ToolInternalError(
-            f"could not fetch {current!r}: {type(exc).__name__}: {exc}"[:500], url=current, retryable=True
-        ) from None
 
 
 def _artifact_name(url: str, content_type: str) -> str:
@@ -167,6 +53,10 @@ def _artifact_name(url: str, content_type: str) -> str:
 async def _store(ctx: ToolContext, data: bytes, name: str, description: str, provenance: dict[str, Any]) -> Artifact:
     if ctx.workspace is None:
         raise InvalidInput("web tools need a workspace to store what they fetch")
+    if ctx.cancelled():  # cancelled or past the tool's deadline: nothing is stored
+        raise ToolTimeout(
+            f"the call was cancelled or passed its deadline; {name!r} was not stored", deadline="cancelled"
+        )
     registry = ctx.workspace.artifacts
     artifact, _ = await asyncio.to_thread(
         registry.add_bytes, data, name, description=description, provenance=provenance
@@ -337,6 +227,9 @@ async def fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "limit": max_bytes,
         },
     )
+
+
+__all__ = ["TOOLS", "USER_AGENT", "Fetched", "extract", "fetch", "html_to_text", "http_get", "search"]
 
 
 # -- extract ------------------------------------------------------------------------------------

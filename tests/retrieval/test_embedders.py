@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
-from collections.abc import Iterator
+import re
+import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,19 @@ import pytest
 
 from services.errors import ConfigError
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.retrieval.embedders import HashEmbedder, HttpEmbedder, check_loopback_endpoint, create_embedder
+from services.retrieval.embedders import (
+    EmbedderBadResponse,
+    EmbedderHTTPError,
+    EmbedderTimeout,
+    EmbedderUnreachable,
+    HashEmbedder,
+    HttpEmbedder,
+    check_loopback_endpoint,
+    create_embedder,
+)
 from services.retrieval.errors import EmbedderError
 from services.workspaces import Workspace
+from tests.loopback import LoopbackServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,7 +93,7 @@ def _vector(text: str) -> list[float]:
 
 
 @pytest.fixture
-def ollama() -> Iterator[OllamaServer]:
+def ollama(loopback: Callable[..., LoopbackServer]) -> OllamaServer:
     from aiohttp import web
 
     state = OllamaServer()
@@ -107,30 +119,9 @@ def ollama() -> Iterator[OllamaServer]:
         state.requests.append({"path": request.path, **body})
         return web.json_response({"embedding": _vector(body["prompt"])})
 
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/api/embed", embed)
-    app.router.add_post("/api/embeddings", legacy)
-    runner = web.AppRunner(app)
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        state.base = f"http://127.0.0.1:{port}"
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield state
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    server = loopback({"POST /api/embed": embed, "POST /api/embeddings": legacy})
+    state.base = server.url
+    return state
 
 
 def test_http_embedder_batches_and_normalises(ollama: OllamaServer) -> None:
@@ -151,26 +142,68 @@ def test_http_embedder_legacy_endpoint(ollama: OllamaServer) -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "message"),
+    ("mode", "kind", "message"),
     [
-        ("error", "HTTP 404"),
-        ("garbage", "not JSON"),
-        ("short", "malformed"),
-        ("slow", "not reachable"),
-        ("redirect", "HTTP 302"),
+        ("error", EmbedderHTTPError, "HTTP 404"),
+        ("garbage", EmbedderBadResponse, "not JSON"),
+        ("short", EmbedderBadResponse, "malformed"),
+        ("slow", EmbedderTimeout, "did not answer within AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS = 500 ms"),
+        ("redirect", EmbedderHTTPError, "HTTP 302"),
     ],
 )
-def test_http_embedder_failures_are_typed(ollama: OllamaServer, mode: str, message: str) -> None:
+def test_http_embedder_failures_are_typed(ollama: OllamaServer, mode: str, kind: type, message: str) -> None:
     ollama.mode = mode
     embedder = HttpEmbedder(f"{ollama.base}/api/embed", "m", timeout_ms=500)
-    with pytest.raises(EmbedderError, match=message):
+    with pytest.raises(kind, match=message) as caught:
         embedder.embed(["a", "b"])
+    assert isinstance(caught.value, EmbedderError) and "\n" not in str(caught.value)
 
 
 def test_http_embedder_server_down() -> None:
-    embedder = HttpEmbedder("http://127.0.0.1:9/api/embed", "m", timeout_ms=500)
-    with pytest.raises(EmbedderError, match="not reachable"):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    embedder = HttpEmbedder(f"http://127.0.0.1:{port}/api/embed", "m", timeout_ms=500)
+    with pytest.raises(EmbedderUnreachable, match="not reachable: Connection refused"):
         embedder.embed_query("x")
+
+
+def test_http_embedder_timeout_covers_a_dripping_body(loopback: Callable[..., LoopbackServer]) -> None:
+    """Headers at once, then one byte every 0.2 s: the request deadline still ends it."""
+    from aiohttp import web
+
+    async def drip(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"embeddings": [[')
+        while True:
+            await asyncio.sleep(0.2)
+            await response.write(b"0.1,")
+
+    server = loopback({"POST /api/embed": drip})
+    embedder = HttpEmbedder(f"{server.url}/api/embed", "m", timeout_ms=800)
+    started = time.monotonic()
+    with pytest.raises(EmbedderTimeout):
+        embedder.embed_query("x")
+    assert time.monotonic() - started < 0.8 + 2.5
+
+
+async def test_http_embedder_works_when_called_inside_a_running_loop(ollama: OllamaServer) -> None:
+    embedder = HttpEmbedder(f"{ollama.base}/api/embed", "m")
+    assert embedder.embed_query("hello") == pytest.approx(_vector("hello"))
+
+
+def test_aiohttp_is_the_only_http_client() -> None:
+    """No module of the core or the app talks HTTP through anything but aiohttp."""
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"urllib\.request|http\.client|^\s*(?:import|from)\s+(?:requests|httpx|urllib3)\b", re.M)
+    offenders = [
+        f"{path.relative_to(root)}: {match.group(0).strip()}"
+        for folder in ("services", "app")
+        for path in sorted((root / folder).rglob("*.py"))
+        for match in pattern.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
 
 
 def test_engine_with_semantic_model_http(

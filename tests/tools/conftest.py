@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,9 @@ import pytest
 from services.policy import Policy, parse_policy
 from services.tools.gateway import ToolGateway, approve_all
 from services.workspaces import Workspace
+from tests.loopback import LoopbackServer
+
+__all__ = ["PAGE", "SENTINEL", "LoopbackServer", "Sandbox", "make_policy", "policy_data"]
 
 SENTINEL = "SENTINEL-SECRET-7f3a"
 VENV_BIN = str(Path(sys.executable).parent)
@@ -121,55 +123,6 @@ def gateway(gateway_factory: Callable[..., ToolGateway]) -> ToolGateway:
 
 
 # -- loopback HTTP servers ---------------------------------------------------------------------
-class LoopbackServer:
-    """An aiohttp application on 127.0.0.1:<free port>, served from a background thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.loop = asyncio.new_event_loop()
-        self.port = 0
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("loopback server did not start")
-
-    def _run(self) -> None:
-        from aiohttp import web
-
-        asyncio.set_event_loop(self.loop)
-
-        async def start() -> None:
-            self.runner = web.AppRunner(self.app, shutdown_timeout=0.2)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, "127.0.0.1", 0)
-            await site.start()
-            server = site._server
-            assert server is not None
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-        self.loop.run_until_complete(start())
-        self._ready.set()
-        self.loop.run_forever()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        async def cleanup() -> None:
-            await self.runner.cleanup()
-            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in pending:  # e.g. a handler still sleeping in /slow
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-
 PAGE = """<!doctype html>
 <html><head><title>Aries  Test Page</title><style>body { color: red }</style>
 <script>var secret = "do not extract";</script></head>
@@ -206,6 +159,9 @@ def web_server() -> Iterator[LoopbackServer]:
     async def to_localhost(request: web.Request) -> web.Response:
         raise web.HTTPFound(f"http://localhost:{request.url.port}/page.html")
 
+    async def goto(request: web.Request) -> web.Response:
+        raise web.HTTPFound(request.query["to"])
+
     async def slow(request: web.Request) -> web.Response:
         await asyncio.sleep(5)
         return web.Response(text="late")
@@ -238,6 +194,7 @@ def web_server() -> Iterator[LoopbackServer]:
     app.router.add_get("/to-blocked", to_blocked)
     app.router.add_get("/to-localhost", to_localhost)
     app.router.add_get("/slow", slow)
+    app.router.add_get("/goto", goto)
     app.router.add_get("/searx/search", searxng)
     app.router.add_get("/badsearx/search", bad_searxng)
     server = LoopbackServer(app)

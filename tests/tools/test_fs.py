@@ -3,6 +3,7 @@ patches, and the workspace's own records out of reach."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -391,3 +392,79 @@ def test_parse_patch_strip_levels() -> None:
     assert parse_patch("--- a/x/y\n+++ b/x/y\n@@ -1 +1 @@\n-a\n+b\n")[0].path == "x/y"
     assert parse_patch("--- x/y\n+++ x/y\n@@ -1 +1 @@\n-a\n+b\n")[0].path == "x/y"
     assert parse_patch("--- x/y\n+++ x/y\n@@ -1 +1 @@\n-a\n+b\n", strip=1)[0].path == "y"
+
+
+@pytest.mark.parametrize(
+    ("patch", "line", "quoted"),
+    [
+        ("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n", 5, "+b"),  # the hunk ends early
+        ("--- a/x\n+++ b/x\n@@ bogus @@\n", 3, "@@ bogus @@"),
+        ("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n*junk\n@@ -3 +3 @@\n!x\n", 7, "@@ -3 +3 @@"),
+        ("ok\n@@ -1 +1 @@\n-a\n+b\n", 2, "@@ -1 +1 @@"),
+        ("--- a/x\n+++ b/x\n", 2, "+++ b/x"),
+        ("diff --git a/x b/y\nrename from x\nrename to y\n", 2, "rename from x"),
+    ],
+)
+def test_malformed_patches_name_the_line(patch: str, line: int, quoted: str, gateway: ToolGateway) -> None:
+    result = gateway.execute_sync("builtin:fs:apply_patch", {"patch": patch})
+    assert result.error is not None and result.error.type == "InvalidInput", result.to_dict()
+    assert f"patch line {line}:" in result.error.message and repr(quoted) in result.error.message
+
+
+def test_git_diffs_with_index_and_mode_lines_apply(sandbox: Sandbox, gateway: ToolGateway) -> None:
+    (sandbox.root / "g.txt").write_text("one\ntwo\n")
+    patch = (
+        "diff --git a/g.txt b/g.txt\nindex 5626abf..f719efd 100644\n--- a/g.txt\n+++ b/g.txt\n"
+        "@@ -1,2 +1,2 @@ section header\n one\n-two\n+TWO\n"
+        "diff --git a/n.txt b/n.txt\nnew file mode 100644\nindex 0000000..e69de29\n--- /dev/null\n+++ b/n.txt\n"
+        "@@ -0,0 +1 @@\n+fresh\n"
+    )
+    data = _ok(gateway.execute_sync("builtin:fs:apply_patch", {"patch": patch}))
+    assert [(f["action"], f["path"].rsplit("/", 1)[-1]) for f in data["files"]] == [
+        ("modify", "g.txt"),
+        ("create", "n.txt"),
+    ]
+    assert (sandbox.root / "g.txt").read_text() == "one\nTWO\n" and (sandbox.root / "n.txt").read_text() == "fresh\n"
+
+
+def test_patch_file_resolves_like_every_fs_path(
+    sandbox: Sandbox, gateway: ToolGateway, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative diff file and the relative paths inside it resolve against the workspace's first
+    allowed root, not the process's working directory; a diff file outside the roots is refused."""
+    (sandbox.root / "one.txt").write_text("first\n")
+    (sandbox.root / "fix.diff").write_text("--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-first\n+FIRST\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    (elsewhere / "fix.diff").write_text("--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-first\n+WRONG\n")
+    monkeypatch.chdir(elsewhere)
+    dry = _ok(gateway.execute_sync("builtin:fs:apply_patch", {"patch_file": "fix.diff", "dry_run": True}))
+    assert dry["files"][0]["path"] == str(sandbox.root / "one.txt")
+    assert _ok(gateway.execute_sync("builtin:fs:apply_patch", {"patch_file": "fix.diff"}))["applied"] is True
+    assert (sandbox.root / "one.txt").read_text() == "FIRST\n"
+    outside = gateway.execute_sync("builtin:fs:apply_patch", {"patch_file": str(elsewhere / "fix.diff")})
+    assert outside.error is not None and outside.error.type == "PolicyDenied"
+    assert outside.error.details["rule"] == "fs.allowed_roots"
+    both = gateway.execute_sync("builtin:fs:apply_patch", {"patch_file": "fix.diff", "patch": "x"})
+    assert both.error is not None and both.error.type == "InvalidInput"
+    preview = asyncio.run(gateway.preview("builtin:fs:apply_patch", {"patch_file": "fix.diff"}))
+    assert preview is not None and preview["diff"].startswith("--- a/one.txt") and preview["applies"] is False
+
+
+def test_patch_file_is_never_covered_by_a_session_grant(sandbox: Sandbox, gateway: ToolGateway) -> None:
+    """A grant names the diff file, not the files its (changeable) content touches: patches from a file
+    are approved call by call, and "approve for session" is refused for them."""
+    from services.tools.gateway import ApprovalDecision
+
+    (sandbox.root / "one.txt").write_text("a\n")
+    (sandbox.root / "fix.diff").write_text("--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-a\n+b\n")
+    session = gateway.execute_sync(
+        "builtin:fs:apply_patch", {"patch_file": "fix.diff"}, approver=lambda r: ApprovalDecision.session()
+    )
+    assert session.error is not None and session.error.details["rule"] == "fs.patch_file_session"
+    assert (sandbox.root / "one.txt").read_text() == "a\n"
+    gateway.revoke_grants()  # the grant was recorded by the gateway; it covers nothing for patch files
+    once = gateway.execute_sync(
+        "builtin:fs:apply_patch", {"patch_file": "fix.diff"}, approver=lambda r: ApprovalDecision.once()
+    )
+    assert once.ok and (sandbox.root / "one.txt").read_text() == "b\n"

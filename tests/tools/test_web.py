@@ -124,7 +124,7 @@ def test_fetch_follows_allowed_redirects(web_gateway: ToolGateway, web_server: L
 @pytest.mark.parametrize(
     ("path", "rule"),
     [
-        ("/loop", "web.max_redirects"),
+        ("/loop", "web.redirect_loop"),
         ("/redirect/9", "web.max_redirects"),
         ("/to-https", "web.scheme_change"),
         ("/to-blocked", "web.deny_domains"),
@@ -137,6 +137,7 @@ def test_every_redirect_hop_is_checked(
     result = web_gateway.execute_sync("builtin:web:fetch", {"url": f"{web_server.url}{path}"})
     assert result.error is not None and result.error.type == "PolicyDenied", result.to_dict()
     assert result.error.details["rule"] == rule
+    assert isinstance(result.error.details["hop"], int) and "hop" in result.error.message
 
 
 def test_fetch_caps_the_body(web_gateway: ToolGateway, web_server: LoopbackServer) -> None:
@@ -159,14 +160,16 @@ def test_fetch_read_timeout(
     )
     result = gateway.execute_sync("builtin:web:fetch", {"url": f"{web_server.url}/slow"})
     assert result.error is not None and result.error.type == "Timeout" and result.error.retryable
+    assert result.error.details["deadline"] == "read" and "limits.web_read_timeout_s = 0.5 s" in result.error.message
 
 
-def test_connection_refused_is_a_retryable_internal_error(web_gateway: ToolGateway) -> None:
+def test_connection_refused_is_a_retryable_network_error(web_gateway: ToolGateway) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     result = web_gateway.execute_sync("builtin:web:fetch", {"url": f"http://127.0.0.1:{port}/"})
-    assert result.error is not None and result.error.type == "InternalError" and result.error.retryable
+    assert result.error is not None and result.error.type == "NetworkError" and result.error.retryable
+    assert "Connection refused" in result.error.message and result.error.details["reason"] == "connect"
 
 
 def test_private_addresses_need_an_explicit_allow(
