@@ -479,7 +479,8 @@ async def execute_tool_call_with_policy(
     except asyncio.CancelledError as exc:  # recorded, then passed on
         cancelled = exc
         decision = _gateway_decision(gateway, spec, tool_id, "gateway.cancelled", "the call was cancelled")
-        output, error = None, ToolError(ErrorType.INTERNAL_ERROR, decision.reason, True, {"rule": decision.rule})
+        decision.error_type = "Cancelled"
+        output, error = None, ToolError(ErrorType.CANCELLED, decision.reason, True, {"rule": decision.rule})
     except Exception as exc:  # a gateway bug still yields a recorded, typed result
         decision = _gateway_decision(gateway, spec, tool_id, "gateway.error", f"{type(exc).__name__}: {exc}")
         output, error = None, ToolError(ErrorType.INTERNAL_ERROR, decision.reason[:500], False, {"rule": decision.rule})
@@ -504,7 +505,7 @@ async def execute_tool_call_with_policy(
         meta.setdefault("bytes", 0)
         meta.setdefault("truncated", False)
         result = ToolResult("error", None, error, meta)
-        refused = decision.action == "deny" and decision.error_type != "InternalError"
+        refused = decision.action == "deny" and decision.error_type not in ("InternalError", "Cancelled")
         status = "denied" if error.type is ErrorType.POLICY_DENIED or refused else "error"
     meta["duration_ms"] = duration_ms
     if waited:

@@ -33,6 +33,7 @@ class ErrorType(StrEnum):
     TIMEOUT = "Timeout"
     TOO_LARGE = "TooLarge"
     NETWORK_ERROR = "NetworkError"
+    CANCELLED = "Cancelled"  # the caller cancelled the call (the operator's Ctrl+X, a closing session)
     INTERNAL_ERROR = "InternalError"
 
 
