@@ -87,22 +87,14 @@ class TurnLoop:
 
     # -- the tools offered ---------------------------------------------------------------------
     def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
-        """Exactly the tools the policy in force enables, with their registry schemas."""
-        from services.models.base import ToolNameMap, ToolSchema
-        from services.tools.gateway import describe_tools
-
+        """Exactly the tools the policy in force enables, with their registry schemas (built once per
+        registry and policy)."""
         gateway = self.session.gateway()
-        enabled = [t for t in describe_tools(gateway.registry, gateway.policy) if t["enabled"]]
-        names = ToolNameMap([t["id"] for t in enabled])
-        schemas = [
-            ToolSchema(
-                name=names.provider_name(t["id"]),
-                description=str(t["description"]),
-                parameters=gateway.registry.get(t["id"]).input_schema,
-            )
-            for t in enabled
-        ]
-        return schemas, names
+        key = (id(gateway.registry), gateway.policy.hash)
+        cached = _OFFERED.get(key)
+        if cached is None:
+            cached = _OFFERED[key] = _offer(gateway)
+        return cached
 
     # -- one turn --------------------------------------------------------------------------------
     async def run(self, text: str) -> TurnOutcome:
@@ -117,7 +109,7 @@ class TurnLoop:
             conversation.record(UserMessage(text=text, turn_id=turn_id, step=0))
             hits, index = await self._retrieve(text, turn_id)
             outcome.index = index
-            history = history_from_entries(conversation.read().entries, turn_id)
+            history = history_from_entries(conversation.dialogue(), turn_id)
             prompt = build_prompt(text, hits, history, budget_tokens=self.budget_tokens)
             outcome.hits = prompt.kept_hits
             if index is not None:
@@ -283,6 +275,26 @@ class TurnLoop:
         return ChatMessage(
             role="tool", content=tool_result_text(tool_id, result.to_dict()), tool_call_id=call.id, name=call.name
         )
+
+
+_OFFERED: dict[tuple[int, str], tuple[list[ToolSchema], ToolNameMap]] = {}
+
+
+def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
+    from services.models.base import ToolNameMap, ToolSchema
+    from services.tools.gateway import describe_tools
+
+    enabled = [t for t in describe_tools(gateway.registry, gateway.policy) if t["enabled"]]
+    names = ToolNameMap([t["id"] for t in enabled])
+    schemas = [
+        ToolSchema(
+            name=names.provider_name(t["id"]),
+            description=str(t["description"]),
+            parameters=gateway.registry.get(t["id"]).input_schema,
+        )
+        for t in enabled
+    ]
+    return schemas, names
 
 
 _WHERE = {

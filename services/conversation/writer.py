@@ -27,16 +27,25 @@ class Conversation:
         self.transcript = transcript
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
-        self._turns = self._count_turns()
+        self._dialogue: list[dict[str, Any]] = []  # user and assistant entries of turns, in order
+        self._turns = self._load()
         self.subscriber_errors: list[str] = []
 
     @property
     def conversation_id(self) -> str:
         return self.transcript.conversation_id
 
-    def _count_turns(self) -> int:
-        turns = {str(e["turn_id"]) for e in self.transcript.read().entries if e.get("turn_id")}
-        return len(turns)
+    def _load(self) -> int:
+        """Read the transcript once: the turns so far and their dialogue (kept in memory, small)."""
+        entries = self.transcript.read().entries
+        self._dialogue = [e for e in entries if _is_dialogue(e)]
+        return len({str(e["turn_id"]) for e in entries if e.get("turn_id")})
+
+    def dialogue(self) -> list[dict[str, Any]]:
+        """The user and assistant entries of every turn so far (what a model's history is built from),
+        without reading the file again."""
+        with self._lock:
+            return list(self._dialogue)
 
     def new_turn(self) -> str:
         with self._lock:
@@ -58,6 +67,8 @@ class Conversation:
     def record(self, event: ConversationEvent) -> dict[str, Any]:
         entry = self.transcript.append(event.role, event.content, **event.to_fields())
         with self._lock:
+            if _is_dialogue(entry):
+                self._dialogue.append(entry)
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             try:
@@ -71,6 +82,10 @@ class Conversation:
 
     def read(self) -> ReadResult:
         return self.transcript.read()
+
+
+def _is_dialogue(entry: dict[str, Any]) -> bool:
+    return entry.get("role") in ("user", "assistant") and bool(entry.get("turn_id"))
 
 
 __all__ = ["Conversation", "Subscriber"]

@@ -114,6 +114,7 @@ class FsApplyPatchArgs(ToolArgs):
         if (self.patch is MISSING) == (self.patch_file is MISSING):
             raise ValueError("give exactly one of patch and patch_file")
         return self
+
     base: PathStr | MISSING = MISSING
     """Directory the patch's paths are relative to (default: the workspace root)."""
     strip: Annotated[int, Field(ge=0, le=16)] | MISSING = MISSING
