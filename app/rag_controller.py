@@ -12,8 +12,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from app.commands import CommandError
-from services.assistant.loop import DEFAULT_K as MESSAGE_K
 from services.errors import AriesError
+
+MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), kept out of start-up
 
 if TYPE_CHECKING:
     from app.aries_app import AriesApp

@@ -17,8 +17,10 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from services.tools.gateway import ApprovalDecision, ApprovalRequest
+if TYPE_CHECKING:  # the gateway is imported on first use of a tool, not at start-up
+    from services.tools.gateway import ApprovalDecision, ApprovalRequest
 
 Listener = Callable[[], object]
 
@@ -80,6 +82,10 @@ class ApprovalQueue:
         """Deny every waiting call with ``reason``; returns how many were waiting."""
         with self._lock:
             entries = list(self._pending.values())
+        if not entries:
+            return 0
+        from services.tools.gateway import ApprovalDecision
+
         for entry in entries:
             _resolve(entry, ApprovalDecision.deny(reason))
         return len(entries)
