@@ -106,6 +106,23 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
     def on_unmount(self) -> None:
         self._close_current()
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notifications show their text literally (never markup) and neutralised: they often carry
+        paths, names and messages that came from documents, tools or the operator."""
+        from widgets.safe import clean
+
+        if not markup:
+            message, title = clean(message), clean(title, single_line=True)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     @property
     def workspace_name(self) -> str:
         return self.workspace.name if self.workspace else ""

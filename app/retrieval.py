@@ -283,7 +283,6 @@ class RetrievalMixin:
             return
         caption = f"last: {record.query}  ·  index {record.index}  ·  {record.ts[:19].replace('T', ' ')}"
         self.call_from_thread(self._show_hits, caption, record.hits)  # type: ignore[attr-defined]
-        self.call_from_thread(self.action_focus_pane, "context")  # type: ignore[attr-defined]
 
     @work(thread=True, group="rag", exit_on_error=False)
     def _rag_show(self, handle: str) -> None:

@@ -98,11 +98,8 @@ class ToolingMixin:
         self._pending[request.call_id] = (request, future)
         self._show_pending()
         self.notify(  # type: ignore[attr-defined]
-            f"{request.tool_id} waits for your approval: Enter opens it.", title="Approval needed", timeout=6
+            f"{request.tool_id} waits for your approval: F4, then Enter opens it.", title="Approval needed", timeout=6
         )
-        pane = self._approvals_pane()
-        if pane is not None:
-            pane.focus_main()
         try:
             return await future
         finally:
