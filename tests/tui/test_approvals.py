@@ -61,7 +61,8 @@ async def test_write_approved_once_in_the_modal() -> None:
         await pilot.press(*"/fs write notes.txt new text", "enter")
         await wait_for_pending(app, pilot)
         assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"  # nothing before approval
-        await pilot.press("enter")  # the Approvals pane has focus: Enter opens the modal
+        assert app.focused is app.screen.query_one("#prompt")  # a queued call does not take the focus
+        await pilot.press("f4", "enter")  # the Approvals pane; Enter opens the modal
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
         await pilot.press("a")
@@ -81,7 +82,7 @@ async def test_deny_with_a_reason_reaches_the_caller_as_a_structured_result() ->
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"/fs write notes.txt nope", "enter")
         await wait_for_pending(app, pilot)
-        await pilot.press("enter", "d", *"not today", "enter")
+        await pilot.press("f4", "enter", "d", *"not today", "enter")
         await wait_for_tools(app, pilot)
         assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
         [entry] = tool_entries(app)
@@ -97,7 +98,7 @@ async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pa
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"/fs write notes.txt one", "enter")
         await wait_for_pending(app, pilot)
-        await pilot.press("enter")
+        await pilot.press("f4", "enter")
         await pilot.pause()
         await pilot.press("escape")
         await pilot.pause()

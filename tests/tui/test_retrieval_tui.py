@@ -66,8 +66,8 @@ async def test_index_query_last_and_show(tmp_path: Path) -> None:
         await settle(again, pilot)
         table = again.screen.query_one("#context-table", DataTable)
         assert table.row_count > 0 and str(table.get_row_at(0)[2]).startswith("tantivy.md")
-        assert again.focused is table  # /rag last focuses the Context pane
-        await pilot.press("enter")  # open the highlighted chunk
+        assert again.focused is again.screen.query_one("#prompt")  # /rag last leaves the focus at the prompt
+        await pilot.press("f3", "enter")  # the Context pane, then open the highlighted chunk
         await settle(again, pilot)
         assert isinstance(again.screen, ChunkViewer)
         chunk = again.screen.chunk
