@@ -174,7 +174,8 @@ class AriesApp(RetrievalMixin, ToolingMixin, App[int]):
             f"workspace {workspace.name} · profile {workspace.profile} · "
             f"model {workspace.setting('model')} · approvals {workspace.setting('approval_mode')}"
         )
-        screen = self.screen if isinstance(self.screen, MainScreen) else None
+        mains = [s for s in self.screen_stack if isinstance(s, MainScreen)]  # also under a modal
+        screen = mains[0] if mains else None
         if screen is None or not screen.query(TranscriptPane):
             return
         entries = self.transcript.read().entries if self.transcript else []

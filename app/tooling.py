@@ -110,7 +110,9 @@ class ToolingMixin:
         return [request for request, _ in self._pending.values()]
 
     def _approvals_pane(self) -> ApprovalsPane | None:
-        panes = self.screen.query(ApprovalsPane)  # type: ignore[attr-defined]
+        # the main screen's pane even while a modal is on top (a call can end while the modal is open)
+        screens = self.screen_stack[:1]  # type: ignore[attr-defined]
+        panes = screens[0].query(ApprovalsPane) if screens else None
         return panes.first() if panes else None
 
     def _show_pending(self) -> None:

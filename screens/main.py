@@ -136,6 +136,8 @@ class MainScreen(Screen[None]):
             pane = self.query_one(ApprovalsPane)
             if focused is not None and (focused is pane or pane in focused.ancestors):
                 self.focus_prompt()  # the queue is done: back to typing
+            if self.view == "approvals":
+                self.show_view("transcript")  # and, on a narrow screen, to the conversation
 
     # -- completion and the palette --------------------------------------------------------------
     @on(PromptInput.Candidates)
