@@ -163,8 +163,8 @@ class MainScreen(Screen[None]):
         prompt.value = event.line if event.run else f"{event.line.rstrip()} "
         prompt.cursor_position = len(prompt.value)
         prompt.focus()
-        if event.run:
-            prompt.action_submit()
+        if event.run:  # submitted from the prompt's own context, so that it is the message's sender
+            prompt.call_later(prompt.action_submit)
 
     # -- what the App calls ----------------------------------------------------------------------
     @property
