@@ -102,7 +102,9 @@ def suggestions() -> list[str]:
 # -- completion (Tab at the prompt, the palette): the literal words of each row's usage ---------------
 def _split_top(text: str, sep: str = "|") -> list[str]:
     """Split ``text`` on ``sep`` outside brackets."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in text:
         if char == "[":
             depth += 1
@@ -119,7 +121,9 @@ def _split_top(text: str, sep: str = "|") -> list[str]:
 
 def _tokens(text: str) -> list[str]:
     """Words and whole ``[…]`` groups of a usage alternative."""
-    tokens, depth, current = [], 0, []
+    tokens: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in text:
         if char == "[":
             depth += 1

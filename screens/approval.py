@@ -25,7 +25,7 @@ from widgets.safe import clean, plain
 from widgets.toolinfo import TIER_STYLES, key_argument  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
-    from services.tools.gateway import ApprovalRequest
+    from services.tools.gateway import ApprovalDecision, ApprovalRequest  # noqa: F401 - string annotation
 
 
 def shorten_paths(request: ApprovalRequest, root: Path) -> ApprovalRequest:

@@ -421,7 +421,7 @@ class ToolCallBlock(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "enter,space",
-            "toggle",
+            "toggle_expanded",
             "Expand",
             show=False,
             id="tool.toggle",
@@ -475,14 +475,14 @@ class ToolCallBlock(Vertical):
     def on_mount(self) -> None:
         self.query_one(".tool-more").display = self.collapsible
 
-    def action_toggle(self) -> None:
+    def action_toggle_expanded(self) -> None:
         if self.collapsible:
             self.expanded = not self.expanded
 
     def on_click(self, event: events.Click) -> None:
         event.stop()
         self.focus()
-        self.action_toggle()
+        self.action_toggle_expanded()
 
 
 __all__ = ["Body", "ToolCallBlock", "decision_label", "diff_text", "header_text", "render_body"]
