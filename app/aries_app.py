@@ -8,7 +8,6 @@ slash commands to two small controllers (``RagController``, ``ToolController``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -104,7 +103,6 @@ class AriesApp(App[int]):
         self._create = create
         self.session: Session | None = None
         self._unsubscribe: list[Callable[[], None]] = []
-        self._run_status: dict[str, tuple[str, float]] = {}
         self.rag = RagController(self)
         self.tools = ToolController(self)
         self.assistant = AssistantController(self)
@@ -122,6 +120,23 @@ class AriesApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self._close_session("Aries quit")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notifications show their text literally (never markup) and neutralised: they often carry
+        paths, names and messages that came from documents, tools or the operator."""
+        from widgets.safe import clean
+
+        if not markup:
+            message, title = clean(message), clean(title, single_line=True)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     @property
     def workspace(self) -> Workspace | None:
@@ -205,18 +220,51 @@ class AriesApp(App[int]):
         session = self.session
         if session is None:
             return ""
+        from widgets.header import subtitle
+
         policy = "workspace policy" if session.policy_path is not None else "default policy"
         try:
             model = self.assistant.model_setting()
         except AriesError:
             model = "not configured (see /model)"
-        return neutralize(
-            f"workspace {session.workspace.name} · model {model} · approvals {session.mode} · {policy}",
-            single_line=True,
-        )
+        # No profile: profiles are not in force yet, so the header names none.
+        return f"{subtitle(workspace=session.workspace.name, model=model, mode=session.mode)} · {policy}"
 
     @on(WorkspaceChanged)
     @on(MainScreen.Ready)
+    def _workspace_shown(self) -> None:
+        """A workspace became active (or the panes appeared): fill everything, and bring back its last
+        retrieved set in the Context pane (rows of another workspace never stay)."""
+        session, pane = self.session, self._context_pane()
+        if session is None or pane is None:
+            return
+        pane.reset()
+        pane.set_workspace(session.workspace.name)
+        self.reload_panes()
+        self.run_worker(self._load_last_retrieval, thread=True, group="context", exit_on_error=False)
+
+    def _load_last_retrieval(self) -> None:
+        session = self.session
+        if session is None:
+            return
+        from services.retrieval.audit import RetrievalAudit
+
+        audit = RetrievalAudit(session.workspace.root / "audit.db", session.workspace.name)
+        try:
+            record = audit.last()
+        except Exception:  # no retrieval table yet, or an unreadable store: /doctor reports the store
+            return
+        finally:
+            audit.close()
+        if record is not None:
+            self.call_from_thread(self._show_last, session, record)
+
+    def _show_last(self, session: Session, record: Any) -> None:
+        pane = self._context_pane()
+        table = pane.query("#context-table").first() if pane is not None else None
+        if pane is not None and session is self.session and not getattr(table, "row_count", 0):
+            pane.show_last(record, workspace=session.workspace.name)
+
     def reload_panes(self) -> None:
         """Fill the header and every pane from the active session."""
         session = self.session
@@ -309,8 +357,14 @@ class AriesApp(App[int]):
         screen = self._main_screen()
         if session is None or screen is None:
             return
-        screen.query_one(ApprovalsPane).show(session.approvals.pending())
-        self.focus_prompt_if_queue_done()
+        pending = session.approvals.pending()
+        screen.query_one(ApprovalsPane).show(pending)
+        from screens.approval import ApprovalScreen
+
+        modal = self.screen
+        if isinstance(modal, ApprovalScreen) and modal.request.call_id not in {r.call_id for r in pending}:
+            modal.dismiss(None)  # its call was decided elsewhere (cancelled, denied on a switch or mode change)
+        self.call_after_refresh(self.focus_prompt_if_queue_done)
 
     @on(ApprovalsPane.Open)
     def _open_approval(self, message: ApprovalsPane.Open) -> None:
@@ -350,7 +404,13 @@ class AriesApp(App[int]):
     def show_hits(self, caption: str, hits: list[dict[str, Any]]) -> None:
         pane = self._context_pane()
         if pane is not None:
-            pane.show_results(caption, hits)
+            pane.show_results(caption, hits, workspace=self.workspace_name)
+
+    def index_dropped(self, name: str) -> None:
+        pane = self._context_pane()
+        if pane is not None:
+            pane.index_dropped(name)
+        self.reload_panes()
 
     def show_progress(self, event: ProgressEvent) -> None:
         pane = self._context_pane()
@@ -368,10 +428,15 @@ class AriesApp(App[int]):
             screen.query_one(ArtifactsPane).load(self.workspace.artifacts)
 
     def status_start(self, key: str, label: str) -> None:
-        self._run_status[key] = (label, time.monotonic())
+        """A line above the prompt while something runs (elapsed time ticking, the cancel key)."""
+        screen = self._main_screen()
+        if screen is not None:
+            screen.run_status.start(key, label)
 
     def status_stop(self, key: str) -> None:
-        self._run_status.pop(key, None)
+        screen = self._main_screen()
+        if screen is not None:
+            screen.run_status.stop(key)
 
     def _main_screen(self) -> MainScreen | None:
         main = [s for s in self.screen_stack if isinstance(s, MainScreen)]

@@ -1,4 +1,10 @@
-"""Command-palette provider (Ctrl+P): namespaced workspace and help commands."""
+"""Command-palette provider (Ctrl+P): namespaced workspace, help and slash commands.
+
+The slash commands come from the same table as ``/help`` and Tab completion
+(``app.commands.palette_entries``): ``command: /rag last`` runs it; ``command: /rag query …``
+(one that still needs an argument) puts it in the prompt. Both post ``MainScreen.SlashCommand``
+to the main screen, which submits the prompt as if typed, so the App dispatches it as usual.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,24 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.markup import escape
+
+from app.commands import palette_entries
+from widgets.safe import clean
 
 if TYPE_CHECKING:
     from app.aries_app import AriesApp
 
 
-class WorkspaceCommands(Provider):
+class AriesCommands(Provider):
+    def _post_slash(self, line: str, run: bool) -> None:
+        from screens.main import MainScreen
+
+        screens = [screen for screen in self.app.screen_stack if isinstance(screen, MainScreen)]
+        if screens:
+            screens[0].post_message(MainScreen.SlashCommand(line, run))
+
     def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
         app: AriesApp = self.app  # type: ignore[assignment]
         commands: list[tuple[str, Callable[[], Any], str]] = [
@@ -23,15 +41,25 @@ class WorkspaceCommands(Provider):
         for name in app.manager.list():
             if name != app.workspace_name:
                 commands.append((f"workspace: open {name}", partial(app.open_workspace, name), f"Switch to {name}"))
+        for line, summary, runnable in palette_entries():
+            text = f"command: {line}" if runnable else f"command: {line} …"
+            help_text = summary if runnable else f"{summary} (type the rest at the prompt)"
+            commands.append((text, partial(self._post_slash, line, runnable), help_text))
         return commands
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._commands():
-            yield DiscoveryHit(text, callback, help=help_text)
+            shown = clean(text, single_line=True)
+            yield DiscoveryHit(Content(shown), callback, text=shown, help=escape(clean(help_text, single_line=True)))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, callback, help_text in self._commands():
-            score = matcher.match(text)
+            shown = clean(text, single_line=True)
+            score = matcher.match(shown)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, help=help_text)
+                help_shown = escape(clean(help_text, single_line=True))
+                yield Hit(score, matcher.highlight(shown), callback, text=shown, help=help_shown)
+
+
+WorkspaceCommands = AriesCommands  # the name the App registers

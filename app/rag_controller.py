@@ -171,7 +171,7 @@ class RagController:
             self._fail(exc, "/rag index drop")
             return
         self._say(f"Index {name} dropped.")
-        self.app.call_from_thread(self.app.reload_panes)
+        self.app.call_from_thread(self.app.index_dropped, name)
 
     def _query(self, text: str, k: int) -> None:
         try:

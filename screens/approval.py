@@ -19,19 +19,13 @@ from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input, Static
+
+from widgets.safe import clean, plain
+from widgets.toolinfo import TIER_STYLES, key_argument  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
-    from services.tools.gateway import ApprovalRequest
-
-TIER_STYLES = {
-    "READ_ONLY": "green",
-    "WRITE_SAFE": "yellow",
-    "WRITE_DESTRUCTIVE": "bold red",
-    "EXEC_USERSPACE": "bold yellow",
-    "EXEC_PRIVILEGED": "bold red",
-    "NETWORK": "bold magenta",
-}
+    from services.tools.gateway import ApprovalDecision, ApprovalRequest  # noqa: F401 - string annotation
 
 
 def shorten_paths(request: ApprovalRequest, root: Path) -> ApprovalRequest:
@@ -55,30 +49,17 @@ def shorten_paths(request: ApprovalRequest, root: Path) -> ApprovalRequest:
     )
 
 
-def key_argument(request: ApprovalRequest) -> str:
-    """The one argument that says most about a call: a path, a command line or a URL."""
-    args = request.args
-    for key in ("command", "argv", "cmd"):
-        if key in args:
-            value = args[key]
-            return " ".join(map(str, value)) if isinstance(value, list) else str(value)
-    for key in ("url", "path", "query", "process_id", "artifact_id"):
-        if key in args:
-            return str(args[key])
-    return json.dumps(args, ensure_ascii=False)[:80]
-
-
 def summary_table(request: ApprovalRequest) -> Table:
     tier = str(request.tier)
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
-    table.add_row("tool", Text(request.tool_id, style="bold"))
-    table.add_row("risk", Text(tier, style=TIER_STYLES.get(tier, "")))
-    table.add_row("asked by", Text(request.source))
-    table.add_row("why", Text(f"{request.decision.reason}  (rule {request.decision.rule})"))
+    table.add_row("tool", plain(request.tool_id, "bold", single_line=True))
+    table.add_row("risk", plain(tier, TIER_STYLES.get(tier, ""), single_line=True))
+    table.add_row("asked by", plain(request.source, single_line=True))
+    table.add_row("why", plain(f"{request.decision.reason}  (rule {request.decision.rule})"))
     if request.description:
-        table.add_row("does", Text(request.description))
+        table.add_row("does", plain(request.description))
     return table
 
 
@@ -87,7 +68,7 @@ def preview_renderable(request: ApprovalRequest) -> Any:
     preview = request.preview or {}
     kind = preview.get("kind")
     if kind == "diff" and preview.get("diff") is not None:
-        diff = str(preview["diff"]) or "(no change)"
+        diff = clean(str(preview["diff"])) or "(no change)"
         return Syntax(diff, "diff", theme="ansi_dark", word_wrap=True)
     if kind == "command":
         argv = preview.get("argv") or preview.get("command") or request.args.get("command")
@@ -95,25 +76,26 @@ def preview_renderable(request: ApprovalRequest) -> Any:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
-        table.add_row("command", Text(line, style="bold yellow"))
-        table.add_row("cwd", Text(str(preview.get("cwd", ""))))
+        table.add_row("command", plain(line, "bold yellow"))
+        table.add_row("cwd", plain(preview.get("cwd", ""), single_line=True))
         for key in ("timeout_s", "env"):
             if preview.get(key) not in (None, [], {}, ""):
-                table.add_row(key, Text(str(preview[key])))
+                table.add_row(key, plain(preview[key]))
         return table
     if kind == "url" or "url" in preview:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
-        table.add_row("url", Text(str(preview.get("url", request.args.get("url", ""))), style="bold magenta"))
+        table.add_row("url", plain(preview.get("url", request.args.get("url", "")), "bold magenta", single_line=True))
         for key in ("host", "method", "max_bytes"):
             if key in preview:
-                table.add_row(key, Text(str(preview[key])))
+                table.add_row(key, plain(preview[key], single_line=True))
         return table
     if kind == "error":
-        return Text(f"preview unavailable: {preview.get('note', '')}", style="red")
+        return plain(f"preview unavailable: {preview.get('note', '')}", "red")
     if preview:
-        return Syntax(json.dumps(preview, indent=2, ensure_ascii=False, default=str), "json", theme="ansi_dark")
+        shown = clean(json.dumps(preview, indent=2, ensure_ascii=False, default=str))
+        return Syntax(shown, "json", theme="ansi_dark", word_wrap=True)
     return Text("(no preview for this tool)", style="dim")
 
 
@@ -153,24 +135,31 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
 
     def compose(self) -> Any:
         with Vertical(id="approval"):
-            yield Label(f"Approve {self.request.tool_id}?", id="approval-title")
-            yield Static(summary_table(self.request), id="approval-summary")
+            yield Static(
+                Text.assemble("Approve ", plain(self.request.tool_id, single_line=True), "?"), id="approval-title"
+            )
             with VerticalScroll(id="approval-body"):
+                yield Static(summary_table(self.request), id="approval-summary")
                 yield Static(preview_renderable(self.request), id="approval-preview")
-                args = json.dumps(self.request.args, indent=2, ensure_ascii=False, default=str)
+                args = clean(json.dumps(self.request.args, indent=2, ensure_ascii=False, default=str))
                 yield Static(
                     Group(Text("arguments", style="bold"), Syntax(args, "json", theme="ansi_dark", word_wrap=True)),
                     id="approval-args",
                 )
-            yield Static(self._session_note(), id="approval-session")
-            yield Input(placeholder="Reason for denying (optional), then Enter", id="approval-reason")
-            yield Static(
-                "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later", id="approval-keys"
-            )
+            with Vertical(id="approval-footer"):
+                yield Static(self._session_note(), id="approval-session")
+                yield Input(placeholder="Reason for denying (optional), then Enter", id="approval-reason")
+                yield Static(
+                    "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later",
+                    id="approval-keys",
+                    markup=False,
+                )
 
     def _session_note(self) -> Text:
         pattern = json.dumps(self.request.session_pattern, ensure_ascii=False, default=str)
-        return Text.assemble(("approve for session covers: ", "dim"), (f"{self.request.tool_id} {pattern}", ""))
+        return Text.assemble(
+            ("approve for session covers: ", "dim"), plain(f"{self.request.tool_id} {pattern}", single_line=True)
+        )
 
     def on_mount(self) -> None:
         self.query_one("#approval-reason").display = False

@@ -9,7 +9,9 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Static
+
+from widgets.safe import plain
 
 if TYPE_CHECKING:
     from services.retrieval.models import ChunkView
@@ -28,7 +30,7 @@ def metadata_table(chunk: ChunkView) -> Table:
     for field in FIELDS:
         value = data.get(field)
         if value is not None and value != "":
-            table.add_row(field, Text(str(value)))
+            table.add_row(field, plain(value, single_line=field != "section"))
     return table
 
 
@@ -44,13 +46,13 @@ class ChunkViewer(ModalScreen[None]):
 
     def compose(self) -> Any:
         with Vertical(id="chunk"):
-            yield Label(f"Chunk {self.chunk.handle}", id="chunk-title")
-            yield Static(metadata_table(self.chunk), id="chunk-meta")
+            yield Static(Text.assemble("Chunk ", plain(self.chunk.handle, single_line=True)), id="chunk-title")
             with VerticalScroll(id="chunk-body"):
+                yield Static(metadata_table(self.chunk), id="chunk-meta")
                 if self.chunk.context:
-                    yield Static(Text(self.chunk.context, style="italic"), id="chunk-context")
-                yield Static(Text(self.chunk.text), id="chunk-text")
-            yield Static("Esc closes.", id="chunk-keys")
+                    yield Static(plain(self.chunk.context, "italic"), id="chunk-context")
+                yield Static(plain(self.chunk.text), id="chunk-text")
+            yield Static("↑ ↓ PgUp PgDn scroll  ·  Esc closes", id="chunk-keys", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#chunk-body").focus()

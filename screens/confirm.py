@@ -5,17 +5,23 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Static
+
+from widgets.safe import plain
 
 
 class ConfirmScreen(ModalScreen[bool]):
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
-    ConfirmScreen #confirm { width: 72; height: auto; border: thick $error; background: $surface; padding: 1 2; }
-    ConfirmScreen #confirm-title { text-style: bold; margin-bottom: 1; }
-    ConfirmScreen #confirm-keys { color: $text-muted; margin-top: 1; }
+    ConfirmScreen #confirm {
+        width: 94%; max-width: 72; height: auto; max-height: 100%;
+        border: thick $error; background: $surface; padding: 0 1;
+    }
+    ConfirmScreen #confirm-title { dock: top; height: auto; text-style: bold; }
+    ConfirmScreen #confirm-body { height: auto; max-height: 100%; padding: 1 0; }
+    ConfirmScreen #confirm-keys { dock: bottom; height: 1; color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes", id="confirm.yes", tooltip="Go ahead"),
@@ -29,9 +35,10 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> Any:
         with Vertical(id="confirm"):
-            yield Label(self.title_text, id="confirm-title")
-            yield Static(self.detail, id="confirm-detail", markup=False)
-            yield Static("y yes  ·  n / Esc no", id="confirm-keys")
+            yield Static(plain(self.title_text), id="confirm-title")
+            with VerticalScroll(id="confirm-body"):
+                yield Static(plain(self.detail), id="confirm-detail")
+            yield Static("y yes  ·  n / Esc no", id="confirm-keys", markup=False)
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

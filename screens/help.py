@@ -7,11 +7,12 @@ from typing import Any, ClassVar
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from app.commands import COMMANDS
+from widgets.commands import COMMANDS
+from widgets.safe import plain
 
 
 def commands_table() -> Table:
@@ -19,7 +20,7 @@ def commands_table() -> Table:
     table = Table(title="Commands", title_justify="left", expand=True, show_edge=False, show_header=False)
     table.add_column("command")
     for command in COMMANDS:
-        table.add_row(Text.assemble((command.usage, "bold cyan"), "\n    ", command.summary))
+        table.add_row(Text.assemble(plain(command.usage, "bold cyan"), "\n    ", plain(command.summary)))
     return table
 
 
@@ -29,7 +30,7 @@ def keys_table(bindings: list[tuple[str, str, str]]) -> Table:
     table.add_column("action", no_wrap=True)
     table.add_column("what it does")
     for key, description, tooltip in bindings:
-        table.add_row(key, description, tooltip)
+        table.add_row(plain(key, single_line=True), plain(description, single_line=True), plain(tooltip))
     return table
 
 
@@ -44,10 +45,11 @@ class HelpScreen(ModalScreen[None]):
         self.bindings = bindings
 
     def compose(self) -> Any:
-        with VerticalScroll(id="help"):
-            yield Static(commands_table(), id="help-commands")
-            yield Static(keys_table(self.bindings), id="help-keys")
-            yield Static("Esc closes this help.", id="help-footer")
+        with Vertical(id="help"):
+            with VerticalScroll(id="help-body"):
+                yield Static(commands_table(), id="help-commands")
+                yield Static(keys_table(self.bindings), id="help-keys")
+            yield Static("↑ ↓ PgUp PgDn scroll  ·  Esc closes this help", id="help-footer", markup=False)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

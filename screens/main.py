@@ -1,21 +1,41 @@
-"""The main screen: transcript and prompt on the left; Context, Approvals, Artifacts on the right."""
+"""The main screen: the Transcript beside the Context, Approvals and Artifacts panes; the prompt below.
+
+At ``NARROW_WIDTH`` columns and wider the side column stands beside the transcript. Below that
+(80×24 terminals) one pane is in view at a time: the transcript, or the side pane that has the
+focus (F3, F4, F5; F2 and sending a message bring the transcript back). A strip at the top names
+the pane in view, the F-keys and how many approvals wait.
+
+Focus: the prompt has it unless the operator moves it. Panes never take it; when a modal closes,
+the widget that had the focus gets it back, or the prompt when that widget is gone or hidden; when
+the approval queue empties while it had the focus, the prompt gets it.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from textual import events, on
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header
+from textual.widget import Widget
+from textual.widgets import Input, Static
 
-from app.commands import suggestions
 from widgets.approvals.pane import ApprovalsPane
 from widgets.artifacts.pane import ArtifactsPane
+from widgets.commands import complete, suggestions
 from widgets.context.pane import ContextPane
+from widgets.header import WorkbenchHeader
 from widgets.keybar import KeyBar
 from widgets.prompt.input import PromptInput
+from widgets.safe import clean
+from widgets.status import RunStatus
+from widgets.tabs import PaneTabs
 from widgets.transcript.pane import TranscriptPane
+
+NARROW_WIDTH = 110
+PANE_IDS = ("transcript", "context", "approvals", "artifacts")
 
 
 class MainScreen(Screen[None]):
@@ -24,18 +44,139 @@ class MainScreen(Screen[None]):
     class Ready(Message):
         """The panes are mounted: the App fills them from the active workspace."""
 
+    @dataclass
+    class SlashCommand(Message):
+        """Run (``run=True``) or pre-fill (``run=False``) a slash command line at the prompt.
+
+        Posted by the command palette. Running submits the prompt exactly as if typed, so the App's
+        ``Input.Submitted`` handler dispatches it; pre-filling leaves the cursor after the line.
+        """
+
+        line: str
+        run: bool = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = "transcript"
+
     def compose(self) -> Any:
-        yield Header(icon="♈")
+        yield WorkbenchHeader(icon="♈")
+        yield PaneTabs(id="tabs")
         with Horizontal(id="workbench"):
-            with Vertical(id="conversation"):
-                yield TranscriptPane(id="transcript")
-                yield PromptInput(suggestions(), id="prompt")
+            yield TranscriptPane(id="transcript")
             with Vertical(id="side"):
                 yield ContextPane(id="context")
                 yield ApprovalsPane(id="approvals")
                 yield ArtifactsPane(id="artifacts")
+        with Vertical(id="input-area"):
+            yield RunStatus(id="run-status")
+            yield Static("", id="completions", markup=False)
+            yield PromptInput(suggestions(), completer=complete, id="prompt")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
+        self.query_one("#completions").display = False
+        self._apply_width(self.size.width or self.app.size.width)
         self.query_one(PromptInput).focus()
         self.post_message(self.Ready())
+
+    # -- narrow layout ---------------------------------------------------------------------------
+    @property
+    def narrow(self) -> bool:
+        return self.has_class("-narrow")
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        self.set_class(0 < width < NARROW_WIDTH, "-narrow")
+        self.show_view(self.view)
+
+    def show_view(self, pane: str) -> None:
+        """Bring ``pane`` (one of ``PANE_IDS``) into view; on a wide screen every pane is in view."""
+        if pane not in PANE_IDS:
+            return
+        self.view = pane
+        for name in PANE_IDS:
+            self.set_class(name == pane, f"-view-{name}")
+        self.query_one(PaneTabs).show(pane)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        widget: Widget | None = event.widget
+        while widget is not None and widget is not self:
+            if widget.id in PANE_IDS:
+                self.show_view(widget.id or "transcript")
+                return
+            widget = widget.parent  # type: ignore[assignment]
+
+    @on(Input.Submitted, "#prompt")
+    def _submitted(self, event: Input.Submitted) -> None:
+        """A message (not a command) brings the transcript into view; the App handles the text."""
+        if not event.value.strip().startswith("/"):
+            self.show_view("transcript")
+
+    # -- focus -----------------------------------------------------------------------------------
+    def focus_prompt(self) -> None:
+        self.query_one(PromptInput).focus()
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Back from a modal: keep the restored focus if it is still usable, else the prompt."""
+        self.call_after_refresh(self._check_focus)
+
+    def _check_focus(self) -> None:
+        focused = self.focused
+        if focused is None or not focused.is_attached or not _shown(focused):
+            self.focus_prompt()
+
+    @on(ApprovalsPane.Changed)
+    def _approvals_changed(self, event: ApprovalsPane.Changed) -> None:
+        self.query_one(PaneTabs).show(waiting=event.count)
+        if event.count == 0:
+            focused = self.focused
+            pane = self.query_one(ApprovalsPane)
+            if focused is not None and (focused is pane or pane in focused.ancestors):
+                self.focus_prompt()  # the queue is done: back to typing
+            if self.view == "approvals":
+                self.show_view("transcript")  # and, on a narrow screen, to the conversation
+
+    # -- completion and the palette --------------------------------------------------------------
+    @on(PromptInput.Candidates)
+    def _candidates(self, event: PromptInput.Candidates) -> None:
+        hint = self.query_one("#completions", Static)
+        if not event.candidates:
+            hint.display = False
+            return
+        from rich.text import Text
+
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("Tab: ", style="dim")
+        for number, candidate in enumerate(event.candidates):
+            style = "reverse bold" if number == event.current else "bold"
+            text.append(clean(candidate, single_line=True), style=style)
+            text.append("  ")
+        hint.update(text)
+        hint.display = True
+
+    @on(SlashCommand)
+    def _slash_command(self, event: SlashCommand) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.value = event.line if event.run else f"{event.line.rstrip()} "
+        prompt.cursor_position = len(prompt.value)
+        prompt.focus()
+        if event.run:  # submitted from the prompt's own context, so that it is the message's sender
+            prompt.call_later(prompt.action_submit)
+
+    # -- what the App calls ----------------------------------------------------------------------
+    @property
+    def run_status(self) -> RunStatus:
+        return self.query_one(RunStatus)
+
+
+def _shown(widget: Widget) -> bool:
+    """True when ``widget`` and all its ancestors are displayed."""
+    node: Any = widget
+    while node is not None:
+        if getattr(node, "display", True) is False:
+            return False
+        node = node.parent
+    return True

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.fuzzy import Matcher
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+
+from widgets.safe import clean, plain
 
 
 class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
@@ -39,11 +40,13 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
 
     def compose(self) -> Any:
         with Vertical(id="switcher"):
-            yield Label("Switch workspace", id="switcher-title")
+            yield Static("Switch workspace", id="switcher-title", markup=False)
             yield Input(placeholder="Filter, or a new name for Ctrl+N", id="switcher-filter")
             yield OptionList(id="switcher-list")
             yield Static("", id="switcher-error")
-            yield Static("Enter open  ·  Ctrl+N create from the filter text  ·  Esc cancel", id="switcher-help")
+            yield Static(
+                "Enter open  ·  Ctrl+N create from the filter text  ·  Esc cancel", id="switcher-help", markup=False
+            )
 
     def on_mount(self) -> None:
         self._refilter("")
@@ -60,14 +63,15 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
             ranked = list(self.names)
             matcher = None
         for name in ranked:
-            label = matcher.highlight(name) if matcher else Content(name)
+            shown = clean(name, single_line=True)
+            label = matcher.highlight(shown) if matcher else Content(shown)
             if name == self.current:
                 label = Content.assemble(label, ("  (current)", "dim"))
             options.add_option(Option(label, id=name))
         if ranked:
             options.highlighted = 0
         self.query_one("#switcher-error", Static).update(
-            "" if ranked or not query else f"No workspace matches {query!r}: Ctrl+N creates it."
+            plain("" if ranked or not query else f"No workspace matches {query!r}: Ctrl+N creates it.")
         )
 
     @on(Input.Changed, "#switcher-filter")
@@ -101,7 +105,7 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
         try:
             validate_name(name)
         except InvalidName as exc:
-            self.query_one("#switcher-error", Static).update(Text(str(exc), style="red"))
+            self.query_one("#switcher-error", Static).update(plain(str(exc), "red"))
             return
         self.dismiss(("new", name))
 

@@ -61,20 +61,20 @@ async def test_switch_workspace_by_keys_swaps_transcript_and_artifacts() -> None
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await pilot.pause()
         assert app.workspace_name == "beta"
-        assert len(app.screen.query(TranscriptEntry)) == 0
+        assert len(app.screen.query_one(TranscriptPane).entries()) == 0
         await pilot.press("ctrl+o")
         await pilot.pause()
         assert isinstance(app.screen, WorkspaceSwitcher)
         await pilot.press(*"alp", "enter")
         await pilot.pause()
         assert app.workspace_name == "alpha"
-        assert len(app.screen.query(TranscriptEntry)) == 4
+        assert len(app.screen.query_one(TranscriptPane).entries()) == 4
         assert app.screen.query_one(ArtifactsPane).border_subtitle == "1 item"
         assert any(isinstance(m, WorkspaceChanged) and m.name == "alpha" for m in seen)
         # and back again
         await pilot.press("ctrl+o", *"beta", "enter")
         await pilot.pause()
-        assert app.workspace_name == "beta" and len(app.screen.query(TranscriptEntry)) == 0
+        assert app.workspace_name == "beta" and len(app.screen.query_one(TranscriptPane).entries()) == 0
 
 
 async def test_switcher_creates_a_workspace_and_refuses_bad_names(aries_home: Path) -> None:
@@ -211,7 +211,7 @@ async def test_new_conversation_and_resume_latest() -> None:
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert len(app.screen.query(TranscriptEntry)) == 4
+        assert len(app.screen.query_one(TranscriptPane).entries()) == 4
         await pilot.press(*"/new", "enter", *"second", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()

@@ -13,22 +13,24 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from widgets.safe import clip
+from widgets.toolinfo import TIER_STYLES, key_argument
+
 if TYPE_CHECKING:
     from services.tools.gateway import ApprovalRequest
 
 
 def queue_label(request: ApprovalRequest) -> Text:
-    from screens.approval import TIER_STYLES, key_argument
-
+    """Three plain lines (never markup): tool and tier, key argument, why it waits."""
     tier = str(request.tier)
     return Text.assemble(
-        (request.tool_id.removeprefix("builtin:"), "bold"),
+        (clip(request.tool_id.removeprefix("builtin:"), 60), "bold"),
         "  ",
-        (tier, TIER_STYLES.get(tier, "")),
+        (clip(tier, 24), TIER_STYLES.get(tier, "")),
         "\n  ",
-        (key_argument(request)[:70], ""),
+        (clip(key_argument(request), 70), ""),
         "\n  ",
-        (request.decision.reason[:70], "dim"),
+        (clip(request.decision.reason, 70), "dim"),
     )
 
 
@@ -47,8 +49,14 @@ class ApprovalsPane(Vertical):
 
         call_id: str
 
+    @dataclass
+    class Changed(Message):
+        """The queue was replaced; ``count`` calls wait now."""
+
+        count: int
+
     def compose(self) -> Any:
-        yield Static("No tool calls are waiting for approval.", id="approvals-empty", classes="empty")
+        yield Static("No tool calls are waiting for approval.", id="approvals-empty", classes="empty", markup=False)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -86,8 +94,20 @@ class ApprovalsPane(Vertical):
         self.mount(queue)
         return queue
 
+    @property
+    def count(self) -> int:
+        """How many calls wait."""
+        return self._count
+
+    _count = 0
+
     def show(self, requests: list[ApprovalRequest]) -> None:
-        """Replace the queue with ``requests`` (oldest first), keeping the highlight where possible."""
+        """Replace the queue with ``requests`` (oldest first), keeping the highlight where possible.
+
+        Never moves the focus: a newly queued call must not take the operator away from the prompt.
+        """
+        self._count = len(requests)
+        self.post_message(self.Changed(len(requests)))
         if not requests and not self.query("#approvals-list"):
             return
         queue = self._list()

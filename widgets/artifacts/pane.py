@@ -12,6 +12,8 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from widgets.safe import clean, plain
+
 if TYPE_CHECKING:
     from services.artifacts import Artifact, ArtifactRegistry
 
@@ -31,19 +33,22 @@ def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
     from services.artifacts import is_text_mime
 
     header = Text()
-    header.append(artifact.name, style="bold")
-    header.append(f"  {artifact.mime_type}  {human_size(artifact.size_bytes)}  {artifact.hash[:19]}…", style="dim")
+    header.append(clean(artifact.name, single_line=True), style="bold")
+    header.append(
+        clean(f"  {artifact.mime_type}  {human_size(artifact.size_bytes)}  {artifact.hash[:19]}…", single_line=True),
+        style="dim",
+    )
     if artifact.description:
-        header.append(f"\n{artifact.description}", style="italic")
+        header.append(f"\n{clean(artifact.description)}", style="italic")
     if not is_text_mime(artifact.mime_type):
         return Text.assemble(header, "\n\n", Text("(binary content: no preview)", style="dim"))
     try:
         data = registry.read_bytes(artifact, PREVIEW_BYTES)
     except OSError as exc:
-        return Text.assemble(header, "\n\n", Text(f"cannot read the stored object: {exc}", style="red"))
+        return Text.assemble(header, "\n\n", plain(f"cannot read the stored object: {exc}", "red"))
     body = data.decode("utf-8", errors="replace")
     more = "" if artifact.size_bytes <= PREVIEW_BYTES else f"\n… ({human_size(artifact.size_bytes)} in all)"
-    return Text.assemble(header, "\n\n", Text(body), Text(more, style="dim"))
+    return Text.assemble(header, "\n\n", plain(body), Text(more, style="dim"))
 
 
 class ArtifactsPane(Vertical):
@@ -64,7 +69,9 @@ class ArtifactsPane(Vertical):
         self._artifacts: dict[str, Artifact] = {}
 
     def compose(self) -> Any:
-        yield Static("No artifacts yet. /artifact add PATH adds one.", id="artifacts-empty", classes="empty")
+        yield Static(
+            "No artifacts yet. /artifact add PATH adds one.", id="artifacts-empty", classes="empty", markup=False
+        )
 
     def focus_main(self) -> None:
         lists = self.query(OptionList)
@@ -94,7 +101,9 @@ class ArtifactsPane(Vertical):
         options = self._ensure_list()
         options.clear_options()
         for artifact in artifacts:
-            label = Text.assemble((artifact.name, "bold"), f"  {human_size(artifact.size_bytes)}", style="")
+            label = Text.assemble(
+                (clean(artifact.name, single_line=True), "bold"), f"  {human_size(artifact.size_bytes)}", style=""
+            )
             options.add_option(Option(label, id=artifact.id))
         self.set_class(bool(artifacts), "-has-items")
         self.border_subtitle = f"{len(artifacts)} item{'s' if len(artifacts) != 1 else ''}" if artifacts else ""

@@ -16,11 +16,14 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, Static
 
+from widgets.safe import clean, plain
+
 if TYPE_CHECKING:
     from textual.widgets import DataTable
 
 COLUMNS = ("#", "handle", "source · page/section", "fused", "bm25", "dense")
 SOURCE_WIDTH = 20
+EMPTY = "Nothing retrieved yet in this workspace."
 
 
 def _retriever_cell(rank: Any, score: Any) -> Text:
@@ -28,7 +31,11 @@ def _retriever_cell(rank: Any, score: Any) -> Text:
     if rank is None:
         return Text("—", style="dim")
     shown = f"{score:.3f}" if isinstance(score, int | float) else "?"
-    return Text(f"#{rank} {shown}")
+    return plain(f"#{rank} {shown}", single_line=True)
+
+
+def _score(score: Any) -> Text:
+    return Text(f"{score:.4f}") if isinstance(score, int | float) else plain(score if score is not None else "?")
 
 
 def _where(hit: dict[str, Any]) -> str:
@@ -40,9 +47,9 @@ def _where(hit: dict[str, Any]) -> str:
 
 def _source_cell(hit: dict[str, Any]) -> Text:
     where = _where(hit)
-    text = Text(str(hit.get("source_path", "")))
+    text = plain(hit.get("source_path", ""), single_line=True)
     if where:
-        text.append(f" · {where}", style="dim")
+        text.append(f" · {clean(where, single_line=True)}", style="dim")
     text.truncate(SOURCE_WIDTH, overflow="ellipsis")
     return text
 
@@ -65,12 +72,20 @@ class ContextPane(Vertical):
 
     @dataclass
     class ShowChunk(Message):
-        """The operator asked for the full chunk behind a handle."""
+        """The operator asked for the full chunk behind a handle (of a row that is still current)."""
 
         handle: str
+        workspace: str | None = None
+        index: str | None = None
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
+        super().__init__(id=id)
+        self.workspace: str | None = None  # the workspace the App has open (set_workspace)
+        self._rows_workspace: str | None = None  # the workspace the rows shown came from
+        self._dropped: set[str] = set()  # indexes dropped since the rows were shown
 
     def compose(self) -> Any:
-        yield Static("Nothing retrieved yet in this workspace.", id="context-empty", classes="empty")
+        yield Static(EMPTY, id="context-empty", classes="empty", markup=False)
 
     def focus_main(self) -> None:
         def focus() -> None:
@@ -92,25 +107,81 @@ class ContextPane(Vertical):
         self.mount(caption, table)
         return table
 
-    def show_results(self, caption: str, hits: list[dict[str, Any]]) -> None:
-        """Replace the table with ``hits`` (dicts with the fields of ``services.retrieval.Hit``)."""
+    def show_results(self, caption: str, hits: list[dict[str, Any]], *, workspace: str | None = None) -> None:
+        """Replace the table with ``hits`` (dicts with the fields of ``services.retrieval.Hit``).
+
+        Accepts what ``RetrievalEngine.last().hits`` returns, so the App can show the last retrieved
+        set of a workspace after a restart. ``workspace`` (default: the one of ``set_workspace``)
+        is remembered with the rows. Never moves the focus.
+        """
         table = self._table()
         table.clear()
+        self._rows_workspace = workspace if workspace is not None else self.workspace
+        self._dropped = set()
         for hit in hits:
+            handle = str(hit.get("handle", ""))
             table.add_row(
-                str(hit["rank"]),
-                Text(str(hit["handle"]), style="bold"),
+                plain(hit.get("rank", ""), single_line=True),
+                plain(handle, "bold", single_line=True),
                 _source_cell(hit),
-                f"{hit.get('score', 0.0):.4f}",
+                _score(hit.get("score")),
                 _retriever_cell(hit.get("bm25_rank"), hit.get("bm25_score")),
                 _retriever_cell(hit.get("dense_rank"), hit.get("dense_score")),
-                key=str(hit["handle"]),
+                key=handle,
             )
-        self.query_one("#context-caption", Label).update(caption)
+        shown = caption if hits else f"{caption}: no matching chunks"
+        caption_label = self.query_one("#context-caption", Label)
+        caption_label.update(plain(shown, single_line=True))
+        caption_label.display = True
+        table.display = True
         self.query_one("#context-empty", Static).display = False
         self.add_class("-has-items")
-        if not hits:
-            self.query_one("#context-caption", Label).update(f"{caption}: no matching chunks")
+
+    def show_last(self, record: Any, *, workspace: str | None = None) -> None:
+        """Show a ``RetrievalRecord`` (``engine.last()``): its query, index, time and hits."""
+        stamp = str(getattr(record, "ts", ""))[:19].replace("T", " ")
+        caption = f"last: {getattr(record, 'query', '')}  ·  index {getattr(record, 'index', '')}  ·  {stamp}"
+        owner = workspace if workspace is not None else getattr(record, "workspace", None)
+        self.show_results(caption, list(getattr(record, "hits", []) or []), workspace=owner)
+
+    def reset(self, caption: str = EMPTY) -> None:
+        """Clear the rows (workspace switched, index dropped) and show ``caption`` as the empty state."""
+        for table in self.query("#context-table"):
+            table.clear()  # type: ignore[attr-defined]
+            table.display = False
+        for caption_label in self.query("#context-caption"):
+            caption_label.display = False
+        self._rows_workspace = None
+        self._dropped = set()
+        empty = self.query_one("#context-empty", Static)
+        empty.update(plain(caption))
+        empty.display = True
+        self.remove_class("-has-items")
+
+    def set_workspace(self, name: str | None) -> None:
+        """The workspace the App has open now; rows from another one become stale (not cleared)."""
+        self.workspace = name
+
+    def index_dropped(self, name: str) -> None:
+        """Rows of index ``name`` now belong to a dropped index: Enter explains instead of erroring."""
+        self._dropped.add(name)
+
+    def stale_reason(self, handle: str) -> str | None:
+        """Why the row ``handle`` can no longer be opened, or None when it can."""
+        owner = self._rows_workspace
+        if owner is not None and self.workspace is not None and owner != self.workspace:
+            return f"This result belongs to workspace {owner}, not {self.workspace}: run the query again here."
+        index = handle.split(":", 1)[0]
+        if index in self._dropped:
+            return f"This result belongs to index {index}, which was dropped."
+        return None
+
+    def _open(self, handle: str) -> None:
+        reason = self.stale_reason(handle)
+        if reason is not None:
+            self.app.notify(clean(reason), title="Context", severity="warning", timeout=6, markup=False)
+            return
+        self.post_message(self.ShowChunk(handle, self._rows_workspace, handle.split(":", 1)[0]))
 
     def action_open(self) -> None:
         tables = self.query("#context-table")
@@ -120,12 +191,12 @@ class ContextPane(Vertical):
         if table.row_count:
             row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
             if row_key.value:
-                self.post_message(self.ShowChunk(row_key.value))
+                self._open(row_key.value)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value:
-            self.post_message(self.ShowChunk(event.row_key.value))
+            self._open(event.row_key.value)
 
     # -- progress ------------------------------------------------------------------------
     def show_progress(self, stage: str, done: int, total: int, path: str | None = None) -> None:
@@ -139,7 +210,7 @@ class ContextPane(Vertical):
             self.mount(Label("", id="context-progress-label"), bar, before=0)
         bar.update(total=max(total, 1), progress=done)
         where = f"  {path}" if path else ""
-        label = f"indexing: {stage} {done}/{total}{where}   (Ctrl+X cancels)"
+        label = clean(f"indexing: {stage} {done}/{total}{where}   (Ctrl+X cancels)", single_line=True)
         self.query_one("#context-progress-label", Label).update(Text(label, overflow="ellipsis", no_wrap=True))
 
     def clear_progress(self) -> None:

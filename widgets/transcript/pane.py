@@ -8,23 +8,27 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
-ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries"}
+from widgets.safe import clean, plain
+from widgets.transcript.tool_call import ToolCallBlock
+
+ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries", "notice": "aries"}
 MAX_SHOWN_CHARS = 20_000
 MAX_TOOL_LINES = 16
 
 
 def render_entry(entry: dict[str, Any]) -> Text:
-    """One transcript entry as rich text: a label line, then the content."""
-    role = str(entry.get("role", "system"))
-    stamp = str(entry.get("timestamp", ""))[11:19]
+    """One transcript entry as plain, neutralised text (never markup): a label line, then the content."""
+    role = clean(entry.get("role", "system"), single_line=True)
+    stamp = clean(str(entry.get("timestamp", ""))[11:19], single_line=True)
     label = Text()
     label.append(ROLE_LABELS.get(role, role), style=f"bold {_role_style(role)}")
     if role == "tool":
         status = entry.get("status", "")
-        label.append(f"  {entry.get('tool_name', '?')}", style="bold")
-        label.append(f"  {status}", style="green" if status == "success" else "red")
+        label.append(f"  {clean(entry.get('tool_name', '?'), single_line=True)}", style="bold")
+        label.append(f"  {clean(status, single_line=True)}", style="green" if status == "success" else "red")
         duration = entry.get("duration_ms")
         shown = f"{duration:.0f}" if isinstance(duration, int | float) else "?"
         label.append(f"  {shown} ms", style="dim")
@@ -34,7 +38,7 @@ def render_entry(entry: dict[str, Any]) -> Text:
         body = "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
     if len(body) > MAX_SHOWN_CHARS:
         body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
-    return Text.assemble(label, "\n", Text(body))
+    return Text.assemble(label, "\n", plain(body))
 
 
 def tool_output_text(output: Any, max_lines: int = MAX_TOOL_LINES) -> str:
@@ -49,7 +53,9 @@ def tool_output_text(output: Any, max_lines: int = MAX_TOOL_LINES) -> str:
 
 
 def _role_style(role: str) -> str:
-    return {"user": "cyan", "assistant": "magenta", "tool": "yellow", "system": "blue"}.get(role, "white")
+    return {"user": "cyan", "assistant": "magenta", "tool": "yellow", "system": "blue", "notice": "blue"}.get(
+        role, "white"
+    )
 
 
 class TranscriptEntry(Static):
@@ -58,12 +64,20 @@ class TranscriptEntry(Static):
     TranscriptEntry.-user { border-left: wide $accent; }
     TranscriptEntry.-assistant { border-left: wide $secondary; }
     TranscriptEntry.-tool { border-left: wide $warning; }
-    TranscriptEntry.-system { border-left: wide $primary-muted; color: $text-muted; }
+    TranscriptEntry.-system, TranscriptEntry.-notice { border-left: wide $primary-muted; color: $text-muted; }
     """
 
     def __init__(self, entry: dict[str, Any]) -> None:
-        super().__init__(render_entry(entry), classes=f"-{entry.get('role', 'system')}", markup=False)
+        role = clean(entry.get("role", "system"), single_line=True)
+        super().__init__(render_entry(entry), classes=f"-{role}" if role in ROLE_LABELS else "-system", markup=False)
         self.entry = entry
+
+
+def entry_widget(entry: dict[str, Any]) -> Widget:
+    """The widget for one transcript entry: a ``ToolCallBlock`` for tool calls, else a ``TranscriptEntry``."""
+    if entry.get("role") == "tool":
+        return ToolCallBlock(entry)
+    return TranscriptEntry(entry)
 
 
 class TranscriptPane(VerticalScroll):
@@ -79,7 +93,9 @@ class TranscriptPane(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
         super().__init__(id=id)
         self._empty = Static(
-            "No messages yet. Type below and press Enter; /help lists the commands.", id="transcript-empty"
+            "No messages yet. Type below and press Enter; /help lists the commands.",
+            id="transcript-empty",
+            markup=False,
         )
 
     def compose(self) -> Any:
@@ -88,15 +104,19 @@ class TranscriptPane(VerticalScroll):
     def load(self, entries: list[dict[str, Any]], subtitle: str = "") -> None:
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if not entries and not self.query(TranscriptEntry):
+        if not entries and not self.query("TranscriptEntry, ToolCallBlock"):
             return  # already empty: nothing to restyle
-        self.remove_children(TranscriptEntry)
+        self.remove_children("TranscriptEntry, ToolCallBlock")
         self._empty.display = not entries
         if entries:
-            self.mount_all([TranscriptEntry(entry) for entry in entries])
+            self.mount_all([entry_widget(entry) for entry in entries])
         self.call_after_refresh(self.scroll_end, animate=False)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The entries shown, in order (messages and tool calls alike)."""
+        return [widget.entry for widget in self.query("TranscriptEntry, ToolCallBlock")]  # type: ignore[attr-defined]
 
     def add_entry(self, entry: dict[str, Any]) -> None:
         self._empty.display = False
-        self.mount(TranscriptEntry(entry))
+        self.mount(entry_widget(entry))
         self.call_after_refresh(self.scroll_end, animate=False)

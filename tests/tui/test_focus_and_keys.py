@@ -1,0 +1,198 @@
+"""Focus stays at the prompt unless the operator moves it; Tab completes slash commands; 80×24 works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from app.aries_app import AriesApp
+from screens.approval import ApprovalScreen
+from screens.confirm import ConfirmScreen
+from screens.help import HelpScreen
+from services.workspaces import WorkspaceManager
+from widgets.approvals.pane import ApprovalsPane
+from widgets.prompt.input import PromptInput
+
+SIZE = (160, 48)
+SMALL = (80, 24)
+
+
+def make_workspace(name: str = "demo") -> None:
+    workspace, _ = WorkspaceManager().create(name)
+    (workspace.root / "notes.txt").write_text("first line\n")
+
+
+def indexed_workspace(tmp_path: Path) -> None:
+    from services.retrieval import RetrievalEngine
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nRivers flow to the sea and carry silt.\n")
+    workspace, _ = WorkspaceManager().create("demo")
+    engine = RetrievalEngine(workspace)
+    try:
+        engine.index_add(docs, "docs")
+        engine.query("rivers silt", k=3)  # something for /rag last to show
+    finally:
+        engine.close()
+
+
+async def wait_for_pending(app: AriesApp, pilot: Pilot[int], count: int = 1) -> None:
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if len(app.session.approvals.pending()) >= count:
+            return
+    raise AssertionError("no pending approval")
+
+
+def prompt_of(app: AriesApp) -> PromptInput:
+    return app.screen.query_one(PromptInput)
+
+
+# -- focus -----------------------------------------------------------------------------------------
+async def test_rag_last_leaves_the_focus_at_the_prompt(tmp_path: Path) -> None:
+    indexed_workspace(tmp_path)
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/rag last", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.query_one("#context-table").display  # the results are shown …
+        assert app.focused is prompt_of(app)  # … and typing goes on at the prompt
+        await pilot.press(*"next", "enter")  # Enter sends the message, it does not open a chunk
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0] and prompt_of(app).value == ""
+
+
+async def test_a_queued_call_does_not_take_the_focus() -> None:
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt hello", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press(*"still typing")
+        assert app.focused is prompt_of(app)
+        assert prompt_of(app).value == "still typing"  # nothing typed was lost
+        assert not isinstance(app.screen, ApprovalScreen)
+
+
+async def test_closing_modals_gives_the_focus_back() -> None:
+    make_workspace()
+    WorkspaceManager().create("other")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.focused is prompt_of(app)  # opened from the prompt: back to it
+
+        await pilot.press(*"/rag index drop nothing", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.focused is prompt_of(app)
+
+        # the operator moved to the queue and opened a call; meanwhile the call went away (workspace
+        # switched: it was denied). Closing the modal must not leave the focus on the hidden list.
+        await pilot.press(*"/fs write notes.txt x", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("f4", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalScreen)
+        await app.open_workspace("other")
+        await pilot.pause()
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+        assert app.session.approvals.pending() == []
+        assert app.focused is prompt_of(app)
+
+
+async def test_after_deciding_one_of_two_calls_the_queue_keeps_the_focus() -> None:
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs write notes.txt one", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press(*"/fs write other.txt two", "enter")
+        await wait_for_pending(app, pilot, 2)
+        await pilot.press("f4", "enter", "a")  # the operator moved the focus: it stays for the next call
+        await pilot.pause(0.2)
+        pane = app.screen.query_one(ApprovalsPane)
+        assert app.focused is not None and pane in app.focused.ancestors_with_self
+        await pilot.press("enter", "a")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        assert app.focused is prompt_of(app)  # the queue is done
+
+
+# -- Tab -------------------------------------------------------------------------------------------
+async def test_tab_completes_commands_and_sub_commands_and_cycles() -> None:
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = prompt_of(app)
+        await pilot.press(*"/ra", "tab")
+        assert prompt.value == "/rag " and app.focused is prompt
+        await pilot.press(*"in", "tab")
+        assert prompt.value == "/rag index "
+        await pilot.press("tab")  # add, drop, list, use: no common prefix, so the first …
+        assert prompt.value == "/rag index add "
+        await pilot.pause()
+        hint = str(app.screen.query_one("#completions").render())
+        assert all(word in hint for word in ("add", "drop", "list", "use"))
+        await pilot.press("tab")  # … and a second Tab cycles
+        assert prompt.value == "/rag index drop "
+        await pilot.press("backspace", *"x")  # typing ends the cycle
+        await pilot.pause()
+        assert not app.screen.query_one("#completions").display
+        prompt.value = "/policy mode c"
+        await pilot.press("tab")
+        assert prompt.value == "/policy mode commander "
+        prompt.value = "/w"
+        await pilot.press("tab")  # web, workspace: the common prefix is "w" already, so cycle
+        assert prompt.value in {"/web ", "/workspace "}
+        prompt.value = "hello"
+        await pilot.press("tab")  # plain text: Tab moves the focus as usual
+        assert app.focused is not prompt
+
+
+# -- 80×24 -----------------------------------------------------------------------------------------
+async def test_at_80x24_one_pane_at_a_time_and_the_approval_keys_are_on_screen() -> None:
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        transcript = app.screen.query_one("#transcript")
+        assert transcript.region.width >= 76  # not 18 columns
+        assert not app.screen.query_one("#side").display
+        assert app.screen.query_one("#tabs").display
+        await pilot.press("f3")
+        await pilot.pause()
+        context = app.screen.query_one("#context")
+        assert context.region.width >= 76 and not transcript.display
+        await pilot.press("f2")
+        await pilot.pause()
+        assert transcript.display
+        await pilot.press("escape", *"/fs write notes.txt hello", "enter")
+        await wait_for_pending(app, pilot)
+        assert "Approvals 1" in str(app.screen.query_one("#tabs").render())
+        await pilot.press("f4", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalScreen)
+        screen = app.screen.region
+        for selector in ("#approval", "#approval-keys", "#approval-title"):
+            region = app.screen.query_one(selector).region
+            assert screen.contains_region(region), (selector, region)
+        await pilot.press("d")
+        await pilot.pause()
+        reason = app.screen.query_one("#approval-reason").region
+        assert reason.height >= 1 and screen.contains_region(reason)
+        await pilot.press(*"later", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.session.approvals.pending() == [] and app.focused is prompt_of(app)

@@ -1,0 +1,97 @@
+"""The live status line above the prompt: what is running now, for how long, and how to cancel it.
+
+``start(key, label)`` adds an item (a tool call, a turn); ``stop(key)`` removes it. While anything
+runs, the line shows each item with its elapsed time, ticking; when idle it is hidden. The App
+calls it around tool calls and turns and binds the cancel key named in ``cancel_hint``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from widgets.safe import clip
+
+TICK_S = 0.1
+LABEL_WIDTH = 60
+
+
+def elapsed_text(seconds: float) -> str:
+    """``4.2 s`` under a minute, then ``3 min 07 s``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+class RunStatus(Static):
+    DEFAULT_CSS = """
+    RunStatus { height: auto; max-height: 4; padding: 0 1; background: $boost; display: none; }
+    RunStatus.-running { display: block; }
+    """
+
+    def __init__(
+        self,
+        *,
+        cancel_hint: str = "Ctrl+X cancels",
+        clock: Callable[[], float] = time.monotonic,
+        id: str | None = None,  # noqa: A002 - Textual's parameter name
+    ) -> None:
+        super().__init__("", id=id, markup=False)
+        self.cancel_hint = cancel_hint
+        self.clock = clock
+        self._items: dict[str, tuple[str, float]] = {}
+        self._timer: Any = None
+
+    @property
+    def running(self) -> list[str]:
+        """The keys of what runs now, oldest first."""
+        return list(self._items)
+
+    def start(self, key: str, label: str) -> None:
+        """Show ``label`` (plain text, neutralised) as running from now; restarting a key restarts its clock."""
+        self._items[key] = (label, self.clock())
+        self._changed()
+
+    def stop(self, key: str) -> None:
+        """Remove ``key`` (unknown keys are ignored); hides the line when nothing runs."""
+        if self._items.pop(key, None) is not None:
+            self._changed()
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._changed()
+
+    def _changed(self) -> None:
+        running = bool(self._items)
+        self.set_class(running, "-running")
+        if running and self._timer is None and self.is_mounted:
+            self._timer = self.set_interval(TICK_S, self._tick)
+        elif not running and self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._tick()
+
+    def on_mount(self) -> None:
+        if self._items:
+            self._changed()
+
+    def _tick(self) -> None:
+        self.update(self.render_items())
+
+    def render_items(self) -> Text:
+        now = self.clock()
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for number, (label, started) in enumerate(self._items.values()):
+            if number:
+                text.append("\n")
+            text.append("⏵ ", style="bold")
+            text.append(clip(label, LABEL_WIDTH))
+            text.append(f"  {elapsed_text(max(now - started, 0.0))}", style="bold")
+            if number == 0 and self.cancel_hint:
+                text.append(f"  ·  {self.cancel_hint}", style="dim")
+        return text

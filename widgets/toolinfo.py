@@ -1,0 +1,52 @@
+"""Shared ways of naming a tool call on screen: its risk tier colour and its key argument.
+
+Used by the Approvals pane, the approval modal and the transcript's tool blocks (widgets must not
+import screens, so these live here and ``screens.approval`` re-exports them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from widgets.safe import clean
+
+TIER_STYLES = {
+    "READ_ONLY": "green",
+    "WRITE_SAFE": "yellow",
+    "WRITE_DESTRUCTIVE": "bold red",
+    "EXEC_USERSPACE": "bold yellow",
+    "EXEC_PRIVILEGED": "bold red",
+    "NETWORK": "bold magenta",
+}
+
+_KEY_LISTS = ("command", "argv", "cmd")
+_KEY_SCALARS = ("url", "path", "query", "process_id", "artifact_id", "handle")
+
+
+def key_argument_of(args: Mapping[str, Any] | Any) -> str:
+    """The one argument that says most about a call: a command line, a URL or a path (neutralised)."""
+    if not isinstance(args, Mapping):
+        return clean(json.dumps(args, ensure_ascii=False, default=str)[:200], single_line=True)
+    for key in _KEY_LISTS:
+        if key in args:
+            value = args[key]
+            shown = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+            return clean(shown, single_line=True)
+    for key in _KEY_SCALARS:
+        if key in args:
+            return clean(args[key], single_line=True)
+    return clean(json.dumps(dict(args), ensure_ascii=False, default=str)[:200], single_line=True)
+
+
+def key_argument(request: Any) -> str:
+    """``key_argument_of`` for an ``ApprovalRequest`` (anything with ``.args``)."""
+    return key_argument_of(getattr(request, "args", {}))
+
+
+def short_tool(tool_id: Any) -> str:
+    return clean(tool_id, single_line=True).removeprefix("builtin:")
+
+
+__all__ = ["TIER_STYLES", "key_argument", "key_argument_of", "short_tool"]

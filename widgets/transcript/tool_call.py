@@ -1,0 +1,488 @@
+"""A tool call in the transcript: a one-line header and its result, rendered by kind, expandable.
+
+The header names the tool, its outcome (ok, or the error type), how it was decided (approved by the
+operator, a rule or the mode; denied), its key argument and its duration. The body renders what the
+tool returned: text as text (file reads, shell output), listings and search results as tables,
+patches as a highlighted diff, fetched pages as title + URL + text, errors with type, message and
+rule. A long body is collapsed to its first lines; Enter, space or a click expands it in place
+(scrollable) and collapses it again. Every string is neutralised and shown literally.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from widgets.safe import clean, clip, plain
+from widgets.toolinfo import key_argument_of, short_tool
+
+COLLAPSED_LINES = 8
+MAX_EXPANDED_CHARS = 200_000
+KEY_ARG_WIDTH = 48
+
+
+@dataclass(frozen=True)
+class Body:
+    """A rendered body and how much of it was left out at the given limit."""
+
+    renderable: RenderableType
+    total: int  # lines, rows or entries in the whole result
+    unit: str = "lines"
+
+
+Renderer = Callable[[Any, Mapping[str, Any], "int | None"], Body]
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _output_parts(entry: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None, dict[str, Any]]:
+    """``(data, error, meta)`` of a transcript tool entry (older entries store the data directly)."""
+    output = entry.get("output")
+    if isinstance(output, Mapping) and "status" in output and ("data" in output or "error" in output):
+        error = output.get("error")
+        meta = output.get("meta")
+        return output.get("data"), dict(error) if isinstance(error, Mapping) else None, dict(meta or {})
+    return output, None, {}
+
+
+def _lines_body(text: str, limit: int | None, style: str = "") -> Body:
+    text = text[:MAX_EXPANDED_CHARS]
+    lines = text.splitlines() or [""]
+    shown = lines if limit is None else lines[:limit]
+    return Body(plain("\n".join(shown), style), len(lines))
+
+
+def _kv_table(rows: list[tuple[str, Any]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for key, value in rows:
+        if value in (None, "", [], {}):
+            continue
+        if isinstance(value, list | dict):
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        table.add_row(plain(key, single_line=True), plain(value))
+    return table
+
+
+def _size(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return ""
+    size = float(value)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""  # pragma: no cover
+
+
+def _generic_lines(data: Any, indent: str = "") -> list[str]:
+    """A readable, YAML-like listing of any JSON value: multi-line strings stay multi-line."""
+    if isinstance(data, Mapping):
+        lines: list[str] = []
+        for key, value in data.items():
+            if isinstance(value, Mapping | list) and value:
+                lines.append(f"{indent}{key}:")
+                lines.extend(_generic_lines(value, indent + "  "))
+            elif isinstance(value, str) and "\n" in value:
+                lines.append(f"{indent}{key}: |")
+                lines.extend(f"{indent}  {line}" for line in value.splitlines())
+            else:
+                lines.append(f"{indent}{key}: {_scalar(value)}")
+        return lines
+    if isinstance(data, list):
+        lines = []
+        for item in data:
+            if isinstance(item, Mapping | list) and item:
+                sub = _generic_lines(item, indent + "  ")
+                lines.append(f"{indent}- {sub[0].lstrip()}")
+                lines.extend(sub[1:])
+            else:
+                lines.append(f"{indent}- {_scalar(item)}")
+        return lines
+    if isinstance(data, str):
+        return data.splitlines() or [""]
+    return [f"{indent}{_scalar(data)}"]
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping | list):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+# -- renderers by kind ---------------------------------------------------------------------------
+def render_generic(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    if data is None:
+        return Body(plain("(no data)", "dim"), 1)
+    return _lines_body("\n".join(_generic_lines(data)), limit)
+
+
+def render_read(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    if not isinstance(data, Mapping) or "text" not in data:
+        return render_generic(data, args, limit)
+    return _lines_body(str(data.get("text") or ""), limit)
+
+
+def render_listing(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    entries = data.get("entries") if isinstance(data, Mapping) else data
+    if not isinstance(entries, list):
+        return render_generic(data, args, limit)
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", expand=False)
+    table.add_column("type", style="dim", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("path")
+    for item in entries if limit is None else entries[:limit]:
+        if isinstance(item, Mapping):
+            kind = str(item.get("type", ""))
+            name = str(item.get("path") or item.get("name") or "")
+            path = plain(name + ("/" if kind == "dir" else ""), "bold blue" if kind == "dir" else "", single_line=True)
+            table.add_row(plain(kind, single_line=True), _size(item.get("size")) if kind != "dir" else "", path)
+        else:
+            table.add_row("", "", plain(item, single_line=True))
+    hidden = data.get("hidden_by_policy") if isinstance(data, Mapping) else None
+    if hidden:
+        return Body(Group(table, plain(f"{hidden} hidden by policy", "dim")), len(entries), "entries")
+    return Body(table, len(entries), "entries")
+
+
+def render_search(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    matches = data.get("matches") if isinstance(data, Mapping) else None
+    if not isinstance(matches, list):
+        return render_generic(data, args, limit)
+    if not matches:
+        return Body(plain("no matches", "dim"), 1)
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("where", no_wrap=True, style="cyan")
+    table.add_column("text")
+    for match in matches if limit is None else matches[:limit]:
+        if not isinstance(match, Mapping):
+            continue
+        where = f"{match.get('path', '')}:{match.get('line', '')}"
+        table.add_row(plain(where, single_line=True), plain(match.get("text", ""), single_line=True))
+    return Body(table, len(matches), "matches")
+
+
+def render_write(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    if not isinstance(data, Mapping):
+        return render_generic(data, args, limit)
+    verb = "created" if data.get("created") else "wrote"
+    line = plain(f"{verb} {data.get('path', args.get('path', ''))}  ({data.get('bytes_written', '?')} bytes)")
+    text = str(args.get("text") or "")
+    if not text:
+        return Body(line, 1)
+    body = _lines_body(text, limit, "dim")
+    return Body(Group(line, body.renderable), body.total + 1)
+
+
+def render_patch(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    files = data.get("files") if isinstance(data, Mapping) else None
+    parts: list[RenderableType] = []
+    if isinstance(files, list):
+        table = Table.grid(padding=(0, 2))
+        for item in files:
+            if isinstance(item, Mapping):
+                table.add_row(
+                    plain(item.get("action", ""), single_line=True),
+                    plain(item.get("path", ""), single_line=True),
+                    Text(f"+{item.get('added', 0)}", style="green"),
+                    Text(f"-{item.get('removed', 0)}", style="red"),
+                )
+        state = "applied" if isinstance(data, Mapping) and data.get("applied") else "not applied (dry run)"
+        parts += [plain(state, "bold"), table]
+    diff = str(args.get("patch") or args.get("diff") or "")
+    lines = diff.splitlines()
+    if lines:
+        parts.append(diff_text(lines if limit is None else lines[:limit]))
+    return Body(Group(*parts) if parts else plain("(no data)", "dim"), len(lines) + len(parts))
+
+
+def diff_text(lines: list[str]) -> Text:
+    """Unified-diff lines with +/- and hunk headers coloured (neutralised, never markup)."""
+    text = Text()
+    for number, line in enumerate(lines):
+        style = ""
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        text.append(clean(line, single_line=True), style=style)
+        if number < len(lines) - 1:
+            text.append("\n")
+    return text
+
+
+def render_shell(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    if not isinstance(data, Mapping):
+        return render_generic(data, args, limit)
+    stdout = str(data.get("stdout", data.get("stdout_tail", "")) or "")
+    stderr = str(data.get("stderr", data.get("stderr_tail", "")) or "")
+    facts: list[str] = []
+    if data.get("running"):
+        facts.append("running")
+    if data.get("exit_code") is not None:
+        facts.append(f"exit {data['exit_code']}")
+    if data.get("process_id"):
+        facts.append(f"process {data['process_id']}")
+    if data.get("pid") and "exit_code" not in data:
+        facts.append(f"pid {data['pid']}")
+    if data.get("stalled"):
+        facts.append("stalled")
+    lines: list[Text] = [plain("  ·  ".join(facts) or "done", "dim")]
+    out_lines = stdout.splitlines()
+    err_lines = stderr.splitlines()
+    budget = limit
+    for label, chunk, style in (("stdout", out_lines, ""), ("stderr", err_lines, "red")):
+        if not chunk:
+            continue
+        shown = chunk if budget is None else chunk[: max(budget, 0)]
+        if budget is not None:
+            budget -= len(shown)
+        if shown:
+            lines.append(plain(f"{label}:", "bold"))
+            lines.append(plain("\n".join(shown), style))
+    if not out_lines and not err_lines and "argv" in data:
+        lines.append(plain(" ".join(map(str, data["argv"])), single_line=True))
+    return Body(Group(*lines), len(out_lines) + len(err_lines) + 1)
+
+
+def render_web_search(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    results = data.get("results") if isinstance(data, Mapping) else None
+    if not isinstance(results, list):
+        return render_generic(data, args, limit)
+    if not results:
+        return Body(plain("no results", "dim"), 1)
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", show_lines=False)
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("result")
+    for number, item in enumerate(results if limit is None else results[:limit], start=1):
+        if not isinstance(item, Mapping):
+            continue
+        cell = Text.assemble(
+            plain(item.get("title", ""), "bold", single_line=True),
+            "\n",
+            plain(item.get("url", ""), "cyan", single_line=True),
+        )
+        if item.get("snippet"):
+            cell.append("\n")
+            cell.append_text(plain(item["snippet"], "dim", single_line=True))
+        table.add_row(str(number), cell)
+    return Body(table, len(results), "results")
+
+
+def render_web_page(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
+    if not isinstance(data, Mapping):
+        return render_generic(data, args, limit)
+    title = data.get("title")
+    url = data.get("final_url") or data.get("source_url") or args.get("url") or ""
+    facts = [str(data[key]) for key in ("content_type",) if data.get(key)]
+    if data.get("artifact_id"):
+        facts.append(f"artifact {data['artifact_id']}")
+    if data.get("bytes") not in (None, ""):
+        facts.append(_size(data.get("bytes")))
+    head: list[RenderableType] = []
+    if title:
+        head.append(plain(title, "bold", single_line=True))
+    head.append(plain(url, "cyan", single_line=True))
+    if facts:
+        head.append(plain("  ·  ".join(f for f in facts if f), "dim", single_line=True))
+    body = _lines_body(str(data.get("text", data.get("preview", "")) or ""), limit)
+    return Body(Group(*head, body.renderable), body.total + len(head))
+
+
+RENDERERS: dict[str, Renderer] = {
+    "builtin:fs:read_text": render_read,
+    "builtin:fs:list_dir": render_listing,
+    "builtin:fs:search_text": render_search,
+    "builtin:fs:write_text": render_write,
+    "builtin:fs:apply_patch": render_patch,
+    "builtin:shell:run": render_shell,
+    "builtin:shell:start": render_shell,
+    "builtin:shell:poll": render_shell,
+    "builtin:web:search": render_web_search,
+    "builtin:web:fetch": render_web_page,
+    "builtin:web:extract": render_web_page,
+}
+
+
+def render_error(error: Mapping[str, Any], limit: int | None = None) -> Body:
+    details = error.get("details") if isinstance(error.get("details"), Mapping) else {}
+    assert isinstance(details, Mapping)
+    head = Text.assemble(
+        plain(error.get("type", "Error"), "bold red", single_line=True), ": ", plain(error.get("message", ""))
+    )
+    rows: list[tuple[str, Any]] = []
+    if details.get("rule"):
+        rows.append(("rule", details["rule"]))
+    if details.get("policy_rule"):
+        rows.append(("policy rule", details["policy_rule"]))
+    if details.get("operator_reason"):
+        rows.append(("reason", details["operator_reason"]))
+    rows += [(key, value) for key, value in details.items() if key not in {"rule", "policy_rule", "operator_reason"}]
+    if limit is not None:
+        rows = rows[: max(limit - 1, 0)]
+    return Body(Group(head, _kv_table(rows)) if rows else head, 1 + len(rows))
+
+
+def render_body(entry: Mapping[str, Any], limit: int | None) -> Body:
+    """The result part of a transcript tool entry, at most ``limit`` lines/rows (None: all)."""
+    data, error, _meta = _output_parts(entry)
+    if error:
+        return render_error(error, limit)
+    args = entry.get("input") if isinstance(entry.get("input"), Mapping) else {}
+    assert isinstance(args, Mapping)
+    renderer = RENDERERS.get(str(entry.get("tool_name", "")), render_generic)
+    try:
+        return renderer(data, args, limit)
+    except (TypeError, ValueError, AttributeError, KeyError):  # an unexpected shape: show it plainly
+        return render_generic(data, args, limit)
+
+
+# -- the header ----------------------------------------------------------------------------------
+def _duration(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return ""
+    return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+def decision_label(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """``(text, style)`` of the outcome: ``ok``, ``denied``, or the error type."""
+    _data, error, meta = _output_parts(entry)
+    decision = meta.get("decision") if isinstance(meta.get("decision"), Mapping) else {}
+    assert isinstance(decision, Mapping)
+    if error:
+        kind = clean(error.get("type", "error"), single_line=True)
+        if kind == "PolicyDenied":
+            by = "operator" if "operator" in str((error.get("details") or {}).get("rule", "")) else "policy"
+            return f"✗ denied by {by}", "bold red"
+        return f"✗ {kind}", "bold red"
+    status = str(entry.get("status", ""))
+    if status and status not in {"success", "ok"}:
+        return f"✗ {clean(status, single_line=True)}", "bold red"
+    approved = decision.get("approved_by")
+    if approved in {"operator_once", "operator_session"}:
+        return f"✓ ok · approved {'once' if approved == 'operator_once' else 'for session'}", "green"
+    return "✓ ok", "green"
+
+
+def header_text(entry: Mapping[str, Any], *, expanded: bool | None) -> Text:
+    marker = " " if expanded is None else ("▾" if expanded else "▸")
+    label, style = decision_label(entry)
+    args = entry.get("input") if entry.get("input") is not None else {}
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{marker} ", style="bold")
+    text.append(short_tool(entry.get("tool_name", "?")), style="bold")
+    text.append("  ")
+    text.append(label, style=style)
+    key = key_argument_of(args)
+    if key and key not in {"{}", "null"}:
+        text.append("  ")
+        text.append(clip(key, KEY_ARG_WIDTH), style="italic")
+    duration = _duration(entry.get("duration_ms"))
+    if duration:
+        text.append(f"  {duration}", style="dim")
+    stamp = str(entry.get("timestamp", ""))[11:19]
+    if stamp:
+        text.append(f"  {clean(stamp, single_line=True)}", style="dim")
+    return text
+
+
+# -- the widget ----------------------------------------------------------------------------------
+class ToolCallBlock(Vertical):
+    """One transcript tool entry. ``expanded`` toggles between the first lines and the whole result."""
+
+    can_focus = True
+    DEFAULT_CSS = """
+    ToolCallBlock { height: auto; margin: 0 0 1 0; padding: 0 1; border-left: wide $warning; }
+    ToolCallBlock:focus { background: $boost; border-left: wide $accent; }
+    ToolCallBlock > .tool-header { height: 1; }
+    ToolCallBlock > .tool-body-scroll { height: auto; max-height: 30; }
+    ToolCallBlock.-expanded > .tool-body-scroll { max-height: 70vh; }
+    ToolCallBlock .tool-more { color: $text-muted; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "enter,space",
+            "toggle_expanded",
+            "Expand",
+            show=False,
+            id="tool.toggle",
+            tooltip="Expand the tool result to its full output, or collapse it again",
+        ),
+    ]
+
+    expanded: reactive[bool] = reactive(False, init=False)
+
+    def __init__(self, entry: Mapping[str, Any], *, collapsed_lines: int = COLLAPSED_LINES) -> None:
+        role_class = "-tool"
+        super().__init__(classes=role_class)
+        self.entry = dict(entry)
+        self.collapsed_lines = collapsed_lines
+        self._short = render_body(self.entry, collapsed_lines)
+        self.collapsible = self._short.total > collapsed_lines
+
+    @property
+    def hidden_count(self) -> int:
+        """How many lines/rows the collapsed view leaves out."""
+        return max(self._short.total - self.collapsed_lines, 0) if self.collapsible else 0
+
+    def compose(self) -> Any:
+        yield Static(self._header(), classes="tool-header")
+        scroll = VerticalScroll(Static(self._short.renderable, classes="tool-body"), classes="tool-body-scroll")
+        scroll.can_focus = False
+        yield scroll
+        yield Static(self._more(), classes="tool-more")
+
+    def _header(self) -> Text:
+        return header_text(self.entry, expanded=self.expanded if self.collapsible else None)
+
+    def _more(self) -> Text:
+        if not self.collapsible:
+            return Text()
+        if self.expanded:
+            return Text("Enter collapses", style="dim")
+        return Text(f"… {self.hidden_count} more {self._short.unit}: Enter expands", style="dim")
+
+    def watch_expanded(self, expanded: bool) -> None:
+        body = render_body(self.entry, None) if expanded else self._short
+        self.query_one(".tool-body", Static).update(body.renderable)
+        self.query_one(".tool-header", Static).update(self._header())
+        self.query_one(".tool-more", Static).update(self._more())
+        self.query_one(".tool-more").display = self.collapsible
+        self.set_class(expanded, "-expanded")
+        scroll = self.query_one(".tool-body-scroll", VerticalScroll)
+        scroll.can_focus = expanded
+        scroll.scroll_home(animate=False)
+
+    def on_mount(self) -> None:
+        self.query_one(".tool-more").display = self.collapsible
+
+    def action_toggle_expanded(self) -> None:
+        if self.collapsible:
+            self.expanded = not self.expanded
+
+    def on_click(self, event: events.Click) -> None:
+        event.stop()
+        self.focus()
+        self.action_toggle_expanded()
+
+
+__all__ = ["Body", "ToolCallBlock", "decision_label", "diff_text", "header_text", "render_body"]
