@@ -15,6 +15,8 @@ from enum import StrEnum
 from typing import Any
 
 from services.errors import AriesError, InvalidInput, NotFound, TooLarge
+from services.policy.model import PolicyDenied as PolicyDenied  # defined with the policy, re-exported
+from services.policy.model import ToolPermissionDenied as ToolPermissionDenied
 
 
 class ErrorType(StrEnum):
@@ -27,29 +29,12 @@ class ErrorType(StrEnum):
     INTERNAL_ERROR = "InternalError"
 
 
-class ToolPermissionDenied(AriesError):
-    """The operating system refused an operation (EACCES, EPERM) or a file changed under us."""
-
-    code = "permission_denied"
-
-
 class ToolTimeout(AriesError):
     code = "timeout"
 
 
 class ToolInternalError(AriesError):
     code = "internal_error"
-
-
-class PolicyDenied(AriesError):
-    """A call refused by the policy (or by the operator), with the rule that decided it."""
-
-    code = "policy_denied"
-    exit_code = 3
-
-    def __init__(self, message: str, *, rule: str, **details: Any) -> None:
-        super().__init__(message, rule=rule, **details)
-        self.rule = rule
 
 
 @dataclass(frozen=True)
