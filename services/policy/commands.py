@@ -147,7 +147,7 @@ def _wrapper(
     resolved = inner_allowed(inner[0]) if inner_allowed is not None else None
     verdict = classify(inner, resolved=resolved, inert=inert, inner_allowed=inner_allowed, depth=depth + 1)
     if verdict.exec_capable:
-        return Verdict(True, f"{argv[0]} runs {verdict.reason}", verdict.program)
+        return Verdict(True, f"{argv[0]} runs a command: {verdict.reason}", verdict.program)
     return INERT
 
 
