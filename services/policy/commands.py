@@ -49,6 +49,7 @@ def _base(name: str) -> str:
 def _known(name: str, inert: frozenset[str]) -> bool:
     return (
         name in inert
+        or name in table.INERT
         or name in table.INTERPRETERS
         or name in table.ALWAYS
         or name in table.WRAPPERS
@@ -64,9 +65,10 @@ def program_name(name: str, resolved: str | None, inert: frozenset[str]) -> str:
     candidates = [_base(name)]
     if resolved:
         candidates.append(_base(resolved))
-    for candidate in candidates:
-        for key in (candidate, re.sub(r"-?[0-9][0-9.]*$", "", candidate)):
-            if key and _known(key, inert):
+    keys = [k for c in candidates for k in (c, re.sub(r"-?[0-9][0-9.]*$", "", c)) if k]
+    for known in (frozenset(), inert):  # the table first: ``inert_programs`` cannot override it
+        for key in keys:
+            if _known(key, known):
                 return key
     return _base(name)
 
