@@ -159,7 +159,8 @@ def stopped_by(
     sigxfsz = getattr(signal, "SIGXFSZ", None)
     if child.cpu_s and sigxcpu is not None and returncode == -int(sigxcpu):
         return {"limit": "cpu", "message": f"stopped: CPU time limit of {child.cpu_s} s"}
-    if child.file_bytes and sigxfsz is not None and returncode == -int(sigxfsz):
+    file_too_large = returncode != 0 and "File too large" in stderr_tail  # SIGXFSZ ignored: EFBIG
+    if child.file_bytes and ((sigxfsz is not None and returncode == -int(sigxfsz)) or file_too_large):
         return {"limit": "file_size", "message": f"stopped: file size limit of {_size(child.file_bytes)}"}
     if child.memory_bytes and returncode != 0 and any(word in stderr_tail for word in _MEMORY_WORDS):
         return {"limit": "memory", "message": f"stopped: memory limit of {_size(child.memory_bytes)}"}

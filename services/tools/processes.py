@@ -193,6 +193,7 @@ class ProcessManager:
                 count = 0
             if count > limit:
                 proc.limit_hit = "processes"
+                _stop_group_now(proc.pid)
                 self.kill(proc, grace_s=0)
                 return
             time.sleep(_WATCH_INTERVAL_S)
@@ -360,6 +361,19 @@ class ProcessManager:
         for proc in self.processes():
             if proc.running() or self.tree(proc):
                 self.kill(proc, grace_s=1.0)
+
+
+def _stop_group_now(pgid: int) -> None:
+    """SIGKILL a process group at once and again until it is empty: a fork bomb must not get
+    time to grow while its tree is being listed."""
+    if not _POSIX:  # pragma: no cover - Windows: the tree kill below does the work
+        return
+    for _ in range(50):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            return
+        time.sleep(0.002)
 
 
 def _alive(process: psutil.Process) -> bool:
