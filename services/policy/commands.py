@@ -21,6 +21,7 @@ from services.policy.model import CommandUse, PolicyDenied
 from services.policy.model import deny as _deny
 from services.policy.model import invalid as _invalid
 from services.policy.paths import path_candidates
+from services.policy.sed import sed_is_inert
 
 if TYPE_CHECKING:
     from services.policy.bound import BoundPolicy
@@ -101,7 +102,7 @@ def classify(
     if name in table.WRAPPERS:
         return _wrapper(name, args, argv, inert, inner_allowed, depth)
     if name == "sed":
-        return INERT if _sed_is_inert(args) else exec_("may run commands or write files (e, w, r flags or -i)")
+        return INERT if sed_is_inert(args) else exec_("may run commands or write files (e, w, r flags or -i)")
     if name == "env":
         if all(a in ("-0", "--null") for a in args):
             return INERT
@@ -236,104 +237,6 @@ def _subcommand(name: str, args: list[str]) -> str | None:
             if arg == option or arg.startswith(option + "=") or (len(option) == 2 and arg.startswith(option)):
                 return f"{sub} {option} runs an external program"
     return None
-
-
-# -- sed: inert only for print/delete/substitute scripts without e, w or r -------------------
-_SED_INERT_OPTIONS = frozenset(
-    {"-n", "--quiet", "--silent", "-E", "-r", "--regexp-extended", "-s", "--separate", "-z", "--null-data", "-u"}
-)
-_SED_SIMPLE = set("pPdDqQnNl=gGhHxz{}")
-
-
-def _sed_is_inert(args: list[str]) -> bool:
-    scripts: list[str] = []
-    operands: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-e", "--expression"):
-            if i + 1 >= len(args):
-                return False
-            scripts.append(args[i + 1])
-            i += 2
-            continue
-        if arg.startswith("--expression="):
-            scripts.append(arg.split("=", 1)[1])
-        elif arg.startswith("-") and arg != "-":
-            if arg not in _SED_INERT_OPTIONS and not (
-                not arg.startswith("--") and all(f"-{c}" in _SED_INERT_OPTIONS for c in arg[1:])
-            ):
-                return False
-        else:
-            operands.append(arg)
-        i += 1
-    if not scripts:
-        if not operands:
-            return False
-        scripts.append(operands[0])
-    return all(_sed_script_inert(script) for script in scripts)
-
-
-def _sed_script_inert(script: str) -> bool:
-    i, n = 0, len(script)
-
-    def skip_delimited(pos: int, delim: str) -> int:
-        """Index just past the closing ``delim`` starting at ``pos`` (after the opening one)."""
-        while pos < n:
-            if script[pos] == "\\":
-                pos += 2
-                continue
-            if script[pos] == delim:
-                return pos + 1
-            if script[pos] == "\n":
-                return -1
-            pos += 1
-        return -1
-
-    while i < n:
-        c = script[i]
-        if c in " \t\n;":
-            i += 1
-            continue
-        # addresses
-        while i < n and (script[i].isdigit() or script[i] in "$,!~+ " or script[i] in "/\\"):
-            if script[i] in "/\\":
-                delim = "/" if script[i] == "/" else (script[i + 1] if i + 1 < n else "")
-                start = i + 1 if script[i] == "/" else i + 2
-                if not delim:
-                    return False
-                i = skip_delimited(start, delim)
-                if i < 0:
-                    return False
-                while i < n and script[i] in "IM":
-                    i += 1
-            else:
-                i += 1
-        if i >= n:
-            return True
-        c = script[i]
-        if c in _SED_SIMPLE:
-            i += 1
-            while i < n and script[i].isdigit():  # q5, Q5
-                i += 1
-            continue
-        if c in "sy":
-            if i + 1 >= n or script[i + 1] in "\\\n":
-                return False
-            delim = script[i + 1]
-            i = skip_delimited(i + 2, delim)
-            if i < 0:
-                return False
-            i = skip_delimited(i, delim)
-            if i < 0:
-                return False
-            while i < n and script[i] not in ";\n}":
-                if c == "y" or script[i] not in "gpiImM0123456789 ":
-                    return False  # e (execute), w (write), anything unknown
-                i += 1
-            continue
-        return False  # e, w, W, r, R, a, i, c, b, t, :label ... not in the inert subset
-    return True
 
 
 # -- the command check ---------------------------------------------------------------------------

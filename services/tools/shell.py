@@ -105,8 +105,7 @@ def start(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "argv": proc.argv,
             "cwd": proc.cwd,
             "started_at": proc.started_at,
-        },
-        {"sandbox": proc.limits.describe() if proc.limits is not None else None},
+        }
     )
 
 
@@ -129,9 +128,11 @@ def poll(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     truncated = status.pop("_truncated")
     meta: dict[str, Any] = {"truncated": truncated}
     if proc.limits is not None and not status["running"]:
-        meta["limit"] = stopped_by(
+        hit = stopped_by(
             proc.limits, proc.popen.returncode, status["stderr_tail"], watchdog_hit=proc.limit_hit == "processes"
         )
+        if hit is not None:
+            meta["limit"] = hit  # e.g. {"limit": "cpu", "message": "stopped: CPU time limit of 2 s"}
     return ToolOutput(status, meta)
 
 

@@ -53,6 +53,21 @@ def test_cpu_burner_is_stopped_by_the_cpu_limit(sandbox: Sandbox, gateway_factor
     assert "stopped: CPU time limit of 1 s" in result.error.message
 
 
+def test_poll_reports_the_limit_that_stopped_a_background_process(
+    sandbox: Sandbox, gateway_factory: Callable[..., Any]
+) -> None:
+    gateway = _gateway(sandbox, gateway_factory, child_cpu_s=1)
+    started = gateway.execute_sync("builtin:shell:start", {"argv": ["python3", "-c", "while True: pass"]})
+    assert started.ok and started.data is not None
+    polled = None
+    for _ in range(20):
+        polled = gateway.execute_sync("builtin:shell:poll", {"process_id": started.data["process_id"], "wait_s": 1})
+        if polled.data is not None and not polled.data["running"]:
+            break
+    assert polled is not None and polled.data is not None and polled.data["running"] is False
+    assert polled.meta["limit"] == {"limit": "cpu", "message": "stopped: CPU time limit of 1 s"}
+
+
 def test_memory_hog_is_stopped_by_the_memory_limit(sandbox: Sandbox, gateway_factory: Callable[..., Any]) -> None:
     gateway = _gateway(sandbox, gateway_factory, child_memory_bytes=256 << 20)
     hog = "x = bytearray(2 << 30); print(len(x))"

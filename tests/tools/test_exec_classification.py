@@ -53,7 +53,7 @@ EXEC_FORMS: list[list[str]] = [
     ["zsh", "-c", "true"],
     ["dash", "script.sh"],
     ["lua", "-e", "os.exit()"],
-    ["awk", "BEGIN { system(\"true\") }"],
+    ["awk", 'BEGIN { system("true") }'],
     ["gawk", "{print}", "hello.txt"],
     # sed: e command, e/w flags, r, in-place, unknown scripts
     ["sed", "e true", "hello.txt"],
