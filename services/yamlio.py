@@ -1,4 +1,12 @@
-"""YAML through ruamel.yaml (round trip keeps comments), with file/line in every error."""
+"""YAML through ruamel.yaml (round trip keeps comments), with file/line in every error.
+
+Configuration files are untrusted input (a workspace's ``policy.yaml`` may come from anyone),
+so parsing is bounded: at most ``MAX_YAML_BYTES`` of text and at most ``MAX_YAML_NODES`` nodes
+*after alias expansion*.  The document is first composed into ruamel's node graph, where an
+alias is a shared reference (cheap even for a "billion laughs" bomb); its expanded size is
+counted with memoisation, and a document over the limit, or with a recursive alias, is refused
+with a ``ConfigError`` naming the file and line before anything expands it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ from services.atomic import atomic_write_text
 from services.errors import ConfigError
 
 MAX_YAML_BYTES = 1_000_000
+MAX_YAML_NODES = 50_000
 
 
 def _yaml() -> Any:
@@ -19,6 +28,79 @@ def _yaml() -> Any:
     yaml.default_flow_style = False
     yaml.preserve_quotes = True
     return yaml
+
+
+def _expanded_size(root: Any, source: str, limit: int) -> int:
+    """Nodes in the document once every alias is expanded; ConfigError past ``limit``."""
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    # iterative post-order walk (a deeply nested document must not exhaust the Python stack)
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            active.discard(key)
+            children = _children(node, MappingNode, SequenceNode)
+            total = 1 + sum(sizes[id(c)] for c in children)
+            sizes[key] = total
+            if total > limit:
+                raise _limit_error(node, source, f"expands to more than {limit:,} nodes (alias expansion)")
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise _limit_error(node, source, "contains a recursive alias")
+        active.add(key)
+        stack.append((node, True))
+        for child in _children(node, MappingNode, SequenceNode):
+            child_key = id(child)
+            if child_key in active:
+                raise _limit_error(child, source, "contains a recursive alias")
+            if child_key not in sizes:
+                stack.append((child, False))
+    return sizes.get(id(root), 0)
+
+
+def _children(node: Any, mapping: Any, sequence: Any) -> list[Any]:
+    if isinstance(node, mapping):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, sequence):
+        return list(node.value)
+    return []
+
+
+def _limit_error(node: Any, source: str, reason: str) -> ConfigError:
+    mark = getattr(node, "start_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    where = f"{source}:{line}" if line else source
+    return ConfigError(f"{where}: the document {reason}; refused", path=source, line=line, reason=reason)
+
+
+def parse_yaml_text(text: str, *, source: str = "<yaml>", max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Parse YAML text (round trip); bounded alias expansion; ConfigError with file:line."""
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{source}: {len(text)} characters is more than the {MAX_YAML_BYTES} limit", path=source)
+    try:
+        node = _yaml().compose(text)
+        if node is not None:
+            _expanded_size(node, source, max_nodes)
+        return _yaml().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: {exc.problem or exc.context}", path=source, line=line) from None
+    except YAMLError as exc:
+        raise ConfigError(
+            f"{source}: {str(exc).splitlines()[0] if str(exc) else 'invalid YAML'}", path=source
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{source}: the document is nested too deeply", path=source) from None
 
 
 def load_yaml(path: Path) -> Any:
@@ -33,17 +115,7 @@ def load_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})", path=str(path)) from exc
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    try:
-        return _yaml().load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        where = f"{path}:{line}" if line else str(path)
-        raise ConfigError(f"{where}: {exc.problem or exc.context}", path=str(path), line=line) from exc
-    except YAMLError as exc:
-        raise ConfigError(f"{path}: {exc}", path=str(path)) from exc
+    return parse_yaml_text(text, source=str(path))
 
 
 def dump_yaml(data: Any) -> str:

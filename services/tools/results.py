@@ -23,6 +23,8 @@ from enum import StrEnum
 from typing import Any
 
 from services.errors import AriesError, InvalidInput, NotFound, TooLarge
+from services.policy.model import PolicyDenied as PolicyDenied  # defined with the policy, re-exported
+from services.policy.model import ToolPermissionDenied as ToolPermissionDenied
 
 
 class ErrorType(StrEnum):
@@ -35,12 +37,6 @@ class ErrorType(StrEnum):
     NETWORK_ERROR = "NetworkError"
     CANCELLED = "Cancelled"  # the caller cancelled the call (the operator's Ctrl+X, a closing session)
     INTERNAL_ERROR = "InternalError"
-
-
-class ToolPermissionDenied(AriesError):
-    """The operating system refused an operation (EACCES, EPERM) or a file changed under us."""
-
-    code = "permission_denied"
 
 
 class ToolTimeout(AriesError):
@@ -60,17 +56,6 @@ class ToolNetworkError(AriesError):
 
 class ToolInternalError(AriesError):
     code = "internal_error"
-
-
-class PolicyDenied(AriesError):
-    """A call refused by the policy (or by the operator), with the rule that decided it."""
-
-    code = "policy_denied"
-    exit_code = 3
-
-    def __init__(self, message: str, *, rule: str, **details: Any) -> None:
-        super().__init__(message, rule=rule, **details)
-        self.rule = rule
 
 
 @dataclass(frozen=True)

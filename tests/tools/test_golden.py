@@ -177,7 +177,7 @@ def test_golden_web_search_and_fetch(
     policy = make_policy(
         sandbox.root,
         web__schemes=["http"],
-        web__allow_private=["127.0.0.1"],
+        web__allow_private=[f"127.0.0.1:{web_server.port}"],
         web__searxng_url=f"{web_server.url}/searx",
     )
     gateway = gateway_factory(policy)

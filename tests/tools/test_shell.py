@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway
+from services.tools.shell import HARDENED_ENV
 from tests.tools.conftest import Sandbox, make_policy
 
 pytestmark = pytest.mark.timeout(90)
@@ -210,12 +211,13 @@ def test_child_environment_is_reduced_and_tagged(
     sandbox: Sandbox, gateway: ToolGateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ARIES_TEST_SECRET_TOKEN", "do-not-leak")
-    result = gateway.execute_sync("builtin:shell:run", {"argv": ["env"], "env": {"GREETING": "hi"}})
+    result = gateway.execute_sync("builtin:shell:run", {"argv": ["env"], "env": {"TZ": "UTC"}})
     assert result.ok and result.data is not None
     env = dict(line.split("=", 1) for line in result.data["stdout"].splitlines() if "=" in line)
     assert "ARIES_TEST_SECRET_TOKEN" not in env
-    assert env["GREETING"] == "hi" and env["ARIES_PROC_TAG"].endswith(":" + result.data["process_id"])
-    assert set(env) <= {"PATH", "HOME", "LANG", "GREETING", "ARIES_PROC_TAG"}
+    assert env["TZ"] == "UTC" and env["ARIES_PROC_TAG"].endswith(":" + result.data["process_id"])
+    assert env["PAGER"] == "cat" and env["GIT_CONFIG_KEY_0"] == "core.fsmonitor"
+    assert set(env) <= {"PATH", "HOME", "LANG", "TZ", "ARIES_PROC_TAG", *HARDENED_ENV}
 
 
 @pytest.mark.parametrize("env", [{"LD_PRELOAD": "/tmp/x.so"}, {"ARIES_PROC_TAG": "spoof"}, {"BASH_ENV": "x"}])
