@@ -30,7 +30,9 @@ class RetrievalConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     min_score: float | None = Field(None, ge=-1.0, le=1.0)
-    """Relevance threshold of the offline answer (see :mod:`services.answers`); None: the default."""
+    """Minimum dense similarity of a relevant passage (see :mod:`services.answers`); None: the default."""
+    min_bm25: float | None = Field(None, ge=0.0)
+    """Minimum BM25 score of a keyword match that counts on its own; None: the default."""
 
 
 class WorkspaceSettings(BaseModel):
@@ -118,7 +120,7 @@ def _reason(error: dict[str, Any]) -> str:
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return "must be a mapping of keys to values"
     if kind in ("greater_than_equal", "less_than_equal"):
-        return "must be between -1 and 1"
+        return str(error.get("msg", "out of range")).replace("Input should be", "must be")
     message = str(error.get("msg", "invalid value"))
     return message.removeprefix("Value error, ")
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from services.artifacts import ArtifactRegistry
 from services.atomic import remove_stale_temp_files
 from services.clock import utc_now
-from services.errors import ConfigError, CorruptFile, NotFound
+from services.errors import CorruptFile, NotFound
 from services.leases import (
     LOCK_FILE,
     SESSION_FILE,

@@ -115,5 +115,3 @@ def test_open_markers_detect_an_unclean_exit(aries_home: Path) -> None:
     assert stale is not None and stale["pid"] == 999999999
     assert mark_closed(workspace)
     assert session_marker(workspace) is None
-
-
