@@ -102,6 +102,8 @@ class AuditStore:
         with self._lock:
             try:
                 return int(self._conn.execute(sql, params).rowcount)
+            except sqlite3.IntegrityError:
+                raise  # a caller's bug (unknown run, duplicate call id), not a storage failure
             except sqlite3.Error as exc:
                 raise describe_sqlite_error(self.path, exc, "write to") from None
 
@@ -237,6 +239,8 @@ class AuditStore:
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                     raise
+            except sqlite3.IntegrityError:
+                raise  # a caller's bug (unknown run, duplicate call id), not a storage failure
             except sqlite3.Error as exc:
                 raise describe_sqlite_error(self.path, exc, "write to") from None
 

@@ -103,9 +103,10 @@ def describe_sqlite_error(path: Path, exc: BaseException, doing: str = "use") ->
     return AuditStoreError(f"cannot {doing} the audit database {path}: {reason}{hint}", path=str(path), sqlite=name)
 
 
-def open_checked(conn: sqlite3.Connection, path: Path) -> None:
+def open_checked(conn: sqlite3.Connection, path: Path, *, migrate_tables: bool = True) -> None:
     """Check and prepare a fresh connection: refuse a newer schema or a damaged file, set WAL,
-    migrate an older schema.  Raises AuditStoreError or sqlite3.Error."""
+    and (``migrate_tables``, the audit store only) migrate an older schema of the audit tables.
+    Raises AuditStoreError or sqlite3.Error."""
     conn.execute("PRAGMA busy_timeout = 10000")
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # reads the header: NOTADB here
     if version > SCHEMA_VERSION:
@@ -126,7 +127,7 @@ def open_checked(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    if version < SCHEMA_VERSION:
+    if migrate_tables and version < SCHEMA_VERSION:
         migrate(conn, version)
 
 

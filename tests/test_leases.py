@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(60)
-
 from services.workspaces import (
     WorkspaceBusy,
     WorkspaceManager,
@@ -22,6 +20,8 @@ from services.workspaces import (
     mark_open,
     session_marker,
 )
+
+pytestmark = pytest.mark.timeout(60)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -53,7 +53,7 @@ class RetrievalAudit:
                 if self._db is None:
                     db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
                     try:
-                        open_checked(db, self.db_path)
+                        open_checked(db, self.db_path, migrate_tables=False)  # only its own table
                         db.execute(_SCHEMA)
                     except BaseException:
                         db.close()
