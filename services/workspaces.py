@@ -42,6 +42,7 @@ from services.names import validate_name
 from services.transcripts import Problem, Transcript, iter_problems, list_conversations
 
 __all__ = [
+    "CheckResult",
     "LOCK_FILE",
     "SESSION_FILE",
     "Workspace",
@@ -49,6 +50,7 @@ __all__ = [
     "WorkspaceLease",
     "WorkspaceManager",
     "acquire_lease",
+    "check_workspace",
     "ephemeral_workspace",
     "held_lease",
     "lease_holder",
@@ -58,6 +60,8 @@ __all__ = [
     "open_elsewhere",
     "session_marker",
 ]
+
+from services.workspace_check import CheckResult, check_workspace
 
 if TYPE_CHECKING:
     from services.workspace_config import WorkspaceConfig
