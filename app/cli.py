@@ -78,6 +78,17 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json_text(data) + "\n")
 
 
+def console(**options: Any) -> Any:
+    """A rich Console for tables whose closed pipe ends like any other (see :func:`main`)."""
+    from rich.console import Console
+
+    class _PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1 on its own; main() decides instead
+            raise BrokenPipeError
+
+    return _PipeAwareConsole(**options)
+
+
 def safe(text: object, *, single_line: bool = False) -> str:
     """Untrusted text (document, file name, tool output, transcript) made inert for a terminal."""
     from services.textsafe import neutralize
@@ -89,7 +100,7 @@ def fail(error: Exception) -> int:
     from services.errors import AriesError
 
     if isinstance(error, AriesError):
-        sys.stderr.write(f"aries: {error.message}\n")
+        sys.stderr.write(f"aries: {safe(error.message, single_line=True)}\n")
         return error.exit_code
     raise error
 

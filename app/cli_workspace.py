@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli import print_json, safe
+from app.cli import console, print_json, safe
 
 
 def register(sub: Any) -> None:
@@ -172,7 +172,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print(safe(f"no workspaces yet under {manager.root}; create one with: aries workspace new NAME"))
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -193,7 +192,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "yes" if row["open"] else "",
             ]
         table.add_row(*(Text(safe(cell, single_line=True)) for cell in cells))  # Text: never parsed as markup
-    Console(soft_wrap=True).print(table)
+    console(soft_wrap=True).print(table)
     return 0
 
 

@@ -99,6 +99,7 @@ class Workspace:
         self.ephemeral = ephemeral
         self._meta: Any = None
         self._config: WorkspaceConfig | None = None
+        self._meta_signature: tuple[int, int, int] | None = None
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
 
     # -- paths ---------------------------------------------------------------------
@@ -125,9 +126,20 @@ class Workspace:
     # -- metadata ------------------------------------------------------------------
     @property
     def meta(self) -> Any:
-        if self._meta is None:
+        """The parsed ``workspace.yaml``; re-read when another process (the CLI beside the TUI,
+        or the reverse) has replaced the file since it was read."""
+        signature = self._signature()
+        if self._meta is None or (signature is not None and signature != self._meta_signature):
             self._meta = self._read_meta()
+            self._meta_signature = signature
         return self._meta
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            info = self.meta_path.stat()
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def _read_meta(self) -> Any:
         from services.workspace_config import validate_config
@@ -140,6 +152,7 @@ class Workspace:
     @property
     def config(self) -> WorkspaceConfig:
         """``workspace.yaml``, validated (unknown keys kept in ``model_extra``)."""
+        self.meta  # noqa: B018 - re-reads the file (and so the config) if it changed on disk
         if self._config is None:
             from services.workspace_config import validate_config
 
@@ -177,7 +190,7 @@ class Workspace:
                 meta["settings"][key] = value
         config = validate_config(meta, self.meta_path)
         write_yaml(self.meta_path, meta)
-        self._meta, self._config = meta, config
+        self._meta, self._config, self._meta_signature = meta, config, self._signature()
 
     # -- conversations -------------------------------------------------------------
     def conversations(self) -> list[Path]:
