@@ -24,7 +24,7 @@ ENV_MIN_SCORE = "AXIOMME_MIN_SCORE"
 class EnvSettings(BaseModel):
     """The environment, typed.  Field aliases are the variable names; unset means the default."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, use_attribute_docstrings=True)
 
     home: Path | None = Field(None, alias="ARIES_HOME")
     """Data root (workspaces, caches).  Unset: the platform's user data directory."""

@@ -27,7 +27,7 @@ APPROVAL_MODES = ("guide", "commander", "strict")
 class RetrievalConfig(BaseModel):
     """``settings.retrieval``: how this workspace retrieves."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     min_score: float | None = Field(None, ge=-1.0, le=1.0)
     """Minimum dense similarity of a relevant passage (see :mod:`services.answers`); None: the default."""
@@ -38,7 +38,7 @@ class RetrievalConfig(BaseModel):
 class WorkspaceSettings(BaseModel):
     """``settings``: what the session in this workspace uses."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     model: str = "offline"
     """``provider:model`` used for answers; ``offline`` answers with the retrieved passages."""
@@ -70,7 +70,7 @@ class WorkspaceSettings(BaseModel):
 class WorkspaceConfig(BaseModel):
     """The whole of ``workspace.yaml``."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     format_version: int = 1
     """Layout version of the workspace folder."""
