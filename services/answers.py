@@ -170,5 +170,6 @@ def answer_from_index(
     result = engine.query(question, k=k)
     hits = [hit.to_dict() for hit in result.hits]
     kept = relevance.filter(hits)
-    engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))
+    if result.audit_id is not None:
+        engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))
     return result, offline_answer(question, result.index, hits, relevance=relevance)

@@ -29,9 +29,9 @@ class RetrievalConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
-    min_score: float | None = Field(None, ge=-1.0, le=1.0)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     """Minimum dense similarity of a relevant passage (see :mod:`services.answers`); None: the default."""
-    min_bm25: float | None = Field(None, ge=0.0)
+    min_bm25: float | None = Field(default=None, ge=0.0)
     """Minimum BM25 score of a keyword match that counts on its own; None: the default."""
 
 
@@ -147,7 +147,7 @@ def validate_config(data: Any, path: Path) -> WorkspaceConfig:
         return WorkspaceConfig.model_validate(dict(data))
     except ValidationError as exc:
         error = dict(exc.errors()[0])
-        loc = tuple(error.get("loc", ()))
+        loc: tuple[Any, ...] = tuple(exc.errors()[0].get("loc", ()))
         line = _line(data, loc)
         keys = [str(k) for k in loc]
         field = ".".join(keys[1:] if keys[:1] == ["settings"] and len(keys) > 1 else keys) or "workspace"

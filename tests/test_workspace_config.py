@@ -48,9 +48,7 @@ def _workspace(text: str) -> Workspace:
         (GOOD[GOOD.index("settings:") : GOOD.index("team")], "settings: 7\n", 5, "settings: must be a mapping"),
     ],
 )
-def test_wrong_values_name_file_line_and_field(
-    aries_home: Path, old: str, new: str, line: int, expected: str
-) -> None:
+def test_wrong_values_name_file_line_and_field(aries_home: Path, old: str, new: str, line: int, expected: str) -> None:
     workspace = _workspace(GOOD.replace(old, new, 1))
     with pytest.raises(ConfigError) as caught:
         workspace.setting("approval_mode")
@@ -83,7 +81,12 @@ def test_a_refused_update_leaves_the_file_alone(aries_home: Path) -> None:
 def test_the_cli_says_file_line_and_field_without_a_traceback(aries_home: Path) -> None:
     workspace = _workspace(GOOD.replace("approval_mode: guide", "approval_mode: yolo", 1))
     env = {**os.environ, "ARIES_HOME": str(aries_home), "PYTHONPATH": str(REPO)}
-    for argv in (["workspace", "list", "--json"], ["-w", "demo", "rag", "query", "x"], ["workspace", "open", "demo", "--check"]):
+    commands = (
+        ["workspace", "list", "--json"],
+        ["-w", "demo", "rag", "query", "x"],
+        ["workspace", "open", "demo", "--check"],
+    )
+    for argv in commands:
         done = subprocess.run([sys.executable, "-m", "app", *argv], capture_output=True, text=True, env=env, timeout=60)
         combined = done.stdout + done.stderr
         assert "Traceback" not in combined, (argv, combined)
