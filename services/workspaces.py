@@ -239,23 +239,17 @@ class Workspace:
         """Make the workspace safe to use after a crash, and say what was found."""
         report = self.ensure_layout()
         report.open_elsewhere = open_elsewhere(self)
-        if report.open_elsewhere is not None:
-            # Another Aries holds the lease: a temp file or a short last line may be a write
-            # in progress there, so report only.
-            report.transcript_problems = list(iter_problems(self.transcripts_dir, repair=False))
-            try:
-                report.artifact_problems = self.artifacts.verify()
-            except CorruptFile as exc:
-                report.artifact_problems = [exc.message]
-            return report
-        for directory in (self.root, self.artifacts_dir, self.artifacts_dir / "objects"):
-            report.removed_temp_files += len(remove_stale_temp_files(directory))
-        objects = self.artifacts_dir / "objects"
-        if objects.is_dir():
-            for leftover in objects.glob(".incoming.*.tmp"):
+        # With another Aries holding the lease, a temp file or a short last line may be a write
+        # in progress there: only report.
+        repair = report.open_elsewhere is None
+        if repair:
+            for directory in (self.root, self.artifacts_dir, self.artifacts_dir / "objects"):
+                report.removed_temp_files += len(remove_stale_temp_files(directory))
+            objects = self.artifacts_dir / "objects"
+            for leftover in objects.glob(".incoming.*.tmp") if objects.is_dir() else ():
                 leftover.unlink(missing_ok=True)
                 report.removed_temp_files += 1
-        report.transcript_problems = list(iter_problems(self.transcripts_dir, repair=True))
+        report.transcript_problems = list(iter_problems(self.transcripts_dir, repair=repair))
         try:
             report.artifact_problems = self.artifacts.verify()
         except CorruptFile as exc:

@@ -129,3 +129,33 @@ def test_the_cli_close_refuses_a_live_holder_and_clears_a_dead_one(aries_home: P
     assert session_marker(workspace) is not None  # a dead holder's record is left behind
     assert main(["workspace", "close", "demo"]) == 0
     assert session_marker(workspace) is None
+
+
+def test_one_shot_commands_run_beside_the_holder_and_never_clear_it(aries_home: Path, tmp_path: Path) -> None:
+    workspace, _ = WorkspaceManager().create("demo")
+    note = tmp_path / "note.txt"
+    note.write_text("beside the TUI\n")
+    child = _holder("demo")
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "ARIES_HOME": str(aries_home)}
+        for argv in (
+            ["-w", "demo", "artifact", "add", str(note)],
+            ["-w", "demo", "tool", "call", "builtin:fs:list_dir", "--args", '{"path": "."}'],
+            ["-w", "demo", "rag", "index", "list"],
+            ["workspace", "list"],
+            ["workspace", "open", "demo", "--check"],
+        ):
+            done = subprocess.run([sys.executable, "-m", "app", *argv], capture_output=True, text=True, env=env)
+            assert done.returncode == 0, (argv, done.stderr)
+            assert session_marker(workspace)["pid"] == child.pid, argv  # type: ignore[index]
+            assert lease_holder(workspace) is not None, argv
+        checked = subprocess.run(
+            [sys.executable, "-m", "app", "workspace", "open", "demo", "--check"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert f"open in another Aries (pid {child.pid}, tui" in checked.stdout
+    finally:
+        child.kill()
+        child.wait()
