@@ -3,6 +3,16 @@
 Each subcommand module exposes ``register(subparsers)``; handlers take the parsed
 arguments and return an exit code.  Typed service errors become one line on stderr,
 ``aries: <message>``, and a non-zero exit code.
+
+Output is safe for a terminal and quiet in a pipe:
+
+* text that came from documents, file names, tool output or transcripts goes through
+  :func:`safe` (``services.textsafe.neutralize``): escape sequences and bidi controls are
+  shown as visible escapes; ``single_line`` for names and table cells;
+* :func:`print_json` escapes the same characters (C1 controls, bidi controls, line/paragraph
+  separators) as ``\\uXXXX``, so JSON output stays valid JSON *and* inert when shown;
+* a closed pipe (``aries workspace list | head -1``) ends the command quietly with exit code
+  141 (128 + SIGPIPE), the status a shell reports for any program stopped by a closed pipe.
 """
 
 from __future__ import annotations
@@ -10,6 +20,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -48,15 +60,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BROKEN_PIPE = 141
+"""Exit status when the reader of our output went away (128 + SIGPIPE, as a shell reports it)."""
+
+# json.dumps already escapes C0 controls; these pass through with ensure_ascii=False. They can only
+# occur inside JSON strings, so replacing them with \uXXXX keeps the document valid and equal.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def json_text(data: Any, *, indent: int | None = 2) -> str:
+    """``data`` as JSON that is safe to show in a terminal (see the module docstring)."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=str)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(json_text(data) + "\n")
+
+
+def console(**options: Any) -> Any:
+    """A rich Console for tables whose closed pipe ends like any other (see :func:`main`)."""
+    from rich.console import Console
+
+    class _PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1 on its own; main() decides instead
+            raise BrokenPipeError
+
+    return _PipeAwareConsole(**options)
+
+
+def safe(text: object, *, single_line: bool = False) -> str:
+    """Untrusted text (document, file name, tool output, transcript) made inert for a terminal."""
+    from services.textsafe import neutralize
+
+    return neutralize(str(text), single_line=single_line)
 
 
 def fail(error: Exception) -> int:
     from services.errors import AriesError
 
     if isinstance(error, AriesError):
-        sys.stderr.write(f"aries: {error.message}\n")
+        sys.stderr.write(f"aries: {safe(error.message, single_line=True)}\n")
         return error.exit_code
     raise error
 
@@ -72,6 +116,24 @@ def run_tui(workspace: str | None, *, create: bool = True) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a closed stdout ends it quietly with :data:`EXIT_BROKEN_PIPE`."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so the interpreter's final
+        # flush does not print "Exception ignored ... BrokenPipeError" either.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from services.errors import AriesError

@@ -103,7 +103,7 @@ def _guard(handler: Handler) -> Handler:
         try:
             return handler(args)
         except AriesError as error:
-            sys.stderr.write(f"aries: {error.message}\n")
+            sys.stderr.write(f"aries: {_safe(error.message)}\n")
             return error.exit_code
 
     run.__doc__ = handler.__doc__
@@ -111,7 +111,16 @@ def _guard(handler: Handler) -> Handler:
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    from app.cli import print_json  # control and bidi characters escaped, still valid JSON
+
+    print_json(data)
+
+
+def _safe(text: object, *, single_line: bool = True) -> str:
+    """Document text, file names and queries are untrusted: inert before they reach a terminal."""
+    from services.textsafe import neutralize
+
+    return neutralize(str(text), single_line=single_line)
 
 
 @contextmanager
@@ -168,7 +177,7 @@ def handle_index_add(args: argparse.Namespace) -> int:
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
+            TextColumn("{task.fields[detail]}", markup=False),  # file names are never markup
             TimeElapsedColumn(),
             console=console,
             transient=True,
@@ -183,7 +192,7 @@ def handle_index_add(args: argparse.Namespace) -> int:
                         description="reading",
                         completed=event.done - 1,
                         total=event.total,
-                        detail=event.path or "",
+                        detail=_safe(event.path or ""),
                     )
                 elif event.stage == "embed":
                     bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
@@ -211,17 +220,17 @@ def handle_index_add(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(report.to_dict())
         else:
-            print(report.summary())
+            print(_safe(report.summary()))
             for issue in report.errors:
-                print(f"  failed   {issue.path}: [{issue.code}] {issue.message}")
+                print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}"))
             for issue in report.skipped:
                 if issue.code != "unsupported_type":
-                    print(f"  skipped  {issue.path}: [{issue.code}] {issue.message}")
+                    print(_safe(f"  skipped  {issue.path}: [{issue.code}] {issue.message}"))
             unsupported = sum(1 for issue in report.skipped if issue.code == "unsupported_type")
             if unsupported:
                 print(f"  skipped  {unsupported} file(s) of unsupported types")
             if report.activated:
-                print(f"index {report.index!r} is now the active index")
+                print(_safe(f"index {report.index!r} is now the active index"))
         return 130 if report.cancelled else 0
 
 
@@ -237,24 +246,27 @@ def handle_index_list(args: argparse.Namespace) -> int:
         for info in infos:
             mark = "*" if info.active else " "
             print(
-                f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  {info.embedding_model or '-'}"
+                _safe(
+                    f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  "
+                    f"{info.embedding_model or '-'}"
+                )
             )
             for root in info.roots:
-                print(f"    {root}")
+                print(f"    {_safe(root)}")
         return 0
 
 
 def handle_index_use(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         info = engine.index_use(args.name)
-        print(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)")
+        print(_safe(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)"))
         return 0
 
 
 def handle_index_drop(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         engine.index_drop(args.name)
-        print(f"dropped index {args.name!r}")
+        print(_safe(f"dropped index {args.name!r}"))
         return 0
 
 
@@ -268,16 +280,18 @@ def handle_query(args: argparse.Namespace) -> int:
             _print_json(result.to_dict())
             return 0
         print(
-            f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
-            f"({result.embedding_model})"
+            _safe(
+                f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
+                f"({result.embedding_model})"
+            )
         )
         for hit in result.hits:
             bm25 = f"bm25 #{hit.bm25_rank} ({hit.bm25_score:.3f})" if hit.bm25_rank else "bm25 -"
             dense = f"dense #{hit.dense_rank} ({hit.dense_score:.3f})" if hit.dense_rank else "dense -"
-            print(f"{hit.rank:>3}. {hit.handle}  {hit.source_path}  {_where(hit.page, hit.section)}")
+            print(_safe(f"{hit.rank:>3}. {hit.handle}  {hit.source_path}  {_where(hit.page, hit.section)}"))
             print(f"     score {hit.score:.4f}  {bm25}  {dense}")
             preview = " ".join(hit.text.split())
-            print(f"     {preview[:200]}{'…' if len(preview) > 200 else ''}")
+            print(f"     {_safe(preview[:200])}{'…' if len(preview) > 200 else ''}")
         return 0
 
 
@@ -287,17 +301,17 @@ def handle_show(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(view.to_dict())
             return 0
-        print(view.handle)
-        print(f"  source   {view.root}/{view.source_path} ({view.content_type})")
+        print(_safe(view.handle))
+        print(_safe(f"  source   {view.root}/{view.source_path} ({view.content_type})"))
         where = _where(view.page, view.section)
         if where:
-            print(f"  where    {where}")
+            print(_safe(f"  where    {where}"))
         print(f"  offsets  {view.start_offset}-{view.end_offset} (chunk {view.ordinal})")
         print(f"  hash     {view.hash}")
-        print(f"  model    {view.embedding_model}")
-        print(f"  modified {view.last_modified}")
+        print(_safe(f"  model    {view.embedding_model}"))
+        print(_safe(f"  modified {view.last_modified}"))
         print()
-        print(view.text)
+        print(_safe(view.text, single_line=False))
         return 0
 
 
@@ -310,11 +324,11 @@ def handle_last(args: argparse.Namespace) -> int:
         if record is None:
             print("no retrievals recorded in this workspace yet")
             return 0
-        print(f"#{record.id} {record.ts}  index {record.index!r}  model {record.embedding_model}")
-        print(f"  query   {record.query}")
-        print(f"  params  {json.dumps(record.params, sort_keys=True)}")
+        print(_safe(f"#{record.id} {record.ts}  index {record.index!r}  model {record.embedding_model}"))
+        print(f"  query   {_safe(record.query)}")
+        print(f"  params  {_safe(json.dumps(record.params, sort_keys=True))}")
         for hit in record.hits:
-            print(f"  {hit['rank']:>3}. {hit['handle']}  {hit['source_path']}  score {hit['score']:.4f}")
+            print(_safe(f"  {hit['rank']:>3}. {hit['handle']}  {hit['source_path']}  score {hit['score']:.4f}"))
         return 0
 
 

@@ -6,9 +6,16 @@ Tables (the capsule spec's, plus the policy decision, the matching rule and who 
     tool_calls    one per call, written before the call runs
     tool_results  one per call, written when it ends (status success / error / denied)
 
-WAL mode, ``CREATE TABLE IF NOT EXISTS``; other services keep their own tables in the same
-file (retrieval writes ``retrievals``) and this module never touches them.  A call row without
-a result row is a call that was interrupted (crash, kill) before it finished.
+WAL mode; other services keep their own tables in the same file (retrieval writes
+``retrievals``) and this module never touches them.  A call row without a result row is a
+call that was interrupted (crash, kill) before it finished.
+
+Opening checks the store: ``PRAGMA quick_check`` (a damaged file is refused instead of
+receiving rows unnoticed), and the schema version kept in ``PRAGMA user_version``: a file
+written by a newer Aries is refused, never silently migrated; an older one is migrated in
+one transaction.  Every SQLite failure — a damaged file, a full disk, a read-only file
+system, a database locked past the busy timeout — is one :class:`AuditStoreError` with one
+clear line.
 """
 
 from __future__ import annotations
@@ -20,59 +27,27 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from services.audit_db import (
+    AUDIT_FILE,
+    SCHEMA,
+    SCHEMA_VERSION,
+    AuditStoreError,
+    describe_sqlite_error,
+    open_checked,
+)
 from services.clock import utc_now
 
-AUDIT_FILE = "audit.db"
-SCHEMA_VERSION = 1
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id      TEXT PRIMARY KEY,
-    created_at  TEXT NOT NULL,
-    plan_hash   TEXT,
-    policy_hash TEXT,
-    mode        TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    source      TEXT,
-    workspace   TEXT,
-    approval_mode TEXT,
-    ended_at    TEXT
-);
-CREATE TABLE IF NOT EXISTS tool_calls (
-    call_id     TEXT PRIMARY KEY,
-    run_id      TEXT NOT NULL REFERENCES runs(run_id),
-    step_index  INTEGER NOT NULL,
-    tool_name   TEXT NOT NULL,
-    args_json   TEXT NOT NULL,
-    created_at  TEXT NOT NULL,
-    source      TEXT,
-    tier        TEXT
-);
-CREATE TABLE IF NOT EXISTS tool_results (
-    call_id     TEXT PRIMARY KEY REFERENCES tool_calls(call_id),
-    run_id      TEXT NOT NULL REFERENCES runs(run_id),
-    status      TEXT NOT NULL CHECK (status IN ('success', 'error', 'denied')),
-    output_json TEXT,
-    error_json  TEXT,
-    policy_decision_json TEXT NOT NULL,
-    decision    TEXT NOT NULL,
-    rule_id     TEXT NOT NULL,
-    approved_by TEXT,
-    started_at  TEXT NOT NULL,
-    ended_at    TEXT NOT NULL,
-    duration_ms REAL NOT NULL,
-    input_hash  TEXT NOT NULL,
-    output_hash TEXT,
-    workspace   TEXT
-);
-CREATE INDEX IF NOT EXISTS tool_calls_run ON tool_calls(run_id, step_index);
-CREATE INDEX IF NOT EXISTS tool_results_run ON tool_results(run_id);
-CREATE INDEX IF NOT EXISTS tool_results_ended ON tool_results(ended_at);
-"""
+__all__ = [
+    "AUDIT_FILE",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "AuditStore",
+    "AuditStoreError",
+    "canonical_json",
+    "content_hash",
+    "describe_sqlite_error",
+    "explain",
+]
 
 
 def canonical_json(value: Any) -> str:
@@ -88,19 +63,25 @@ class AuditStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
+        except (sqlite3.Error, OSError) as exc:
+            raise describe_sqlite_error(self.path, exc, "open") from None
         self._conn.row_factory = sqlite3.Row
+        try:
+            with self._lock:
+                open_checked(self._conn, self.path)
+        except BaseException as exc:
+            self._conn.close()
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise describe_sqlite_error(self.path, exc, "open") from None
+            raise
+
+    def schema_version(self) -> int:
         with self._lock:
-            self._conn.execute("PRAGMA busy_timeout = 10000")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self._conn.executescript(SCHEMA)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO audit_meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
+            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
 
     @classmethod
     def for_workspace(cls, root: Path) -> AuditStore:
@@ -116,9 +97,15 @@ class AuditStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        """Run one statement; return the number of rows it changed."""
         with self._lock:
-            self._conn.execute(sql, params)
+            try:
+                return int(self._conn.execute(sql, params).rowcount)
+            except sqlite3.IntegrityError:
+                raise  # a caller's bug (unknown run, duplicate call id), not a storage failure
+            except sqlite3.Error as exc:
+                raise describe_sqlite_error(self.path, exc, "write to") from None
 
     # -- writing -----------------------------------------------------------------------
     def start_run(
@@ -174,8 +161,49 @@ class AuditStore:
         input_hash: str,
         output_hash: str | None,
         workspace: str | None,
+        tier: str | None = None,
     ) -> None:
-        self._write(
+        """Record the end of a call.  ``tier`` is the tier the decision used (arguments can raise
+        a tool's fixed tier); when given it replaces the tier on the call row, in the same
+        transaction as the result row."""
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if tier is not None:
+            statements.append(("UPDATE tool_calls SET tier = ? WHERE call_id = ?", (tier, call_id)))
+        statements.append(
+            self._result_insert(
+                call_id=call_id,
+                run_id=run_id,
+                status=status,
+                output_json=output_json,
+                error_json=error_json,
+                decision=decision,
+                started_at=started_at,
+                ended_at=ended_at,
+                duration_ms=duration_ms,
+                input_hash=input_hash,
+                output_hash=output_hash,
+                workspace=workspace,
+            )
+        )
+        self._write_all(statements)
+
+    @staticmethod
+    def _result_insert(
+        *,
+        call_id: str,
+        run_id: str,
+        status: str,
+        output_json: str | None,
+        error_json: str | None,
+        decision: dict[str, Any],
+        started_at: str,
+        ended_at: str,
+        duration_ms: float,
+        input_hash: str,
+        output_hash: str | None,
+        workspace: str | None,
+    ) -> tuple[str, tuple[Any, ...]]:
+        return (
             "INSERT INTO tool_results(call_id, run_id, status, output_json, error_json, policy_decision_json,"
             " decision, rule_id, approved_by, started_at, ended_at, duration_ms, input_hash, output_hash, workspace)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -198,17 +226,35 @@ class AuditStore:
             ),
         )
 
-    def next_step(self, run_id: str) -> int:
+    def _write_all(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Run ``statements`` in one transaction."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT COALESCE(MAX(step_index), -1) + 1 FROM tool_calls WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return int(row[0])
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for sql, params in statements:
+                        self._conn.execute(sql, params)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.IntegrityError:
+                raise  # a caller's bug (unknown run, duplicate call id), not a storage failure
+            except sqlite3.Error as exc:
+                raise describe_sqlite_error(self.path, exc, "write to") from None
+
+    def next_step(self, run_id: str) -> int:
+        rows = self._rows("SELECT COALESCE(MAX(step_index), -1) + 1 AS n FROM tool_calls WHERE run_id = ?", (run_id,))
+        return int(rows[0]["n"])
 
     # -- reading -----------------------------------------------------------------------
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self._lock:
-            return [dict(r) for r in self._conn.execute(sql, params).fetchall()]
+            try:
+                return [dict(r) for r in self._conn.execute(sql, params).fetchall()]
+            except sqlite3.Error as exc:
+                raise describe_sqlite_error(self.path, exc, "read") from None
 
     _CALL_SQL = (
         "SELECT c.call_id, c.run_id, c.step_index, c.tool_name, c.args_json, c.created_at, c.source, c.tier,"

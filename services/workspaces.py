@@ -17,17 +17,54 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.artifacts import ArtifactRegistry
 from services.atomic import remove_stale_temp_files
 from services.clock import utc_now
-from services.config import workspaces_root
-from services.errors import ConfigError, CorruptFile, NotFound
+from services.errors import CorruptFile, NotFound
+from services.leases import (
+    LOCK_FILE,
+    SESSION_FILE,
+    WorkspaceBusy,
+    WorkspaceLease,
+    acquire_lease,
+    clear_stale,
+    holder_record,
+    lease_holder,
+    open_elsewhere,
+    pid_alive,
+)
 from services.names import validate_name
 from services.transcripts import Problem, Transcript, iter_problems, list_conversations
+
+__all__ = [
+    "CheckResult",
+    "LOCK_FILE",
+    "SESSION_FILE",
+    "Workspace",
+    "WorkspaceBusy",
+    "WorkspaceLease",
+    "WorkspaceManager",
+    "acquire_lease",
+    "check_workspace",
+    "ephemeral_workspace",
+    "held_lease",
+    "lease_holder",
+    "mark_closed",
+    "mark_open",
+    "marker_is_live",
+    "open_elsewhere",
+    "session_marker",
+]
+
+from services.workspace_check import CheckResult, check_workspace
+
+if TYPE_CHECKING:
+    from services.workspace_config import WorkspaceConfig
 
 WORKSPACE_FILE = "workspace.yaml"
 SUBDIRS = ("transcripts", "artifacts", "indexes")
@@ -50,6 +87,9 @@ class OpenReport:
     removed_temp_files: int = 0
     transcript_problems: list[Problem] = field(default_factory=list)
     artifact_problems: list[str] = field(default_factory=list)
+    open_elsewhere: dict[str, Any] | None = None
+    """The lease holder's record when another live Aries has the workspace open: then
+    nothing was repaired (its writes may be in flight), problems were only reported."""
 
 
 class Workspace:
@@ -58,6 +98,8 @@ class Workspace:
         self.name = name
         self.ephemeral = ephemeral
         self._meta: Any = None
+        self._config: WorkspaceConfig | None = None
+        self._meta_signature: tuple[int, int, int] | None = None
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
 
     # -- paths ---------------------------------------------------------------------
@@ -84,31 +126,61 @@ class Workspace:
     # -- metadata ------------------------------------------------------------------
     @property
     def meta(self) -> Any:
-        if self._meta is None:
+        """The parsed ``workspace.yaml``; re-read when another process (the CLI beside the TUI,
+        or the reverse) has replaced the file since it was read."""
+        signature = self._signature()
+        if self._meta is None or (signature is not None and signature != self._meta_signature):
             self._meta = self._read_meta()
+            self._meta_signature = signature
         return self._meta
 
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            info = self.meta_path.stat()
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
+
     def _read_meta(self) -> Any:
+        from services.workspace_config import validate_config
         from services.yamlio import load_yaml
 
         data = load_yaml(self.meta_path)
-        if not isinstance(data, dict):
-            raise ConfigError(f"{self.meta_path}: expected a mapping at the top level")
+        self._config = validate_config(data, self.meta_path)  # ConfigError with file:line and field
         return data
 
     @property
+    def config(self) -> WorkspaceConfig:
+        """``workspace.yaml``, validated (unknown keys kept in ``model_extra``)."""
+        self.meta  # noqa: B018 - re-reads the file (and so the config) if it changed on disk
+        if self._config is None:
+            from services.workspace_config import validate_config
+
+            self._config = validate_config(self.meta, self.meta_path)
+        return self._config
+
+    @property
     def profile(self) -> str:
-        return str(self.meta.get("profile") or "default")
+        return self.config.profile
 
     def setting(self, key: str) -> Any:
-        settings = self.meta.get("settings") or {}
-        return settings.get(key, DEFAULT_SETTINGS.get(key))
+        settings = self.config.settings
+        if key in type(settings).model_fields:
+            value = getattr(settings, key)
+            return value.model_dump() if hasattr(value, "model_dump") else value
+        return (settings.model_extra or {}).get(key, DEFAULT_SETTINGS.get(key))
 
     def update(self, *, profile: str | None = None, **settings: Any) -> None:
-        """Change the active profile and/or settings; written atomically, comments kept."""
+        """Change the active profile and/or settings; validated, written atomically, comments kept.
+
+        A value the model refuses raises ConfigError and leaves the file as it was.
+        """
+        import copy
+
+        from services.workspace_config import validate_config
         from services.yamlio import write_yaml
 
-        meta = self.meta
+        meta = copy.deepcopy(self.meta)
         if profile is not None:
             meta["profile"] = validate_name(profile, "profile")
         if settings:
@@ -116,7 +188,9 @@ class Workspace:
                 meta["settings"] = {}
             for key, value in settings.items():
                 meta["settings"][key] = value
+        config = validate_config(meta, self.meta_path)
         write_yaml(self.meta_path, meta)
+        self._meta, self._config, self._meta_signature = meta, config, self._signature()
 
     # -- conversations -------------------------------------------------------------
     def conversations(self) -> list[Path]:
@@ -164,14 +238,18 @@ class Workspace:
     def recover(self) -> OpenReport:
         """Make the workspace safe to use after a crash, and say what was found."""
         report = self.ensure_layout()
-        for directory in (self.root, self.artifacts_dir, self.artifacts_dir / "objects"):
-            report.removed_temp_files += len(remove_stale_temp_files(directory))
-        objects = self.artifacts_dir / "objects"
-        if objects.is_dir():
-            for leftover in objects.glob(".incoming.*.tmp"):
+        report.open_elsewhere = open_elsewhere(self)
+        # With another Aries holding the lease, a temp file or a short last line may be a write
+        # in progress there: only report.
+        repair = report.open_elsewhere is None
+        if repair:
+            for directory in (self.root, self.artifacts_dir, self.artifacts_dir / "objects"):
+                report.removed_temp_files += len(remove_stale_temp_files(directory))
+            objects = self.artifacts_dir / "objects"
+            for leftover in objects.glob(".incoming.*.tmp") if objects.is_dir() else ():
                 leftover.unlink(missing_ok=True)
                 report.removed_temp_files += 1
-        report.transcript_problems = list(iter_problems(self.transcripts_dir, repair=True))
+        report.transcript_problems = list(iter_problems(self.transcripts_dir, repair=repair))
         try:
             report.artifact_problems = self.artifacts.verify()
         except CorruptFile as exc:
@@ -205,7 +283,11 @@ class WorkspaceManager:
     """Creates, lists and opens the workspaces under one data root."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root is not None else workspaces_root()
+        if root is None:
+            from services.config import workspaces_root  # pydantic is imported only when needed
+
+            root = workspaces_root()
+        self.root = Path(root)
 
     def path_for(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -256,61 +338,58 @@ def ephemeral_workspace() -> Workspace:
     return workspace
 
 
-# -- open/close markers ---------------------------------------------------------------
-SESSION_FILE = ".aries-session.json"
+# -- open/close markers (thin wrappers over the lease) ---------------------------------
+_LEASES: dict[Path, WorkspaceLease] = {}
+_LEASES_LOCK = threading.Lock()
 
 
 def session_marker(workspace: Workspace) -> dict[str, Any] | None:
-    """The marker of the process that has the workspace open, if any (it may be stale)."""
-    import json
-
-    path = workspace.root / SESSION_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+    """The holder record of the workspace's lease, if any (it may be stale)."""
+    return holder_record(workspace.root)
 
 
 def marker_is_live(marker: dict[str, Any]) -> bool:
-    import os
-
-    pid = marker.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(marker.get("pid"))
 
 
-def mark_open(workspace: Workspace) -> dict[str, Any] | None:
-    """Record that this process has the workspace open; return a stale marker found, if any."""
-    import json
-    import os
+def held_lease(workspace: Workspace) -> WorkspaceLease | None:
+    """The lease this process holds on ``workspace`` through :func:`mark_open`, if any."""
+    with _LEASES_LOCK:
+        lease = _LEASES.get(workspace.root.resolve())
+    return lease if lease is not None and lease.held else None
 
-    from services.atomic import atomic_write_text
 
-    previous = session_marker(workspace)
-    stale = previous if previous is not None and not marker_is_live(previous) else None
-    if not workspace.ephemeral:
-        atomic_write_text(
-            workspace.root / SESSION_FILE, json.dumps({"pid": os.getpid(), "opened_at": utc_now()}) + "\n"
-        )
-    return stale
+def mark_open(workspace: Workspace, *, purpose: str = "tui") -> dict[str, Any] | None:
+    """Take the workspace's lease for this process (kept until :func:`mark_closed`).
+
+    Returns the record of a previous holder that exited uncleanly, if any; raises
+    :class:`WorkspaceBusy` when another live Aries holds the lease.  Calling it again for a
+    workspace this process already holds is a no-op that returns None.
+    """
+    key = workspace.root.resolve()
+    with _LEASES_LOCK:
+        current = _LEASES.get(key)
+        if current is not None and current.held:
+            return None
+        lease = acquire_lease(workspace, purpose=purpose)
+        _LEASES[key] = lease
+    return lease.recovered
 
 
 def mark_closed(workspace: Workspace) -> bool:
-    """Remove this process's marker (or a stale one). Return True if a marker was removed."""
-    import os
+    """Release this process's lease on ``workspace``, or clear a dead holder's record.
 
-    marker = session_marker(workspace)
-    if marker is None:
+    Returns True if a lease or a stale record was removed; False when there was nothing to
+    remove or another live process holds the lease (it is never taken from it).
+    """
+    with _LEASES_LOCK:
+        lease = _LEASES.pop(workspace.root.resolve(), None)
+    if lease is not None and lease.held:
+        lease.release()
+        return True
+    if holder_record(workspace.root) is None:
         return False
-    if marker.get("pid") != os.getpid() and marker_is_live(marker):
+    try:
+        return clear_stale(workspace) is not None
+    except WorkspaceBusy:
         return False
-    (workspace.root / SESSION_FILE).unlink(missing_ok=True)
-    return True

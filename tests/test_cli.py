@@ -99,3 +99,114 @@ def test_usage_errors_are_one_line(aries_home: Path) -> None:
     result = aries("workspace", "frobnicate", home=aries_home)
     assert result.returncode == 2 and "aries:" in result.stderr
     assert aries("--version", home=aries_home).stdout.startswith("aries ")
+
+
+# -- safe and quiet output ------------------------------------------------------------------------
+
+EVIL_NAME = "evil\x1b[2J\u202etxt.md"
+EVIL_TEXT = (
+    "# Hostile\n\nLlamas graze \x1b]0;pwned\x07 on the altiplano \x1b[31mred\x1b[0m \u202ereversed\u202c text.\n"
+)
+
+
+def _no_raw_controls(text: str) -> None:
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text, repr(text[:400])
+
+
+def test_a_closed_pipe_ends_quietly(aries_home: Path) -> None:
+    """``aries workspace list | head -1`` with many rows: the reader is gone before aries writes
+    (as ``head`` is once it has its line), so every write meets a closed pipe."""
+    import shutil
+
+    from services.workspaces import WorkspaceManager
+
+    manager = WorkspaceManager()
+    template, _ = manager.create("ws0000")
+    for n in range(1, 300):
+        shutil.copytree(template.root, manager.root / f"ws{n:04d}")
+    env = {**os.environ, "ARIES_HOME": str(aries_home)}
+    for extra in ([], ["--json"]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader has exited
+        producer = subprocess.Popen(
+            [sys.executable, "-m", "app", "workspace", "list", *extra],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        os.close(write_end)
+        _, stderr = producer.communicate(timeout=120)
+        assert stderr.decode() == "", stderr.decode()  # no BrokenPipeError traceback, no "Exception ignored"
+        assert producer.returncode == 141
+        # and literally through head: whatever the kernel lets through first, nothing on stderr
+        piped = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"{sys.executable} -m app workspace list {' '.join(extra)} | head -1; exit ${{PIPESTATUS[0]}}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert piped.stdout.strip() and piped.stderr == "" and piped.returncode in (0, 141)
+
+
+def test_hostile_names_and_text_are_inert_in_every_listing(aries_home: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / EVIL_NAME).write_text(EVIL_TEXT, encoding="utf-8")
+    env_home = {"home": aries_home}
+    assert aries("workspace", "new", "demo", **env_home).returncode == 0
+    added = aries("-w", "demo", "rag", "index", "add", str(docs), "--name", "docs", **env_home)
+    assert added.returncode == 0, added.stderr
+    outputs = [added.stdout, added.stderr]
+    for argv in (
+        ["rag", "query", "llamas", "altiplano"],
+        ["rag", "index", "list"],
+        ["rag", "last"],
+    ):
+        done = aries("-w", "demo", *argv, **env_home)
+        assert done.returncode == 0, (argv, done.stderr)
+        outputs += [done.stdout, done.stderr]
+    query = aries("-w", "demo", "rag", "query", "llamas", "altiplano", **env_home).stdout
+    assert "\\x1b[2J<U+202E>txt.md" in query and "\\x1b]0;pwned\\x07" in query  # visible, not executed
+    handle = next(word for word in query.split() if word.startswith("docs:"))
+    shown = aries("-w", "demo", "rag", "show", handle, **env_home)
+    outputs += [shown.stdout]
+    assert "\\x1b[31mred" in shown.stdout
+    for text in outputs:
+        _no_raw_controls(text)
+    # JSON stays JSON: the same data back, but nothing raw on the terminal
+    as_json = aries("-w", "demo", "rag", "query", "llamas", "--json", **env_home)
+    _no_raw_controls(as_json.stdout)
+    hit = json.loads(as_json.stdout)["hits"][0]
+    assert hit["source_path"] == EVIL_NAME and "\x1b]0;pwned\x07" in hit["text"] and "\u202e" in hit["text"]
+    refused = aries("-w", "demo", "artifact", "add", str(docs / EVIL_NAME), **env_home)  # names are validated
+    assert refused.returncode == 2
+    _no_raw_controls(refused.stderr)
+
+
+def test_the_index_made_active_by_the_cli_is_seen_by_an_open_workspace(aries_home: Path, tmp_path: Path) -> None:
+    """The TUI keeps one Workspace open while the CLI indexes beside it: it must not say
+    "no index is in use" when the CLI has just made one active."""
+    from services.answers import NO_INDEX_REPLY, answer_from_index
+    from services.retrieval import RetrievalEngine
+    from services.retrieval.settings import RetrievalSettings
+    from services.workspaces import WorkspaceManager
+
+    workspace, _ = WorkspaceManager().create("demo")
+    engine = RetrievalEngine(workspace, RetrievalSettings.from_env({"AXIOMME_EMBEDDER": "hash"}))
+    try:
+        assert engine.active_index is None  # read once, as the TUI does at start
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        (docs / "llamas.md").write_text("# Llamas\n\nLlamas graze on the altiplano.\n", encoding="utf-8")
+        added = aries("-w", "demo", "rag", "index", "add", str(docs), "--name", "docs", home=aries_home)
+        assert added.returncode == 0, added.stderr
+        assert engine.active_index == "docs"
+        _, answer = answer_from_index(engine, "where do llamas graze", k=5)
+        assert answer.text != NO_INDEX_REPLY and answer.citations
+    finally:
+        engine.close()

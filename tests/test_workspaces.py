@@ -106,7 +106,10 @@ def test_open_markers_detect_an_unclean_exit(aries_home: Path) -> None:
     workspace, _ = WorkspaceManager().create("demo")
     assert mark_open(workspace) is None
     assert session_marker(workspace) is not None
-    # a marker left by a process that no longer exists is stale
+    assert mark_open(workspace) is None  # this process holds it already: a no-op
+    assert mark_closed(workspace)
+    assert session_marker(workspace) is None
+    # a record left by a process that no longer exists is stale (old marker format too)
     (workspace.root / ".aries-session.json").write_text('{"pid": 999999999, "opened_at": "x"}')
     stale = mark_open(workspace)
     assert stale is not None and stale["pid"] == 999999999

@@ -2,7 +2,9 @@
 
 The database file is shared with other services (tool calls, plan runs), so this module
 only ever creates and touches its own table.  WAL mode lets readers (``/rag last`` in the
-TUI, the CLI) run while another process writes.
+TUI, the CLI) run while another process writes.  Opening runs the checks of
+:mod:`services.audit_db` (integrity, schema version); every SQLite failure is one
+:class:`~services.audit_db.AuditStoreError` line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from services.audit_db import describe_sqlite_error, open_checked
 from services.clock import utc_now
 from services.retrieval.models import RetrievalRecord
 
@@ -46,14 +49,19 @@ class RetrievalAudit:
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            if self._db is None:
-                db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no fsync per query
-                db.execute(_SCHEMA)
-                db.commit()
-                self._db = db
-            yield self._db
+            try:
+                if self._db is None:
+                    db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
+                    try:
+                        open_checked(db, self.db_path, migrate_tables=False)  # only its own table
+                        db.execute(_SCHEMA)
+                    except BaseException:
+                        db.close()
+                        raise
+                    self._db = db
+                yield self._db
+            except (sqlite3.Error, OSError) as exc:
+                raise describe_sqlite_error(self.db_path, exc) from None
 
     def close(self) -> None:
         with self._lock:
@@ -85,8 +93,21 @@ class RetrievalAudit:
                     json.dumps(hits),
                 ),
             )
-            db.commit()
             return int(cursor.lastrowid or 0)
+
+    def record_threshold(self, audit_id: int, threshold: dict[str, Any]) -> None:
+        """Add the relevance threshold an answer applied to entry ``audit_id`` (``params.threshold``).
+
+        ``threshold`` is what :meth:`services.answers.Relevance.to_dict` gives: the limits and
+        the handles that passed them.
+        """
+        with self._connect() as db:
+            row = db.execute("SELECT params FROM retrievals WHERE id = ?", (audit_id,)).fetchone()
+            if row is None:
+                return
+            params = json.loads(row[0])
+            params["threshold"] = threshold
+            db.execute("UPDATE retrievals SET params = ? WHERE id = ?", (json.dumps(params, sort_keys=True), audit_id))
 
     def recent(self, limit: int = 20) -> list[RetrievalRecord]:
         """The newest entries first."""

@@ -532,6 +532,7 @@ async def execute_tool_call_with_policy(
             input_hash=content_hash({"tool": tool_id, "args": args}),
             output_hash=_sha256(data_json) if data_json is not None else None,
             workspace=gateway.workspace.name,
+            tier=str(decision.tier),  # the tier the decision used (arguments may raise it)
         )
     except Exception as exc:  # the result still reaches the caller, flagged
         meta["audit_error"] = str(exc)[:300]

@@ -1,0 +1,153 @@
+"""The audit database file: its schema, its version, the checks run when it is opened, and the
+one error type every SQLite failure on it becomes.  Shared by :mod:`services.audit` (tool calls)
+and :mod:`services.retrieval.audit` (retrievals), which keep their own tables in the same file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from services.errors import AriesError
+
+AUDIT_FILE = "audit.db"
+SCHEMA_VERSION = 1
+"""The audit tables' schema version, kept in ``PRAGMA user_version`` (0: a file from before
+versioning or one that only holds other services' tables; migrated to 1 by creating the tables)."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    plan_hash   TEXT,
+    policy_hash TEXT,
+    mode        TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    source      TEXT,
+    workspace   TEXT,
+    approval_mode TEXT,
+    ended_at    TEXT
+);
+CREATE TABLE IF NOT EXISTS tool_calls (
+    call_id     TEXT PRIMARY KEY,
+    run_id      TEXT NOT NULL REFERENCES runs(run_id),
+    step_index  INTEGER NOT NULL,
+    tool_name   TEXT NOT NULL,
+    args_json   TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    source      TEXT,
+    tier        TEXT
+);
+CREATE TABLE IF NOT EXISTS tool_results (
+    call_id     TEXT PRIMARY KEY REFERENCES tool_calls(call_id),
+    run_id      TEXT NOT NULL REFERENCES runs(run_id),
+    status      TEXT NOT NULL CHECK (status IN ('success', 'error', 'denied')),
+    output_json TEXT,
+    error_json  TEXT,
+    policy_decision_json TEXT NOT NULL,
+    decision    TEXT NOT NULL,
+    rule_id     TEXT NOT NULL,
+    approved_by TEXT,
+    started_at  TEXT NOT NULL,
+    ended_at    TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    input_hash  TEXT NOT NULL,
+    output_hash TEXT,
+    workspace   TEXT
+);
+CREATE INDEX IF NOT EXISTS tool_calls_run ON tool_calls(run_id, step_index);
+CREATE INDEX IF NOT EXISTS tool_results_run ON tool_results(run_id);
+CREATE INDEX IF NOT EXISTS tool_results_ended ON tool_results(ended_at);
+"""
+
+
+class AuditStoreError(AriesError):
+    """The audit database cannot be opened, read or written (damaged, full, read-only, locked)."""
+
+    code = "audit_store_error"
+
+
+_REASONS = {
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_READONLY": "it is on a read-only file system or not writable",
+    "SQLITE_CANTOPEN": "it cannot be opened (missing folder, permissions or a read-only file system)",
+    "SQLITE_BUSY": "it is locked by another process (busy past the timeout)",
+    "SQLITE_LOCKED": "it is locked by another connection",
+    "SQLITE_CORRUPT": "the file is damaged",
+    "SQLITE_NOTADB": "the file is not an SQLite database (damaged or overwritten)",
+    "SQLITE_IOERR": "an I/O error occurred",
+    "SQLITE_PERM": "access was denied",
+}
+
+
+def describe_sqlite_error(path: Path, exc: BaseException, doing: str = "use") -> AuditStoreError:
+    """One clear line for a SQLite or OS failure on ``path``."""
+    if isinstance(exc, AuditStoreError):
+        return exc
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    base = next((key for key in _REASONS if name == key or name.startswith(key + "_")), "")
+    if not base and isinstance(exc, OSError):
+        import errno
+
+        base = {errno.ENOSPC: "SQLITE_FULL", errno.EROFS: "SQLITE_READONLY", errno.EACCES: "SQLITE_PERM"}.get(
+            exc.errno or 0, ""
+        )
+    reason = _REASONS.get(base) or " ".join(str(exc).split())[:200] or type(exc).__name__
+    hint = ""
+    if base in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        hint = "; move it aside (Aries starts a new one) and keep the old file for inspection"
+    return AuditStoreError(f"cannot {doing} the audit database {path}: {reason}{hint}", path=str(path), sqlite=name)
+
+
+def open_checked(conn: sqlite3.Connection, path: Path, *, migrate_tables: bool = True) -> None:
+    """Check and prepare a fresh connection: refuse a newer schema or a damaged file, set WAL,
+    and (``migrate_tables``, the audit store only) migrate an older schema of the audit tables.
+    Raises AuditStoreError or sqlite3.Error."""
+    conn.execute("PRAGMA busy_timeout = 10000")
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # reads the header: NOTADB here
+    if version > SCHEMA_VERSION:
+        raise AuditStoreError(
+            f"{AUDIT_FILE} was written by a newer Aries (schema {version}; this one knows {SCHEMA_VERSION}); "
+            f"open this workspace with that version ({path})",
+            path=str(path),
+            schema=version,
+        )
+    problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    if problems != ["ok"]:
+        first = " ".join(problems[0].split())[:160] if problems else "no answer"
+        raise AuditStoreError(
+            f"the audit database {path} is damaged (integrity check: {first}); move it aside "
+            "(Aries starts a new one) and keep the old file for inspection",
+            path=str(path),
+        )
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if migrate_tables and version < SCHEMA_VERSION:
+        migrate(conn, version)
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """From ``version`` to :data:`SCHEMA_VERSION`, all in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])  # another process may have done it
+        if current < 1:
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT OR IGNORE INTO audit_meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        if current < SCHEMA_VERSION:
+            conn.execute("UPDATE audit_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

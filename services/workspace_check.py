@@ -1,0 +1,176 @@
+"""``check_workspace``: is every store of a workspace readable and sound?
+
+Used by ``aries workspace open NAME --check`` and ``/doctor``.  Each check is one
+:class:`CheckResult` (name, ok, detail); a check never raises for what it inspects, and
+changes nothing (an older ``audit.db`` is migrated by opening it, as any open would).
+Heavy libraries (tantivy, chromadb) are imported only when the workspace has indexes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.errors import AriesError
+
+if TYPE_CHECKING:
+    from services.workspaces import Workspace
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _guarded(name: str, check: Callable[[], str]) -> CheckResult:
+    try:
+        return CheckResult(name, True, check())
+    except AriesError as exc:
+        return CheckResult(name, False, exc.message)
+    except Exception as exc:  # a check reports; it never takes the caller down
+        return CheckResult(name, False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+
+
+def _workspace_yaml(workspace: Workspace) -> str:
+    from services.workspace_config import validate_config
+    from services.yamlio import load_yaml
+
+    config = validate_config(load_yaml(workspace.meta_path), workspace.meta_path)
+    settings = config.settings
+    return (
+        f"valid: profile {config.profile}, model {settings.model}, approval mode {settings.approval_mode}, "
+        f"index in use {settings.active_index or 'none'}"
+    )
+
+
+def _policy_yaml(path: Path) -> str:
+    from services.policy import load_policy
+
+    policy = load_policy(path)
+    return f"valid, in force for this workspace ({policy.hash[:19]}…)"
+
+
+def _audit_db(workspace: Workspace) -> str:
+    from services.audit import AUDIT_FILE, AuditStore
+
+    path = workspace.root / AUDIT_FILE
+    if not path.exists():
+        return "not created yet (no tool call or retrieval recorded)"
+    with AuditStore(path) as store:
+        counts = store.counts()
+        version = store.schema_version()
+    total = sum(counts.values())
+    return f"integrity ok, schema {version}, {total} finished tool call(s)"
+
+
+def _transcripts(workspace: Workspace) -> str:
+    from services.transcripts import iter_problems, list_conversations
+
+    problems = list(iter_problems(workspace.transcripts_dir, repair=False))
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise _Failed(f"{first}{more}")
+    return f"{len(list_conversations(workspace.transcripts_dir))} conversation(s), no torn lines"
+
+
+def _artifacts(workspace: Workspace) -> str:
+    problems = workspace.artifacts.verify()
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise _Failed(f"{problems[0]}{more}")
+    return f"{len(workspace.artifacts.list())} artifact(s), all objects match their hashes"
+
+
+class _Failed(AriesError):
+    code = "check_failed"
+
+
+def _index(directory: Path) -> str:
+    import os
+
+    from services.retrieval.store import MANIFEST, read_index_info
+
+    manifest = directory / MANIFEST
+    if not manifest.is_file():
+        raise _Failed(f"{MANIFEST} is missing")
+    db = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True, timeout=5)
+    try:
+        verdict = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
+    except sqlite3.Error as exc:
+        raise _Failed(f"{MANIFEST}: {exc}") from None
+    finally:
+        db.close()
+    if verdict != ["ok"]:
+        raise _Failed(f"{MANIFEST} is damaged ({verdict[0] if verdict else 'no answer'})")
+    info = read_index_info(directory)
+    if info is None:
+        raise _Failed(f"{MANIFEST} cannot be read")
+    parts = [f"{info['files']} file(s), {info['chunks']} chunk(s)"]
+    parts.append(_tantivy(directory))
+    if os.environ.get("AXIOMME_CHROMA_URL", "").strip():
+        parts.append("vectors on the Chroma server (not checked here)")
+    else:
+        parts.append(_chroma(directory, str(info.get("collection") or "")))
+    return "; ".join(parts)
+
+
+def _tantivy(directory: Path) -> str:
+    import tantivy
+
+    from services.retrieval.store import _schema
+
+    path = directory / "tantivy"
+    if not path.is_dir():
+        raise _Failed("the Tantivy folder is missing (it is rebuilt from the manifest on next use)")
+    try:
+        index = tantivy.Index(_schema(), path=str(path), reuse=True)
+        index.reload()
+        documents = index.searcher().num_docs
+    except ValueError as exc:
+        raise _Failed(f"the Tantivy index does not open ({exc}); it is rebuilt from the manifest on next use") from None
+    return f"Tantivy opens ({documents} documents)"
+
+
+def _chroma(directory: Path, collection: str) -> str:
+    path = directory / "chroma"
+    if not path.is_dir():
+        raise _Failed("the Chroma folder is missing")
+    import chromadb
+    from chromadb.config import Settings
+
+    try:
+        client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        try:
+            count = client.get_collection(collection).count() if collection else 0
+        finally:
+            closer = getattr(client, "close", None)
+            if callable(closer):
+                closer()
+    except Exception as exc:
+        raise _Failed(f"the Chroma store does not open: {' '.join(str(exc).split())[:200]}") from None
+    return f"Chroma opens ({count} vectors)"
+
+
+def check_workspace(workspace: Workspace) -> list[CheckResult]:
+    """Check ``workspace.yaml``, ``policy.yaml`` (if present), ``audit.db``, the transcripts,
+    the artifact registry and each index (manifest, Tantivy, Chroma)."""
+    results = [_guarded("workspace.yaml", lambda: _workspace_yaml(workspace))]
+    policy = workspace.root / "policy.yaml"
+    if policy.exists():
+        results.append(_guarded("policy.yaml", lambda: _policy_yaml(policy)))
+    results.append(_guarded("audit.db", lambda: _audit_db(workspace)))
+    results.append(_guarded("transcripts", lambda: _transcripts(workspace)))
+    results.append(_guarded("artifacts", lambda: _artifacts(workspace)))
+    if workspace.indexes_dir.is_dir():
+        for directory in sorted(p for p in workspace.indexes_dir.iterdir() if p.is_dir()):
+            results.append(_guarded(f"index {directory.name}", lambda d=directory: _index(d)))  # type: ignore[misc]
+    return results
