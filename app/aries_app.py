@@ -26,15 +26,10 @@ from app.rag_controller import RagController
 from app.tool_controller import ToolController
 from screens.main import MainScreen
 from services.errors import AriesError
+from services.leases import WorkspaceLease, acquire_lease
 from services.session import Session
 from services.textsafe import neutralize
-from services.workspaces import (
-    Workspace,
-    WorkspaceManager,
-    ephemeral_workspace,
-    mark_closed,
-    mark_open,
-)
+from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
 from widgets.approvals.pane import ApprovalsPane
 from widgets.artifacts.pane import ArtifactsPane
 from widgets.context.pane import ContextPane
@@ -115,7 +110,8 @@ class AriesApp(App[int]):
         if self._initial:
             await self.open_workspace(self._initial, create=self._create)
         if self.session is None:
-            await self._activate(ephemeral_workspace(), [])
+            ephemeral = ephemeral_workspace()
+            await self._activate(ephemeral, [], acquire_lease(ephemeral, purpose="tui"))
         self.set_timer(1.5, self.assistant.probe_local_ollama)
 
     async def on_unmount(self) -> None:
@@ -161,20 +157,33 @@ class AriesApp(App[int]):
 
     # -- workspaces --------------------------------------------------------------------
     async def open_workspace(self, name: str, *, create: bool = False) -> bool:
-        """Open (or create) ``name`` and make it active. Errors become notifications."""
+        """Open (or create) ``name`` and make it active. Errors become notifications.
+
+        The workspace's lease is taken first: opening repairs (temp files, torn lines), which must
+        never happen under another live Aries. A second Aries on the same workspace is refused with
+        the holder's pid."""
+        if self.session is not None and self.session.workspace.name == name and not self.session.workspace.ephemeral:
+            return True
+        lease = None
         try:
+            path = self.manager.path_for(name)
             if create:
-                workspace, report = self.manager.create(name)
-            else:
-                workspace, report = self.manager.open(name)
-            stale = mark_open(workspace)
+                path.mkdir(parents=True, exist_ok=True)
+            elif not path.is_dir():
+                self.manager.open(name)  # raises the NotFound that says how to create it
+            lease = acquire_lease(Workspace(path, name), purpose="tui")
+            workspace, report = self.manager.create(name) if create else self.manager.open(name)
+            _ = workspace.config  # a broken workspace.yaml is one line here, not a traceback later
         except AriesError as exc:
+            if lease is not None:
+                lease.release()
             self.report_error(exc.message, "Workspace")
             return False
         warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
-        if stale:
-            warnings.insert(0, f"recovered after an unclean exit (pid {stale.get('pid')})")
-        await self._activate(workspace, warnings)
+        notice = lease.recovery_notice()
+        if notice:
+            warnings.insert(0, notice)
+        await self._activate(workspace, warnings, lease)
         return True
 
     async def _close_session(self, reason: str) -> None:
@@ -187,17 +196,14 @@ class AriesApp(App[int]):
         if self.rag.ingest_cancel is not None:
             self.rag.ingest_cancel.set()
         try:
-            await session.aclose(reason)
+            await session.aclose(reason)  # releases the lease last
         finally:
-            mark_closed(session.workspace)
             session.workspace.close()
 
-    async def _activate(self, workspace: Workspace, warnings: list[str]) -> None:
+    async def _activate(self, workspace: Workspace, warnings: list[str], lease: WorkspaceLease | None = None) -> None:
         if self.session is not None:
-            if self.session.workspace.root == workspace.root:
-                return
             await self._close_session("the workspace was switched")
-        session = Session(workspace, source="operator")
+        session = Session(workspace, source="operator", lease=lease)
         self.session = session
         self._subscribe(session)
         for warning in warnings[:5]:

@@ -28,6 +28,7 @@ from services.conversation import Conversation, Notice
 from services.errors import ConfigError
 
 if TYPE_CHECKING:
+    from services.leases import WorkspaceLease
     from services.policy import Policy
     from services.retrieval import RetrievalEngine
     from services.tools.gateway import Approver, ToolGateway
@@ -49,6 +50,7 @@ class Session:
         mode: str | None = None,
         approver: Approver | None = None,
         interactive: bool = True,
+        lease: WorkspaceLease | None = None,
     ) -> None:
         if mode is not None and mode not in APPROVAL_MODES:
             raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
@@ -71,6 +73,8 @@ class Session:
         self._engine_lock = threading.Lock()
         self._inflight: set[asyncio.Task[Any]] = set()
         self._closed = False
+        # The interactive session's hold on the workspace (released last, after the stores closed).
+        self.lease = lease
 
     # -- what is in force ------------------------------------------------------------------
     @property
@@ -272,10 +276,14 @@ class Session:
                 gateway, self._gateway = self._gateway, None
                 gateway.close()
         finally:
-            with self._engine_lock:
-                if self._engine is not None:
-                    engine, self._engine = self._engine, None
-                    engine.close()
+            try:
+                with self._engine_lock:
+                    if self._engine is not None:
+                        engine, self._engine = self._engine, None
+                        engine.close()
+            finally:
+                if self.lease is not None:
+                    self.lease.release()
 
     def __enter__(self) -> Session:
         return self

@@ -42,7 +42,6 @@ from services.names import validate_name
 from services.transcripts import Problem, Transcript, iter_problems, list_conversations
 
 __all__ = [
-    "CheckResult",
     "LOCK_FILE",
     "SESSION_FILE",
     "Workspace",
@@ -50,7 +49,6 @@ __all__ = [
     "WorkspaceLease",
     "WorkspaceManager",
     "acquire_lease",
-    "check_workspace",
     "ephemeral_workspace",
     "held_lease",
     "lease_holder",
@@ -61,7 +59,6 @@ __all__ = [
     "session_marker",
 ]
 
-from services.workspace_check import CheckResult, check_workspace
 
 if TYPE_CHECKING:
     from services.workspace_config import WorkspaceConfig

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.workspaces import Workspace, WorkspaceManager, check_workspace
+from services.workspace_check import check_workspace
+from services.workspaces import Workspace, WorkspaceManager
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(180)

@@ -215,13 +215,21 @@ class TurnLoop:
             return outcome
 
     async def _retrieve(self, text: str, turn_id: str) -> tuple[list[dict[str, Any]], str | None]:
+        """The chunks to inject: the index in use, queried (audited by the engine), then only those that
+        pass the relevance threshold (recorded in the same audit row)."""
+        from services.answers import relevance_for
+
         def query() -> tuple[list[dict[str, Any]], str | None]:
             engine = self.session.engine()
             index = engine.active_index
             if index is None:
                 return [], None
             result = engine.query(text, k=self.k)
-            return [hit.to_dict() for hit in result.hits], index
+            relevance = relevance_for(self.session.workspace)
+            kept = relevance.filter([hit.to_dict() for hit in result.hits])
+            if result.audit_id is not None:
+                engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))
+            return kept, index
 
         try:
             return await asyncio.to_thread(query)

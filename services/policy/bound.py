@@ -15,12 +15,11 @@ import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.errors import ConfigError, InvalidInput
 from services.policy.commands import check_command
 from services.policy.globs import AutoApproveRule, exec_name_matches
-from services.policy.loader import Policy
 from services.policy.model import (
     MODES,
     Action,
@@ -39,6 +38,9 @@ from services.policy.model import deny as _deny
 from services.policy.model import invalid as _invalid
 from services.policy.network import IPAddress, domain_matches
 from services.policy.paths import PathGuard
+
+if TYPE_CHECKING:
+    from services.policy.loader import Policy
 
 
 def _subst(template: str, variables: dict[str, str | None]) -> str | None:

@@ -26,7 +26,7 @@ shell:
     - {id: inspect, names: [ls, cat, echo, sleep]}
 web:
   schemes: [http, https]
-  allow_private: [127.0.0.1]
+  allow_private: ["127.0.0.1:9"]
 """
 
 
