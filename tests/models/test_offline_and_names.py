@@ -14,8 +14,23 @@ from services.models.toolnames import VALID_NAME
 from tests.models.helpers import collect, text_of
 
 HITS = [
-    {"rank": 1, "handle": "docs:3f2a01", "text": "Tantivy is a full-text search engine.", "source_path": "a.md"},
-    {"rank": 2, "handle": "docs:77b0c2", "text": "Chroma stores vectors.", "source_path": "b.pdf", "page": 3},
+    {
+        "rank": 1,
+        "handle": "docs:3f2a01",
+        "text": "Tantivy is a full-text search engine.",
+        "source_path": "a.md",
+        "dense_score": 0.71,
+        "bm25_score": 4.2,
+    },
+    {
+        "rank": 2,
+        "handle": "docs:77b0c2",
+        "text": "Chroma stores vectors.",
+        "source_path": "b.pdf",
+        "page": 3,
+        "dense_score": 0.52,
+        "bm25_score": 2.5,
+    },
 ]
 
 

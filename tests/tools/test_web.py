@@ -22,7 +22,7 @@ def web_gateway(
     policy = make_policy(
         sandbox.root,
         web__schemes=["http", "https"],
-        web__allow_private=["127.0.0.1"],
+        web__allow_private=[f"127.0.0.1:{web_server.port}"],
         web__deny_domains=["blocked.test"],
         web__searxng_url=f"{web_server.url}/searx",
     )
@@ -49,7 +49,7 @@ def test_search_needs_an_endpoint_and_its_format(
     bad = gateway_factory(
         make_policy(
             sandbox.root,
-            web__allow_private=["127.0.0.1"],
+            web__allow_private=[f"127.0.0.1:{web_server.port}"],
             web__schemes=["http"],
             web__searxng_url=f"{web_server.url}/badsearx",
         )
@@ -63,7 +63,7 @@ def test_search_endpoint_errors(
 ) -> None:
     policy = make_policy(
         sandbox.root,
-        web__allow_private=["127.0.0.1"],
+        web__allow_private=[f"127.0.0.1:{web_server.port}"],
         web__schemes=["http"],
         web__searxng_url=f"{web_server.url}/nothing",
         limits={"web_max_bytes": 100},
@@ -73,7 +73,7 @@ def test_search_endpoint_errors(
     assert result.error.details["status"] == 404
     capped = make_policy(
         sandbox.root,
-        web__allow_private=["127.0.0.1"],
+        web__allow_private=[f"127.0.0.1:{web_server.port}"],
         web__schemes=["http"],
         web__searxng_url=f"{web_server.url}/searx",
         limits={"web_max_bytes": 100},
@@ -153,7 +153,7 @@ def test_fetch_read_timeout(
     gateway = gateway_factory(
         make_policy(
             sandbox.root,
-            web__allow_private=["127.0.0.1"],
+            web__allow_private=[f"127.0.0.1:{web_server.port}"],
             web__schemes=["http"],
             limits={"web_read_timeout_s": 0.5, "web_connect_timeout_s": 1},
         )
@@ -163,11 +163,14 @@ def test_fetch_read_timeout(
     assert result.error.details["deadline"] == "read" and "limits.web_read_timeout_s = 0.5 s" in result.error.message
 
 
-def test_connection_refused_is_a_retryable_network_error(web_gateway: ToolGateway) -> None:
+def test_connection_refused_is_a_retryable_network_error(
+    sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    result = web_gateway.execute_sync("builtin:web:fetch", {"url": f"http://127.0.0.1:{port}/"})
+    policy = make_policy(sandbox.root, web__schemes=["http"], web__allow_private=[f"127.0.0.1:{port}"])
+    result = gateway_factory(policy).execute_sync("builtin:web:fetch", {"url": f"http://127.0.0.1:{port}/"})
     assert result.error is not None and result.error.type == "NetworkError" and result.error.retryable
     assert "Connection refused" in result.error.message and result.error.details["reason"] == "connect"
 
@@ -220,7 +223,7 @@ def test_url_refusals(url: str, rule: str, sandbox: Sandbox, gateway_factory: Ca
     policy = make_policy(
         sandbox.root,
         web__schemes=["http", "https"],
-        web__allow_private=["127.0.0.1"],
+        web__allow_private=["127.0.0.1:80"],
         web__deny_domains=["blocked.test", "*.blocked.test"],
     )
     result = gateway_factory(policy).execute_sync("builtin:web:fetch", {"url": url})
