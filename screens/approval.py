@@ -56,7 +56,11 @@ def summary_table(request: ApprovalRequest) -> Table:
     table.add_column()
     table.add_row("tool", plain(request.tool_id, "bold", single_line=True))
     table.add_row("risk", plain(tier, TIER_STYLES.get(tier, ""), single_line=True))
-    table.add_row("asked by", plain(request.source, single_line=True))
+    origin = getattr(request, "origin", None) or {}
+    asked = request.source
+    if origin.get("model"):
+        asked = f"{asked}: {origin['model']}, turn {origin.get('turn_id', '?')} step {origin.get('step', '?')}"
+    table.add_row("asked by", plain(asked, single_line=True))
     table.add_row("why", plain(f"{request.decision.reason}  (rule {request.decision.rule})"))
     if request.description:
         table.add_row("does", plain(request.description))
