@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the gateway is imported on first use of a tool, not at start-up
-    from services.tools.gateway import ApprovalDecision, ApprovalRequest
+    from services.tools.calls import ApprovalDecision, ApprovalRequest
 
 Listener = Callable[[], object]
 
@@ -84,7 +84,7 @@ class ApprovalQueue:
             entries = list(self._pending.values())
         if not entries:
             return 0
-        from services.tools.gateway import ApprovalDecision
+        from services.tools.calls import ApprovalDecision
 
         for entry in entries:
             _resolve(entry, ApprovalDecision.deny(reason))

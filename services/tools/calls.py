@@ -1,0 +1,111 @@
+"""What a tool call is made of, apart from running it: the request, and the approver's side
+(the request an approver sees, its decision, the ready-made approvers).
+
+Split from ``gateway.py`` so that the approval queue, the turn loop and the pipeline share these
+types without importing the gateway itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from services.policy import PolicyDecision, RiskTier
+
+
+# -- approvals ----------------------------------------------------------------------------------
+class ApprovalChoice(StrEnum):
+    APPROVE_ONCE = "approve_once"
+    APPROVE_SESSION = "approve_session"
+    DENY = "deny"
+
+
+@dataclass(frozen=True)
+class ApprovalDecision:
+    choice: ApprovalChoice
+    reason: str | None = None
+
+    @classmethod
+    def once(cls) -> ApprovalDecision:
+        return cls(ApprovalChoice.APPROVE_ONCE)
+
+    @classmethod
+    def session(cls) -> ApprovalDecision:
+        return cls(ApprovalChoice.APPROVE_SESSION)
+
+    @classmethod
+    def deny(cls, reason: str | None = None) -> ApprovalDecision:
+        return cls(ApprovalChoice.DENY, reason)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What the approver (the TUI's modal, the CLI's ``--approve``) is asked about."""
+
+    call_id: str
+    tool_id: str
+    tier: RiskTier
+    args: dict[str, Any]
+    decision: PolicyDecision  # action "confirm", with the rule that asks for approval
+    preview: dict[str, Any] | None  # e.g. {"kind": "diff", "diff": ...} or {"kind": "command", ...}
+    session_pattern: dict[str, Any]  # what "approve for session" would cover
+    description: str
+    source: str
+    # Who asked, beyond ``source``: for a model's call {"turn_id", "model", "tool_call_id", "step"}.
+    origin: dict[str, Any] = field(default_factory=dict)
+
+
+class Approver(Protocol):
+    """Sync or async callable; the TUI awaits its modal, the CLI answers at once."""
+
+    def __call__(self, request: ApprovalRequest) -> ApprovalDecision | Awaitable[ApprovalDecision]: ...
+
+
+def approve_all(request: ApprovalRequest) -> ApprovalDecision:
+    return ApprovalDecision.once()
+
+
+def deny_all(request: ApprovalRequest) -> ApprovalDecision:
+    return ApprovalDecision.deny("approval required; no operator is available to approve")
+
+
+@dataclass
+class ToolCallRequest:
+    tool_id: str
+    args: Any
+    source: str = "operator"  # operator | assistant | plan | cli
+    run_id: str | None = None
+    step_index: int | None = None
+    call_id: str | None = None
+    turn_id: str | None = None  # the conversation turn that asked (a model's turn, an operator command)
+    tool_call_id: str | None = None  # the model's own id for this call, when a model asked
+    turn_step: int | None = None  # position inside the turn
+    model: str | None = None  # provider:model, when a model asked
+
+    def origin(self) -> dict[str, Any]:
+        fields = {
+            "turn_id": self.turn_id,
+            "model": self.model,
+            "tool_call_id": self.tool_call_id,
+            "step": self.turn_step,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+
+
+__all__ = [
+    "ApprovalChoice",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "Approver",
+    "ToolCallRequest",
+    "approve_all",
+    "deny_all",
+]

@@ -1,0 +1,384 @@
+"""The pipeline of one governed call: ``execute_tool_call_with_policy(gateway, request)``.
+
+In order:
+
+1. record the call in the audit store (no record, no call: a failing audit store fails closed);
+2. look the tool up and validate the arguments against its input schema (``InvalidInput``);
+3. evaluate the policy (``deny`` becomes a structured ``PolicyDenied`` result, with its rule);
+4. when the policy says ``confirm``: reuse a session grant for the same tool and argument
+   pattern, or ask the approver (approve once / approve for the session / deny with a reason);
+5. dispatch with a one-call capability (sync tools in a worker thread, with a time limit and the
+   call's cancel token);
+6. record the result, the decision, the matched rule and who approved; record the conversation's
+   tool-call event when a recorder is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import time
+from typing import TYPE_CHECKING, Any
+
+from services.audit import canonical_json, content_hash
+from services.clock import utc_now
+from services.policy import PolicyDecision, RiskTier
+from services.tools.calls import (
+    ApprovalChoice,
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    ToolCallRequest,
+    _new_id,
+)
+from services.tools.records import _append_transcript, _schema_problem, _sha256, describe_tools
+from services.tools.registry import ToolContext, ToolSpec, _issue, _revoke
+from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
+
+if TYPE_CHECKING:
+    from services.conversation import Conversation
+    from services.tools.gateway import ToolGateway
+    from services.transcripts import Transcript
+
+    Recorder = Conversation | Transcript
+
+
+def session_pattern(spec: ToolSpec, facts: dict[str, Any]) -> dict[str, Any]:
+    """What "approve for session" covers: the tool plus the facts its spec names."""
+    pattern: dict[str, Any] = {}
+    for key in spec.session_keys:
+        node: Any = facts
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if key == "paths" and isinstance(node, list):
+            node = sorted(p["path"] for p in node)
+        elif isinstance(node, list):
+            node = sorted(node)
+        pattern[key] = node
+    return pattern
+
+
+async def _call(
+    spec: ToolSpec, handler: Any, is_async: bool, ctx: ToolContext, args: dict[str, Any], timeout: float
+) -> Any:
+    cap = _issue(spec.tool_id, ctx.call_id)
+    try:
+        if is_async:
+            return await asyncio.wait_for(handler(cap, ctx, args), timeout)
+        return await asyncio.wait_for(asyncio.to_thread(handler, cap, ctx, args), timeout)
+    finally:
+        # Timed out, cancelled or done: a tool still working in a thread sees it and stops.
+        ctx.cancel.set()
+        _revoke(cap)
+
+
+def _context(gateway: ToolGateway, spec: ToolSpec, call_id: str, decision: PolicyDecision) -> ToolContext:
+    timeout = float(gateway.bound.limits.tool_timeout_s)
+    return ToolContext(
+        call_id=call_id,
+        tool_id=spec.tool_id,
+        policy=gateway.bound,
+        workspace=gateway.workspace,
+        processes=gateway.processes if spec.tool_class == "shell" else None,
+        facts=decision.facts,
+        deadline=time.monotonic() + timeout,
+    )
+
+
+async def _preview(
+    gateway: ToolGateway, spec: ToolSpec, call_id: str, args: dict[str, Any], decision: PolicyDecision
+) -> dict[str, Any] | None:
+    if spec.preview is None:
+        return None
+    ctx = _context(gateway, spec, call_id, decision)
+    try:
+        value = await _call(spec, spec.preview, spec.preview_is_async, ctx, args, 30.0)
+    except Exception as exc:  # a failing preview must not block the approval
+        return {"kind": "error", "note": error_from_exception(exc).message}
+    return dict(value) if isinstance(value, dict) else None
+
+
+# Seconds this call spent waiting for the operator; kept out of ``duration_ms`` (the work itself).
+_APPROVAL_WAIT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("approval_wait", default=None)
+
+
+async def _ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision:
+    asked = time.perf_counter()
+    try:
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    finally:
+        waited = _APPROVAL_WAIT.get()
+        if waited is not None:
+            waited.append(time.perf_counter() - asked)
+    if not isinstance(answer, ApprovalDecision):
+        return ApprovalDecision.deny(f"the approver returned {type(answer).__name__}, not a decision")
+    return answer
+
+
+async def execute_tool_call_with_policy(
+    gateway: ToolGateway,
+    request: ToolCallRequest,
+    *,
+    approver: Approver | None = None,
+    transcript: Recorder | None = None,
+) -> ToolResult:
+    """Validate, evaluate the policy, ask for approval, dispatch, record. Never raises for a
+    tool's failure or a denial: those come back as structured error results."""
+    started_mono = time.perf_counter()
+    started_at = utc_now()
+    waited: list[float] = []
+    _APPROVAL_WAIT.set(waited)
+    call_id = request.call_id or _new_id("call")
+    run_id = request.run_id or gateway.run_id
+    tool_id = request.tool_id
+    args = request.args
+    if gateway._closed:
+        raise RuntimeError("this tool gateway is closed")
+    step = request.step_index if request.step_index is not None else gateway._next_step()
+    spec: ToolSpec | None = gateway.registry.get(tool_id) if tool_id in gateway.registry else None
+    try:
+        gateway.ensure_run(run_id)
+        gateway.audit.record_call(
+            call_id=call_id,
+            run_id=run_id,
+            step_index=step,
+            tool_name=str(tool_id),
+            args=args,
+            created_at=started_at,
+            source=request.source,
+            tier=str(spec.tier) if spec else None,
+        )
+    except Exception as exc:  # fail closed: a call that cannot be recorded does not run
+        return ToolResult.failure(
+            ErrorType.INTERNAL_ERROR,
+            f"the audit store refused the call record: {exc}",
+            meta={"call_id": call_id, "tool_id": tool_id, "duration_ms": 0.0, "bytes": 0, "truncated": False},
+        )
+
+    cancelled: BaseException | None = None
+    try:
+        decision, output, error = await _decide_and_dispatch(gateway, spec, request, call_id, approver)
+    except asyncio.CancelledError as exc:  # recorded, then passed on
+        cancelled = exc
+        decision = _gateway_decision(gateway, spec, tool_id, "gateway.cancelled", "the call was cancelled")
+        decision.error_type = "Cancelled"
+        output, error = None, ToolError(ErrorType.CANCELLED, decision.reason, True, {"rule": decision.rule})
+    except Exception as exc:  # a gateway bug still yields a recorded, typed result
+        decision = _gateway_decision(gateway, spec, tool_id, "gateway.error", f"{type(exc).__name__}: {exc}")
+        output, error = None, ToolError(ErrorType.INTERNAL_ERROR, decision.reason[:500], False, {"rule": decision.rule})
+
+    approval_wait_ms = round(sum(waited) * 1000, 3)
+    duration_ms = round((time.perf_counter() - started_mono) * 1000 - approval_wait_ms, 3)
+    meta: dict[str, Any] = {"call_id": call_id, "tool_id": tool_id}
+    data_json: str | None = None
+    if output is not None:
+        data_json = canonical_json(output.data)
+        if gateway.check_outputs and spec is not None:
+            from jsonschema import Draft202012Validator
+
+            Draft202012Validator(spec.output_schema).validate(output.data)
+        meta.update(output.meta)
+        meta.setdefault("bytes", len(data_json))
+        meta.setdefault("truncated", False)
+        result = ToolResult("ok", output.data, None, meta)
+        status = "success"
+    else:
+        assert error is not None
+        meta.setdefault("bytes", 0)
+        meta.setdefault("truncated", False)
+        result = ToolResult("error", None, error, meta)
+        refused = decision.action == "deny" and decision.error_type not in ("InternalError", "Cancelled")
+        status = "denied" if error.type is ErrorType.POLICY_DENIED or refused else "error"
+    meta["duration_ms"] = duration_ms
+    if waited:
+        meta["approval_wait_ms"] = approval_wait_ms
+    decision_dict = decision.to_dict()
+    meta["decision"] = {
+        "action": decision.action,
+        "rule": decision.rule,
+        "approved_by": decision.approved_by,
+        "tier": str(decision.tier),
+        "mode": decision.mode,
+    }
+    try:
+        gateway.audit.record_result(
+            call_id=call_id,
+            run_id=run_id,
+            status=status,
+            output_json=data_json,
+            error_json=canonical_json(error.to_dict()) if error is not None else None,
+            decision=decision_dict,
+            started_at=started_at,
+            ended_at=utc_now(),
+            duration_ms=duration_ms,
+            input_hash=content_hash({"tool": tool_id, "args": args}),
+            output_hash=_sha256(data_json) if data_json is not None else None,
+            workspace=gateway.workspace.name,
+            tier=str(decision.tier),  # the tier the decision used (arguments may raise it)
+        )
+    except Exception as exc:  # the result still reaches the caller, flagged
+        meta["audit_error"] = str(exc)[:300]
+    if transcript is not None:
+        _append_transcript(transcript, result, request, duration_ms)
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
+def _gateway_decision(
+    gateway: ToolGateway, spec: ToolSpec | None, tool_id: str, rule: str, reason: str
+) -> PolicyDecision:
+    tier = spec.tier if spec is not None else RiskTier.READ_ONLY
+    return PolicyDecision("deny", rule, reason, str(tool_id), tier, gateway.mode, "InternalError")
+
+
+async def _decide_and_dispatch(
+    gateway: ToolGateway,
+    spec: ToolSpec | None,
+    request: ToolCallRequest,
+    call_id: str,
+    approver: Approver | None,
+) -> tuple[PolicyDecision, ToolOutput | None, ToolError | None]:
+    tool_id = request.tool_id
+    args = request.args
+    decision: PolicyDecision
+    output: ToolOutput | None = None
+    error: ToolError | None = None
+    if spec is None:
+        decision = PolicyDecision(
+            "deny",
+            "registry.unknown_tool",
+            f"no tool {tool_id!r} is registered",
+            str(tool_id),
+            RiskTier.READ_ONLY,
+            gateway.mode,
+            "NotFound",
+        )
+        error = ToolError(ErrorType.NOT_FOUND, decision.reason, False, {"rule": decision.rule})
+    else:
+        problem = _schema_problem(gateway.registry, spec, args)
+        if problem is not None:
+            decision = PolicyDecision("deny", "input.schema", problem, tool_id, spec.tier, gateway.mode, "InvalidInput")
+            error = ToolError(ErrorType.INVALID_INPUT, problem, False, {"rule": "input.schema"})
+        else:
+            decision = gateway.bound.evaluate(spec, args)
+            if decision.action == "confirm":
+                decision, error = await _approval(gateway, spec, call_id, args, decision, approver, request)
+            elif decision.action == "deny":
+                kind = ErrorType(decision.error_type or "PolicyDenied")
+                error = ToolError(kind, decision.reason, False, {"rule": decision.rule, **decision.facts})
+            if error is None:
+                ctx = _context(gateway, spec, call_id, decision)
+                try:
+                    value = await _call(
+                        spec, spec.handler, spec.is_async, ctx, args, float(gateway.bound.limits.tool_timeout_s)
+                    )
+                    if not isinstance(value, ToolOutput):
+                        raise TypeError(f"{tool_id} returned {type(value).__name__}, not ToolOutput")
+                    output = value
+                except TimeoutError:
+                    error = ToolError(
+                        ErrorType.TIMEOUT,
+                        f"{tool_id} did not finish within {gateway.bound.limits.tool_timeout_s:g} s",
+                        True,
+                        {},
+                    )
+                except Exception as exc:  # every failure becomes a typed result
+                    error = error_from_exception(exc)
+
+    return decision, output, error
+
+
+async def _approval(
+    gateway: ToolGateway,
+    spec: ToolSpec,
+    call_id: str,
+    args: dict[str, Any],
+    decision: PolicyDecision,
+    approver: Approver | None,
+    call: ToolCallRequest,
+) -> tuple[PolicyDecision, ToolError | None]:
+    pattern = session_pattern(spec, decision.facts)
+    key = (spec.tool_id, canonical_json(pattern))
+    if key in gateway._grants:
+        decision.approved_by = "operator_session"
+        decision.facts = {**decision.facts, "session_pattern": pattern}
+        return decision, None
+    approver = approver or gateway.approver
+    policy_rule = decision.rule
+    if approver is None:
+        denied = PolicyDecision(
+            "deny",
+            "approval.no_approver",
+            f"{decision.reason}, and no approver is available",
+            spec.tool_id,
+            decision.tier,
+            decision.mode,
+            "PolicyDenied",
+            {**decision.facts, "policy_rule": policy_rule},
+        )
+        return denied, ToolError(
+            ErrorType.POLICY_DENIED, denied.reason, False, {"rule": denied.rule, "policy_rule": policy_rule}
+        )
+    preview = await _preview(gateway, spec, call_id, args, decision)
+    request = ApprovalRequest(
+        call_id,
+        spec.tool_id,
+        decision.tier,
+        args,
+        decision,
+        preview,
+        pattern,
+        spec.description,
+        call.source,
+        call.origin(),
+    )
+    try:
+        answer = await _ask(approver, request)
+    except Exception as exc:  # a broken approver denies
+        answer = ApprovalDecision.deny(f"the approver failed: {type(exc).__name__}: {exc}")
+    if answer.choice is ApprovalChoice.APPROVE_ONCE:
+        decision.approved_by = "operator_once"
+        return decision, None
+    if answer.choice is ApprovalChoice.APPROVE_SESSION:
+        gateway._grants[key] = pattern
+        decision.approved_by = "operator_session"
+        decision.facts = {**decision.facts, "session_pattern": pattern}
+        return decision, None
+    reason = f"denied by the operator: {answer.reason}" if answer.reason else "denied by the operator"
+    denied = PolicyDecision(
+        "deny",
+        "approval.operator_denied",
+        reason,
+        spec.tool_id,
+        decision.tier,
+        decision.mode,
+        "PolicyDenied",
+        {**decision.facts, "policy_rule": policy_rule},
+    )
+    return denied, ToolError(
+        ErrorType.POLICY_DENIED,
+        reason,
+        False,
+        {"rule": denied.rule, "policy_rule": policy_rule, "operator_reason": answer.reason},
+    )
+
+
+def execute_tool_call_with_policy_sync(
+    gateway: ToolGateway,
+    request: ToolCallRequest,
+    *,
+    approver: Approver | None = None,
+    transcript: Recorder | None = None,
+) -> ToolResult:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(execute_tool_call_with_policy(gateway, request, approver=approver, transcript=transcript))
+    raise RuntimeError("called from a running event loop; await execute_tool_call_with_policy(...) instead")
+
+
+__all__ = ["describe_tools", "execute_tool_call_with_policy", "execute_tool_call_with_policy_sync", "session_pattern"]

@@ -1,0 +1,96 @@
+"""What the gateway writes about a call besides the audit rows — the conversation's tool-call event —
+and the helpers that describe tools and argument problems in one line."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from services.audit import canonical_json
+from services.errors import AriesError
+from services.policy import Policy
+from services.tools.calls import ToolCallRequest
+from services.tools.registry import ToolRegistry, ToolSpec
+from services.tools.results import ToolResult
+
+if TYPE_CHECKING:
+    from services.conversation import Conversation
+    from services.transcripts import Transcript
+
+    Recorder = Conversation | Transcript
+
+
+def describe_tools(registry: ToolRegistry, policy: Policy) -> list[dict[str, Any]]:
+    """Every registered tool with its class, risk tier, and whether ``policy`` enables it."""
+    out = []
+    for spec in registry.list():
+        enabled = (
+            policy.providers.get(spec.provider, False)
+            and policy.tool_classes.get(spec.tool_class, False)
+            and policy.tools.get(spec.tool_id, {}).get("enabled", True) is not False
+        )
+        out.append(
+            {
+                "id": spec.tool_id,
+                "class": spec.tool_class,
+                "tier": str(spec.tier),
+                "enabled": bool(enabled),
+                "description": spec.description,
+            }
+        )
+    return out
+
+
+def _schema_problem(registry: ToolRegistry, spec: ToolSpec, args: Any) -> str | None:
+    """One line naming the failing field (``ToolRegistry.validate``), or None when ``args`` fit."""
+    from services.errors import InvalidInput
+
+    try:
+        registry.validate(spec.tool_id, args)
+    except InvalidInput as exc:
+        return exc.message
+    return None
+
+
+def _sha256(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _summary(result: ToolResult, tool_id: str) -> str:
+    if result.ok:
+        return f"{tool_id}: ok"
+    assert result.error is not None
+    rule = result.error.details.get("rule")
+    suffix = f" (rule {rule})" if rule else ""
+    return f"{tool_id}: {result.error.type}: {result.error.message}{suffix}"[:1000]
+
+
+_TRANSCRIPT_OUTPUT_CAP = 1_000_000
+
+
+def _append_transcript(recorder: Recorder, result: ToolResult, request: ToolCallRequest, duration_ms: float) -> None:
+    from services.conversation import Conversation, ToolCallRecord
+
+    conversation = recorder if isinstance(recorder, Conversation) else Conversation(recorder)
+    output = result.to_dict()
+    if len(canonical_json(output)) > _TRANSCRIPT_OUTPUT_CAP:
+        output = {**output, "data": {"omitted": "too large for the transcript; see the audit store"}}
+    event = ToolCallRecord(
+        tool_id=request.tool_id,
+        input=request.args,
+        output=output,
+        ok=result.ok,
+        duration_ms=duration_ms,
+        call_id=result.meta.get("call_id"),
+        summary=_summary(result, request.tool_id),
+        tool_call_id=request.tool_call_id,
+        source=request.source,
+        turn_id=request.turn_id,
+        step=request.turn_step,
+    )
+    try:
+        conversation.record(event)
+    except AriesError as exc:
+        result.meta["transcript_error"] = exc.message
+    except OSError as exc:  # the call happened and is audited; the transcript could not take it
+        result.meta["transcript_error"] = f"{type(exc).__name__}: {exc}"
