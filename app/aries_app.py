@@ -247,7 +247,10 @@ class AriesApp(App[int]):
         pane.reset()
         pane.set_workspace(session.workspace.name)
         self.reload_panes()
-        self.run_worker(self._load_last_retrieval, thread=True, group="context", exit_on_error=False)
+        # After the first frame: the last retrieved set is a nicety, never worth delaying start-up for.
+        self.set_timer(
+            0.2, lambda: self.run_worker(self._load_last_retrieval, thread=True, group="context", exit_on_error=False)
+        )
 
     def _load_last_retrieval(self) -> None:
         session = self.session

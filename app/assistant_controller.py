@@ -35,10 +35,12 @@ class AssistantController:
 
     def model_setting(self) -> str:
         """The configured provider:model: ``ARIES_MODEL``, else the workspace's ``model`` setting."""
-        from services.models.config import resolve_model
-
         session = self.app.session
         setting = session.workspace.setting("model") if session is not None else None
+        if not (os.environ.get("ARIES_MODEL") or "").strip() and setting in (None, "", "offline"):
+            return "offline"  # the default needs no provider code at start-up
+        from services.models.config import resolve_model
+
         return str(resolve_model(setting, os.environ).label)
 
     def ask(self, text: str) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from services.artifacts import ArtifactRegistry
 from services.atomic import remove_stale_temp_files
 from services.clock import utc_now
-from services.errors import CorruptFile, NotFound
+from services.errors import AriesError, CorruptFile, NotFound
 from services.leases import (
     LOCK_FILE,
     SESSION_FILE,
@@ -75,6 +75,46 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 }
 
 
+def _plain_settings(data: Any) -> dict[str, Any] | None:
+    """``{"profile", "settings"}`` read without pydantic when ``workspace.yaml`` has the everyday shape
+    (every known key of the right type and value); None otherwise, and then the full model checks it.
+
+    Start-up reads settings before the first frame; importing pydantic and building the models costs
+    about 180 ms there. This check is a strict subset of what ``WorkspaceConfig`` accepts, so a file
+    it passes is one the model accepts with the same values.
+    """
+    from datetime import date
+
+    from services.names import validate_name
+
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        return None
+    version = data.get("format_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int):
+        return None
+    if not isinstance(data.get("name"), str | None) or not isinstance(data.get("created_at"), str | date | None):
+        return None
+    profile = data.get("profile") or "default"
+    settings = data.get("settings") or {}
+    if not isinstance(profile, str) or not isinstance(settings, dict) or "retrieval" in settings:
+        return None
+    model = settings.get("model", "offline")
+    index = settings.get("active_index")
+    try:
+        validate_name(profile, "profile")
+        if index is not None:
+            validate_name(index, "index")
+    except AriesError:
+        return None
+    if not isinstance(model, str) or not model.strip() or not isinstance(index, str | None):
+        return None
+    if settings.get("approval_mode", "guide") not in ("guide", "commander", "strict"):
+        return None
+    plain = {**DEFAULT_SETTINGS, **{str(k): v for k, v in settings.items()}}
+    return {"profile": profile, "settings": plain}
+
+
 @dataclass
 class OpenReport:
     """What opening a workspace found and repaired."""
@@ -96,6 +136,7 @@ class Workspace:
         self.ephemeral = ephemeral
         self._meta: Any = None
         self._config: WorkspaceConfig | None = None
+        self._plain: dict[str, Any] | None = None  # the settings when the file has the everyday shape
         self._meta_signature: tuple[int, int, int] | None = None
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -139,11 +180,15 @@ class Workspace:
         return (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def _read_meta(self) -> Any:
-        from services.workspace_config import validate_config
         from services.yamlio import load_yaml
 
         data = load_yaml(self.meta_path)
-        self._config = validate_config(data, self.meta_path)  # ConfigError with file:line and field
+        self._config = None
+        self._plain = _plain_settings(data)
+        if self._plain is None:  # not the everyday shape: the full (pydantic) check names file:line
+            from services.workspace_config import validate_config
+
+            self._config = validate_config(data, self.meta_path)  # ConfigError with file:line and field
         return data
 
     @property
@@ -158,9 +203,15 @@ class Workspace:
 
     @property
     def profile(self) -> str:
+        self.meta  # noqa: B018 - re-reads the file if it changed on disk
+        if self._plain is not None:
+            return str(self._plain["profile"])
         return self.config.profile
 
     def setting(self, key: str) -> Any:
+        self.meta  # noqa: B018 - re-reads the file if it changed on disk
+        if self._plain is not None and key != "retrieval":
+            return self._plain["settings"].get(key, DEFAULT_SETTINGS.get(key))
         settings = self.config.settings
         if key in type(settings).model_fields:
             value = getattr(settings, key)
@@ -188,6 +239,7 @@ class Workspace:
         config = validate_config(meta, self.meta_path)
         write_yaml(self.meta_path, meta)
         self._meta, self._config, self._meta_signature = meta, config, self._signature()
+        self._plain = _plain_settings(meta)
 
     # -- conversations -------------------------------------------------------------
     def conversations(self) -> list[Path]:
@@ -332,6 +384,7 @@ def ephemeral_workspace() -> Workspace:
         (root / sub).mkdir()
     # Nothing here outlives the process, so the settings stay in memory until changed.
     workspace._meta = {"name": EPHEMERAL_NAME, "profile": "default", "settings": dict(DEFAULT_SETTINGS)}
+    workspace._plain = _plain_settings(workspace._meta)
     return workspace
 
 

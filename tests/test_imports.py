@@ -48,6 +48,15 @@ ROWS = [
         ["aiohttp", *UI],
     ),
     (WALK_SERVICES, UI),
+    # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
+    (
+        "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
+        "from services.workspaces import WorkspaceManager\nws, _ = WorkspaceManager().create('w')\n"
+        "assert ws.setting('approval_mode') == 'guide' and ws.profile == 'default'\n"
+        "from services.workspaces import ephemeral_workspace\ne = ephemeral_workspace()\n"
+        "assert e.setting('model') == 'offline'",
+        ["pydantic", *HEAVY],
+    ),
 ]
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.config import EnvSettings, env_settings
+from services.config import env_settings
+from services.env_settings import EnvSettings
 from services.errors import ConfigError
 from services.workspaces import Workspace, WorkspaceManager
 

@@ -12,7 +12,6 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from widgets.safe import clean, plain
-from widgets.transcript.tool_call import ToolCallBlock
 
 ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries", "notice": "aries"}
 MAX_SHOWN_CHARS = 20_000
@@ -76,6 +75,8 @@ class TranscriptEntry(Static):
 def entry_widget(entry: dict[str, Any]) -> Widget:
     """The widget for one transcript entry: a ``ToolCallBlock`` for tool calls, else a ``TranscriptEntry``."""
     if entry.get("role") == "tool":
+        from widgets.transcript.tool_call import ToolCallBlock  # on first use: tables, diffs, syntax
+
         return ToolCallBlock(entry)
     return TranscriptEntry(entry)
 
