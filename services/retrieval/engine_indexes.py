@@ -1,0 +1,269 @@
+"""The base of the retrieval engine: its life cycle, opening index stores, and index management.
+
+:class:`EngineBase` lists, picks and drops the indexes of a workspace; ingest is added by
+:mod:`services.retrieval.engine_ingest` and query / show by :mod:`services.retrieval.engine`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from services.errors import InvalidInput, InvalidName
+from services.names import validate_name
+from services.retrieval.audit import AUDIT_DB, RetrievalAudit
+from services.retrieval.chunking import ChunkConfig, default_counter
+from services.retrieval.embedders import Embedder, create_embedder, preload
+from services.retrieval.errors import IndexMismatch, IndexNotFound, IngestError
+from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
+from services.retrieval.settings import RetrievalSettings
+from services.retrieval.store import IndexStore, read_index_info
+
+if TYPE_CHECKING:
+    from services.retrieval.sandbox import LoaderSandbox
+    from services.workspaces import Workspace
+
+ProgressCallback = Callable[[ProgressEvent], None]
+MAX_K = 1000
+
+
+def _issue(path: str, error: IngestError) -> FileIssue:
+    return FileIssue(path=path, code=error.code, error=type(error).__name__, message=error.message)
+
+
+def derive_index_name(path: Path) -> str:
+    """An index name from a folder or file name, tidied for handles (``My Docs!/`` → ``My-Docs``)."""
+    base = path.stem if path.is_file() else path.name
+    cleaned = re.sub(r"[^\w.-]+", "-", base, flags=re.UNICODE).strip(".-")[:64].strip(".-")
+    try:
+        return validate_name(cleaned, "index")
+    except InvalidName:
+        return "index"
+
+
+def parse_handle(handle: str) -> tuple[str, str]:
+    index, sep, chunk_id = handle.strip().partition(":")
+    if not sep or not index or not re.fullmatch(r"[0-9a-f]{16}", chunk_id):
+        raise InvalidInput(f"{handle!r} is not a citation handle; expected <index>:<16 hex digits>")
+    return index, chunk_id
+
+
+class EngineBase:
+    """Indexes under ``<workspace>/indexes/<name>/`` and hybrid BM25 + dense queries over them."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: RetrievalSettings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        chroma_url: str | None = None,
+        chunk_config: ChunkConfig | None = None,
+    ) -> None:
+        settings = settings or RetrievalSettings.from_env()
+        if chroma_url is not None:
+            settings = settings.with_(chroma_url=chroma_url)
+        self.settings = settings
+        self.workspace = workspace
+        self.embedder = embedder or create_embedder(settings)
+        self.chunk_config = chunk_config or ChunkConfig()
+        self.audit = RetrievalAudit(workspace.root / AUDIT_DB, workspace=workspace.name)
+        self._stores: dict[str, IndexStore] = {}
+        self._lock = threading.RLock()
+        self._sandbox: LoaderSandbox | None = None
+        self._memory_active: str | None = None
+
+    # -- life cycle ------------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self.settings.backend
+
+    @property
+    def persistent(self) -> bool:
+        return self.settings.backend == "sqlite" and not self.workspace.ephemeral
+
+    def preload(self) -> None:
+        """Load the embedding model and the store libraries now (call from a worker thread)."""
+        import chromadb  # noqa: F401
+        import tantivy  # noqa: F401
+
+        default_counter()
+        preload(self.embedder)
+
+    def close(self) -> None:
+        with self._lock:
+            for store in self._stores.values():
+                store.close()
+            self._stores.clear()
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None
+            self.audit.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _index_dir(self, name: str) -> Path:
+        return self.workspace.indexes_dir / validate_name(name, "index")
+
+    def _exists(self, name: str) -> bool:
+        if self.settings.backend == "memory":
+            return name in self._stores
+        return (self._index_dir(name) / "manifest.db").is_file()
+
+    def _store(self, name: str, *, create: bool = False) -> IndexStore:
+        validate_name(name, "index")
+        with self._lock:
+            store = self._stores.get(name)
+            if store is not None:
+                return store
+            if not create and not self._exists(name):
+                raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
+            if self.settings.backend == "memory":
+                store = IndexStore(name, None, chroma_url=self.settings.chroma_url)
+            else:
+                directory = self._index_dir(name)
+                chroma_url = self.settings.chroma_url
+                existed = directory.exists()
+                if existed:
+                    info = read_index_info(directory) or {}
+                    chroma_url = info.get("chroma_url", chroma_url)
+                try:
+                    store = IndexStore(name, directory, chroma_url=chroma_url)
+                except BaseException:
+                    if not existed:  # leave no half-created index behind
+                        import shutil
+
+                        shutil.rmtree(directory, ignore_errors=True)
+                    raise
+            self._stores[name] = store
+            return store
+
+    def _sandboxed(self) -> LoaderSandbox:
+        from services.retrieval.sandbox import LoaderSandbox
+
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = LoaderSandbox(self.settings.limits)
+            return self._sandbox
+
+    def _check_model(self, store: IndexStore) -> None:
+        built_with = store.get_meta("embedding_model")
+        if built_with is not None and built_with != self.embedder.model_id:
+            raise IndexMismatch(
+                f"index {store.name!r} was built with {built_with}, but the embedder now is {self.embedder.model_id}; "
+                f"set AXIOMME_EMBEDDER to match, or drop and re-add the index",
+                index=store.name,
+            )
+
+    # -- index lifecycle -------------------------------------------------------------------
+    def index_list(self) -> list[IndexInfo]:
+        active = self.active_index
+        infos: list[IndexInfo] = []
+        if self.settings.backend == "memory":
+            for name, store in sorted(self._stores.items()):
+                files, chunks = store.counts()
+                infos.append(
+                    IndexInfo(
+                        name=name,
+                        active=name == active,
+                        backend="memory",
+                        embedding_model=store.get_meta("embedding_model"),
+                        files=files,
+                        chunks=chunks,
+                        roots=store.roots(),
+                        created_at=store.get_meta("created_at"),
+                        updated_at=store.get_meta("updated_at"),
+                    )
+                )
+            return infos
+        directory = self.workspace.indexes_dir
+        if not directory.is_dir():
+            return []
+        for entry in sorted(directory.iterdir()):
+            info = read_index_info(entry) if entry.is_dir() else None
+            if info is None:
+                continue
+            infos.append(
+                IndexInfo(
+                    name=entry.name,
+                    active=entry.name == active,
+                    backend="sqlite",
+                    embedding_model=info.get("embedding_model"),
+                    files=int(info.get("files", 0)),
+                    chunks=int(info.get("chunks", 0)),
+                    roots=list(info.get("roots", [])),
+                    created_at=info.get("created_at"),
+                    updated_at=info.get("updated_at"),
+                )
+            )
+        return infos
+
+    def index_info(self, name: str) -> IndexInfo:
+        for info in self.index_list():
+            if info.name == name:
+                return info
+        raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
+
+    @property
+    def active_index(self) -> str | None:
+        """The index queries go to: the workspace's ``active_index`` setting, if that index exists.
+
+        With the ``memory`` backend the choice lives in this engine only (its indexes do not
+        outlive it, so the workspace file is not touched).
+        """
+        if self.settings.backend == "memory":
+            value = self._memory_active
+        else:
+            value = self.workspace.setting("active_index")
+        if not value:
+            return None
+        name = str(value)
+        try:
+            return name if self._exists(name) else None
+        except InvalidName:
+            return None
+
+    def _active_setting(self) -> str | None:
+        value = self._memory_active if self.settings.backend == "memory" else self.workspace.setting("active_index")
+        return str(value) if value else None
+
+    def _set_active(self, name: str | None) -> None:
+        if self.settings.backend == "memory":
+            self._memory_active = name
+        else:
+            self.workspace.update(active_index=name)
+
+    def index_use(self, name: str) -> IndexInfo:
+        validate_name(name, "index")
+        if not self._exists(name):
+            raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
+        self._set_active(name)
+        return self.index_info(name)
+
+    def index_drop(self, name: str) -> None:
+        validate_name(name, "index")
+        with self._lock:
+            store = self._stores.pop(name, None)
+            if store is None and self._exists(name):
+                try:
+                    store = self._store(name)
+                    self._stores.pop(name, None)
+                except Exception:
+                    store = None
+            if store is not None:
+                store.destroy()
+            elif self.settings.backend == "memory" or not self._index_dir(name).exists():
+                raise IndexNotFound(f"no index named {name!r}", index=name)
+            else:
+                import shutil
+
+                shutil.rmtree(self._index_dir(name))
+        if self._active_setting() == name:
+            self._set_active(None)

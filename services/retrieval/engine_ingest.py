@@ -1,0 +1,240 @@
+"""Ingest of the retrieval engine: scanning a folder, reading files safely, loading and writing them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from services.clock import format_ts
+from services.errors import NotFound
+from services.names import validate_name
+from services.retrieval.chunking import chunk_document, default_counter
+from services.retrieval.engine_indexes import EngineBase, ProgressCallback, _issue, derive_index_name
+from services.retrieval.errors import (
+    DuplicateSource,
+    EmptyDocument,
+    FileTooLarge,
+    IngestError,
+    MalformedDocument,
+    UnsafePath,
+    UnsupportedType,
+)
+from services.retrieval.ingest import Batch, Cancelled, flush
+from services.retrieval.loaders import SANDBOXED_TYPES, content_type_for, load_bytes
+from services.retrieval.models import Document, FileIssue, IngestReport, ProgressEvent
+from services.retrieval.store import FileRecord
+
+
+class IngestingEngine(EngineBase):
+    """:class:`EngineBase` and ``index_add``: incremental, whole-file atomic indexing."""
+
+    # -- ingest ----------------------------------------------------------------------------
+    def index_add(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IngestReport:
+        """Index a file or a folder (recursively) into ``name``; incremental and whole-file atomic.
+
+        Unchanged files (same content hash and chunking) are skipped, changed ones replaced,
+        files gone from the folder dropped.  Unreadable files are listed in ``report.errors``
+        with a typed error; links that leave the root, unsupported types and special files
+        in ``report.skipped``.  Setting ``cancel`` stops between files (and between embedding
+        groups): files already written stay, the batch in progress is not written.
+        """
+        started = time.monotonic()
+        given = Path(os.fspath(path)).expanduser()
+        if not given.exists():
+            raise NotFound(f"{given}: no such file or folder")
+        root = given.resolve(strict=True)
+        name = validate_name(name, "index") if name is not None else derive_index_name(root)
+        candidates, skipped = self._scan(root)  # before anything is created: refuse a bad root cleanly
+        store = self._store(name, create=True)
+        self._check_model(store)
+        if store.get_meta("embedding_model") is None:
+            store.set_meta(embedding_model=self.embedder.model_id)
+        report = IngestReport(index=name, root=root.as_posix())
+        counter = default_counter()
+        chunk_key = self.chunk_config.key(counter)
+        root_key = root.as_posix()
+
+        def emit(stage: str, done: int, total: int, where: str | None = None) -> None:
+            if progress is not None:
+                progress(ProgressEvent(stage, done, total, where))
+
+        report.skipped.extend(skipped)
+        emit("scan", len(candidates), len(candidates))
+        store.add_root(root_key)
+        known = {record.source_path: record for record in store.files_under(root_key)}
+        kept: set[str] = set()
+        batch = Batch()
+        pending: list[tuple[str, bool, int]] = []  # (source path, is new, chunks) of the unwritten batch
+        embedded = 0
+
+        def on_group(count: int) -> None:
+            nonlocal embedded
+            embedded += count
+            emit("embed", embedded, batch.chunk_count)
+
+        def write(writer: Any) -> None:
+            nonlocal embedded
+            embedded = 0
+            report.chunks_removed += flush(writer, self.embedder, batch, cancel, on_group)
+            for source_path, is_new, count in pending:
+                (report.added if is_new else report.updated).append(source_path)
+                report.chunks_added += count
+            pending.clear()
+            emit("commit", len(kept), len(candidates))
+
+        with store.writing() as writer:
+            try:
+                for number, (rel, real) in enumerate(candidates, start=1):
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled
+                    emit("file", number, len(candidates), rel)
+                    existing = known.get(rel) or store.file(rel)
+                    if existing is not None and existing.root != root_key:
+                        report.errors.append(
+                            _issue(
+                                rel,
+                                DuplicateSource(f"{rel} is already indexed from {existing.root}; use another index"),
+                            )
+                        )
+                        continue
+                    try:
+                        data, mtime = self._read(real)
+                        content_hash = hashlib.sha256(data).hexdigest()
+                        if (
+                            existing is not None
+                            and existing.content_hash == content_hash
+                            and existing.config_key == chunk_key
+                        ):
+                            kept.add(rel)
+                            report.unchanged.append(rel)
+                            continue
+                        content_type = content_type_for(rel) or "text/plain"
+                        document = self._load(content_type, data)
+                        chunks = chunk_document(
+                            document, rel, embedding_model=self.embedder.model_id, config=self.chunk_config
+                        )
+                        if not chunks:
+                            raise EmptyDocument("the file has no text")
+                    except IngestError as exc:
+                        report.errors.append(_issue(rel, exc))
+                        if existing is not None:
+                            batch.removals.append(rel)
+                            report.removed.append(rel)
+                        continue
+                    record = FileRecord(
+                        source_path=rel,
+                        root=root_key,
+                        content_hash=content_hash,
+                        size=len(data),
+                        content_type=document.content_type,
+                        last_modified=format_ts(datetime.fromtimestamp(mtime, UTC)),
+                        title=document.title,
+                        config_key=chunk_key,
+                    )
+                    kept.add(rel)
+                    batch.files.append((record, chunks))
+                    pending.append((rel, existing is None, len(chunks)))
+                    if batch.full():
+                        write(writer)
+                gone = sorted(set(known) - kept - set(batch.removals))
+                batch.removals.extend(gone)
+                report.removed.extend(gone)
+                if batch:
+                    write(writer)
+            except Cancelled:
+                report.cancelled = True
+                report.removed = [path for path in report.removed if store.file(path) is None]
+        if not report.cancelled and self.active_index is None:
+            self._set_active(name)
+            report.activated = True
+        report.elapsed_s = round(time.monotonic() - started, 3)
+        emit("done", len(candidates), len(candidates))
+        return report
+
+    def _scan(self, root: Path) -> tuple[list[tuple[str, Path]], list[FileIssue]]:
+        """(relative POSIX path, real path) of the files to read, sorted; and what was skipped."""
+        skipped: list[FileIssue] = []
+        if root.is_file():
+            if content_type_for(root.name) is None:
+                raise UnsupportedType(
+                    f"{root.name}: unsupported file type (supported: PDF, EPUB, Markdown, text, HTML)"
+                )
+            return [(root.name, root)], skipped
+        found: list[tuple[str, Path]] = []
+        for directory, dirnames, filenames in os.walk(root, followlinks=False):
+            base = Path(directory)
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for dirname in list(dirnames):
+                link = base / dirname
+                if link.is_symlink():
+                    dirnames.remove(dirname)
+                    rel = link.relative_to(root).as_posix()
+                    target = link.resolve()
+                    reason = (
+                        UnsafePath(f"{rel}: the link points outside the root ({target})")
+                        if not target.is_relative_to(root)
+                        else UnsupportedType(f"{rel}: links to folders are not followed")
+                    )
+                    skipped.append(_issue(rel, reason))
+            for filename in sorted(filenames):
+                if filename.startswith("."):
+                    continue
+                path = base / filename
+                rel = path.relative_to(root).as_posix()
+                if content_type_for(filename) is None:
+                    skipped.append(_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
+                    continue
+                real = path.resolve()
+                if not real.is_relative_to(root):
+                    skipped.append(_issue(rel, UnsafePath(f"{rel}: the link points outside the root ({real})")))
+                    continue
+                try:
+                    mode = real.stat().st_mode
+                except OSError as exc:
+                    skipped.append(_issue(rel, MalformedDocument(f"{rel}: cannot stat: {exc.strerror}")))
+                    continue
+                if not stat.S_ISREG(mode):
+                    skipped.append(_issue(rel, UnsupportedType(f"{rel}: not a regular file")))
+                    continue
+                found.append((rel, real))
+        found.sort(key=lambda item: PurePosixPath(item[0]).parts)
+        return found, skipped
+
+    def _read(self, real: Path) -> tuple[bytes, float]:
+        """The file's bytes (opened without following a last-moment link) and its mtime."""
+        limit = self.settings.limits.max_file_bytes
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(real, flags)
+        except OSError as exc:
+            raise MalformedDocument(f"cannot open: {exc.strerror}") from None
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsupportedType("not a regular file")
+            if info.st_size > limit:
+                raise FileTooLarge(f"{info.st_size} bytes is over the {limit}-byte limit")
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise FileTooLarge(f"the file grew over the {limit}-byte limit while it was read")
+        if not data:
+            raise EmptyDocument("the file is empty")
+        return data, info.st_mtime
+
+    def _load(self, content_type: str, data: bytes) -> Document:
+        if content_type in SANDBOXED_TYPES:
+            return self._sandboxed().load(content_type, data)
+        return load_bytes(content_type, data, self.settings.limits)

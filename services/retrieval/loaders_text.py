@@ -1,0 +1,170 @@
+"""Shared text handling of the loaders, and the plain-text and Markdown loaders.
+
+Markdown and plain text are parsed in-process by the line-based code below, which is linear
+in the input.  :func:`decode_text`, :func:`join_segments` and :func:`clean_title` are used by
+the other format readers too (:mod:`services.retrieval.loaders_html`, ``loaders_pdf``,
+``loaders_epub``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Any
+
+from services.retrieval.errors import BadEncoding, BinaryContent, EmptyDocument, NestingTooDeep
+from services.retrieval.models import Document, Segment
+from services.retrieval.settings import LoaderLimits
+
+SEGMENT_SEPARATOR = "\n\n"
+MAX_TITLE_CHARS = 200
+
+# -- text decoding -----------------------------------------------------------------------
+
+_CONTROL = set(range(0, 9)) | {11, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 127}
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 (a BOM is dropped) or UTF-16 with a BOM; newlines normalised to ``\\n``.
+
+    Raises BinaryContent for NUL bytes or a high share of control bytes, BadEncoding for
+    anything that is not valid in the detected encoding, EmptyDocument for white space only.
+    """
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise BadEncoding(f"not valid UTF-16 ({exc.reason} at byte {exc.start})") from None
+        if "\x00" in text:
+            raise BinaryContent("binary data (NUL characters) behind a text extension")
+    else:
+        head = data[:8192]
+        if b"\x00" in data:
+            raise BinaryContent("binary data (NUL bytes) behind a text extension")
+        if head and sum(1 for byte in head if byte in _CONTROL) > len(head) // 10:
+            raise BinaryContent("binary data (control bytes) behind a text extension")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise BadEncoding(
+                f"not valid UTF-8 ({exc.reason} at byte offset {exc.start}); convert the file to UTF-8"
+            ) from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        raise EmptyDocument("the file has no text")
+    return text
+
+
+def join_segments(parts: list[tuple[str, int | None, str | None]]) -> tuple[Segment, ...]:
+    """Segments from (text, page, section) triples, offsets as if joined by SEGMENT_SEPARATOR."""
+    segments: list[Segment] = []
+    offset = 0
+    for text, page, section in parts:
+        if not text.strip():
+            continue
+        segments.append(Segment(text=text, start=offset, page=page, section=section))
+        offset += len(text) + len(SEGMENT_SEPARATOR)
+    if not segments:
+        raise EmptyDocument("the file has no extractable text")
+    return tuple(segments)
+
+
+def clean_title(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = " ".join(str(value).split())[:MAX_TITLE_CHARS]
+    return text or None
+
+
+# -- plain text ----------------------------------------------------------------------------
+
+
+def load_text(data: bytes, limits: LoaderLimits) -> Document:
+    text = decode_text(data)
+    return Document(content_type="text/plain", segments=(Segment(text=text, start=0),))
+
+
+# -- Markdown ------------------------------------------------------------------------------
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_QUOTE_PREFIX = re.compile(r"^[ \t]*((?:>[ \t]?)+)")
+
+
+def load_markdown(data: bytes, limits: LoaderLimits) -> Document:
+    """Sections by heading (ATX ``#`` and setext underlines), fenced code kept as text.
+
+    Each segment starts at its heading line; ``section`` is the heading path
+    (``Guide > Install > Linux``).  Offsets index the decoded file itself.
+    """
+    text = decode_text(data)
+    lines = text.split("\n")
+    starts: list[int] = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+
+    headings: list[tuple[int, int, str]] = []  # (line number, level, title)
+    first_body_line = 0
+    if lines and lines[0].strip() == "---":  # YAML front matter is not a heading source
+        for number in range(1, len(lines)):
+            if lines[number].strip() in ("---", "..."):
+                first_body_line = number + 1
+                break
+    fence: str | None = None
+    for number in range(first_body_line, len(lines)):
+        line = lines[number]
+        quote = _QUOTE_PREFIX.match(line)
+        if quote and quote.group(1).count(">") > limits.max_nesting:
+            raise NestingTooDeep(f"line {number + 1}: block quotes nested deeper than {limits.max_nesting}")
+        fence_match = _FENCE.match(line)
+        if fence is not None:
+            if fence_match and fence_match.group(1)[0] == fence[0] and len(fence_match.group(1)) >= len(fence):
+                fence = None
+            continue
+        if fence_match:
+            fence = fence_match.group(1)
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            headings.append((number, len(atx.group(1)), (atx.group(2) or "").strip()))
+            continue
+        setext = _SETEXT.match(line)
+        if setext and number > first_body_line and _is_setext_title(lines[number - 1]):
+            if not (headings and headings[-1][0] == number - 1):
+                level = 1 if setext.group(1)[0] == "=" else 2
+                headings.append((number - 1, level, lines[number - 1].strip()))
+
+    segments: list[Segment] = []
+    stack: list[tuple[int, str]] = []
+    boundaries: list[tuple[int, tuple[int, str] | None]] = [(0, None)]
+    boundaries += [(line_no, (level, title)) for line_no, level, title in headings]
+    for position, (line_no, heading) in enumerate(boundaries):
+        if heading is not None:
+            level, title = heading
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+        end_line = boundaries[position + 1][0] if position + 1 < len(boundaries) else len(lines)
+        if end_line <= line_no and heading is None:
+            continue
+        start = starts[line_no]
+        end = starts[end_line] if end_line < len(lines) else len(text)
+        body = text[start:end]
+        if not body.strip():
+            continue
+        section = " > ".join(title for _, title in stack if title) or None
+        segments.append(Segment(text=body, start=start, section=section))
+    if not segments:
+        raise EmptyDocument("the file has no text")
+    return Document(content_type="text/markdown", segments=tuple(segments))
+
+
+def _is_setext_title(line: str) -> bool:
+    """A paragraph line that a following ``===``/``---`` turns into a heading."""
+    stripped = line.strip()
+    if not stripped or line.startswith("    ") or _ATX.match(line) or _FENCE.match(line) or _SETEXT.match(line):
+        return False
+    return not stripped.startswith(("-", "*", "+", ">", "|"))

@@ -1,0 +1,111 @@
+"""The Tantivy side of an index: schema, analysis, stop words, documents and BM25 search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from services.retrieval.models import Chunk
+
+if TYPE_CHECKING:
+    import tantivy
+
+WRITER_HEAP = 64 * 1024 * 1024
+BM25_WINDOW = 1
+"""Neighbouring chunks on each side that a chunk's ``window`` field also holds."""
+FIELD_BOOSTS = {"text": 0.2, "window": 1.0, "context": 0.5}
+"""BM25 is summed over the fields with these weights (``text`` ranks the chunk among its neighbours)."""
+LEXICAL_FORMAT = f"2:en_stem:text+window{BM25_WINDOW}+context"
+"""Changes whenever the Tantivy schema or what goes into it changes; a mismatch triggers a rebuild."""
+
+
+def query_analyzer() -> tantivy.TextAnalyzer:
+    """The same analysis as Tantivy's built-in ``en_stem``: simple, remove_long(40), lowercase, stem."""
+    import tantivy
+
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+_STOPWORDS: frozenset[str] | None = None
+
+
+def stopwords() -> frozenset[str]:
+    """English stop words, stemmed like the index (dropped from queries only)."""
+    global _STOPWORDS
+    if _STOPWORDS is None:
+        import tantivy
+
+        plain = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.lowercase()).build()
+        stop = (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stopword("english"))
+            .build()
+        )
+        probe = (
+            "a an and are as at be but by for if in into is it no not of on or such that the their then there "
+            "these they this to was will with"
+        )
+        kept = set(stop.analyze(probe))
+        removed = [word for word in plain.analyze(probe) if word not in kept]
+        analyzer = query_analyzer()
+        _STOPWORDS = frozenset(token for word in removed for token in analyzer.analyze(word))
+    return _STOPWORDS
+
+
+def tantivy_schema() -> tantivy.Schema:
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("context", stored=False, tokenizer_name="en_stem", index_option="freq")
+    builder.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
+    builder.add_text_field("window", stored=False, tokenizer_name="en_stem", index_option="freq")
+    return builder.build()
+
+
+def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
+    """Add one file's chunks (in order) to Tantivy: own text, neighbourhood window, context."""
+    import tantivy
+
+    for position, chunk in enumerate(chunks):
+        document = tantivy.Document()
+        document.add_text("chunk_id", chunk.chunk_id)
+        document.add_text("context", chunk.context)
+        document.add_text("text", chunk.text)
+        window = chunks[max(0, position - BM25_WINDOW) : position + BM25_WINDOW + 1]
+        document.add_text("window", "\n".join(c.text for c in window))
+        writer.add_document(document)
+
+
+def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tuple[str, float]]:
+    """(chunk id, summed BM25 score) of the best ``top_n`` documents for the analysed ``terms``."""
+    import tantivy
+
+    schema = index.schema
+    clauses = []
+    for term in terms:
+        for field, boost in FIELD_BOOSTS.items():
+            if boost > 0:
+                query = tantivy.Query.term_query(schema, field, term)
+                if boost != 1.0:
+                    query = tantivy.Query.boost_query(query, boost)
+                clauses.append((tantivy.Occur.Should, query))
+    query = tantivy.Query.boolean_query(clauses)
+    index.reload()  # see commits made by other processes at once
+    searcher = index.searcher()
+    result = searcher.search(query, limit=top_n, count=False)
+    out: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for score, address in result.hits:
+        chunk_id = searcher.doc(address)["chunk_id"][0]
+        if chunk_id not in seen:
+            seen.add(chunk_id)
+            out.append((str(chunk_id), float(score)))
+    return out

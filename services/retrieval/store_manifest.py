@@ -1,0 +1,196 @@
+"""The SQLite manifest of an index: schema, file and chunk records, reads and transactions.
+
+The manifest is the source of truth of an index (see :mod:`services.retrieval.store`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.clock import utc_now
+from services.retrieval.models import Chunk
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.db"
+SQL_BATCH = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS roots (root TEXT PRIMARY KEY, added_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    source_path TEXT PRIMARY KEY,
+    root TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    last_modified TEXT,
+    title TEXT,
+    config_key TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    indexed_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_by_root ON files(root);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id TEXT PRIMARY KEY,
+    source_path TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    context TEXT NOT NULL,
+    start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    page INTEGER,
+    section TEXT,
+    hash TEXT NOT NULL,
+    embedding_model TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks(source_path, ordinal);
+CREATE TABLE IF NOT EXISTS journal (chunk_id TEXT PRIMARY KEY);
+"""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    source_path: str
+    root: str
+    content_hash: str
+    size: int
+    content_type: str
+    last_modified: str | None
+    title: str | None
+    config_key: str
+    chunks: int = 0
+    indexed_at: str = ""
+
+
+@dataclass(frozen=True)
+class FileUpdate:
+    """A file's new state: written whole, with all its chunks and their vectors."""
+
+    record: FileRecord
+    chunks: list[Chunk]
+    vectors: list[list[float]]
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    chunk: Chunk
+    file: FileRecord
+
+
+class Manifest:
+    """Reads and transactions on an index's manifest (``_db``, guarded by ``_db_lock``)."""
+
+    _db: sqlite3.Connection
+    _db_lock: threading.RLock
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._db_lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._db_lock:
+            return list(self._db.execute(sql, params).fetchall())
+
+    def get_meta(self, key: str) -> Any:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_meta(self, **values: Any) -> None:
+        with self._tx() as db:
+            for key, value in values.items():
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+    # -- reading ---------------------------------------------------------------------------
+    def file(self, source_path: str) -> FileRecord | None:
+        rows = self._query("SELECT * FROM files WHERE source_path = ?", (source_path,))
+        return FileRecord(*rows[0]) if rows else None
+
+    def files_under(self, root: str) -> list[FileRecord]:
+        return [
+            FileRecord(*row) for row in self._query("SELECT * FROM files WHERE root = ? ORDER BY source_path", (root,))
+        ]
+
+    def roots(self) -> list[str]:
+        return [row[0] for row in self._query("SELECT root FROM roots ORDER BY root")]
+
+    def add_root(self, root: str) -> None:
+        now = utc_now()
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO roots(root, added_at, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(root) DO UPDATE SET updated_at = excluded.updated_at",
+                (root, now, now),
+            )
+
+    def counts(self) -> tuple[int, int]:
+        files = self._query("SELECT COUNT(*) FROM files")[0][0]
+        chunks = self._query("SELECT COUNT(*) FROM chunks")[0][0]
+        return int(files), int(chunks)
+
+    def chunk_ids(self) -> list[str]:
+        return [row[0] for row in self._query("SELECT chunk_id FROM chunks ORDER BY source_path, ordinal")]
+
+    def get_chunks(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The live chunks among ``ids`` (unknown or replaced ids are absent)."""
+        found: dict[str, StoredChunk] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), SQL_BATCH):
+            batch = unique[start : start + SQL_BATCH]
+            marks = ",".join("?" * len(batch))
+            rows = self._query(
+                "SELECT c.chunk_id, c.source_path, c.ordinal, c.text, c.context, c.start_offset, c.end_offset, "
+                "c.page, c.section, c.hash, c.embedding_model, f.* FROM chunks c "
+                f"JOIN files f ON f.source_path = c.source_path WHERE c.chunk_id IN ({marks})",
+                batch,
+            )
+            for row in rows:
+                chunk = Chunk(
+                    chunk_id=row[0],
+                    source_path=row[1],
+                    ordinal=row[2],
+                    text=row[3],
+                    context=row[4],
+                    start_offset=row[5],
+                    end_offset=row[6],
+                    page=row[7],
+                    section=row[8],
+                    hash=row[9],
+                    embedding_model=row[10],
+                )
+                found[chunk.chunk_id] = StoredChunk(chunk, FileRecord(*row[11:]))
+        return found
+
+
+def read_index_info(directory: Path) -> dict[str, Any] | None:
+    """Meta, roots and counts of the index in ``directory``, read without opening Tantivy or Chroma."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error:
+        return None
+    try:
+        meta = {key: json.loads(value) for key, value in db.execute("SELECT key, value FROM meta")}
+        meta["roots"] = [row[0] for row in db.execute("SELECT root FROM roots ORDER BY root")]
+        meta["files"] = int(db.execute("SELECT COUNT(*) FROM files").fetchone()[0])
+        meta["chunks"] = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return meta
+    except (sqlite3.Error, ValueError):
+        return None
+    finally:
+        db.close()

@@ -1,0 +1,120 @@
+"""Writing files into an index: the journalled sequence described in :mod:`services.retrieval.store`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from services.clock import utc_now
+from services.retrieval.store_lexical import add_lexical
+from services.retrieval.store_manifest import SQL_BATCH, FileUpdate
+from services.retrieval.store_vectors import CHROMA_BATCH
+
+if TYPE_CHECKING:
+    import tantivy
+
+    from services.retrieval.store import IndexStore
+
+
+class Writer:
+    def __init__(self, store: IndexStore, writer: tantivy.IndexWriter) -> None:
+        self.store = store
+        self.writer = writer
+
+    def commit(self) -> None:
+        self.writer.commit()
+
+    def delete_from_stores(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        for start in range(0, len(ids), CHROMA_BATCH):
+            self.store._collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
+        for chunk_id in ids:
+            self.writer.delete_documents_by_term("chunk_id", chunk_id)
+
+    def apply(self, updates: Sequence[FileUpdate], removals: Sequence[str] = ()) -> int:
+        """Write ``updates`` and drop the files in ``removals``; returns the chunks removed."""
+        store = self.store
+        affected = [u.record.source_path for u in updates] + list(removals)
+        if not affected:
+            return 0
+        old_ids: set[str] = set()
+        for start in range(0, len(affected), SQL_BATCH):
+            batch = affected[start : start + SQL_BATCH]
+            marks = ",".join("?" * len(batch))
+            old_ids.update(
+                row[0] for row in store._query(f"SELECT chunk_id FROM chunks WHERE source_path IN ({marks})", batch)
+            )
+        new_chunks = [c for u in updates for c in u.chunks]
+        new_vectors = [v for u in updates for v in u.vectors]
+        new_ids = [c.chunk_id for c in new_chunks]
+        with store._tx() as db:
+            db.executemany("INSERT OR IGNORE INTO journal(chunk_id) VALUES (?)", [(i,) for i in (*new_ids, *old_ids)])
+        # 2. new chunks into both stores
+        for start in range(0, len(new_chunks), CHROMA_BATCH):
+            part = new_chunks[start : start + CHROMA_BATCH]
+            store._collection.upsert(
+                ids=[c.chunk_id for c in part],
+                embeddings=new_vectors[start : start + CHROMA_BATCH],  # type: ignore[arg-type]
+                metadatas=[{"source_path": c.source_path} for c in part],
+            )
+        for update in updates:
+            for chunk in update.chunks:
+                self.writer.delete_documents_by_term("chunk_id", chunk.chunk_id)
+            add_lexical(self.writer, update.chunks)
+        self.writer.commit()
+        # 3. swap the manifest rows in one transaction
+        now = utc_now()
+        with store._tx() as db:
+            for start in range(0, len(affected), SQL_BATCH):
+                batch = affected[start : start + SQL_BATCH]
+                marks = ",".join("?" * len(batch))
+                db.execute(f"DELETE FROM chunks WHERE source_path IN ({marks})", batch)
+                db.execute(f"DELETE FROM files WHERE source_path IN ({marks})", batch)
+            db.executemany(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        u.record.source_path,
+                        u.record.root,
+                        u.record.content_hash,
+                        u.record.size,
+                        u.record.content_type,
+                        u.record.last_modified,
+                        u.record.title,
+                        u.record.config_key,
+                        len(u.chunks),
+                        now,
+                    )
+                    for u in updates
+                ],
+            )
+            db.executemany(
+                "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        c.chunk_id,
+                        c.source_path,
+                        c.ordinal,
+                        c.text,
+                        c.context,
+                        c.start_offset,
+                        c.end_offset,
+                        c.page,
+                        c.section,
+                        c.hash,
+                        c.embedding_model,
+                    )
+                    for c in new_chunks
+                ],
+            )
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('updated_at', ?)", (json.dumps(now),))
+        # 4. drop what was replaced, 5. clear the journal
+        stale = sorted(old_ids.difference(new_ids))
+        if stale:
+            self.delete_from_stores(stale)
+            self.writer.commit()
+        with store._tx() as db:
+            db.execute("DELETE FROM journal")
+        return len(stale)
