@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from services.artifacts import ArtifactRegistry
 from services.atomic import remove_stale_temp_files
 from services.clock import utc_now
-from services.errors import AriesError, CorruptFile, NotFound
+from services.errors import CorruptFile, NotFound
 from services.leases import (
     LOCK_FILE,
     SESSION_FILE,
@@ -40,6 +40,7 @@ from services.leases import (
 )
 from services.names import validate_name
 from services.transcripts import Problem, Transcript, iter_problems, list_conversations
+from services.workspace_settings import DEFAULT_SETTINGS, plain_settings
 
 __all__ = [
     "LOCK_FILE",
@@ -67,52 +68,6 @@ WORKSPACE_FILE = "workspace.yaml"
 SUBDIRS = ("transcripts", "artifacts", "indexes")
 FORMAT_VERSION = 1
 EPHEMERAL_NAME = "(ephemeral)"
-
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "model": "offline",
-    "approval_mode": "guide",
-    "active_index": None,
-}
-
-
-def _plain_settings(data: Any) -> dict[str, Any] | None:
-    """``{"profile", "settings"}`` read without pydantic when ``workspace.yaml`` has the everyday shape
-    (every known key of the right type and value); None otherwise, and then the full model checks it.
-
-    Start-up reads settings before the first frame; importing pydantic and building the models costs
-    about 180 ms there. This check is a strict subset of what ``WorkspaceConfig`` accepts, so a file
-    it passes is one the model accepts with the same values.
-    """
-    from datetime import date
-
-    from services.names import validate_name
-
-    data = {} if data is None else data
-    if not isinstance(data, dict):
-        return None
-    version = data.get("format_version", 1)
-    if isinstance(version, bool) or not isinstance(version, int):
-        return None
-    if not isinstance(data.get("name"), str | None) or not isinstance(data.get("created_at"), str | date | None):
-        return None
-    profile = data.get("profile") or "default"
-    settings = data.get("settings") or {}
-    if not isinstance(profile, str) or not isinstance(settings, dict) or "retrieval" in settings:
-        return None
-    model = settings.get("model", "offline")
-    index = settings.get("active_index")
-    try:
-        validate_name(profile, "profile")
-        if index is not None:
-            validate_name(index, "index")
-    except AriesError:
-        return None
-    if not isinstance(model, str) or not model.strip() or not isinstance(index, str | None):
-        return None
-    if settings.get("approval_mode", "guide") not in ("guide", "commander", "strict"):
-        return None
-    plain = {**DEFAULT_SETTINGS, **{str(k): v for k, v in settings.items()}}
-    return {"profile": profile, "settings": plain}
 
 
 @dataclass
@@ -184,7 +139,7 @@ class Workspace:
 
         data = load_yaml(self.meta_path)
         self._config = None
-        self._plain = _plain_settings(data)
+        self._plain = plain_settings(data)
         if self._plain is None:  # not the everyday shape: the full (pydantic) check names file:line
             from services.workspace_config import validate_config
 
@@ -239,7 +194,7 @@ class Workspace:
         config = validate_config(meta, self.meta_path)
         write_yaml(self.meta_path, meta)
         self._meta, self._config, self._meta_signature = meta, config, self._signature()
-        self._plain = _plain_settings(meta)
+        self._plain = plain_settings(meta)
 
     # -- conversations -------------------------------------------------------------
     def conversations(self) -> list[Path]:
@@ -384,7 +339,7 @@ def ephemeral_workspace() -> Workspace:
         (root / sub).mkdir()
     # Nothing here outlives the process, so the settings stay in memory until changed.
     workspace._meta = {"name": EPHEMERAL_NAME, "profile": "default", "settings": dict(DEFAULT_SETTINGS)}
-    workspace._plain = _plain_settings(workspace._meta)
+    workspace._plain = plain_settings(workspace._meta)
     return workspace
 
 
