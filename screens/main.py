@@ -12,6 +12,9 @@ the approval queue empties while it had the focus, the prompt gets it.
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,7 @@ class MainScreen(Screen[None]):
                 yield ApprovalsPane(id="approvals")
                 yield ArtifactsPane(id="artifacts")
         with Vertical(id="input-area"):
-            yield RunStatus(id="run-status")
+            yield RunStatus(id="run-status", clock=_status_clock())
             yield Static("", id="completions", markup=False)
             yield PromptInput(suggestions(), completer=complete, id="prompt")
         yield KeyBar(id="keys")
@@ -170,6 +173,14 @@ class MainScreen(Screen[None]):
     @property
     def run_status(self) -> RunStatus:
         return self.query_one(RunStatus)
+
+
+def _status_clock() -> Callable[[], float]:
+    """The status line's clock: ``ARIES_FROZEN_CLOCK=1`` (the test configuration) stops it, so that
+    snapshots never depend on how long a call has been running."""
+    if os.environ.get("ARIES_FROZEN_CLOCK") == "1":
+        return lambda: 0.0
+    return time.monotonic
 
 
 def _shown(widget: Widget) -> bool:

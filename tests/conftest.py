@@ -1,7 +1,8 @@
 """Test configuration shared by every suite.
 
 - Each test gets its own ``ARIES_HOME`` under tmp_path: no user data is ever read or written.
-- Textual animations are off, so snapshots and Pilot runs are deterministic.
+- Textual animations are off and the status line's clock is frozen, so snapshots and Pilot runs are
+  deterministic.
 - Snapshot baselines live in the top-level ``snapshots/`` folder, one sub-folder per test module.
 - ``loopback``: real HTTP (or raw TCP) servers on 127.0.0.1 for the test (see ``tests/loopback.py``).
 """
@@ -21,6 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_ROOT = REPO_ROOT / "snapshots"
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+os.environ.setdefault("ARIES_FROZEN_CLOCK", "1")  # the status line shows 0.0 s: snapshots stay stable
 os.environ["AXIOMME_EMBEDDER"] = os.environ.get("AXIOMME_EMBEDDER", "hash")
 
 
