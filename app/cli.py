@@ -110,6 +110,20 @@ def run_tui(workspace: str | None, *, create: bool = True) -> int:
         from services.names import validate_name
 
         validate_name(workspace)  # refuse before the screen is taken over
+        from services.workspaces import WorkspaceBusy, WorkspaceManager, open_elsewhere
+
+        manager = WorkspaceManager()
+        if manager.path_for(workspace).is_dir():
+            from services.workspaces import Workspace
+
+            existing = Workspace(manager.path_for(workspace), workspace)
+            holder = open_elsewhere(existing)
+            if holder:  # a live Aries holds it: say so here, before the screen is taken over
+                raise WorkspaceBusy(
+                    f"workspace {workspace} is open in another Aries (pid {holder.get('pid', '?')}, "
+                    f"{holder.get('purpose', '?')}); close it there, or use `aries workspace close {workspace}` "
+                    "if that process is gone"
+                )
     from app.main import run
 
     return run(workspace, create=create)

@@ -159,3 +159,25 @@ def test_one_shot_commands_run_beside_the_holder_and_never_clear_it(aries_home: 
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_second_tui_is_refused_before_it_takes_the_screen(aries_home: Path) -> None:
+    """`aries -w demo` while another Aries holds demo: one line naming the holder, exit 1, no screen."""
+    WorkspaceManager().create("demo")
+    child = _holder("demo")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "-w", "demo"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert done.returncode == 1
+    assert (
+        done.stderr.startswith("aries: workspace demo is open in another Aries (pid") and str(child.pid) in done.stderr
+    )
+    assert "\x1b" not in done.stdout + done.stderr  # nothing was drawn
