@@ -391,6 +391,20 @@ class AriesApp(App[int]):
 
         self.push_screen(ApprovalScreen(request, root=session.workspace.root), decided)
 
+    def on_tool_call_block_show_audit(self, message: Any) -> None:
+        """``a`` on a tool-call block: its audit row in full (naming-convention handler, so that the
+        block's module stays out of start-up)."""
+        session = self.session
+        if session is None:
+            return
+        record = session.gateway().audit.get_call(str(message.call_id))
+        if record is None:
+            self.report_error(f"no audit row {message.call_id} in this workspace", "audit")
+            return
+        from screens.audit_row import AuditRowScreen
+
+        self.push_screen(AuditRowScreen(record))
+
     def on_markdown_link_clicked(self, message: Any) -> None:
         """A citation link in a streamed answer (``aries-chunk:<handle>``) opens its chunk."""
         href = str(getattr(message, "href", ""))

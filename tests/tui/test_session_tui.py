@@ -136,3 +136,24 @@ async def test_doctor_fails_on_a_broken_workspace_policy_and_names_it() -> None:
         await settle(app, pilot)
         report = notices(app)[-1]
         assert "FAIL  policy in force" in report and "policy.yaml" in report and "FAILED" in report
+
+
+async def test_the_audit_row_of_a_tool_call_is_one_key_away() -> None:
+    make_workspace(policy=None)
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/fs read notes.txt", "enter")
+        await settle(app, pilot)
+        from screens.audit_row import AuditRowScreen
+        from widgets.transcript.tool_call import ToolCallBlock
+
+        block = app.screen.query_one(ToolCallBlock)
+        block.focus()
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, AuditRowScreen)
+        assert app.screen.record["call_id"] == block.entry["call_id"]
+        assert app.screen.record["rule_id"] == "mode.guide.read_only"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, AuditRowScreen)

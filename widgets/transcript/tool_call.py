@@ -21,6 +21,7 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
@@ -427,7 +428,20 @@ class ToolCallBlock(Vertical):
             id="tool.toggle",
             tooltip="Expand the tool result to its full output, or collapse it again",
         ),
+        Binding(
+            "a",
+            "show_audit",
+            "Audit row",
+            id="tool.audit",
+            tooltip="Open this call's audit row: decision, rule, approver, times, hashes",
+        ),
     ]
+
+    @dataclass
+    class ShowAudit(Message):
+        """The operator asked for the audit row of this call."""
+
+        call_id: str
 
     expanded: reactive[bool] = reactive(False, init=False)
 
@@ -474,6 +488,11 @@ class ToolCallBlock(Vertical):
 
     def on_mount(self) -> None:
         self.query_one(".tool-more").display = self.collapsible
+
+    def action_show_audit(self) -> None:
+        call_id = self.entry.get("call_id")
+        if call_id:
+            self.post_message(self.ShowAudit(str(call_id)))
 
     def action_toggle_expanded(self) -> None:
         if self.collapsible:
