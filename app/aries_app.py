@@ -270,8 +270,9 @@ class AriesApp(App[int]):
 
     def _show_last(self, session: Session, record: Any) -> None:
         pane = self._context_pane()
-        table = pane.query("#context-table").first() if pane is not None else None
-        if pane is not None and session is self.session and not getattr(table, "row_count", 0):
+        tables = list(pane.query("#context-table")) if pane is not None else []  # mounted on first use
+        rows = int(getattr(tables[0], "row_count", 0)) if tables else 0
+        if pane is not None and session is self.session and rows == 0:
             pane.show_last(record, workspace=session.workspace.name)
 
     def reload_panes(self) -> None:

@@ -10,7 +10,6 @@ streamed, then passed on; no half-written line is left behind because every reco
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from services.assistant.events import (
     ToolProposed,
     UsageReport,
 )
+from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
 from services.errors import AriesError
 
@@ -101,7 +101,7 @@ class TurnLoop:
         conversation = self.session.conversation
         turn_id = conversation.new_turn()
         outcome = TurnOutcome(turn_id)
-        started = time.perf_counter()
+        started = monotonic()
         where = "retrieval"
         streamed = ""
         prompt_tokens = completion_tokens = 0
@@ -169,7 +169,7 @@ class TurnLoop:
                     )
                 )
             outcome.citations = [str(h.get("handle")) for h in prompt.kept_hits if str(h.get("handle")) in outcome.text]
-            elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+            elapsed_ms = round((monotonic() - started) * 1000, 1)
             outcome.usage = {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from services.audit import canonical_json, content_hash
-from services.clock import utc_now
+from services.clock import monotonic, utc_now
 from services.policy import PolicyDecision, RiskTier
 from services.tools.calls import (
     ApprovalChoice,
@@ -104,7 +104,7 @@ _APPROVAL_WAIT: contextvars.ContextVar[list[float] | None] = contextvars.Context
 
 
 async def _ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision:
-    asked = time.perf_counter()
+    asked = monotonic()
     try:
         answer = approver(request)
         if inspect.isawaitable(answer):
@@ -112,7 +112,7 @@ async def _ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision
     finally:
         waited = _APPROVAL_WAIT.get()
         if waited is not None:
-            waited.append(time.perf_counter() - asked)
+            waited.append(monotonic() - asked)
     if not isinstance(answer, ApprovalDecision):
         return ApprovalDecision.deny(f"the approver returned {type(answer).__name__}, not a decision")
     return answer
@@ -127,7 +127,7 @@ async def execute_tool_call_with_policy(
 ) -> ToolResult:
     """Validate, evaluate the policy, ask for approval, dispatch, record. Never raises for a
     tool's failure or a denial: those come back as structured error results."""
-    started_mono = time.perf_counter()
+    started_mono = monotonic()
     started_at = utc_now()
     waited: list[float] = []
     _APPROVAL_WAIT.set(waited)
@@ -171,7 +171,7 @@ async def execute_tool_call_with_policy(
         output, error = None, ToolError(ErrorType.INTERNAL_ERROR, decision.reason[:500], False, {"rule": decision.rule})
 
     approval_wait_ms = round(sum(waited) * 1000, 3)
-    duration_ms = round((time.perf_counter() - started_mono) * 1000 - approval_wait_ms, 3)
+    duration_ms = round((monotonic() - started_mono) * 1000 - approval_wait_ms, 3)
     meta: dict[str, Any] = {"call_id": call_id, "tool_id": tool_id}
     data_json: str | None = None
     if output is not None:

@@ -193,3 +193,91 @@ async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.Monkey
         last = entries(app)[-1]
         assert last["role"] == "notice" and last["level"] == "error" and "127.0.0.1:9" in last["content"]
         assert "model ollama:llama3.2" in app.sub_title
+
+
+# -- snapshots (time frozen: ARIES_FROZEN_TIME=1; a fixed conversation id) ------------------------
+@pytest.fixture
+def frozen_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every timestamp and duration frozen (services.clock), from before the workspace is built."""
+    monkeypatch.setenv("ARIES_FROZEN_TIME", "1")
+
+
+def _fixed_conversation(workspace: Workspace) -> None:
+    from services.transcripts import Transcript
+    from tests.tui.fixtures import CONVERSATION
+
+    Transcript(workspace.transcripts_dir, CONVERSATION).append(
+        "notice", "Workspace demo opened.", timestamp="2026-01-01T09:00:00.000Z"
+    )
+
+
+def _turn_until(condition: Any) -> Any:
+    async def run_before(pilot: Pilot[int]) -> None:
+        app = pilot.app
+        assert isinstance(app, AriesApp)
+        await pilot.pause(0.5)  # the last retrieved set (loaded just after start) is on screen first
+        prompt = app.screen.query_one("#prompt")
+        prompt.cursor_blink = False  # type: ignore[attr-defined]  # no blink phase in the picture
+        prompt.focus()
+        await pilot.press(*QUESTION, "enter")
+        await wait_until(pilot, lambda: condition(app))
+        await pilot.pause(0.3)
+
+    return run_before
+
+
+def test_snapshot_a_streamed_answer_with_a_citation_and_a_tool_block(
+    frozen_time: None, snap_compare: Any, server: ScriptedServer, workspace: Workspace
+) -> None:
+    """You should see the question, the retrieval line, a collapsed fs:read_text block (ok, notes.txt),
+    and the streamed answer "Writes **wait** for the operator (docs:…)" with the handle as a link and
+    the usage line (tokens in and out, 0.0 s, 2 steps); the Context pane lists the injected chunk."""
+    _fixed_conversation(workspace)
+    handle = str(workspace.setting("test_handle"))
+    server.add(
+        Reply(tool_calls=[Call(tool_name("builtin:fs:read_text"), {"path": "notes.txt"})]),
+        Reply(text=f"Writes **wait** for the operator ({handle}).", chunk_size=6),
+    )
+    assert snap_compare(
+        AriesApp("demo"),
+        terminal_size=SIZE,
+        run_before=_turn_until(lambda app: not app.assistant.running and entries(app)[-1]["role"] == "assistant"),
+    )
+
+
+def test_snapshot_the_modal_opened_by_a_models_call(
+    frozen_time: None, snap_compare: Any, server: ScriptedServer, workspace: Workspace
+) -> None:
+    """You should see the approval modal for builtin:fs:write_text asked by the assistant
+    (ollama:llama3.2:3b, turn c-20260101-090000-00000001-t0001 step 1), with the diff creating out.txt."""
+    _fixed_conversation(workspace)
+    server.add(Reply(tool_calls=[Call(tool_name("builtin:fs:write_text"), {"path": "out.txt", "text": "hi\n"})]))
+
+    async def run_before(pilot: Pilot[int]) -> None:
+        await _turn_until(lambda app: app.session is not None and len(app.session.approvals) == 1)(pilot)
+        await pilot.press("f4", "enter")
+        await pilot.pause(0.3)
+
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_model_listing(
+    frozen_time: None, snap_compare: Any, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """You should see a notice listing the model in use (offline), the offline provider, and Ollama at
+    http://127.0.0.1:9 as not reachable, with how to choose a model."""
+    monkeypatch.delenv("ARIES_MODEL", raising=False)
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    _fixed_conversation(workspace)
+
+    async def run_before(pilot: Pilot[int]) -> None:
+        app = pilot.app
+        assert isinstance(app, AriesApp)
+        await pilot.pause()
+        app.screen.query_one("#prompt").cursor_blink = False  # type: ignore[attr-defined]
+        await pilot.press(*"/model", "enter")
+        await wait_until(pilot, lambda: "Model in use" in entries(app)[-1]["content"])
+        await pilot.pause(0.3)
+
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
