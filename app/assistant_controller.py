@@ -28,6 +28,8 @@ class AssistantController:
         self.turn_id: str | None = None
         self.widget: StreamingAnswer | None = None
         self.model_label = ""
+        self._streamed: set[str] = set()  # turns whose answer was streamed (not shown twice)
+        self._usage: dict[str, Any] | None = None
 
     @property
     def running(self) -> bool:
@@ -183,7 +185,7 @@ class AssistantController:
         elif isinstance(event, Done):
             widget = await self._widget(event.turn_id)
             if widget is not None:
-                await widget.finish(event.text, event.citations, getattr(self, "_usage", None))
+                await widget.finish(event.text, event.citations, self._usage)
             self._end(event.turn_id)
         elif isinstance(event, Cancelled | Failed):
             if self.widget is not None:
@@ -212,10 +214,8 @@ class AssistantController:
             and (entry.get("turn_id") == self.turn_id or entry.get("turn_id") in self._streamed)
         )
 
-    _streamed: set[str] = set()
-
     def _end(self, turn_id: str) -> None:
-        self._streamed = {*self._streamed, turn_id}
+        self._streamed.add(turn_id)
         self.app.status_stop(f"turn-{turn_id}")
         self.widget = None
 

@@ -29,11 +29,6 @@ class ApprovalsChanged(Message):
 
 
 @dataclass
-class ArtifactsChanged(Message):
-    """The artifact registry of the active workspace changed."""
-
-
-@dataclass
 class TurnEvent(Message):
     """Something the turn loop reported (a streamed token, a tool call, the end of the turn)."""
 

@@ -105,32 +105,6 @@ def read_transcript(path: Path) -> ReadResult:
     return result
 
 
-def read_new_entries(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Entries on complete lines after byte ``offset``, and the offset to read from next time.
-
-    Lets a viewer follow a transcript that others append to without re-reading it whole.
-    Unreadable lines are skipped here; ``read_transcript`` reports them with file and line.
-    """
-    path = Path(path)
-    if not path.is_file():
-        return [], offset
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        data = handle.read()
-    end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
-    entries: list[dict[str, Any]] = []
-    for raw in data[:end].split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            entry = json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(entry, dict) and all(name in entry for name in ENTRY_FIELDS):
-            entries.append(entry)
-    return entries, offset + end
-
-
 class Transcript:
     """Appender for one conversation's NDJSON file.
 

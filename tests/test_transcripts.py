@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from services.errors import InvalidInput, NotFound
-from services.transcripts import Transcript, read_new_entries, read_transcript
+from services.transcripts import Transcript, read_transcript
 
 
 def test_append_and_replay_without_context(tmp_path: Path) -> None:
@@ -128,17 +128,3 @@ def test_oversized_entry_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
         t.append("user", "x" * (9 * 1024 * 1024))
     assert not t.path.exists()
-
-
-def test_read_new_entries_follows_appends_and_waits_for_whole_lines(tmp_path: Path) -> None:
-    t = Transcript(tmp_path, "c-follow")
-    t.append("user", "one")
-    entries, offset = read_new_entries(t.path, 0)
-    assert [e["content"] for e in entries] == ["one"] and offset == t.path.stat().st_size
-    t.append("user", "two")
-    with t.path.open("ab") as handle:
-        handle.write(b'{"partial')  # a line still being written
-    entries, offset = read_new_entries(t.path, offset)
-    assert [e["content"] for e in entries] == ["two"]
-    assert read_new_entries(t.path, offset) == ([], offset)
-    assert read_new_entries(tmp_path / "missing.ndjson", 7) == ([], 7)
