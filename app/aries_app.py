@@ -8,6 +8,7 @@ slash commands to two small controllers (``RagController``, ``ToolController``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -18,33 +19,39 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from app.assistant_controller import AssistantController
-from app.commands import CommandError, parse
 from app.messages import ApprovalsChanged, ConversationEntry, TurnEvent, WorkspaceChanged
-from app.palette import WorkspaceCommands
-from app.rag_controller import RagController
-from app.tool_controller import ToolController
 from screens.main import MainScreen
 from services.errors import AriesError
-from services.leases import WorkspaceLease, acquire_lease
-from services.session import Session
 from services.textsafe import neutralize
-from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
 from widgets.approvals.pane import ApprovalsPane
 from widgets.artifacts.pane import ArtifactsPane
 from widgets.context.pane import ContextPane
 from widgets.transcript.pane import TranscriptPane
 
 if TYPE_CHECKING:
+    from textual.command import Provider
+
+    from app.assistant_controller import AssistantController
+    from app.rag_controller import RagController
+    from app.tool_controller import ToolController
+    from services.leases import WorkspaceLease
     from services.retrieval.models import ProgressEvent
+    from services.session import Session
     from services.tools.gateway import ApprovalDecision
+    from services.workspaces import Workspace, WorkspaceManager
+
+
+def _workspace_commands() -> type[Provider]:
+    from app.palette import WorkspaceCommands  # with the palette, not at start-up
+
+    return WorkspaceCommands
 
 
 class AriesApp(App[int]):
     TITLE = "Aries"
     # The main screen is the default screen, whose CSS_PATH Textual does not load by itself.
     CSS_PATH = ["aries.tcss", "../screens/main.tcss"]
-    COMMANDS = App.COMMANDS | {WorkspaceCommands}
+    COMMANDS = App.COMMANDS | {_workspace_commands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "ctrl+o",
@@ -93,26 +100,75 @@ class AriesApp(App[int]):
         manager: WorkspaceManager | None = None,
     ) -> None:
         super().__init__()
-        self.manager = manager or WorkspaceManager()
+        self._manager = manager
         self._initial = workspace
         self._create = create
         self.session: Session | None = None
+        self._session_ready = asyncio.Event()
         self._unsubscribe: list[Callable[[], None]] = []
-        self.rag = RagController(self)
-        self.tools = ToolController(self)
-        self.assistant = AssistantController(self)
+        # The controllers (and what they import) are made on first use, after the first frame.
+        self._rag: RagController | None = None
+        self._tools: ToolController | None = None
+        self._assistant: AssistantController | None = None
+
+    @property
+    def manager(self) -> WorkspaceManager:
+        if self._manager is None:
+            from services.workspaces import WorkspaceManager
+
+            self._manager = WorkspaceManager()
+        return self._manager
+
+    @property
+    def rag(self) -> RagController:
+        if self._rag is None:
+            from app.rag_controller import RagController
+
+            self._rag = RagController(self)
+        return self._rag
+
+    @property
+    def tools(self) -> ToolController:
+        if self._tools is None:
+            from app.tool_controller import ToolController
+
+            self._tools = ToolController(self)
+        return self._tools
+
+    @property
+    def assistant(self) -> AssistantController:
+        if self._assistant is None:
+            from app.assistant_controller import AssistantController
+
+            self._assistant = AssistantController(self)
+        return self._assistant
 
     # -- lifecycle -------------------------------------------------------------------
     def get_default_screen(self) -> MainScreen:
         return MainScreen()
 
     async def on_mount(self) -> None:
-        if self._initial:
-            await self.open_workspace(self._initial, create=self._create)
-        if self.session is None:
-            ephemeral = ephemeral_workspace()
-            await self._activate(ephemeral, [], acquire_lease(ephemeral, purpose="tui"))
+        # The first frame comes first: the workspace (lease, repair, transcript, panes) opens right
+        # after it. Anything that needs the session waits for ``ready()``.
+        self.call_after_refresh(self._open_initial)
+
+    async def _open_initial(self) -> None:
+        try:
+            if self._initial:
+                await self.open_workspace(self._initial, create=self._create)
+            if self.session is None:
+                from services.leases import acquire_lease
+                from services.workspaces import ephemeral_workspace
+
+                ephemeral = ephemeral_workspace()
+                await self._activate(ephemeral, [], acquire_lease(ephemeral, purpose="tui"))
+        finally:
+            self._session_ready.set()
         self.set_timer(1.5, self.assistant.probe_local_ollama)
+
+    async def ready(self) -> None:
+        """Return once the first workspace is open (or failed to open and the ephemeral one is)."""
+        await self._session_ready.wait()
 
     async def on_unmount(self) -> None:
         await self._close_session("Aries quit")
@@ -164,6 +220,9 @@ class AriesApp(App[int]):
         the holder's pid."""
         if self.session is not None and self.session.workspace.name == name and not self.session.workspace.ephemeral:
             return True
+        from services.leases import acquire_lease
+        from services.workspaces import Workspace
+
         lease = None
         try:
             path = self.manager.path_for(name)
@@ -193,14 +252,16 @@ class AriesApp(App[int]):
         self._unsubscribe = []
         if session is None:
             return
-        if self.rag.ingest_cancel is not None:
-            self.rag.ingest_cancel.set()
+        if self._rag is not None and self._rag.ingest_cancel is not None:
+            self._rag.ingest_cancel.set()
         try:
             await session.aclose(reason)  # releases the lease last
         finally:
             session.workspace.close()
 
     async def _activate(self, workspace: Workspace, warnings: list[str], lease: WorkspaceLease | None = None) -> None:
+        from services.session import Session
+
         if self.session is not None:
             await self._close_session("the workspace was switched")
         session = Session(workspace, source="operator", lease=lease)
@@ -511,22 +572,27 @@ class AriesApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
-            return self.assistant.running or self.rag.ingest_cancel is not None  # only while something runs
+            # only while something runs
+            running = self._assistant is not None and self._assistant.running
+            return running or (self._rag is not None and self._rag.ingest_cancel is not None)
         return True
 
     # -- the prompt ------------------------------------------------------------------
     @on(Input.Submitted, "#prompt")
-    def _prompt_submitted(self, event: Input.Submitted) -> None:
+    async def _prompt_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         event.input.value = ""
         if not text:
             return
+        await self._session_ready.wait()  # typed in the first instant: runs once the workspace is open
         if text.startswith("/"):
             self.run_command(text)
         else:
             self.send_message(text)
 
     def run_command(self, line: str) -> None:
+        from app.commands import CommandError, parse
+
         try:
             command, args = parse(line)
         except CommandError as exc:
@@ -567,6 +633,8 @@ class AriesApp(App[int]):
         elif action in {"new", "open"} and len(rest) == 1:
             self.run_worker(self._open_and_say(rest[0], action == "new"), group="workspace", exit_on_error=False)
         else:
+            from app.commands import CommandError
+
             raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
 
     def command_artifact(self, args: list[str], line: str) -> None:

@@ -38,7 +38,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"aries: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, subcommands: bool = True) -> argparse.ArgumentParser:
+    """The ``aries`` parser; without ``subcommands`` only the top-level options (the TUI's fast path:
+    importing every subcommand module costs more than a Textual app's first frame)."""
     parser = _Parser(
         prog="aries",
         description="Aries: a local-first terminal workbench for an LLM assistant under explicit control.",
@@ -48,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-w", "--workspace", metavar="NAME", help="open (or act on) this workspace; created if missing for the TUI"
     )
+    if not subcommands:
+        parser.set_defaults(command=None)
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in SUBCOMMAND_MODULES:
         try:
@@ -147,9 +152,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+def _opens_the_tui(argv: Sequence[str]) -> bool:
+    """True when ``argv`` is only ``-w/--workspace NAME`` (or nothing): ``aries`` opening the TUI."""
+    position = 0
+    while position < len(argv):
+        token = argv[position]
+        if token in ("-w", "--workspace") and position + 1 < len(argv) and not argv[position + 1].startswith("-"):
+            position += 2
+        elif token.startswith("--workspace=") or (token.startswith("-w") and len(token) > 2):
+            position += 1
+        else:
+            return False
+    return True
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(subcommands=not _opens_the_tui(arguments))
+    args = parser.parse_args(arguments)
     from services.errors import AriesError
 
     try:
@@ -157,7 +177,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             return run_tui(args.workspace)
         func = getattr(args, "func", None)
         if func is None:
-            parser.parse_args([*(argv or sys.argv[1:]), "--help"])
+            parser.parse_args([*arguments, "--help"])
             return 2
         return int(func(args))
     except AriesError as error:

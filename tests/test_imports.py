@@ -1,6 +1,7 @@
 """Import hygiene, in one place: start-up stays light, and the headless core never imports the UI.
 
-Each row imports something in a fresh interpreter and lists modules that must not be loaded by it.
+Each row imports something in a fresh interpreter and lists modules (and their submodules) that must
+not be loaded by it.
 (The layer rules themselves — app > screens > widgets > services, policy ↛ tools, retrieval ⟂ tools,
 no cycles — are import-linter contracts in pyproject.toml, run by `lint-imports` in .ci/run.)
 """
@@ -38,6 +39,30 @@ ROWS = [
     ("import app", HEAVY),
     ("import app.aries_app, app.cli\napp.cli.build_parser()", HEAVY),
     ("import app.cli_tool", ["aiohttp", "psutil", "textual", "jsonschema"]),
+    # `aries [-w NAME]` before its first frame: no subcommand parsers, no session, no controllers
+    # (the workspace opens right after the first frame; the controllers on first use).
+    (
+        "import app.aries_app, app.cli\n"
+        "for argv in ([], ['-w', 'demo'], ['--workspace=demo'], ['-wdemo']):\n"
+        "    assert app.cli._opens_the_tui(argv), argv\n"
+        "    app.cli.build_parser(subcommands=False).parse_args(argv)\n"
+        "for argv in (['-w'], ['rag', 'list'], ['--help'], ['-w', 'demo', 'tool', 'list']):\n"
+        "    assert not app.cli._opens_the_tui(argv), argv\n"
+        "app.aries_app.AriesApp('demo')",
+        [
+            "app.cli_workspace",
+            "app.cli_rag",
+            "app.cli_tool",
+            "app.cli_model",
+            "app.assistant_controller",
+            "app.rag_controller",
+            "app.tool_controller",
+            "app.palette",
+            "services.session",
+            "services.leases",
+            *HEAVY,
+        ],
+    ),
     ("import app, app.cli_rag, services.retrieval", HEAVY),
     ("import services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, *UI]),
     (
@@ -66,5 +91,5 @@ def test_imports_stay_light_and_layered(code: str, forbidden: list[str]) -> None
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
-    bad = sorted({m for m in loaded if m.split(".")[0] in forbidden})
+    bad = sorted({m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden)})
     assert bad == []

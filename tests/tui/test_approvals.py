@@ -60,6 +60,7 @@ async def test_write_approved_once_in_the_modal() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt new text", "enter")
         await wait_for_pending(app, pilot)
         assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"  # nothing before approval
@@ -82,6 +83,7 @@ async def test_deny_with_a_reason_reaches_the_caller_as_a_structured_result() ->
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt nope", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press("f4", "enter", "d", *"not today", "enter")
@@ -98,6 +100,7 @@ async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pa
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt one", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press("f4", "enter")
@@ -124,6 +127,7 @@ async def test_reads_run_without_asking_and_denied_paths_are_refused_through_the
     (workspace.root / ".env").write_text("SECRET=1\n")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs ls", "enter")
         await wait_for_tools(app, pilot)
         await pilot.press(*"/shell run cat .env", "enter")
@@ -147,6 +151,7 @@ async def test_switching_workspace_denies_what_still_waits() -> None:
     WorkspaceManager().create("other")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt pending", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press("escape")
@@ -217,6 +222,7 @@ async def test_doctor_and_policy_mode_from_the_prompt() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/doctor", "enter")
         await wait_for_tools(app, pilot)
         assert app.session is not None
@@ -244,6 +250,7 @@ async def test_switching_workspace_records_the_denial_of_a_waiting_call() -> Non
     WorkspaceManager().create("other")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt pending", "enter")
         await wait_for_pending(app, pilot)
         await app.open_workspace("other")
@@ -262,6 +269,7 @@ async def test_quitting_with_a_waiting_call_asks_first_and_records_the_denial() 
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt pending", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press("ctrl+q")

@@ -85,6 +85,7 @@ async def run_turn(server: ScriptedServer, workspace: Workspace, decide: str) ->
     )
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*QUESTION, "enter")
         await wait_until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
         assert app.focused is app.screen.query_one("#prompt")  # the queued call did not take the focus
@@ -151,6 +152,7 @@ async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspac
         server.add(Reply(tool_calls=[Call("builtin:shell:run", {"argv": ["sleep", "30"]})]))
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"go", "enter")
         if where == "streaming":
             await wait_until(pilot, lambda: bool(app.screen.query("StreamingAnswer")))
@@ -187,6 +189,7 @@ async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.Monkey
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"hello", "enter")
         await wait_until(pilot, lambda: not app.assistant.running and len(entries(app)) >= 2)
         await pilot.pause(0.2)
@@ -314,6 +317,7 @@ async def test_planted_instructions_are_held_by_the_policy_in_the_tui(
     )
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*QUESTION, "enter")
         await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
         await pilot.pause(0.2)

@@ -55,6 +55,7 @@ async def test_rag_last_leaves_the_focus_at_the_prompt(tmp_path: Path) -> None:
     indexed_workspace(tmp_path)
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/rag last", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -70,6 +71,7 @@ async def test_a_queued_call_does_not_take_the_focus() -> None:
     make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt hello", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press(*"still typing")
@@ -83,6 +85,7 @@ async def test_closing_modals_gives_the_focus_back() -> None:
     WorkspaceManager().create("other")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -117,6 +120,7 @@ async def test_after_deciding_one_of_two_calls_the_queue_keeps_the_focus() -> No
     make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs write notes.txt one", "enter")
         await wait_for_pending(app, pilot)
         await pilot.press(*"/fs write other.txt two", "enter")
@@ -135,6 +139,7 @@ async def test_after_deciding_one_of_two_calls_the_queue_keeps_the_focus() -> No
 async def test_tab_completes_commands_and_sub_commands_and_cycles() -> None:
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         prompt = prompt_of(app)
         await pilot.press(*"/ra", "tab")
         assert prompt.value == "/rag " and app.focused is prompt
@@ -166,6 +171,7 @@ async def test_at_80x24_one_pane_at_a_time_and_the_approval_keys_are_on_screen()
     make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SMALL) as pilot:
+        await app.ready()
         await pilot.pause()
         transcript = app.screen.query_one("#transcript")
         assert transcript.region.width >= 76  # not 18 columns

@@ -81,6 +81,7 @@ async def test_a_hostile_message_and_document_in_transcript_context_viewer_and_a
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await submit(pilot, f"/rag index add {docs} --name docs")
         await submit(pilot, f"rivers {HOSTILE}")  # a message: retrieved, injected, answered
         text = screen_text(app)
@@ -97,6 +98,7 @@ async def test_a_hostile_message_and_document_in_transcript_context_viewer_and_a
         assert not isinstance(app.screen, ChunkViewer)
     again = AriesApp("demo")  # the query was saved: /rag last after a restart shows it, literally
     async with again.run_test(size=SIZE) as pilot:
+        await again.ready()
         await pilot.pause()
         await submit(pilot, "/rag last")
         assert_literal(screen_text(again))
@@ -108,6 +110,7 @@ async def test_hostile_tool_arguments_in_the_approval_queue_modal_and_tool_block
     (workspace.root / "notes.txt").write_text(f"old {HOSTILE}\n")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await submit(pilot, "/fs read notes.txt")  # read-only: runs at once, the tool block shows the text
         assert_literal(screen_text(app))
         prompt = app.screen.query_one(PromptInput)
@@ -137,6 +140,7 @@ async def test_hostile_artifacts_notifications_switcher_and_confirm(tmp_path: Pa
     workspace.artifacts.add_bytes(HOSTILE.encode(), "art [b] [link=y].txt", description=MARKUP, provenance={"k": "t"})
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.pause()
         text = screen_text(app)
         assert "art [b] [link=y].txt" in text

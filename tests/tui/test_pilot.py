@@ -24,6 +24,7 @@ SIZE = (160, 48)
 async def test_first_screen_shows_the_four_panes() -> None:
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.pause()
         titles = {w.border_title for w in app.screen.query("TranscriptPane, ContextPane, ApprovalsPane, ArtifactsPane")}
         assert titles == {"Transcript", "Context", "Approvals", "Artifacts"}
@@ -37,6 +38,7 @@ async def test_typing_a_message_writes_the_transcript() -> None:
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"hello there", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -59,6 +61,7 @@ async def test_switch_workspace_by_keys_swaps_transcript_and_artifacts() -> None
     seen: list[Message] = []
     app = AriesApp("beta")
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await app.ready()
         await pilot.pause()
         assert app.workspace_name == "beta"
         assert len(app.screen.query_one(TranscriptPane).entries()) == 0
@@ -80,6 +83,7 @@ async def test_switch_workspace_by_keys_swaps_transcript_and_artifacts() -> None
 async def test_switcher_creates_a_workspace_and_refuses_bad_names(aries_home: Path) -> None:
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press("ctrl+o", *"../evil", "ctrl+n")
         await pilot.pause()
         assert isinstance(app.screen, WorkspaceSwitcher)
@@ -99,6 +103,7 @@ async def test_help_lists_the_dispatch_table_and_closes() -> None:
 
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/help", "enter")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -122,6 +127,7 @@ async def test_help_lists_the_dispatch_table_and_closes() -> None:
 async def test_unknown_command_gets_a_helpful_error() -> None:
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/hlep", "enter")
         await pilot.pause()
         messages = [n.message for n in app._notifications]
@@ -131,6 +137,7 @@ async def test_unknown_command_gets_a_helpful_error() -> None:
 async def test_function_keys_focus_each_pane() -> None:
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         for key, pane in (("f2", "#transcript"), ("f3", "#context"), ("f4", "#approvals"), ("f5", "#artifacts")):
             await pilot.press(key)
             await pilot.pause()
@@ -149,6 +156,7 @@ async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> 
     outside.write_text("not for the workspace\n")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         # Relative paths resolve against the workspace; a file outside the allowed roots is refused.
         await pilot.press(*f"/artifact add {outside}", "enter")
         await pilot.press(*"/artifact add note.txt shopping", "enter")
@@ -175,6 +183,7 @@ async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> 
 async def test_ephemeral_session_leaves_nothing_behind(aries_home: Path) -> None:
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"temporary", "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -192,6 +201,7 @@ async def test_palette_offers_workspace_commands() -> None:
     WorkspaceManager().create("beta")
     app = AriesApp("alpha")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.pause()
         provider = WorkspaceCommands(app.screen)
         texts = [text for text, _, _ in provider._commands()]
@@ -210,6 +220,7 @@ async def test_new_conversation_and_resume_latest() -> None:
     workspace_with_transcript("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.pause()
         assert len(app.screen.query_one(TranscriptPane).entries()) == 4
         await pilot.press(*"/new", "enter", *"second", "enter")
@@ -220,6 +231,7 @@ async def test_new_conversation_and_resume_latest() -> None:
         assert app.workspace is not None and len(app.workspace.conversations()) == 2
     pane_app = AriesApp("demo")
     async with pane_app.run_test(size=SIZE) as pilot:
+        await pane_app.ready()
         await pilot.pause()
         assert [w.entry["content"] for w in pane_app.screen.query(TranscriptEntry)][0] == "second"
         assert isinstance(pane_app.screen.query_one(TranscriptPane), TranscriptPane)

@@ -45,6 +45,7 @@ async def test_index_query_last_and_show(tmp_path: Path) -> None:
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*f"/rag index add {corpus} --name docs", "enter")
         await settle(app, pilot)
         assert app.workspace is not None and app.workspace.setting("active_index") == "docs"
@@ -62,6 +63,7 @@ async def test_index_query_last_and_show(tmp_path: Path) -> None:
         # /rag last survives a restart: it reads the audit log
     again = AriesApp("demo")
     async with again.run_test(size=SIZE) as pilot:
+        await again.ready()
         await pilot.press(*"/rag last", "enter")
         await settle(again, pilot)
         table = again.screen.query_one("#context-table", DataTable)
@@ -85,6 +87,7 @@ async def test_a_message_retrieves_injects_and_answers_with_handles(tmp_path: Pa
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*f"/rag index add {corpus} --name docs", "enter")
         await settle(app, pilot)
         await pilot.press(*"how are tool calls approved?", "enter")
@@ -103,6 +106,7 @@ async def test_bad_rag_input_gets_clear_errors(tmp_path: Path) -> None:
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         for line in ("/rag", "/rag index add", "/rag query", "/rag query x -k zero", "/rag frob"):
             await pilot.press(*line, "enter")
             await pilot.pause()
@@ -125,6 +129,7 @@ async def test_drop_asks_first(tmp_path: Path) -> None:
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*f"/rag index add {corpus} --name docs", "enter")
         await settle(app, pilot)
         await pilot.press(*"/rag index drop docs", "enter")
@@ -148,6 +153,7 @@ async def test_ctrl_x_cancels_indexing_and_the_key_shows_only_meanwhile(tmp_path
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         keys = app.screen.query_one(KeyBar)
         assert "Cancel" not in [d for _, d in keys.describe()]
         await pilot.press(*f"/rag index add {folder} --name many", "enter")

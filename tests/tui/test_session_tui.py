@@ -64,6 +64,7 @@ async def test_the_tui_and_the_cli_decide_a_call_alike(venv_bin: Path) -> None:
     make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs read notes.txt", "enter")
         await settle(app, pilot)
         assert app.session is not None
@@ -77,6 +78,7 @@ async def test_policy_show_names_the_file_and_reload_applies_an_edit() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/policy show", "enter")
         await settle(app, pilot)
         assert str(workspace.root / "policy.yaml") in notices(app)[-1]
@@ -103,6 +105,7 @@ async def test_grants_are_listed_and_revoked() -> None:
     make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         assert app.session is not None
         await pilot.press(*"/shell run echo one", "enter")
         for _ in range(100):
@@ -132,6 +135,7 @@ async def test_doctor_fails_on_a_broken_workspace_policy_and_names_it() -> None:
     make_workspace("version: 1\nmode: sideways\n")
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/doctor", "enter")
         await settle(app, pilot)
         report = notices(app)[-1]
@@ -142,6 +146,7 @@ async def test_the_audit_row_of_a_tool_call_is_one_key_away() -> None:
     make_workspace(policy=None)
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
         await pilot.press(*"/fs read notes.txt", "enter")
         await settle(app, pilot)
         from screens.audit_row import AuditRowScreen
