@@ -1,4 +1,4 @@
-"""``aries workspace new|open|list|close`` and ``aries artifact add|list``."""
+"""``aries workspace new|open|list|close|export|import`` and ``aries artifact add|list``."""
 
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ def register(sub: Any) -> None:
     close = ws_sub.add_parser("close", help="clear the open record of an Aries that is gone (never a live one's)")
     close.add_argument("name")
     close.set_defaults(func=cmd_close)
+
+    from app.cli_bundle import register_bundle_commands
+
+    register_bundle_commands(ws_sub)
 
     art = sub.add_parser("artifact", help="add and list artifacts of a workspace")
     art_sub = art.add_subparsers(dest="artifact_command", metavar="ACTION", required=True)

@@ -15,6 +15,7 @@ ephemeral workspace in a temporary directory that is deleted on close.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -292,6 +293,10 @@ class WorkspaceManager:
 
             root = workspaces_root()
         self.root = Path(root)
+        if self.root.is_dir() and any(e.name.startswith(".import-") for e in os.scandir(self.root)):
+            from services.bundles.importer import clean_stale_imports
+
+            clean_stale_imports(self.root)  # left by an import that was killed: never a workspace
 
     def path_for(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -318,6 +323,8 @@ class WorkspaceManager:
             return []
         names = []
         for entry in sorted(self.root.iterdir()):
+            if entry.name.startswith("."):
+                continue  # staging folders of imports in progress
             if entry.is_dir() and (entry / WORKSPACE_FILE).is_file():
                 names.append(entry.name)
         return names
