@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from services.bridge import BridgeConfig
-from tests.models.servers import Reply, ScriptedServer
+from tests.models.servers import Recorded, Reply, ScriptedServer
 
 CORPUS = Path(__file__).parent / "corpus"
 KEY_ENV = "ARIES_TEST_CLOUD_KEY"
@@ -40,7 +40,12 @@ class RecordingCloud(ScriptedServer):
         body = await request.read() if request.can_read_body else b""  # aiohttp keeps it for the next read
         head = f"{request.method} {request.path_qs}\n" + "".join(f"{k}: {v}\n" for k, v in request.headers.items())
         self.raw.append(head.encode("utf-8") + b"\n" + body)
-        return await super()._record(request)
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except ValueError:
+            parsed = body.decode("utf-8", "replace")
+        self.requests.append(Recorded(request.method, request.path, dict(request.headers), parsed))
+        return parsed
 
     def received(self) -> bytes:
         return b"\n".join(self.raw)
