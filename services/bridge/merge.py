@@ -5,8 +5,9 @@
 - :func:`merge_reply`: the reply written (atomically) to ``<workspace>/cloud/<request id>.md`` — the
   redacted question that was sent, the reply, its provenance — and that folder indexed into the
   dedicated index ``cloud`` with the engine's public ``index_add`` (incremental: only the new file
-  is embedded).  Each reply's source path is ``…/cloud/<request id>.md``; ``aries rag index list``
-  lists the index, queries can target it like any other.
+  is embedded).  In the index each reply's source path is ``<request id>.md`` and its handles
+  are ``cloud:<chunk>``; ``aries rag index list`` lists the index, queries can target it like any
+  other.
 - :func:`forget_cloud`: drops the ``cloud`` index and deletes the folder — every cloud reply at once
   (``aries rag index drop cloud`` drops the index alone); :func:`forget_reply` removes one.
 """
