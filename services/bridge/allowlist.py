@@ -38,7 +38,10 @@ _COMMAND_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\$\([^)]*\)"), "has a command substitution"),
     (re.compile(rf"`\s*(?:{_PROGRAMS})\s[^`]*[|;&>][^`]*`"), "has a chained command in backticks"),
     (re.compile(r"\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b"), "pipes into a shell"),
-    (re.compile(r"(?:&&|\|\||;)\s*(?:sudo\s+)?(?:rm|curl|wget|chmod|dd|mkfs|shutdown|reboot|kill)\b"), "chains commands"),
+    (
+        re.compile(r"(?:&&|\|\||;)\s*(?:sudo\s+)?(?:rm|curl|wget|chmod|dd|mkfs|shutdown|reboot|kill)\b"),
+        "chains commands",
+    ),
     (re.compile(r"<<-?\s*['\"]?[A-Z]+['\"]?\s*$", re.M), "has a here-document"),
 )
 _PATH_RULES = (

@@ -208,9 +208,7 @@ def _not_a_value(value: str) -> bool:
     from detect_secrets.filters.heuristic import is_prefixed_with_dollar_sign, is_templated_secret
 
     return (
-        is_templated_secret(value)
-        or is_prefixed_with_dollar_sign(value)
-        or value.lower().strip("()[]") in _TYPE_WORDS
+        is_templated_secret(value) or is_prefixed_with_dollar_sign(value) or value.lower().strip("()[]") in _TYPE_WORDS
     )
 
 
