@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from services.bridge.config import MODES as CLOUD_MODES
+from services.bridge.config import BridgeConfig
 from services.errors import ConfigError, InvalidName
 from services.names import validate_name
 from services.yamlio import line_of
@@ -48,6 +50,8 @@ class WorkspaceSettings(BaseModel):
     """The retrieval index in use (a name under ``indexes/``), or none."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     """Retrieval options (``min_score``)."""
+    cloud: BridgeConfig = Field(default_factory=BridgeConfig)
+    """The cloud bridge (``mode: off | ask | auto``, endpoint, model, key variable); off by default."""
 
     @field_validator("model")
     @classmethod
@@ -110,7 +114,10 @@ class WorkspaceConfig(BaseModel):
 def _reason(error: dict[str, Any]) -> str:
     kind = str(error.get("type", ""))
     if kind == "literal_error":
-        return "must be one of " + ", ".join(APPROVAL_MODES)
+        cloud = error.get("loc", ())[:2] == ("settings", "cloud")
+        return "must be one of " + ", ".join(CLOUD_MODES if cloud else APPROVAL_MODES)
+    if kind == "extra_forbidden":
+        return "unknown setting"
     if kind in ("string_type",):
         return "must be text"
     if kind in ("int_type", "int_parsing", "int_from_float"):

@@ -58,6 +58,7 @@ class AssistantAnswer(_Event):
     model: str | None = None
     citations: list[str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    cloud: dict[str, Any] | None = None  # provenance "cloud": request id, model, hashes, redaction counts
     role = "assistant"
 
     @property
@@ -71,6 +72,8 @@ class AssistantAnswer(_Event):
         fields["citations"] = list(self.citations)
         if self.usage is not None:
             fields["usage"] = self.usage
+        if self.cloud is not None:
+            fields["cloud"] = self.cloud
         return fields
 
 
