@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from textual.command import Provider
 
     from app.assistant_controller import AssistantController
+    from app.bundle_controller import BundleController
     from app.rag_controller import RagController
     from app.tool_controller import ToolController
     from services.leases import WorkspaceLease
@@ -110,6 +111,7 @@ class AriesApp(App[int]):
         self._rag: RagController | None = None
         self._tools: ToolController | None = None
         self._assistant: AssistantController | None = None
+        self._bundles: BundleController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -134,6 +136,14 @@ class AriesApp(App[int]):
 
             self._tools = ToolController(self)
         return self._tools
+
+    @property
+    def bundles(self) -> BundleController:
+        from app.bundle_controller import BundleController
+
+        if self._bundles is None:
+            self._bundles = BundleController(self)
+        return self._bundles
 
     @property
     def assistant(self) -> AssistantController:
@@ -632,6 +642,10 @@ class AriesApp(App[int]):
             self.say(f"Workspaces: {listing or 'none yet; /workspace new NAME creates one'}", "workspace")
         elif action in {"new", "open"} and len(rest) == 1:
             self.run_worker(self._open_and_say(rest[0], action == "new"), group="workspace", exit_on_error=False)
+        elif action == "export" and len(rest) == 1:
+            self.bundles.export(rest[0])
+        elif action == "import" and len(rest) in (1, 2):
+            self.bundles.import_(rest[0], rest[1] if len(rest) == 2 else None)
         else:
             from app.commands import CommandError
 

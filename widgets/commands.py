@@ -23,8 +23,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("help", "/help", "List commands and keys.", "help"),
     SlashCommand(
         "workspace",
-        "/workspace [list | new NAME | open NAME]",
-        "Switch, create or open workspaces (no argument: the switcher).",
+        "/workspace [list | new NAME | open NAME | export PATH | import BUNDLE [NAME]]",
+        "Switch, create, open, export or import workspaces (no argument: the switcher).",
         "workspace",
     ),
     SlashCommand(

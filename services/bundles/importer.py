@@ -147,6 +147,27 @@ def _kind(member: tarfile.TarInfo) -> str | None:
     return None
 
 
+def peek_manifest(bundle: Path, limits: BundleLimits | None = None) -> Manifest:
+    """The manifest of ``bundle`` (its first member), read without unpacking anything."""
+    import zstandard
+
+    limits = limits or BundleLimits()
+    bundle = Path(bundle).expanduser()
+    if not bundle.is_file():
+        raise NotFound(f"{bundle}: no such bundle")
+    try:
+        with bundle.open("rb") as handle:
+            decompressor = zstandard.ZstdDecompressor(max_window_size=limits.max_window_bytes)
+            with decompressor.stream_reader(handle, read_size=CHUNK, closefd=False) as stream:
+                tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
+                first = next(iter(tar), None)
+                if first is None or first.name != MANIFEST_NAME or not first.isfile():
+                    raise BundleError("not an Aries bundle: its first member is not aries-bundle.json")
+                return Manifest.from_bytes(_read_small(tar, first, limits.max_manifest_bytes), limits)
+    except (zstandard.ZstdError, tarfile.TarError, EOFError) as exc:
+        raise BundleError(f"the bundle is truncated or corrupt ({exc})") from None
+
+
 def import_bundle(
     bundle: Path,
     manager: WorkspaceManager,

@@ -1,0 +1,108 @@
+"""``/workspace export PATH`` and ``/workspace import BUNDLE [NAME]`` in the TUI (services.bundles).
+
+Both run in a thread worker with the status line showing progress; replacing an existing workspace
+asks first (the CLI's ``--force``), and the workspace that is open here is never replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from services.errors import AriesError
+
+if TYPE_CHECKING:
+    from app.aries_app import AriesApp
+
+
+class BundleController:
+    def __init__(self, app: AriesApp) -> None:
+        self.app = app
+
+    def _progress(self, verb: str) -> Callable[[int, int, str], None]:
+        app = self.app
+
+        def report(done: int, total: int, path: str) -> None:
+            percent = int(100 * done / total) if total else 100
+            app.call_from_thread(app.status_start, "bundle", f"{verb} {percent}%")
+
+        return report
+
+    def export(self, raw_path: str) -> None:
+        session = self.app.require_session()
+        if session.workspace.ephemeral:
+            raise AriesError("an ephemeral workspace is not exported; create one with /workspace new NAME")
+        self.app.run_worker(self._export(self.app.resolve_path(raw_path)), group="bundle", exit_on_error=False)
+
+    async def _export(self, path: Path) -> None:
+        from app import __version__
+        from services.bundles.export import export_workspace
+
+        app, session = self.app, self.app.require_session()
+        app.status_start("bundle", "exporting…")
+        try:
+            report = await asyncio.to_thread(
+                export_workspace,
+                session.workspace,
+                path,
+                aries_version=__version__,
+                progress=self._progress("exporting"),
+            )
+        except AriesError as exc:
+            app.report_error(exc.message, "Export")
+            return
+        finally:
+            app.status_stop("bundle")
+        app.say(
+            f"Exported workspace {session.workspace.name}: {report.files} files to {report.path} "
+            f"({report.bytes} bytes, sha256 {report.sha256[:16]}…).",
+            "workspace export",
+        )
+
+    def import_(self, raw_bundle: str, name: str | None) -> None:
+        self.app.run_worker(self._import(self.app.resolve_path(raw_bundle), name), group="bundle", exit_on_error=False)
+
+    async def _import(self, bundle: Path, name: str | None) -> None:
+        from services.bundles.importer import import_bundle, peek_manifest
+
+        app = self.app
+        try:
+            manifest = await asyncio.to_thread(peek_manifest, bundle)
+            target = name or str(manifest.workspace.get("name") or "")
+            force = False
+            if target and app.manager.exists(target):
+                if target == app.workspace_name:
+                    raise AriesError(f"workspace {target} is open here; switch to another one before replacing it")
+                force = await self._confirm(target, bundle)
+                if not force:
+                    app.say(f"Import of {bundle.name} cancelled: workspace {target} was kept.", "workspace import")
+                    return
+            app.status_start("bundle", "importing…")
+            report = await asyncio.to_thread(
+                import_bundle, bundle, app.manager, name=name, force=force, progress=self._progress("importing")
+            )
+        except AriesError as exc:
+            app.report_error(exc.message, "Import")
+            return
+        finally:
+            app.status_stop("bundle")
+        how = "replaced" if report.replaced else "created"
+        app.say(
+            f"Workspace {report.name} {how} from {bundle.name} ({report.files} files). "
+            f"Open it with /workspace open {report.name}.",
+            "workspace import",
+        )
+
+    async def _confirm(self, target: str, bundle: Path) -> bool:
+        from screens.confirm import ConfirmScreen
+
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        screen = ConfirmScreen(
+            f"Replace workspace {target}?",
+            f"{bundle} holds a workspace named {target}. Importing it replaces the existing workspace "
+            "(its transcripts, artifacts and indexes) for good.\n\ny replaces it · n keeps it",
+        )
+        self.app.push_screen(screen, lambda yes: answer.set_result(bool(yes)))
+        return await answer
