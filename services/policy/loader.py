@@ -180,6 +180,13 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     if not isinstance(tree, dict):
         raise ConfigError(f"{source}:1: a policy is a mapping with at least 'version: 1'", path=source, line=1)
     data = _plain(tree)
+    from services.policy.capsule import capsule_to_policy, is_capsule
+
+    if is_capsule(tree):  # the capsule format, translated onto the shipped default (see its module)
+        from services.yamlio import line_of
+
+        data = capsule_to_policy(tree, default_policy().data, source=source, line_of=line_of)
+        tree = None
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
