@@ -209,7 +209,8 @@ def _print_answer(response: dict[str, Any]) -> None:
     confidence = response["confidence"]["local"]
     print()
     where = f"index {response['index']}" if response.get("index") else "no index in use"
-    print(safe(f"provenance: {len(local)} local passage(s), {where}; confidence.local {confidence:.2f}", single_line=True))
+    summary = f"provenance: {len(local)} local passage(s), {where}; confidence.local {confidence:.2f}"
+    print(safe(summary, single_line=True))
     for hit in local:
         place = hit["source"] + (f" p.{hit['page']}" if hit.get("page") is not None else "")
         place += f" § {hit['section']}" if hit.get("section") else ""
@@ -291,7 +292,8 @@ def _print_status(report: dict[str, Any]) -> None:
         out("indexes    none; add one with: aries -w NAME ingest PATH")
     for info in report["indexes"]:
         mark = "*" if info.get("active") else " "
-        out(f"index    {mark} {info['name']}  {info['files']} files  {info['chunks']} chunks  {info['embedding_model']}")
+        counts = f"{info['files']} files  {info['chunks']} chunks"
+        out(f"index    {mark} {info['name']}  {counts}  {info['embedding_model']}")
     calls = report["last_calls"]
     out(f"last calls {len(calls)}")
     for row in calls:

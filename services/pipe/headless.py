@@ -171,7 +171,7 @@ async def ask(
             finished.append(event)
 
     watched = _Watched(provider)
-    loop = TurnLoop(session, watched, approver=approver, on_event=on_event, k=k, model_label=model_label)  # type: ignore[arg-type]
+    loop = TurnLoop(session, watched, approver=approver, on_event=on_event, k=k, model_label=model_label)
     outcome = await loop.run(request.query)
     tool_calls = [_tool_call(done, decisions.get(done.tool_call_id)) for done in finished]
     relevance = relevance_for(session.workspace)

@@ -82,7 +82,8 @@ def parse_request_json(text: str) -> AskRequest:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"request JSON: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise InvalidInput(f"request JSON: not valid JSON ({exc.msg} at {where})") from None
     validate(data, REQUEST_SCHEMA, "request JSON")
     if data.get("mode", "ask") != "ask":
         raise InvalidInput('request JSON: mode "ingest" is not answered by aries ask; use: aries ingest PATH')
