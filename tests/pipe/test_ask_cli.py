@@ -119,7 +119,8 @@ def test_request_json_on_stdin_offline_validates_and_cites(demo: Path, aries_hom
     assert Path(path).parent == demo / "transcripts"
     assert [e["role"] for e in entries if e.get("turn_id") == turn][-1] == "assistant"
     # Same input and configuration → the same answer, provenance and confidence.
-    second = json.loads(aries("ask", "--stdin", "--json", "-w", "demo", home=aries_home, stdin=json.dumps(request)).stdout)
+    again = aries("ask", "--stdin", "--json", "-w", "demo", home=aries_home, stdin=json.dumps(request))
+    second = json.loads(again.stdout)
     for key in ("answer", "provenance", "confidence"):
         assert second[key] == response[key]
 
@@ -178,9 +179,8 @@ def test_scripted_model_answer_validates(demo: Path, aries_home: Path, ollama: S
     handle = aries("-w", "demo", "rag", "query", "Tantivy", "-k", "1", "--json", home=aries_home)
     cited = json.loads(handle.stdout)["hits"][0]["handle"]
     ollama.add(Reply(text=f"Tantivy is a Rust search library [{cited}]."))
-    done = aries(
-        "ask", "--stdin", "--json", "-w", "demo", home=aries_home, stdin=json.dumps({"query": QUESTION}), **model_env(ollama)
-    )
+    stdin = json.dumps({"query": QUESTION})
+    done = aries("ask", "--stdin", "--json", "-w", "demo", home=aries_home, stdin=stdin, **model_env(ollama))
     assert done.returncode == 0, done.stderr
     response = valid(json.loads(done.stdout), RESPONSE_SCHEMA)
     assert response["answer"] == f"Tantivy is a Rust search library [{cited}]."
@@ -213,9 +213,8 @@ def test_a_proposed_write_is_denied_headless_and_allowed_with_approve(
         assert audit.get_call(record["call_id"])["status"] == "denied"
 
     ollama.add(Reply(tool_calls=[call]), Reply(text="Written."))
-    allowed = aries(
-        "ask", "-w", "demo", "--approve", "builtin:fs:write_text", "write a summary", home=aries_home, **model_env(ollama)
-    )
+    approve = ("--approve", "builtin:fs:write_text")
+    allowed = aries("ask", "-w", "demo", *approve, "write a summary", home=aries_home, **model_env(ollama))
     assert allowed.returncode == 0, allowed.stderr
     assert (demo / "summary.txt").read_text() == "ok\n"
     assert "tool builtin:fs:write_text: ok" in allowed.stdout

@@ -29,8 +29,9 @@ def test_confidence_is_higher_with_the_relevant_documents(tmp_path: Path) -> Non
             pytest.fail(f"the SciFact collection is not at {SCIFACT}")
         pytest.skip(f"the SciFact collection is not at {SCIFACT}")
     env = {**os.environ, "AXIOMME_EMBEDDER": "hash", "PYTHONPATH": str(REPO)}
+    bench = str(REPO / "bench" / "ask_confidence.py")
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "ask_confidence.py"), "--queries", "25", "--distractors", "120", "--json"],
+        [sys.executable, bench, "--queries", "25", "--distractors", "120", "--json"],
         capture_output=True,
         text=True,
         env=env,
