@@ -156,8 +156,13 @@ async def ask(
     approver: HeadlessApprover,
     k: int,
     model_label: str | None = None,
+    new_conversation: bool = True,
 ) -> AskResult:
-    """Run one turn for ``request`` and build the response (see the module docstring)."""
+    """Run one turn for ``request`` and build the response (see the module docstring).
+
+    With ``new_conversation`` (the default) the turn starts a conversation of its own: no earlier
+    dialogue reaches the model, so the same question under the same configuration gets the same
+    prompt, and the workbench's own conversation is left as it was."""
     from services.answers import relevance_for
     from services.assistant import Decided, ToolFinished, TurnLoop
 
@@ -170,6 +175,8 @@ async def ask(
         elif isinstance(event, ToolFinished):
             finished.append(event)
 
+    if new_conversation:
+        session.new_conversation()
     watched = _Watched(provider)
     loop = TurnLoop(session, watched, approver=approver, on_event=on_event, k=k, model_label=model_label)
     outcome = await loop.run(request.query)

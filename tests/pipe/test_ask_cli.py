@@ -115,6 +115,7 @@ def test_request_json_on_stdin_offline_validates_and_cites(demo: Path, aries_hom
     assert response["cloud"] == {"mode": "off"}
     # logs_ref points at the turn in the workspace's transcript.
     path, turn = response["logs_ref"].split("#")
+    assert turn.endswith("-t0001")
     entries = [json.loads(line) for line in Path(path).read_text().splitlines()]
     assert Path(path).parent == demo / "transcripts"
     assert [e["role"] for e in entries if e.get("turn_id") == turn][-1] == "assistant"
@@ -217,6 +218,9 @@ def test_a_proposed_write_is_denied_headless_and_allowed_with_approve(
     allowed = aries("ask", "-w", "demo", *approve, "write a summary", home=aries_home, **model_env(ollama))
     assert allowed.returncode == 0, allowed.stderr
     assert (demo / "summary.txt").read_text() == "ok\n"
+    # Each ask is a conversation of its own: the earlier ask's dialogue does not reach the model.
+    third = ollama.chat_requests()[2]["messages"]
+    assert [m["role"] for m in third].count("user") == 1 and "I could not write it." not in json.dumps(third)
     assert "tool builtin:fs:write_text: ok" in allowed.stdout
 
     status = aries("status", "-w", "demo", "--json", "--calls", "2", home=aries_home, **model_env(ollama))
