@@ -16,6 +16,13 @@ retrieval with the workspace's threshold, the ``offline`` provider, confidence f
 report: the mean ``confidence.local`` of each set, their difference, and the share of questions
 whose confidence is higher with their documents than without. The check passes when the mean is
 higher with them.
+
+Measured on 2026-11-23 (this machine, 2 loaded cores):
+
+    embedder               queries  distractors  mean with  mean without  higher with
+    hash                        60          300     0.7547        0.6095        90 %
+    hash                        40          200     0.7314        0.6126      92.5 %
+    sentence-transformers       40          200     0.7585        0.6170        95 %
 """
 
 from __future__ import annotations
