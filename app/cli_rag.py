@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
+    from services.retrieval.models import IngestReport
     from services.workspaces import Workspace
 
 Handler = Callable[[argparse.Namespace], int]
@@ -164,74 +165,86 @@ def _where(page: int | None, section: str | None) -> str:
 
 def handle_index_add(args: argparse.Namespace) -> int:
     """Index PATH with a progress bar; Ctrl-C cancels between files (written files stay)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from services.retrieval.models import IngestReport, ProgressEvent
-
-    console = Console(stderr=True)
     with _engine(args) as engine:
-        cancel = threading.Event()
-        outcome: dict[str, Any] = {}
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}", markup=False),  # file names are never markup
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=args.json or not console.is_terminal,
-        ) as bar:
-            task = bar.add_task("scanning", total=None, detail="")
-
-            def on_progress(event: ProgressEvent) -> None:
-                if event.stage == "file":
-                    bar.update(
-                        task,
-                        description="reading",
-                        completed=event.done - 1,
-                        total=event.total,
-                        detail=_safe(event.path or ""),
-                    )
-                elif event.stage == "embed":
-                    bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
-                elif event.stage in ("commit", "done"):
-                    bar.update(task, description="written", completed=event.done, total=event.total, detail="")
-
-            def work() -> None:
-                try:
-                    outcome["report"] = engine.index_add(args.path, args.name, progress=on_progress, cancel=cancel)
-                except BaseException as exc:  # re-raised in the main thread
-                    outcome["error"] = exc
-
-            worker = threading.Thread(target=work, name="aries-index-add")
-            worker.start()
-            try:
-                while worker.is_alive():
-                    worker.join(0.2)
-            except KeyboardInterrupt:
-                cancel.set()
-                console.print("aries: cancelling after the current file…")
-                worker.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        report: IngestReport = outcome["report"]
+        report = index_add(engine, args.path, args.name, quiet=args.json)
         if args.json:
             _print_json(report.to_dict())
         else:
-            print(_safe(report.summary()))
-            for issue in report.errors:
-                print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}"))
-            for issue in report.skipped:
-                if issue.code != "unsupported_type":
-                    print(_safe(f"  skipped  {issue.path}: [{issue.code}] {issue.message}"))
-            unsupported = sum(1 for issue in report.skipped if issue.code == "unsupported_type")
-            if unsupported:
-                print(f"  skipped  {unsupported} file(s) of unsupported types")
-            if report.activated:
-                print(_safe(f"index {report.index!r} is now the active index"))
+            print_report(report)
         return 130 if report.cancelled else 0
+
+
+def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bool = False) -> IngestReport:
+    """``engine.index_add`` with a progress bar on stderr (none when ``quiet`` or not a terminal);
+    Ctrl-C cancels between files. Shared by ``rag index add`` and ``aries ingest``."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.retrieval.models import ProgressEvent
+
+    console = Console(stderr=True)
+    cancel = threading.Event()
+    outcome: dict[str, Any] = {}
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}", markup=False),  # file names are never markup
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=quiet or not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("scanning", total=None, detail="")
+
+        def on_progress(event: ProgressEvent) -> None:
+            if event.stage == "file":
+                bar.update(
+                    task,
+                    description="reading",
+                    completed=event.done - 1,
+                    total=event.total,
+                    detail=_safe(event.path or ""),
+                )
+            elif event.stage == "embed":
+                bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
+            elif event.stage in ("commit", "done"):
+                bar.update(task, description="written", completed=event.done, total=event.total, detail="")
+
+        def work() -> None:
+            try:
+                outcome["report"] = engine.index_add(path, name, progress=on_progress, cancel=cancel)
+            except BaseException as exc:  # re-raised in the main thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="aries-index-add")
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except KeyboardInterrupt:
+            cancel.set()
+            console.print("aries: cancelling after the current file…")
+            worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    report: IngestReport = outcome["report"]
+    return report
+
+
+def print_report(report: IngestReport) -> None:
+    """The ingest report for a person: a summary line, then failed and skipped files."""
+    print(_safe(report.summary()))
+    for issue in report.errors:
+        print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}"))
+    for issue in report.skipped:
+        if issue.code != "unsupported_type":
+            print(_safe(f"  skipped  {issue.path}: [{issue.code}] {issue.message}"))
+    unsupported = sum(1 for issue in report.skipped if issue.code == "unsupported_type")
+    if unsupported:
+        print(f"  skipped  {unsupported} file(s) of unsupported types")
+    if report.activated:
+        print(_safe(f"index {report.index!r} is now the active index"))
 
 
 def handle_index_list(args: argparse.Namespace) -> int:

@@ -158,6 +158,7 @@ class ProviderError(AriesError):
     """A model provider failed; the message names the provider, its URL and the cause."""
 
     code = "provider_error"
+    exit_code = 4  # the model gave no answer: unreachable, timed out, an error status, a broken stream
 
     def __init__(self, provider: str, url: str, cause: str, **details: Any) -> None:
         cause = " ".join(cause.split())
