@@ -29,7 +29,14 @@ from typing import Any
 from app import __version__
 
 # Subcommand modules; each registers its own parsers.
-SUBCOMMAND_MODULES = ("app.cli_workspace", "app.cli_rag", "app.cli_tool", "app.cli_model", "app.cli_ask")
+SUBCOMMAND_MODULES = (
+    "app.cli_workspace",
+    "app.cli_rag",
+    "app.cli_tool",
+    "app.cli_model",
+    "app.cli_ask",
+    "app.cli_plan",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,6 +15,7 @@ ephemeral workspace in a temporary directory that is deleted on close.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -284,6 +285,39 @@ class Workspace:
         }
 
 
+STAGING_PREFIX = ".import-"
+"""Staging folders of bundle imports (services.bundles.importer), beside the workspaces."""
+
+
+def clean_stale_imports(root: Path) -> list[str]:
+    """Remove staging folders left by imports that were killed (their lock is free)."""
+    from filelock import FileLock, Timeout
+
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    for entry in sorted(root.iterdir()):
+        if not entry.name.startswith(STAGING_PREFIX) or entry.name.endswith(".lock"):
+            continue
+        lock = FileLock(str(root / f"{entry.name}.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue  # an import in progress
+        try:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+        finally:
+            lock.release()
+            with contextlib.suppress(FileNotFoundError):
+                (root / f"{entry.name}.lock").unlink()
+    for lock_file in root.glob(f"{STAGING_PREFIX}*.lock"):
+        if not lock_file.with_suffix("").exists():
+            with contextlib.suppress(FileNotFoundError):
+                lock_file.unlink()
+    return removed
+
+
 class WorkspaceManager:
     """Creates, lists and opens the workspaces under one data root."""
 
@@ -293,9 +327,7 @@ class WorkspaceManager:
 
             root = workspaces_root()
         self.root = Path(root)
-        if self.root.is_dir() and any(e.name.startswith(".import-") for e in os.scandir(self.root)):
-            from services.bundles.importer import clean_stale_imports
-
+        if self.root.is_dir() and any(e.name.startswith(STAGING_PREFIX) for e in os.scandir(self.root)):
             clean_stale_imports(self.root)  # left by an import that was killed: never a workspace
 
     def path_for(self, name: str) -> Path:

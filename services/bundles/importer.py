@@ -33,12 +33,12 @@ from services.bundles.manifest import (
 )
 from services.errors import AlreadyExists, NotFound
 from services.names import validate_name
+from services.workspaces import STAGING_PREFIX, clean_stale_imports
 
 if TYPE_CHECKING:
     from services.workspaces import WorkspaceManager
 
 Progress = Callable[[int, int, str], None]
-STAGING_PREFIX = ".import-"
 _FREE_MARGIN = 64 << 20
 
 
@@ -51,35 +51,6 @@ class ImportReport:
     signed: bool
     replaced: bool
     source: dict[str, Any]
-
-
-def clean_stale_imports(root: Path) -> list[str]:
-    """Remove staging folders left by imports that were killed (their lock is free)."""
-    from filelock import FileLock, Timeout
-
-    removed: list[str] = []
-    if not root.is_dir():
-        return removed
-    for entry in sorted(root.iterdir()):
-        if not entry.name.startswith(STAGING_PREFIX) or entry.name.endswith(".lock"):
-            continue
-        lock = FileLock(str(root / f"{entry.name}.lock"), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            continue  # an import in progress
-        try:
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry.name)
-        finally:
-            lock.release()
-            with contextlib.suppress(FileNotFoundError):
-                (root / f"{entry.name}.lock").unlink()
-    for lock_file in root.glob(f"{STAGING_PREFIX}*.lock"):
-        if not lock_file.with_suffix("").exists():
-            with contextlib.suppress(FileNotFoundError):
-                lock_file.unlink()
-    return removed
 
 
 class _CountingReader:

@@ -14,7 +14,7 @@ Translation onto the shipped default (its limits, deny rules and privileged list
 - ``allow_paths`` become the file roots (``./x/**`` → ``${workspace}/x``) and the listed tools'
   auto-approve paths; ``max_size_bytes`` the read limit;
 - ``allow_executables`` the shell allowlist, ``allow_domains`` the web allowlist (http and https;
-  loopback and private hosts listed by name are allowed explicitly);
+  a loopback or private host is reachable only on the port listed with it: ``127.0.0.1:8080``);
 - mode ``commander`` with one ``auto_approve`` rule per listed tool: what the capsule policy allows
   runs without asking, anything else is refused — deny by default.
 """
@@ -61,6 +61,14 @@ def _root(pattern: str) -> str:
     if not root.startswith("/") and not root.startswith("~"):
         return "${workspace}/" + root
     return root
+
+
+def _host(domain: str) -> str:
+    """``127.0.0.1:8080`` → ``127.0.0.1`` (a loopback or private host is reachable only on the ports
+    listed with it, as in Aries's own ``web.allow_private``)."""
+    if domain.startswith("["):
+        return domain[1:].split("]", 1)[0]
+    return domain.rsplit(":", 1)[0] if domain.count(":") == 1 else domain
 
 
 def _private(host: str) -> bool:
@@ -121,17 +129,18 @@ def capsule_to_policy(tree: Any, default: dict[str, Any], *, source: str, line_o
         for pattern in rules.get("allow_paths") or []:
             roots.append(_root(pattern))
         executables += rules.get("allow_executables") or []
+        hosts = [_host(d) for d in rules.get("allow_domains") or []]
         domains += rules.get("allow_domains") or []
         if rules.get("allow_executables"):
             rule["executables"] = list(rules["allow_executables"])
-        if rules.get("allow_domains"):
-            rule["domains"] = list(rules["allow_domains"])
+        if hosts:
+            rule["domains"] = hosts
         auto.append(rule)
     data["tools"] = {tool_id: enabled.get(tool_id, {"enabled": False}) for tool_id in _ALL_TOOLS}
     data["filesystem"]["allowed_roots"] = sorted(set(roots)) or ["${workspace}"]
     data["shell"]["executables"] = [{"id": "capsule", "names": sorted(set(executables))}] if executables else []
-    data["web"]["allow_domains"] = sorted(set(domains))
+    data["web"]["allow_domains"] = sorted({_host(d) for d in domains})
     data["web"]["schemes"] = ["http", "https"]
-    data["web"]["allow_private"] = sorted({d for d in domains if _private(d)})
+    data["web"]["allow_private"] = sorted({d for d in domains if _private(_host(d))})
     data["auto_approve"] = auto
     return data

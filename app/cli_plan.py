@@ -1,0 +1,253 @@
+"""``aries run PLAN``, ``aries runs``, ``aries report RUN_ID`` and ``aries replay RUN_ID`` (services.plans).
+
+Plans run in a workspace (``-w``; a plan run in an ephemeral workspace could not be reported or
+replayed later, so ``-w`` is required). Exit codes: 0 every step succeeded (``replay``: no
+divergence), 1 a step failed or was refused (``replay``: divergences), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from app.cli import console, print_json, safe
+
+PLAN_HELP = """\
+A plan is YAML: version "1.0" and a list of steps, each {tool, args}. Tools are capsule names
+(fs.read, fs.write, fs.list, fs.search, shell.run, http.get, web.fetch, web.search) or Aries ids
+(builtin:fs:read_text …). Every step goes through the workspace's gateway: its policy (or --policy,
+an Aries policy or a capsule policy with boundary: deny_by_default), the audit store and the
+transcript. A step that needs approval is refused unless --approve names its tool.
+Exit codes: 0 all steps ok; 1 a step failed or was refused; 2 bad input.
+"""
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run a plan step by step through the gateway",
+        description=PLAN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("plan", type=Path)
+    run.add_argument("--policy", type=Path, help="policy file (Aries or capsule format); default: the workspace's")
+    run.add_argument("--approve", action="append", default=[], metavar="TOOL", help="approve this tool's calls")
+    run.add_argument("--json", action="store_true", help="print the run as JSON")
+    run.set_defaults(func=cmd_run)
+
+    runs = sub.add_parser("runs", help="list the plan runs of a workspace")
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=cmd_runs)
+
+    report = sub.add_parser("report", help="the timeline of one plan run")
+    report.add_argument("run_id")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
+
+    replay = sub.add_parser(
+        "replay",
+        help="run a stored plan again under its recorded policy and report every divergence",
+        description="Re-executes the plan of RUN_ID under the policy it ran with and compares each step's output "
+        "(process ids, durations and fetch times left out) with the recorded one. --dry checks the stored record "
+        "(plan, policy and output hashes) without running anything. Exit 0 only with zero divergences.",
+    )
+    replay.add_argument("run_id")
+    replay.add_argument("--dry", action="store_true", help="verify the stored record; execute nothing")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(func=cmd_replay)
+
+
+def _workspace(args: argparse.Namespace) -> Any:
+    from services.errors import InvalidInput
+    from services.workspaces import WorkspaceManager
+
+    if not args.workspace:
+        raise InvalidInput("plan runs live in a workspace: pass -w NAME")
+    return WorkspaceManager().open(args.workspace)[0]
+
+
+def _session(workspace: Any, policy: Path | None) -> Any:
+    """A headless session; a policy given for the run brings its own approval mode (a capsule policy's
+    is ``commander``: what it lists runs without asking), else the workspace's mode applies."""
+    from services.policy import load_policy
+    from services.session import Session
+
+    mode = load_policy(policy).mode if policy is not None else None
+    return Session(workspace, source="plan", policy_file=policy, mode=mode, interactive=False)
+
+
+def _print_outcome(outcome: Any, title: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(safe(title, single_line=True)), title_justify="left")
+    for column in ("step", "tool", "status", "decision (rule)", "ms", "bytes", "output hash", "error"):
+        table.add_column(column)
+    for step in outcome.steps:
+        cells = [
+            str(step.index),
+            step.tool,
+            step.status,
+            f"{step.decision} ({step.rule})",
+            f"{step.duration_ms:.0f}",
+            str(step.output_bytes),
+            (step.output_hash or "-").removeprefix("sha256:")[:12],
+            (step.error or "")[:80],
+        ]
+        table.add_row(*(Text(safe(c, single_line=True)) for c in cells))
+    console(soft_wrap=True).print(table)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from services.plans.plan import load_plan
+    from services.plans.runner import run_plan
+    from services.tools.builtin import default_registry
+
+    workspace = _workspace(args)
+    try:
+        plan = load_plan(args.plan, known_tools={spec.tool_id for spec in default_registry().list()})
+        session = _session(workspace, args.policy)
+        try:
+            outcome = asyncio.run(run_plan(session, plan, approve=args.approve))
+        finally:
+            session.close()
+    finally:
+        workspace.close()
+    if args.json:
+        print_json(asdict(outcome))
+    else:
+        _print_outcome(outcome, f"run {outcome.run_id} of {args.plan}: {outcome.status}")
+        print(safe(f"report: aries -w {args.workspace} report {outcome.run_id}"))
+    return 0 if outcome.status == "completed" else 1
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from services.plans.runner import list_runs
+
+    workspace = _workspace(args)
+    rows = list_runs(workspace)
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print("no plan runs yet; start one with: aries -w NAME run PLAN.yaml")
+        return 0
+    for row in rows:
+        replay = f" (replay of {row['replay_of']})" if row.get("replay_of") else ""
+        line = (
+            f"{row['run_id']}  {row['created_at'][:19]}  {row['mode']:<6} {row['status']:<9} "
+            f"{row['steps']} steps  {row['plan_source']}{replay}"
+        )
+        print(safe(line, single_line=True))
+    return 0
+
+
+def _timeline(workspace: Any, run_id: str) -> dict[str, Any]:
+    from services.plans.runner import replay_hash, stored_run
+
+    stored = stored_run(workspace, run_id)
+    steps = []
+    for call in stored["steps"]:
+        output = call.get("output")
+        error = call.get("error") or {}
+        steps.append(
+            {
+                "step": call.get("step_index"),
+                "tool": call.get("tool_name"),
+                "status": call.get("status"),
+                "decision": call.get("decision"),
+                "rule": call.get("rule_id"),
+                "approved_by": call.get("approved_by"),
+                "started_at": call.get("started_at"),
+                "duration_ms": call.get("duration_ms"),
+                "input_hash": call.get("input_hash"),
+                "output_hash": call.get("output_hash"),
+                "replay_hash": replay_hash(None if output is None else json.dumps(output)),
+                "output_bytes": len(str(output)) if output is not None else 0,
+                "error": error.get("message") if isinstance(error, dict) else None,
+            }
+        )
+    run = stored["run"]
+    return {
+        "run_id": run_id,
+        "mode": run["mode"],
+        "status": run["status"],
+        "created_at": run["created_at"],
+        "ended_at": run["ended_at"],
+        "plan": stored["plan"]["plan_source"],
+        "plan_hash": run["plan_hash"],
+        "policy": stored["plan"]["policy_source"],
+        "policy_hash": run["policy_hash"],
+        "replay_of": stored["plan"]["replay_of"],
+        "steps": steps,
+    }
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    workspace = _workspace(args)
+    data = _timeline(workspace, args.run_id)
+    if args.json:
+        print_json(data)
+        return 0
+    from rich.table import Table
+    from rich.text import Text
+
+    title = (
+        f"run {data['run_id']} · {data['mode']} · {data['status']} · plan {data['plan']} "
+        f"({data['plan_hash'][:19]}) · policy {data['policy']} ({str(data['policy_hash'])[:19]})"
+    )
+    table = Table(title=Text(safe(title, single_line=True)), title_justify="left")
+    for column in ("step", "time", "tool", "decision (rule)", "ms", "bytes", "output sha256", "error"):
+        table.add_column(column)
+    for step in data["steps"]:
+        cells = [
+            str(step["step"]),
+            str(step["started_at"] or "")[11:23],
+            str(step["tool"]),
+            f"{step['decision']} ({step['rule']})",
+            f"{step['duration_ms'] or 0:.0f}",
+            str(step["output_bytes"]),
+            str(step["output_hash"] or "-").removeprefix("sha256:")[:12],
+            str(step["error"] or ""),
+        ]
+        table.add_row(*(Text(safe(c, single_line=True)) for c in cells))
+    console(soft_wrap=True).print(table)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from services.plans.runner import replay, verify_stored
+
+    workspace = _workspace(args)
+    try:
+        if args.dry:
+            problems = verify_stored(workspace, args.run_id)
+            if args.json:
+                print_json({"run_id": args.run_id, "dry": True, "problems": problems})
+            else:
+                for problem in problems:
+                    print(safe(f"problem: {problem}"))
+                print(f"stored record of {args.run_id}: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
+            return 0 if not problems else 1
+        outcome, divergences = asyncio.run(replay(lambda policy: _session(workspace, policy), workspace, args.run_id))
+    finally:
+        workspace.close()
+    if args.json:
+        print_json(
+            {"run_id": outcome.run_id, "replay_of": args.run_id, "divergences": [asdict(d) for d in divergences]}
+        )
+    else:
+        for item in divergences:
+            print(safe(f"divergence at step {item.step} ({item.tool}): expected {item.expected}, got {item.actual}"))
+            if item.diff:
+                print(safe(item.diff))
+        summary = "no divergence" if not divergences else f"{len(divergences)} divergence(s)"
+        print(safe(f"replay {outcome.run_id} of {args.run_id}: {summary}"))
+    return 0 if not divergences else 1

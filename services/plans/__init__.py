@@ -1,0 +1,1 @@
+"""Plan runs (the capsule plan format) through the one gateway, their reports, and replay."""
