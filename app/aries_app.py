@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from app.assistant_controller import AssistantController
     from app.bundle_controller import BundleController
+    from app.history_controller import HistoryController
     from app.rag_controller import RagController
     from app.tool_controller import ToolController
     from services.leases import WorkspaceLease
@@ -112,6 +113,7 @@ class AriesApp(App[int]):
         self._tools: ToolController | None = None
         self._assistant: AssistantController | None = None
         self._bundles: BundleController | None = None
+        self._history: HistoryController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -144,6 +146,14 @@ class AriesApp(App[int]):
         if self._bundles is None:
             self._bundles = BundleController(self)
         return self._bundles
+
+    @property
+    def history(self) -> HistoryController:
+        from app.history_controller import HistoryController
+
+        if self._history is None:
+            self._history = HistoryController(self)
+        return self._history
 
     @property
     def assistant(self) -> AssistantController:
@@ -650,6 +660,12 @@ class AriesApp(App[int]):
             from app.commands import CommandError
 
             raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
+
+    def command_replay(self, args: list[str], line: str) -> None:
+        self.history.replay()
+
+    def command_runs(self, args: list[str], line: str) -> None:
+        self.history.runs()
 
     def command_artifact(self, args: list[str], line: str) -> None:
         self.tools.artifact(args)

@@ -251,3 +251,20 @@ def iter_problems(directory: Path, *, repair: bool = False) -> Iterator[Problem]
             if problem is not None:
                 yield problem
         yield from read_transcript(path).problems
+
+
+def summarize(path: Path) -> dict[str, Any]:
+    """One conversation in a line: id, first and last times, entries, tool calls, the first message."""
+    result = read_transcript(path)
+    entries = result.entries
+    first_user = next((str(e.get("content", "")) for e in entries if e.get("role") == "user"), "")
+    return {
+        "conversation_id": Path(path).stem,
+        "path": str(path),
+        "started_at": entries[0].get("timestamp") if entries else None,
+        "ended_at": entries[-1].get("timestamp") if entries else None,
+        "entries": len(entries),
+        "tool_calls": sum(1 for e in entries if e.get("role") == "tool"),
+        "first_message": first_user[:200],
+        "problems": len(result.problems),
+    }

@@ -79,6 +79,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "model",
     ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
+    SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
+    SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),
     SlashCommand("quit", "/quit", "Leave Aries.", "quit"),
 )
 
