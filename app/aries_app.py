@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from textual.command import Provider
 
     from app.assistant_controller import AssistantController
+    from app.profile_controller import ProfileController
     from app.rag_controller import RagController
     from app.tool_controller import ToolController
     from services.leases import WorkspaceLease
@@ -110,6 +111,7 @@ class AriesApp(App[int]):
         self._rag: RagController | None = None
         self._tools: ToolController | None = None
         self._assistant: AssistantController | None = None
+        self._profiles: ProfileController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -134,6 +136,14 @@ class AriesApp(App[int]):
 
             self._tools = ToolController(self)
         return self._tools
+
+    @property
+    def profiles(self) -> ProfileController:
+        if self._profiles is None:
+            from app.profile_controller import ProfileController
+
+            self._profiles = ProfileController(self)
+        return self._profiles
 
     @property
     def assistant(self) -> AssistantController:
@@ -283,7 +293,7 @@ class AriesApp(App[int]):
         ]
 
     def header_text(self) -> str:
-        """Only what is in force: workspace, model provider, approval mode, policy file."""
+        """Only what is in force: workspace, profile, model provider, approval mode, policy file."""
         session = self.session
         if session is None:
             return ""
@@ -294,8 +304,9 @@ class AriesApp(App[int]):
             model = self.assistant.model_setting()
         except AriesError:
             model = "not configured (see /model)"
-        # No profile: profiles are not in force yet, so the header names none.
-        return f"{subtitle(workspace=session.workspace.name, model=model, mode=session.mode)} · {policy}"
+        profile = session.profile_name + (" (broken)" if session.profile_broken else "")
+        line = subtitle(workspace=session.workspace.name, profile=profile, model=model, mode=session.mode)
+        return f"{line} · {policy}"
 
     @on(WorkspaceChanged)
     @on(MainScreen.Ready)
@@ -663,6 +674,9 @@ class AriesApp(App[int]):
 
     def command_doctor(self, args: list[str], line: str) -> None:
         self.tools.doctor()
+
+    def command_profile(self, args: list[str], line: str) -> None:
+        self.profiles.command(args)
 
     def command_model(self, args: list[str], line: str) -> None:
         self.assistant.model_command(args)

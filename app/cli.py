@@ -29,7 +29,7 @@ from typing import Any
 from app import __version__
 
 # Subcommand modules; each registers its own parsers.
-SUBCOMMAND_MODULES = ("app.cli_workspace", "app.cli_rag", "app.cli_tool", "app.cli_model")
+SUBCOMMAND_MODULES = ("app.cli_workspace", "app.cli_rag", "app.cli_tool", "app.cli_model", "app.cli_profile")
 
 
 class _Parser(argparse.ArgumentParser):

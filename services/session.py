@@ -118,6 +118,11 @@ class Session:
         return self._profile
 
     @property
+    def profile_broken(self) -> bool:
+        """True once the active profile was found unusable (does not load it)."""
+        return self._profile_error is not None
+
+    @property
     def profile_error(self) -> str | None:
         self.profile()
         return self._profile_error
