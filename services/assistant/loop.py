@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.assistant.context import SYSTEM_PROMPT, build_prompt, history_from_entries, tool_result_text
+from services.assistant.context import build_prompt, history_from_entries, profile_system_prompt, tool_result_text
 from services.assistant.events import (
     Cancelled,
     Decided,
@@ -121,7 +121,7 @@ class TurnLoop:
             hits, index = await self._retrieve(text, turn_id, profile)
             outcome.index = index
             history = history_from_entries(conversation.dialogue(), turn_id)
-            system = profile.system_prompt if profile is not None and profile.system_prompt else SYSTEM_PROMPT
+            system = profile_system_prompt(profile.system_prompt if profile is not None else None)
             prompt = build_prompt(text, hits, history, budget_tokens=self.budget_tokens, system_prompt=system)
             outcome.hits = prompt.kept_hits
             if index is not None:
@@ -248,10 +248,11 @@ class TurnLoop:
         if check.ok:
             return False
         then = "asking the model once more with the error" if may_retry else "no retry left; the answer is kept as is"
+        attempt = outcome.text if len(outcome.text) <= 4000 else outcome.text[:4000] + "… [cut]"
         self.session.conversation.record(
             Notice(
                 text=f"The answer does not satisfy the output schema of profile {outcome.profile}: "
-                f"{check.error} ({then}).",
+                f"{check.error} ({then}).\nThe answer was:\n{attempt}",
                 level="warning" if may_retry else "error",
                 title="output schema",
                 turn_id=outcome.turn_id,

@@ -148,6 +148,21 @@ async def test_profile_show_opens_the_yaml_and_a_bad_name_is_one_line(workspace:
         assert "profile default" in app.header_text()
 
 
+async def test_the_palette_picks_a_profile(workspace: Workspace) -> None:
+    from textual.command import CommandPalette
+
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"profile: use researcher")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.session is not None and app.session.profile_name == "researcher")
+        assert "profile researcher" in app.header_text()
+
+
 def test_snapshot_profile_show(snap_compare: Any, workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """You should see the profile viewer over the main screen: "Profile auditor  shipped · profiles/auditor.yaml",
     then the auditor's YAML with line numbers and syntax colours (comments, keys, the output_schema)."""
