@@ -299,17 +299,7 @@ class Session:
         if self._gateway is not None:
             self._gateway.rebind(policy, mode=self.mode)
         tools = "every tool the policy enables" if profile.tools is None else ", ".join(sorted(profile.tools))
-        record_switch(
-            self.workspace.root,
-            workspace=self.workspace.name,
-            source=self.source,
-            old=old,
-            new=profile.name,
-            profile_path=str(profile.path) if profile.path else None,
-            policy_hash=policy.hash,
-            approval_mode=self.mode,
-            tools=None if profile.tools is None else sorted(profile.tools),
-        )
+        record_switch(self.workspace, self.source, old, profile, policy_hash=policy.hash, approval_mode=self.mode)
         note = f" {denied} waiting call(s) denied." if denied else ""
         self.conversation.record(
             Notice(

@@ -152,6 +152,8 @@ class TurnLoop:
                 where = "streaming"
                 streamed = ""
                 calls: list[ToolCall] = []
+                if offers_tools:  # asked each step: a profile switch mid-turn changes them at once
+                    tools, names = self.offered_tools()
                 request = ModelRequest(
                     messages=messages,
                     tools=tools,

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.audit_db import describe_sqlite_error, open_checked
 from services.clock import utc_now
+
+if TYPE_CHECKING:
+    from services.profiles.loader import ActiveProfile
+    from services.workspaces import Workspace
 
 AUDIT_DB = "audit.db"
 
@@ -44,20 +48,13 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def record_switch(
-    workspace_root: Path,
-    *,
-    workspace: str,
-    source: str,
-    old: str | None,
-    new: str,
-    profile_path: str | None,
-    policy_hash: str,
-    approval_mode: str,
-    tools: list[str] | None,
+    workspace: Workspace, source: str, old: str | None, profile: ActiveProfile, *, policy_hash: str, approval_mode: str
 ) -> int:
     """Append one switch; returns its row id. Raises AuditStoreError (one line) on failure."""
-    path = workspace_root / AUDIT_DB
     import json
+
+    path = workspace.root / AUDIT_DB
+    tools = None if profile.tools is None else sorted(profile.tools)
 
     try:
         db = _connect(path)
@@ -67,14 +64,14 @@ def record_switch(
                 " policy_hash, approval_mode, tools) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     utc_now(),
-                    workspace,
+                    workspace.name,
                     source,
                     old,
-                    new,
-                    profile_path,
+                    profile.name,
+                    str(profile.path) if profile.path is not None else None,
                     policy_hash,
                     approval_mode,
-                    None if tools is None else json.dumps(sorted(tools)),
+                    None if tools is None else json.dumps(tools),
                 ),
             )
             return int(cursor.lastrowid or 0)

@@ -150,3 +150,19 @@ async def test_offline_answers_the_auditor_schema_with_citations(session: Sessio
     assert outcome.schema_error is None
     findings = outcome.structured["findings"]
     assert findings and all(f["citations"][0].startswith("docs:") for f in findings)
+
+
+async def test_a_switch_mid_turn_changes_the_tools_of_the_next_step(session: Session, server: ScriptedServer) -> None:
+    session.use_profile("operator")
+    server.add(
+        Reply(tool_calls=[Call("builtin__shell__run", {"argv": ["ls"]}, id="s1")]),
+        Reply(text="Stopped."),
+    )
+
+    def switch_and_deny(request: ApprovalRequest) -> ApprovalDecision:
+        session.use_profile("researcher")  # the operator switches while the call waits
+        return ApprovalDecision.deny("switched")
+
+    await run(TurnLoop(session, provider_for(server), approver=switch_and_deny), "list")  # type: ignore[arg-type]
+    assert "builtin__shell__run" in offered(server, 0)
+    assert "builtin__shell__run" not in offered(server, 1) and "builtin__fs__read_text" in offered(server, 1)
