@@ -323,6 +323,7 @@ class AriesApp(App[int]):
         self.set_timer(
             0.2, lambda: self.run_worker(self._load_last_retrieval, thread=True, group="context", exit_on_error=False)
         )
+        self.set_timer(0.3, self.profiles.check_in_background)  # a broken profile says so without waiting
 
     def _load_last_retrieval(self) -> None:
         session = self.session

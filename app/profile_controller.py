@@ -29,6 +29,22 @@ class ProfileController:
         else:
             raise CommandError(f"cannot read '/profile {' '.join(args)}'.")
 
+    def check_in_background(self) -> None:
+        """Load the active profile in a thread; if it is broken, the session records an error notice
+        and the header is refreshed to say so."""
+        session = self.app.session
+        if session is None:
+            return
+
+        def check() -> None:
+            if session.closed:
+                return
+            session.profile()
+            if session.profile_broken and self.app.session is session:
+                self.app.call_from_thread(self.app.reload_panes)
+
+        self.app.run_worker(check, thread=True, group="profile", exit_on_error=False)
+
     def entries(self) -> list[ProfileEntry]:
         from services.profiles import list_profiles
 

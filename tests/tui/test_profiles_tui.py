@@ -163,6 +163,23 @@ async def test_the_palette_picks_a_profile(workspace: Workspace) -> None:
         assert "profile researcher" in app.header_text()
 
 
+async def test_a_broken_workspace_profile_is_reported_at_start(workspace: Workspace) -> None:
+    own = workspace.root / "profiles"
+    own.mkdir()
+    (own / "mine.yaml").write_text("name: mine\ntools:\n  enable: [fs, teleport]\n", encoding="utf-8")
+    workspace.update(profile="mine")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await wait_until(pilot, lambda: "profile mine (broken)" in str(app.sub_title))
+        notice = next(e for e in entries(app) if e.get("title") == "profile")
+        assert notice["level"] == "error" and "mine.yaml:3: tools.enable.1" in notice["content"]
+        await command(pilot, "/profile list")
+        assert "BROKEN" in entries(app)[-1]["content"]
+        await command(pilot, "/profile use researcher")
+        assert "profile researcher" in str(app.sub_title) and "broken" not in str(app.sub_title)
+
+
 def test_snapshot_profile_show(snap_compare: Any, workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """You should see the profile viewer over the main screen: "Profile auditor  shipped · profiles/auditor.yaml",
     then the auditor's YAML with line numbers and syntax colours (comments, keys, the output_schema)."""
