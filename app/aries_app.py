@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from app.assistant_controller import AssistantController
     from app.bundle_controller import BundleController
     from app.history_controller import HistoryController
+    from app.profile_controller import ProfileController
     from app.rag_controller import RagController
     from app.tool_controller import ToolController
     from services.leases import WorkspaceLease
@@ -114,6 +115,7 @@ class AriesApp(App[int]):
         self._assistant: AssistantController | None = None
         self._bundles: BundleController | None = None
         self._history: HistoryController | None = None
+        self._profiles: ProfileController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -154,6 +156,14 @@ class AriesApp(App[int]):
         if self._history is None:
             self._history = HistoryController(self)
         return self._history
+
+    @property
+    def profiles(self) -> ProfileController:
+        if self._profiles is None:
+            from app.profile_controller import ProfileController
+
+            self._profiles = ProfileController(self)
+        return self._profiles
 
     @property
     def assistant(self) -> AssistantController:
@@ -303,7 +313,7 @@ class AriesApp(App[int]):
         ]
 
     def header_text(self) -> str:
-        """Only what is in force: workspace, model provider, approval mode, policy file."""
+        """Only what is in force: workspace, profile, model provider, approval mode, policy file."""
         session = self.session
         if session is None:
             return ""
@@ -314,8 +324,9 @@ class AriesApp(App[int]):
             model = self.assistant.model_setting()
         except AriesError:
             model = "not configured (see /model)"
-        # No profile: profiles are not in force yet, so the header names none.
-        return f"{subtitle(workspace=session.workspace.name, model=model, mode=session.mode)} · {policy}"
+        profile = session.profile_name + (" (broken)" if session.profile_broken else "")
+        line = subtitle(workspace=session.workspace.name, profile=profile, model=model, mode=session.mode)
+        return f"{line} · {policy}"
 
     @on(WorkspaceChanged)
     @on(MainScreen.Ready)
@@ -332,6 +343,7 @@ class AriesApp(App[int]):
         self.set_timer(
             0.2, lambda: self.run_worker(self._load_last_retrieval, thread=True, group="context", exit_on_error=False)
         )
+        self.set_timer(0.3, self.profiles.check_in_background)  # a broken profile says so without waiting
 
     def _load_last_retrieval(self) -> None:
         session = self.session
@@ -693,6 +705,9 @@ class AriesApp(App[int]):
 
     def command_doctor(self, args: list[str], line: str) -> None:
         self.tools.doctor()
+
+    def command_profile(self, args: list[str], line: str) -> None:
+        self.profiles.command(args)
 
     def command_model(self, args: list[str], line: str) -> None:
         self.assistant.model_command(args)

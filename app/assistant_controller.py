@@ -40,10 +40,22 @@ class AssistantController:
         session = self.app.session
         setting = session.workspace.setting("model") if session is not None else None
         if not (os.environ.get("ARIES_MODEL") or "").strip() and setting in (None, "", "offline"):
-            return "offline"  # the default needs no provider code at start-up
+            if session is None or not self._profile_may_name_a_model():
+                return "offline"  # the default needs no provider code (nor profile loading) at start-up
+            setting = session.model_setting()
         from services.models.config import resolve_model
 
         return str(resolve_model(setting, os.environ).label)
+
+    def _profile_may_name_a_model(self) -> bool:
+        """False for the shipped ``default`` profile (which names no model): no need to load it."""
+        session = self.app.session
+        if session is None:
+            return False
+        from services.profiles.loader import WORKSPACE_PROFILES
+
+        own = session.workspace.root / WORKSPACE_PROFILES / f"{session.profile_name}.yaml"
+        return session.profile_name != "default" or own.exists()
 
     def ask(self, text: str) -> None:
         session = self.app.require_session()
@@ -53,7 +65,7 @@ class AssistantController:
         from services.models.config import make_provider, resolve_model
 
         try:
-            config = resolve_model(session.workspace.setting("model"), os.environ)
+            config = resolve_model(session.model_setting(), os.environ)
             provider = make_provider(config)
         except AriesError as exc:
             self.app.report_error(exc.message, "model")
@@ -148,6 +160,7 @@ class AssistantController:
             Done,
             Failed,
             Retrieved,
+            SchemaInvalid,
             TextDelta,
             ToolFinished,
             ToolProposed,
@@ -173,6 +186,12 @@ class AssistantController:
                 self.widget = None
         elif isinstance(event, Decided):
             pass
+        elif isinstance(event, SchemaInvalid):
+            if self.widget is not None:  # that attempt stays on screen, marked; a retry streams below it
+                state = "not valid for the output schema" + (" · asking once more" if event.retrying else "")
+                await self.widget.finish(self.widget.text, [], None, state)
+                if event.retrying:
+                    self.widget = None
         elif isinstance(event, ToolFinished):
             app.status_stop(f"call-{event.tool_call_id}")
         elif isinstance(event, UsageReport):

@@ -36,6 +36,7 @@ SUBCOMMAND_MODULES = (
     "app.cli_model",
     "app.cli_ask",
     "app.cli_plan",
+    "app.cli_profile",
 )
 
 

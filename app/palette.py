@@ -41,11 +41,26 @@ class AriesCommands(Provider):
         for name in app.manager.list():
             if name != app.workspace_name:
                 commands.append((f"workspace: open {name}", partial(app.open_workspace, name), f"Switch to {name}"))
+        for name, description in self._profiles():
+            commands.append(
+                (f"profile: use {name}", partial(self._post_slash, f"/profile use {name}", True), description)
+            )
         for line, summary, runnable in palette_entries():
             text = f"command: {line}" if runnable else f"command: {line} …"
             help_text = summary if runnable else f"{summary} (type the rest at the prompt)"
             commands.append((text, partial(self._post_slash, line, runnable), help_text))
         return commands
+
+    def _profiles(self) -> list[tuple[str, str]]:
+        """The profile picker: every usable profile (listed once per palette opening)."""
+        cached: list[tuple[str, str]] | None = getattr(self, "_profile_rows", None)
+        if cached is None:
+            app: AriesApp = self.app  # type: ignore[assignment]
+            if app.session is None:
+                return []
+            cached = [(e.name, e.description) for e in app.profiles.entries() if e.error is None]
+            self._profile_rows = cached
+        return cached
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._commands():

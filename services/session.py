@@ -11,9 +11,16 @@ Closing (``aclose``) happens in order and loses no record: waiting approvals are
 still running are cancelled, each of those is recorded by the gateway (audit result + transcript
 event), and only then are the gateway (processes, audit store) and the engine closed.
 
-Changing the approval mode or reloading the policy rebinds the gateway in place: background
-processes and session grants carry over; calls waiting for approval are denied (and recorded)
-because they were asked under the old rules.
+Changing the approval mode, reloading the policy or switching the profile rebinds the gateway in
+place: background processes and session grants carry over; calls waiting for approval are denied
+(and recorded) because they were asked under the old rules.
+
+The active profile (``services.profiles``) is ``Session(..., profile=NAME)`` for this session only
+(``aries ask --profile``), else the workspace's ``profile`` setting. It binds the tools that may run
+(enforced by the gateway: rule ``profile.<name>``), the policy file and approval mode, and what the
+turn loop sends (system prompt, retrieval, model options, output schema). A profile that cannot be
+loaded is reported once (an error notice) and, failing closed, no tool may run until it is fixed or
+another is chosen.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from services.errors import ConfigError
 if TYPE_CHECKING:
     from services.leases import WorkspaceLease
     from services.policy import Policy
+    from services.profiles import ActiveProfile
     from services.retrieval import RetrievalEngine
     from services.tools.gateway import Approver, ToolGateway
     from services.tools.results import ToolResult
@@ -51,6 +59,7 @@ class Session:
         approver: Approver | None = None,
         interactive: bool = True,
         lease: WorkspaceLease | None = None,
+        profile: str | None = None,
     ) -> None:
         if mode is not None and mode not in APPROVAL_MODES:
             raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
@@ -58,6 +67,10 @@ class Session:
         self.source = source
         self._policy_file = Path(policy_file).expanduser() if policy_file is not None else None
         self._mode_override = mode
+        self._mode_chosen: str | None = None  # set_mode in this session (a profile switch clears it)
+        self._profile_name = profile  # None: the workspace's setting
+        self._profile: ActiveProfile | None = None
+        self._profile_error: str | None = None
         self.approvals = ApprovalQueue()
         # Who decides a call the policy wants confirmed: the queue (an operator answers) unless the
         # caller gives another approver (the CLI's --approve, a headless allow-list, deny). A
@@ -75,13 +88,66 @@ class Session:
         self._closed = False
         # The interactive session's hold on the workspace (released last, after the stores closed).
         self.lease = lease
+        if profile is not None:
+            from services.profiles import load_profile
+
+            self._profile = load_profile(profile, workspace.root)  # an unknown or broken one: ProfileError
+
+    # -- the profile ----------------------------------------------------------------------
+    @property
+    def profile_name(self) -> str:
+        return self._profile_name or self.workspace.profile
+
+    def profile(self) -> ActiveProfile | None:
+        """The active profile (loaded once), or None when it cannot be loaded (see ``profile_error``)."""
+        if self._profile is None and self._profile_error is None:
+            from services.profiles import load_profile
+
+            try:
+                self._profile = load_profile(self.profile_name, self.workspace.root)
+            except ConfigError as exc:
+                self._profile_error = exc.message
+                self.conversation.record(
+                    Notice(
+                        text=f"Profile {self.profile_name} cannot be used: {exc.message}. No tool may run until "
+                        "it is fixed or another profile is chosen (/profile list, /profile use NAME).",
+                        level="error",
+                        title="profile",
+                    )
+                )
+        return self._profile
+
+    @property
+    def profile_broken(self) -> bool:
+        """True once the active profile was found unusable (does not load it)."""
+        return self._profile_error is not None
+
+    @property
+    def profile_error(self) -> str | None:
+        self.profile()
+        return self._profile_error
+
+    def model_setting(self) -> str | None:
+        """The workspace's ``model`` setting, else the profile's default model (ARIES_MODEL wins over
+        both, in ``services.models.config.resolve_model``)."""
+        setting = self.workspace.setting("model")
+        if setting in (None, "", "offline"):
+            profile = self.profile()
+            if profile is not None and profile.model.default:
+                return profile.model.default
+        return setting if setting is None else str(setting)
 
     # -- what is in force ------------------------------------------------------------------
     @property
     def policy_path(self) -> Path | None:
         """The policy file in force, or None for the shipped default."""
+        return self._policy_path_for(self.profile())
+
+    def _policy_path_for(self, profile: ActiveProfile | None) -> Path | None:
         if self._policy_file is not None:
             return self._policy_file
+        if profile is not None and profile.policy_path is not None:
+            return profile.policy_path
         custom = self.workspace.root / WORKSPACE_POLICY
         return custom if custom.is_file() else None
 
@@ -93,15 +159,27 @@ class Session:
     def policy(self) -> Policy:
         """The policy in force (loaded once; ``reload_policy`` reads it again). Raises ConfigError."""
         if self._policy is None:
-            from services.policy import load_policy
-
-            self._policy = load_policy(self.policy_path)
+            self._policy = self._profile_policy(self.profile())
         return self._policy
+
+    def _profile_policy(self, profile: ActiveProfile | None) -> Policy:
+        """The policy file in force, restricted to ``profile``'s tools (none if it is broken)."""
+        from services.policy import load_policy
+
+        policy = load_policy(self._policy_path_for(profile))
+        if profile is None:
+            return policy.restricted(self.profile_name, frozenset())  # broken profile: fail closed
+        return policy.restricted(profile.name, profile.tools)
 
     @property
     def mode(self) -> str:
         if self._mode_override is not None:
             return self._mode_override
+        if self._mode_chosen is not None:
+            return self._mode_chosen
+        profile = self.profile()
+        if profile is not None and profile.mode is not None:
+            return profile.mode
         setting = self.workspace.setting("approval_mode")
         if setting:
             return str(setting)
@@ -183,6 +261,7 @@ class Session:
             raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
         self.workspace.update(approval_mode=mode)
         self._mode_override = None
+        self._mode_chosen = mode  # wins over the profile's mode until the profile changes
         denied = self.approvals.deny_all(f"the approval mode changed to {mode} before a decision; ask again")
         if self._gateway is not None:
             self._gateway.rebind(self.policy(), mode=mode)
@@ -191,9 +270,7 @@ class Session:
 
     def reload_policy(self) -> int:
         """Read the policy file again and apply it (a broken file raises ConfigError and changes nothing)."""
-        from services.policy import load_policy
-
-        policy = load_policy(self.policy_path)
+        policy = self._profile_policy(self.profile())
         self._policy = policy
         denied = self.approvals.deny_all("the policy was reloaded before a decision; ask again")
         if self._gateway is not None:
@@ -202,6 +279,35 @@ class Session:
             Notice(text=f"Policy reloaded from {self.policy_source} ({policy.hash[:19]}).", title="policy")
         )
         return denied
+
+    def use_profile(self, name: str) -> ActiveProfile:
+        """Switch to profile ``name``: persisted per workspace (not for an ephemeral one), the gateway
+        rebound at once (grants and processes kept; waiting calls denied), recorded in the audit
+        store and as a notice. A profile that cannot be loaded raises ProfileError, changing nothing."""
+        from services.profiles import load_profile
+        from services.profiles.audit import record_switch
+
+        self._check_open()
+        profile = load_profile(name, self.workspace.root)
+        policy = self._profile_policy(profile)  # a broken policy file raises here, before any change
+        old = self.profile_name
+        if not self.workspace.ephemeral:
+            self.workspace.update(profile=profile.name)
+        self._profile_name = profile.name
+        self._profile, self._profile_error, self._policy, self._mode_chosen = profile, None, policy, None
+        denied = self.approvals.deny_all(f"the profile changed to {profile.name} before a decision; ask again")
+        if self._gateway is not None:
+            self._gateway.rebind(policy, mode=self.mode)
+        tools = "every tool the policy enables" if profile.tools is None else ", ".join(sorted(profile.tools))
+        record_switch(self.workspace, self.source, old, profile, policy_hash=policy.hash, approval_mode=self.mode)
+        note = f" {denied} waiting call(s) denied." if denied else ""
+        self.conversation.record(
+            Notice(
+                text=f"Profile is now {profile.name} (was {old}): tools: {tools}; approval mode {self.mode}.{note}",
+                title="profile",
+            )
+        )
+        return profile
 
     def grants(self) -> list[dict[str, Any]]:
         return self._gateway.grants() if self._gateway is not None else []

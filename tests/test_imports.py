@@ -73,6 +73,11 @@ ROWS = [
         ["aiohttp", *UI],
     ),
     (WALK_SERVICES, UI),
+    # Profiles: importing them (and their TUI/CLI shells) loads no pydantic or jsonschema; only parsing does.
+    (
+        "import services.profiles, services.profiles.audit, app.profile_controller, app.cli_profile",
+        ["pydantic", "jsonschema", *HEAVY],
+    ),
     # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"

@@ -78,6 +78,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "List what each provider serves (offline, Ollama, OpenAI-compatible) and choose the model for this workspace.",
         "model",
     ),
+    SlashCommand(
+        "profile",
+        "/profile [list] | use NAME | show NAME",
+        "List the prompt profiles (broken ones marked), switch this workspace's profile, or read one's YAML.",
+        "profile",
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
     SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),

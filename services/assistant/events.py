@@ -83,10 +83,32 @@ class Cancelled:
 
 
 @dataclass(frozen=True)
+class SchemaInvalid:
+    """The answer did not satisfy the profile's ``output_schema`` (``retrying``: the model gets one
+    more try with the error; the text that streamed so far was that failed attempt)."""
+
+    turn_id: str
+    step: int
+    error: str
+    retrying: bool
+
+
+@dataclass(frozen=True)
 class Done:
     turn_id: str
     text: str
     citations: list[str]
 
 
-LoopEvent = Retrieved | TextDelta | ToolProposed | Decided | ToolFinished | UsageReport | Failed | Cancelled | Done
+LoopEvent = (
+    Retrieved
+    | TextDelta
+    | ToolProposed
+    | Decided
+    | ToolFinished
+    | UsageReport
+    | Failed
+    | Cancelled
+    | SchemaInvalid
+    | Done
+)

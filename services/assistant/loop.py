@@ -10,11 +10,12 @@ streamed, then passed on; no half-written line is left behind because every reco
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.assistant.context import build_prompt, history_from_entries, tool_result_text
+from services.assistant.context import build_prompt, history_from_entries, profile_system_prompt, tool_result_text
 from services.assistant.events import (
     Cancelled,
     Decided,
@@ -22,17 +23,20 @@ from services.assistant.events import (
     Failed,
     LoopEvent,
     Retrieved,
+    SchemaInvalid,
     TextDelta,
     ToolFinished,
     ToolProposed,
     UsageReport,
 )
+from services.assistant.structured import MAX_RETRIES, retry_instruction
 from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
 from services.errors import AriesError
 
 if TYPE_CHECKING:
     from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolNameMap, ToolSchema
+    from services.profiles import ActiveProfile
     from services.session import Session
     from services.tools.gateway import Approver
 
@@ -53,6 +57,9 @@ class TurnOutcome:
     error: str | None = None
     cancelled: bool = False
     usage: dict[str, Any] = field(default_factory=dict)
+    profile: str | None = None
+    structured: Any = None  # the parsed answer, when the profile has an output_schema it satisfies
+    schema_error: str | None = None  # the last validation failure (None: valid, or no schema)
 
 
 class TurnLoop:
@@ -64,7 +71,7 @@ class TurnLoop:
         approver: Approver | None = None,
         on_event: Callable[[LoopEvent], object] | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
-        k: int = DEFAULT_K,
+        k: int | None = None,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
         options: ModelOptions | None = None,
         model_label: str | None = None,
@@ -74,7 +81,7 @@ class TurnLoop:
         self.approver = approver
         self.on_event = on_event
         self.max_steps = max_steps
-        self.k = k
+        self.k = k  # None: the profile's retrieval.k (DEFAULT_K without a profile)
         self.budget_tokens = budget_tokens
         self.options = options
         self.model_label = model_label or (
@@ -106,11 +113,16 @@ class TurnLoop:
         streamed = ""
         prompt_tokens = completion_tokens = 0
         try:
+            profile = self.session.profile()  # None when it cannot be loaded (reported by the session)
+            outcome.profile = self.session.profile_name
+            schema = profile.output_schema if profile is not None else None
+            retries = 0
             conversation.record(UserMessage(text=text, turn_id=turn_id, step=0))
-            hits, index = await self._retrieve(text, turn_id)
+            hits, index = await self._retrieve(text, turn_id, profile)
             outcome.index = index
             history = history_from_entries(conversation.dialogue(), turn_id)
-            prompt = build_prompt(text, hits, history, budget_tokens=self.budget_tokens)
+            system = profile_system_prompt(profile.system_prompt if profile is not None else None)
+            prompt = build_prompt(text, hits, history, budget_tokens=self.budget_tokens, system_prompt=system)
             outcome.hits = prompt.kept_hits
             if index is not None:
                 handles = [str(h.get("handle")) for h in prompt.kept_hits]
@@ -132,14 +144,23 @@ class TurnLoop:
             from services.models.base import TextDelta as ModelText
 
             options = self.options or ModelOptions()
+            if options.temperature is None and profile is not None and profile.model.temperature is not None:
+                options = dataclasses.replace(options, temperature=profile.model.temperature)
 
             for step in range(1, self.max_steps + 1):
                 outcome.steps = step
                 where = "streaming"
                 streamed = ""
                 calls: list[ToolCall] = []
+                if offers_tools:  # asked each step: a profile switch mid-turn changes them at once
+                    tools, names = self.offered_tools()
                 request = ModelRequest(
-                    messages=messages, tools=tools, options=options, retrieved=prompt.kept_hits, index=index
+                    messages=messages,
+                    tools=tools,
+                    options=options,
+                    retrieved=prompt.kept_hits,
+                    index=index,
+                    output_schema=schema,
                 )
                 async for event in self.provider.stream(request):
                     if isinstance(event, ModelText):
@@ -152,6 +173,11 @@ class TurnLoop:
                         completion_tokens += event.completion_tokens
                 if not calls:
                     outcome.text = streamed
+                    if schema is not None and self._check(outcome, schema, step, retries < MAX_RETRIES):
+                        retries += 1
+                        messages.append(ChatMessage(role="assistant", content=streamed))
+                        messages.append(ChatMessage(role="user", content=retry_instruction(str(outcome.schema_error))))
+                        continue
                     break
                 messages.append(ChatMessage(role="assistant", content=streamed, tool_calls=calls))
                 where = "tool"
@@ -214,18 +240,49 @@ class TurnLoop:
             self._emit(Failed(turn_id, type(exc).__name__, exc.message))
             return outcome
 
-    async def _retrieve(self, text: str, turn_id: str) -> tuple[list[dict[str, Any]], str | None]:
-        """The chunks to inject: the index in use, queried (audited by the engine), then only those that
-        pass the relevance threshold (recorded in the same audit row)."""
+    def _check(self, outcome: TurnOutcome, schema: dict[str, Any], step: int, may_retry: bool) -> bool:
+        """Validate the answer against the profile's schema; True when it failed and is to be retried.
+        A failure is shown (notice + event) with the failing path."""
+        from services.assistant.structured import check_answer
+
+        check = check_answer(outcome.text, schema)
+        outcome.structured, outcome.schema_error = (check.value, None) if check.ok else (None, check.error)
+        if check.ok:
+            return False
+        then = "asking the model once more with the error" if may_retry else "no retry left; the answer is kept as is"
+        attempt = outcome.text if len(outcome.text) <= 4000 else outcome.text[:4000] + "… [cut]"
+        self.session.conversation.record(
+            Notice(
+                text=f"The answer does not satisfy the output schema of profile {outcome.profile}: "
+                f"{check.error} ({then}).\nThe answer was:\n{attempt}",
+                level="warning" if may_retry else "error",
+                title="output schema",
+                turn_id=outcome.turn_id,
+            )
+        )
+        self._emit(SchemaInvalid(outcome.turn_id, step, str(check.error), may_retry))
+        return may_retry
+
+    async def _retrieve(
+        self, text: str, turn_id: str, profile: ActiveProfile | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The chunks to inject: the index in use (or the profile's), queried (audited by the engine),
+        then only those that pass the relevance threshold (recorded in the same audit row)."""
         from services.answers import relevance_for
+        from services.config import env_settings
+
+        spec = profile.retrieval if profile is not None else None
+        k = self.k or (spec.k if spec is not None else DEFAULT_K)
 
         def query() -> tuple[list[dict[str, Any]], str | None]:
             engine = self.session.engine()
-            index = engine.active_index
+            index = (spec.index if spec is not None else None) or engine.active_index
             if index is None:
                 return [], None
-            result = engine.query(text, k=self.k)
+            result = engine.query(text, k=k, index=index)
             relevance = relevance_for(self.session.workspace)
+            if spec is not None and spec.threshold is not None and env_settings().min_score is None:
+                relevance = dataclasses.replace(relevance, min_score=spec.threshold)
             kept = relevance.filter([hit.to_dict() for hit in result.hits])
             if result.audit_id is not None:
                 engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))
@@ -245,6 +302,12 @@ class TurnLoop:
         from services.models.base import ChatMessage
 
         mapped = names.tool_id(call.name) if names is not None else None
+        if mapped is None and names is not None:
+            # A registered tool that is not offered (e.g. one the profile switched off mid-session,
+            # still in the model's memory) is mapped too: the gateway refuses it with its rule.
+            from services.models.base import ToolNameMap
+
+            mapped = ToolNameMap(s.tool_id for s in self.session.gateway().registry.list()).tool_id(call.name)
         # An unknown name still goes through the gateway: it is refused there (registry.unknown_tool)
         # and audited like every other call, and the model gets the structured error.
         tool_id = mapped or call.name

@@ -90,6 +90,9 @@ class ModelRequest:
     options: ModelOptions = field(default_factory=ModelOptions)
     retrieved: list[dict[str, Any]] = field(default_factory=list)
     index: str | None = None
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema the answer must satisfy: the provider asks for JSON in its structured-output
+    mode (Ollama ``format``, OpenAI-compatible ``response_format``)."""
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:

@@ -134,6 +134,8 @@ class OllamaProvider(HttpProvider):
         options = _options(request.options)
         if options:
             body["options"] = options
+        if request.output_schema is not None:
+            body["format"] = request.output_schema  # Ollama's structured outputs: a JSON Schema
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:

@@ -148,6 +148,11 @@ class OpenAICompatProvider(HttpProvider):
             "stop": options.stop,
         }
         body.update({key: value for key, value in pairs.items() if value is not None})
+        if request.output_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": request.output_schema},
+            }
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:

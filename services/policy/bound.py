@@ -134,6 +134,13 @@ class BoundPolicy:
                 approved_by,
             )
 
+        if self.policy.restriction is not None and tool.tool_id not in self.policy.restriction[1]:
+            profile = self.policy.restriction[0]
+            return decide(
+                "deny",
+                f"profile.{profile}",
+                f"tool {tool.tool_id} is not enabled by the active profile {profile!r} (/profile use another one)",
+            )
         if not self.policy.providers.get(tool.provider, False):
             return decide("deny", f"providers.{tool.provider}", f"provider {tool.provider!r} is not enabled")
         if tool.tool_class not in self.policy.tool_classes:

@@ -71,11 +71,24 @@ def _switch(value: Any) -> bool:
 class Policy:
     """A validated policy document (not yet bound to a workspace)."""
 
-    def __init__(self, data: dict[str, Any], *, source: str, tree: Any = None) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        *,
+        source: str,
+        tree: Any = None,
+        restriction: tuple[str, frozenset[str]] | None = None,
+    ) -> None:
         self.data = data
         self.source = source
         self._tree = tree
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        # A profile's tool list: (profile name, the tool ids it enables). Every other tool is denied
+        # (rule ``profile.<name>``) before any other rule is looked at.
+        self.restriction = restriction
+        hashed: dict[str, Any] = data
+        if restriction is not None:
+            hashed = {"policy": data, "profile": restriction[0], "profile_tools": sorted(restriction[1])}
+        canonical = json.dumps(hashed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         self.hash = "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
         self.mode: str = data.get("mode", "guide")
         self.providers = {name: bool(v.get("enabled", False)) for name, v in (data.get("providers") or {}).items()}
@@ -165,7 +178,17 @@ class Policy:
             raise ConfigError(f"approval mode must be one of {', '.join(MODES)}, not {mode!r}")
         data = dict(self.data)
         data["mode"] = mode
-        return Policy(data, source=self.source)
+        return Policy(data, source=self.source, restriction=self.restriction)
+
+    def restricted(self, profile: str, tools: frozenset[str] | None) -> Policy:
+        """This policy under profile ``profile``: only ``tools`` may run (None: no restriction)."""
+        if tools is None:
+            return self if self.restriction is None else Policy(self.data, source=self.source, tree=self._tree)
+        return Policy(self.data, source=self.source, tree=self._tree, restriction=(profile, frozenset(tools)))
+
+    def allows_tool(self, tool_id: str) -> bool:
+        """False when a profile's tool list leaves ``tool_id`` out."""
+        return self.restriction is None or tool_id in self.restriction[1]
 
     def bind(self, workspace_root: Path | None, *, mode: str | None = None) -> BoundPolicy:
         from services.policy.bound import BoundPolicy

@@ -28,6 +28,7 @@ def describe_tools(registry: ToolRegistry, policy: Policy) -> list[dict[str, Any
             policy.providers.get(spec.provider, False)
             and policy.tool_classes.get(spec.tool_class, False)
             and policy.tools.get(spec.tool_id, {}).get("enabled", True) is not False
+            and policy.allows_tool(spec.tool_id)
         )
         out.append(
             {

@@ -1,0 +1,101 @@
+"""The ``profile_switches`` table of ``<workspace>/audit.db``: one row per profile switch.
+
+The database is shared with the tool audit and the retrieval audit; like ``services.retrieval.audit``
+this module only creates and touches its own table (after the checks of :mod:`services.audit_db`).
+A switch is rare, so each write opens and closes its own connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.audit_db import describe_sqlite_error, open_checked
+from services.clock import utc_now
+
+if TYPE_CHECKING:
+    from services.profiles.loader import ActiveProfile
+    from services.workspaces import Workspace
+
+AUDIT_DB = "audit.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS profile_switches (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts TEXT NOT NULL,
+    workspace TEXT,
+    source TEXT,
+    old_profile TEXT,
+    new_profile TEXT NOT NULL,
+    profile_path TEXT,
+    policy_hash TEXT,
+    approval_mode TEXT,
+    tools TEXT
+)
+"""
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=10, isolation_level=None)
+    try:
+        open_checked(db, path, migrate_tables=False)
+        db.execute(_SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def record_switch(
+    workspace: Workspace, source: str, old: str | None, profile: ActiveProfile, *, policy_hash: str, approval_mode: str
+) -> int:
+    """Append one switch; returns its row id. Raises AuditStoreError (one line) on failure."""
+    import json
+
+    path = workspace.root / AUDIT_DB
+    tools = None if profile.tools is None else sorted(profile.tools)
+
+    try:
+        db = _connect(path)
+        try:
+            cursor = db.execute(
+                "INSERT INTO profile_switches(ts, workspace, source, old_profile, new_profile, profile_path,"
+                " policy_hash, approval_mode, tools) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    utc_now(),
+                    workspace.name,
+                    source,
+                    old,
+                    profile.name,
+                    str(profile.path) if profile.path is not None else None,
+                    policy_hash,
+                    approval_mode,
+                    None if tools is None else json.dumps(tools),
+                ),
+            )
+            return int(cursor.lastrowid or 0)
+        finally:
+            db.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise describe_sqlite_error(path, exc, "write to") from None
+
+
+def switches(workspace_root: Path, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The most recent switches, newest first (empty when the table does not exist yet)."""
+    path = workspace_root / AUDIT_DB
+    if not path.exists():
+        return []
+    try:
+        db = _connect(path)
+        try:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM profile_switches ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+            return [dict(row) for row in rows]
+        finally:
+            db.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise describe_sqlite_error(path, exc, "read") from None
+
+
+__all__ = ["record_switch", "switches"]
