@@ -170,8 +170,10 @@ def test_bad_flags_unknown_tool_and_profile_exit_2(aries_home: Path) -> None:
     assert aries("ask", "-k", "0", "x", home=aries_home).returncode == 2
     unknown = aries("ask", "--approve", "builtin:fs:nope", "x", home=aries_home)
     assert unknown.returncode == 2 and "--approve builtin:fs:nope: no such tool" in one_line(unknown.stderr)
-    profile = aries("ask", "--profile", "researcher", "x", home=aries_home)
-    assert profile.returncode == 2 and "profiles are not available" in one_line(profile.stderr)
+    profile = aries("ask", "--profile", "no-such-profile", "x", home=aries_home)
+    assert profile.returncode == 2 and "no-such-profile" in one_line(profile.stderr)
+    researcher = aries("ask", "--profile", "researcher", "x", "--json", home=aries_home)
+    assert researcher.returncode == 0, researcher.stderr
     both = aries("ask", "--stdin", "x", home=aries_home, stdin="y")
     assert both.returncode == 2 and "not both" in one_line(both.stderr)
 
