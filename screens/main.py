@@ -43,6 +43,7 @@ PANE_IDS = ("transcript", "context", "approvals", "artifacts")
 
 class MainScreen(Screen[None]):
     CSS_PATH = "main.tcss"
+    AUTO_FOCUS = "#prompt"  # back from a modal whose opener is gone (a call denied meanwhile): the prompt
 
     class Ready(Message):
         """The panes are mounted: the App fills them from the active workspace."""
