@@ -69,6 +69,16 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _key(given: Path | None, variable: str) -> Path | None:
+    """A key path from the flag, else from the environment (the configured key)."""
+    import os
+
+    if given is not None:
+        return given
+    value = os.environ.get(variable, "").strip()
+    return Path(value) if value else None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from app import __version__
     from services.bundles.export import export_workspace
@@ -82,7 +92,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             workspace,
             args.path,
             aries_version=__version__,
-            signing_key=args.sign,
+            signing_key=_key(args.sign, "ARIES_BUNDLE_SIGNING_KEY"),
             overwrite=args.force,
             progress=_Progress("exporting", args.json),
         )
@@ -100,6 +110,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    import os
+
     from services.bundles.importer import import_bundle
     from services.workspaces import WorkspaceManager
 
@@ -108,8 +120,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         WorkspaceManager(),
         name=args.name,
         force=args.force,
-        verify_key=args.verify,
-        require_signature=args.require_signature,
+        verify_key=_key(args.verify, "ARIES_BUNDLE_VERIFY_KEY"),
+        require_signature=args.require_signature or os.environ.get("ARIES_BUNDLE_REQUIRE_SIGNATURE", "") == "1",
         progress=_Progress("importing", args.json),
     )
     if args.json:

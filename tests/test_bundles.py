@@ -341,3 +341,30 @@ def test_sigkill_during_import_leaves_no_workspace_after_the_next_start(tmp_path
     listing = aries("workspace", "list", "--json", home=home)  # the next start
     assert listing.returncode == 0 and json.loads(listing.stdout) == []
     assert sorted(p.name for p in root.iterdir()) == []
+
+
+def test_configured_keys_sign_and_require_signatures_on_the_cli(tmp_path: Path) -> None:
+    private, public, _ = _keys(tmp_path)
+    home = tmp_path / "home"
+    assert aries("workspace", "new", "keyed", home=home).returncode == 0
+    env = {"ARIES_BUNDLE_SIGNING_KEY": str(private)}
+    signed = _aries_env(env, "workspace", "export", "keyed", str(tmp_path / "s.tar.zst"), home=home)
+    assert signed.returncode == 0 and "signed" in signed.stdout, signed.stderr
+    plain = aries("workspace", "export", "keyed", str(tmp_path / "u.tar.zst"), home=home)
+    assert plain.returncode == 0 and "signed" not in plain.stdout
+    strict = {"ARIES_BUNDLE_VERIFY_KEY": str(public), "ARIES_BUNDLE_REQUIRE_SIGNATURE": "1"}
+    refused = _aries_env(strict, "workspace", "import", str(tmp_path / "u.tar.zst"), "--name", "a", home=home)
+    assert refused.returncode == 2 and "not signed" in refused.stderr
+    accepted = _aries_env(strict, "workspace", "import", str(tmp_path / "s.tar.zst"), "--name", "b", home=home)
+    assert accepted.returncode == 0 and "signature checked" in accepted.stdout, accepted.stderr
+
+
+def _aries_env(extra: dict[str, str], *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ARIES_HOME": str(home), **extra},
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
