@@ -36,7 +36,8 @@ class ReplayScreen(Screen[None]):
         title = plain(f"Replay (read-only) · workspace {self.workspace} · nothing is executed", single_line=True)
         yield Static(title, id="replay-title")
         with Horizontal(id="replay-body"):
-            with Vertical(id="replay-list-box"):
+            with Vertical(id="replay-list-box") as box:
+                box.border_title = "Conversations"
                 options = [self._option(s) for s in reversed(self.summaries)]  # newest first
                 yield OptionList(*options, id="replay-list")
             yield TranscriptPane(id="replay-transcript")
