@@ -71,6 +71,8 @@ def dense_search(collection: Collection, vector: list[float], top_n: int) -> lis
 OK = "ok"
 MISSING = "missing"
 DAMAGED = "damaged"
+
+
 @dataclass(frozen=True)
 class VectorHealth:
     """``status`` is ``ok``, ``missing`` (no vectors at all) or ``damaged``; ``detail`` says why."""
@@ -113,8 +115,8 @@ def check_vectors(collection: Collection, expected: int) -> VectorHealth:
             embeddings = stored.get("embeddings")
             if embeddings is None or len(embeddings) == 0:
                 return VectorHealth(DAMAGED, "the vector store returns no stored vector")
-            vector = [float(x) for x in embeddings[0]]
-            collection.query(query_embeddings=[vector], n_results=1, include=["distances"])
+            probe: list[Sequence[float] | Sequence[int]] = [[float(x) for x in embeddings[0]]]
+            collection.query(query_embeddings=probe, n_results=1, include=["distances"])
         except Exception as exc:
             return VectorHealth(DAMAGED, f"a probe query fails: {_short(exc)}")
     return VectorHealth(OK, f"{count} vectors for {expected} chunks")
