@@ -219,12 +219,15 @@ class TurnLoop:
         pass the relevance threshold (recorded in the same audit row)."""
         from services.answers import relevance_for
 
+        warnings: list[str] = []
+
         def query() -> tuple[list[dict[str, Any]], str | None]:
             engine = self.session.engine()
             index = engine.active_index
             if index is None:
                 return [], None
             result = engine.query(text, k=self.k)
+            warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
             relevance = relevance_for(self.session.workspace)
             kept = relevance.filter([hit.to_dict() for hit in result.hits])
             if result.audit_id is not None:
@@ -232,7 +235,12 @@ class TurnLoop:
             return kept, index
 
         try:
-            return await asyncio.to_thread(query)
+            found = await asyncio.to_thread(query)
+            for warning in warnings:
+                self.session.conversation.record(
+                    Notice(text=warning, level="warning", title="retrieval", turn_id=turn_id)
+                )
+            return found
         except AriesError as exc:  # the turn goes on without retrieval, and says so
             self.session.conversation.record(
                 Notice(text=f"Retrieval failed: {exc.message}", level="error", title="retrieval", turn_id=turn_id)
