@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -35,7 +36,7 @@ def open_chroma(
     from chromadb.config import Settings
 
     settings = Settings(anonymized_telemetry=False)
-    client: ClientAPI
+    client: ClientAPI | None = None
     try:
         if chroma_url:
             host, port, ssl = parse_chroma_url(chroma_url)
@@ -53,10 +54,33 @@ def open_chroma(
     except Exception as exc:
         if db is not None:
             db.close()
+        if not chroma_url and directory is not None:
+            _forget_system(client, str(directory / folder))
         if chroma_url:
             raise VectorStoreUnavailable(f"cannot use the Chroma server at {chroma_url}: {exc}") from exc
         raise IndexCorrupt(f"index {name!r}: cannot open the Chroma store: {exc}") from exc
     return client, collection
+
+
+def _forget_system(client: ClientAPI | None, path: str) -> None:
+    """Release a store that failed to open, so that a later open of ``path`` starts afresh.
+
+    Chroma caches one started system per path; one whose start failed would otherwise be
+    handed to every later client of that path (after a rebuild, too).
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    close = getattr(client, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
+    with SharedSystemClient._refcount_lock:
+        if SharedSystemClient._identifier_to_refcount.get(path, 0) > 0:
+            return  # in use by another client of this process
+        system = SharedSystemClient._identifier_to_system.pop(path, None)
+    if system is not None:
+        with contextlib.suppress(Exception):
+            system.stop()
 
 
 def dense_search(collection: Collection, vector: list[float], top_n: int) -> list[tuple[str, float]]:
