@@ -7,7 +7,9 @@ Layout of ``<workspace>/indexes/<name>/`` (backend ``sqlite``)::
                   ``text`` (the chunk), ``window`` (the chunk and its neighbours, so terms split
                   across a chunk boundary still meet) and ``context`` (title / section path);
                   rebuilt from the manifest when missing, broken or of an older layout
-    chroma/       embedded Chroma PersistentClient (unless a Chroma server is configured)
+    chroma/       embedded Chroma PersistentClient (unless a Chroma server is configured);
+                  checked on open (``vector_health``): when damaged or missing, queries are
+                  keyword-only until ``store_health.rebuild_vectors`` re-embeds the manifest's chunks
 
 Queries are analysed like the index, English stop words are dropped (index-side they stay),
 and the per-field BM25 scores are summed with ``FIELD_BOOSTS``.
@@ -156,7 +158,7 @@ class IndexStore(Manifest):
         self._collection: Collection | None = None
         self.vector_health = VectorHealth(OK, "")
         try:
-            self._client, self._collection = self._open_chroma()
+            self._client, self._collection = self._open_chroma(opening=True)
         except IndexCorrupt as exc:  # an embedded store that does not open: keyword-only until rebuilt
             self.vector_health = unopenable(exc)
         else:
@@ -208,9 +210,10 @@ class IndexStore(Manifest):
         writer.wait_merging_threads()
         index.reload()
 
-    def _open_chroma(self) -> tuple[ClientAPI, Collection]:
-        """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server; the manifest is closed)."""
-        db = self._db if self.chroma_url else None
+    def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
+        """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
+        the store, its manifest is closed too, since the store does not open)."""
+        db = self._db if opening and self.chroma_url else None
         return open_chroma(self.name, self.directory, self.chroma_url, str(self.get_meta("collection")), db)
 
     # -- vector store health (see services.retrieval.store_health) -----------------------------

@@ -98,8 +98,8 @@ def rebuild_vectors(
             _rebuild_in_place(store, collection_name, chunks, embedder, progress, cancel)
         else:
             _rebuild_embedded(store, collection_name, chunks, embedder, progress, cancel)
-    store._recover()  # journal left by an interrupted write: ids without a chunk row go from Tantivy too
     store.vector_health = store.check_vectors()
+    store._recover()  # journal left by an interrupted write: ids without a chunk row go from Tantivy too
     return len(chunks)
 
 

@@ -104,6 +104,10 @@ def test_repair_is_explicit_cancellable_and_checked_by_doctor_and_workspace_chec
 
     fresh = _build(workspace, docs)
     _damage(workspace.indexes_dir / "docs", "deleted")
+    db = sqlite3.connect(workspace.indexes_dir / "docs" / "manifest.db")  # an interrupted write's journal
+    db.execute("INSERT INTO journal(chunk_id) VALUES ('00000000deadbeef')")
+    db.commit()
+    db.close()
     checks = {c.name: c for c in check_workspace(workspace)}
     assert not checks["index docs"].ok and "rag index repair docs" in checks["index docs"].detail
     with _open(workspace) as engine:
@@ -113,8 +117,10 @@ def test_repair_is_explicit_cancellable_and_checked_by_doctor_and_workspace_chec
             engine.index_repair("docs", cancel=cancel)
         assert engine.index_info("docs").status == "vectors missing"  # nothing changed
         assert not (workspace.indexes_dir / "docs" / "chroma.rebuild").exists()
+        assert engine._store("docs")._query("SELECT chunk_id FROM journal")  # replayed only once vectors are sound
         assert engine.index_repair("docs") == engine._store("docs").counts()[1]
         assert engine.index_info("docs").status == "ok" and _answers(engine) == fresh
+        assert engine._store("docs")._query("SELECT chunk_id FROM journal") == []
     checks = {c.name: c for c in check_workspace(workspace)}
     assert checks["index docs"].ok, checks["index docs"].detail
 
