@@ -57,7 +57,7 @@ class RetrievalEngine(IngestingEngine):
         rebuilt = 0
         try:
             with storage_guard(label, directory, "write to it"):
-                if label != "?" and self._exists(label):
+                if label != "?" and given.exists() and self._exists(label):
                     store = self._store(label)
                     if not store.vector_health.ok:
                         try:
