@@ -4,6 +4,7 @@
     aries [-w NAME] rag index list [--json]
     aries [-w NAME] rag index use INDEX
     aries [-w NAME] rag index drop INDEX
+    aries [-w NAME] rag index repair INDEX [--json]
     aries [-w NAME] rag query TEXT [-k N] [--index INDEX] [--json]
     aries [-w NAME] rag show HANDLE [--json]
     aries [-w NAME] rag last [--json]
@@ -53,6 +54,12 @@ def register(subparsers: Any) -> None:
     drop = index_sub.add_parser("drop", help="delete an index")
     drop.add_argument("name", metavar="INDEX")
     drop.set_defaults(func=_guard(handle_index_drop))
+    repair = index_sub.add_parser(
+        "repair", help="rebuild a damaged or missing vector store from the index's stored chunks"
+    )
+    repair.add_argument("name", metavar="INDEX")
+    repair.add_argument("--json", action="store_true")
+    repair.set_defaults(func=_guard(handle_index_repair))
     index.set_defaults(func=_usage(index))
 
     query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
@@ -208,6 +215,8 @@ def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bo
                 )
             elif event.stage == "embed":
                 bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
+            elif event.stage == "repair":
+                bar.update(task, description="re-embedding", completed=event.done, total=event.total, detail="vectors")
             elif event.stage in ("commit", "done"):
                 bar.update(task, description="written", completed=event.done, total=event.total, detail="")
 
@@ -234,9 +243,13 @@ def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bo
 
 def print_report(report: IngestReport) -> None:
     """The ingest report for a person: a summary line, then failed and skipped files."""
+    if report.vectors_rebuilt:
+        rebuilt = f"vector store rebuilt ({report.vectors_rebuilt} chunks re-embedded)"
+        print(_safe(f"index {report.index!r}: {rebuilt}"))
     print(_safe(report.summary()))
     for issue in report.errors:
-        print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}"))
+        kept = " (its previous chunks are kept)" if issue.path in report.kept else ""
+        print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}{kept}"))
     for issue in report.skipped:
         if issue.code != "unsupported_type":
             print(_safe(f"  skipped  {issue.path}: [{issue.code}] {issue.message}"))
@@ -261,11 +274,22 @@ def handle_index_list(args: argparse.Namespace) -> int:
             print(
                 _safe(
                     f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  "
-                    f"{info.embedding_model or '-'}"
+                    f"{info.status:<16} {info.embedding_model or '-'}"
                 )
             )
+            if info.status_detail:
+                print(_safe(f"    {info.status}: {info.status_detail}"))
+            if info.status.startswith("vectors"):
+                print(_safe(f"    keyword-only until repaired: aries rag index repair {info.name}"))
             for root in info.roots:
                 print(f"    {_safe(root)}")
+            for failure in info.failed:
+                print(
+                    _safe(
+                        f"    failed   {failure['path']}: [{failure['code']}] {failure['message']} "
+                        f"(since {failure['failed_at'][:19]}; its previous chunks are kept)"
+                    )
+                )
         return 0
 
 
@@ -274,6 +298,66 @@ def handle_index_use(args: argparse.Namespace) -> int:
         info = engine.index_use(args.name)
         print(_safe(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)"))
         return 0
+
+
+def handle_index_repair(args: argparse.Namespace) -> int:
+    """Rebuild the vectors of INDEX from its manifest, with a progress bar; Ctrl-C cancels (nothing changes)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.retrieval.ingest import Cancelled
+    from services.retrieval.models import ProgressEvent
+
+    console = Console(stderr=True)
+    with _engine(args) as engine:
+        before = engine.index_info(args.name)
+        cancel = threading.Event()
+        outcome: dict[str, Any] = {}
+        with Progress(
+            TextColumn("[bold]re-embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=args.json or not console.is_terminal,
+        ) as bar:
+            task = bar.add_task("repair", total=None)
+
+            def on_progress(event: ProgressEvent) -> None:
+                bar.update(task, completed=event.done, total=event.total)
+
+            def work() -> None:
+                try:
+                    outcome["vectors"] = engine.index_repair(args.name, progress=on_progress, cancel=cancel)
+                except BaseException as exc:  # re-raised in the main thread
+                    outcome["error"] = exc
+
+            worker = threading.Thread(target=work, name="aries-index-repair")
+            worker.start()
+            try:
+                while worker.is_alive():
+                    worker.join(0.2)
+            except KeyboardInterrupt:
+                cancel.set()
+                console.print("aries: cancelling the repair…")
+                worker.join()
+        if isinstance(outcome.get("error"), Cancelled):
+            sys.stderr.write(f"aries: repair of {_safe(repr(args.name))} cancelled; the index is unchanged\n")
+            return 130
+        if "error" in outcome:
+            raise outcome["error"]
+        after = engine.index_info(args.name)
+        if args.json:
+            _print_json({"index": args.name, "before": before.status, "status": after.status, **outcome})
+        else:
+            print(
+                _safe(
+                    f"index {args.name!r}: {outcome['vectors']} vectors rebuilt from the manifest "
+                    f"(was: {before.status}; now: {after.status})"
+                )
+            )
+        return 0 if after.status == "ok" else 1
 
 
 def handle_index_drop(args: argparse.Namespace) -> int:
@@ -289,13 +373,15 @@ def handle_index_drop(args: argparse.Namespace) -> int:
 def handle_query(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         result = engine.query(" ".join(args.text), k=args.k, index=args.index)
+        for warning in result.warnings:  # keyword-only results: said on stderr whatever the format
+            sys.stderr.write(f"aries: warning: {_safe(warning)}\n")
         if args.json:
             _print_json(result.to_dict())
             return 0
         print(
             _safe(
                 f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
-                f"({result.embedding_model})"
+                f"({result.embedding_model}{', KEYWORD ONLY' if result.mode == 'keyword' else ''})"
             )
         )
         for hit in result.hits:

@@ -97,6 +97,12 @@ class RagController:
             self._thread(self._use, rest[0])
         elif action == "drop" and len(rest) == 1:
             self._confirm_drop(rest[0])
+        elif action == "repair" and len(rest) == 1:
+            if self.ingest_cancel is not None:
+                raise CommandError("an index is being built already: wait, or cancel it with Ctrl+X.")
+            self.ingest_cancel = threading.Event()
+            self.app.refresh_bindings()
+            self._thread(self._repair, rest[0], self.ingest_cancel, group="rag-ingest")
         else:
             raise CommandError(f"cannot read '/rag index {' '.join(args)}'.")
 
@@ -136,11 +142,54 @@ class RagController:
         if not infos:
             self._say("No indexes in this workspace yet. /rag index add PATH builds one.")
             return
-        rows = [
-            f"{'*' if i.active else ' '} {i.name}  {i.files} files  {i.chunks} chunks  {i.embedding_model or '?'}"
-            for i in infos
-        ]
+        rows: list[str] = []
+        for i in infos:
+            rows.append(
+                f"{'*' if i.active else ' '} {i.name}  {i.files} files  {i.chunks} chunks  {i.status}  "
+                f"{i.embedding_model or '?'}"
+            )
+            if i.status_detail:
+                rows.append(f"    {i.status}: {i.status_detail}")
+            if i.status.startswith("vectors"):
+                rows.append(f"    keyword-only until repaired: /rag index repair {i.name}")
+            rows.extend(
+                f"    failed  {f['path']}: [{f['code']}] {f['message']} (its previous chunks are kept)"
+                for f in i.failed
+            )
         self._say("Indexes (* in use):\n" + "\n".join(rows))
+        damaged = [i.name for i in infos if i.status != "ok"]
+        if damaged:
+            self.app.call_from_thread(
+                self.app.notify,
+                f"Index {', '.join(damaged)}: not sound (see the listing); queries are keyword-only.",
+                title="/rag index list",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
+
+    def _repair(self, name: str, cancel: threading.Event) -> None:
+        from services.retrieval.ingest import Cancelled
+
+        app = self.app
+
+        def progress(event: ProgressEvent) -> None:
+            app.call_from_thread(app.show_progress, event)
+
+        try:
+            count = self.session.engine().index_repair(name, progress=progress, cancel=cancel)
+            info = self.session.engine().index_info(name)
+        except Cancelled:
+            self._say(f"Repair of index {name} cancelled; the index is unchanged (keyword-only).")
+            return
+        except AriesError as exc:
+            self._fail(exc, "/rag index repair")
+            return
+        finally:
+            self.ingest_cancel = None
+            app.call_from_thread(app.end_progress)
+            app.call_from_thread(app.refresh_bindings)
+        self._say(f"Index {name}: {count} vectors rebuilt from its stored chunks; status {info.status}.")
 
     def _use(self, name: str) -> None:
         try:
@@ -187,6 +236,12 @@ class RagController:
             return
         hits = [hit.to_dict() for hit in result.hits]
         caption = f"query: {text}  ·  index {result.index}  ·  k={k}"
+        if result.mode == "keyword":
+            caption += "  ·  KEYWORD ONLY (vector store damaged)"
+        for warning in result.warnings:
+            self.app.call_from_thread(
+                self.app.notify, warning, title="retrieval", severity="warning", timeout=10, markup=False
+            )
         self.app.call_from_thread(self.app.show_hits, caption, hits)
 
     def _last(self) -> None:
@@ -222,8 +277,12 @@ def _ingest_summary(report: IngestReport) -> str:
         f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, {len(report.removed)} removed; "
         f"{report.chunks_added} chunks added, {report.chunks_removed} removed."
     ]
+    if report.vectors_rebuilt:
+        rebuilt = f"vector store rebuilt first ({report.vectors_rebuilt} chunks re-embedded)"
+        lines.insert(0, f"Index {report.index}: {rebuilt}.")
     for issue in report.errors:
-        lines.append(f"  error  {issue.path}: {issue.error}: {issue.message}")
+        kept = " (its previous chunks are kept)" if issue.path in report.kept else ""
+        lines.append(f"  error  {issue.path}: {issue.error}: {issue.message}{kept}")
     for issue in report.skipped:
         lines.append(f"  skipped  {issue.path}: {issue.message}")
     if report.activated:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.approvals import ApprovalQueue
 from services.conversation import Conversation, Notice
-from services.errors import ConfigError
+from services.errors import AriesError, ConfigError
 
 if TYPE_CHECKING:
     from services.leases import WorkspaceLease
@@ -337,8 +337,33 @@ class Session:
         try:
             policy = self.policy()
         except ConfigError as exc:
-            return doctor(source=self.policy_source, policy_error=exc.message)
-        return doctor(policy, source=self.policy_source, mode=self.mode)
+            report = doctor(source=self.policy_source, policy_error=exc.message)
+        else:
+            report = doctor(policy, source=self.policy_source, mode=self.mode)
+        report.checks.extend(self._index_checks())
+        return report
+
+    def _index_checks(self) -> list[Any]:
+        """One check per index of the workspace: does it open, are its vectors sound, which files failed."""
+        from services.tools.doctor import Check
+
+        if not self.workspace.indexes_dir.is_dir() and not self.has_engine:
+            return []
+        try:
+            infos = self.engine().index_list()
+        except AriesError as exc:
+            return [Check("indexes", False, exc.message)]
+        checks = []
+        for info in infos:
+            detail = f"{info.files} file(s), {info.chunks} chunk(s), {info.status}"
+            if info.status_detail:
+                detail += f": {info.status_detail}"
+            if info.status.startswith("vectors"):
+                detail += f" (keyword-only until repaired: aries rag index repair {info.name})"
+            if info.failed:
+                detail += f"; {len(info.failed)} file(s) failed to re-load (old chunks kept): {info.failed[0]['path']}"
+            checks.append(Check(f"index {info.name}", info.status == "ok", detail))
+        return checks
 
     # -- closing --------------------------------------------------------------------------------
     @property

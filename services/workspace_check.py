@@ -119,7 +119,12 @@ def _index(directory: Path) -> str:
     if os.environ.get("AXIOMME_CHROMA_URL", "").strip():
         parts.append("vectors on the Chroma server (not checked here)")
     else:
-        parts.append(_chroma(directory, str(info.get("collection") or "")))
+        parts.append(_chroma(directory, str(info.get("collection") or ""), int(info["chunks"])))
+    failed = list(info.get("failed") or [])
+    if failed:
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        parts.append(f"{len(failed)} file(s) failed to re-load, old chunks kept: {first['path']}{more}")
     return "; ".join(parts)
 
 
@@ -140,24 +145,36 @@ def _tantivy(directory: Path) -> str:
     return f"Tantivy opens ({documents} documents)"
 
 
-def _chroma(directory: Path, collection: str) -> str:
+def _chroma(directory: Path, collection: str, chunks: int) -> str:
+    """The vector store opens, holds a vector per chunk of the manifest and answers a probe query."""
     path = directory / "chroma"
+    repair = f"keyword-only until repaired: aries rag index repair {directory.name}"
     if not path.is_dir():
-        raise _Failed("the Chroma folder is missing")
+        if chunks == 0:
+            return "Chroma not created yet (no chunks)"
+        raise _Failed(f"the Chroma folder is missing; {repair}")
     import chromadb
     from chromadb.config import Settings
 
+    from services.retrieval.store_vectors import check_vectors
+
     try:
         client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-        try:
-            count = client.get_collection(collection).count() if collection else 0
-        finally:
-            closer = getattr(client, "close", None)
-            if callable(closer):
-                closer()
     except Exception as exc:
-        raise _Failed(f"the Chroma store does not open: {' '.join(str(exc).split())[:200]}") from None
-    return f"Chroma opens ({count} vectors)"
+        raise _Failed(f"the Chroma store does not open: {' '.join(str(exc).split())[:200]}; {repair}") from None
+    try:
+        try:
+            health = check_vectors(client.get_collection(collection), chunks)
+        except Exception as exc:
+            reason = " ".join(str(exc).split())[:200]
+            raise _Failed(f"the Chroma collection does not open: {reason}; {repair}") from None
+    finally:
+        closer = getattr(client, "close", None)
+        if callable(closer):
+            closer()
+    if not health.ok:
+        raise _Failed(f"vector store {health.status}: {health.detail}; {repair}")
+    return f"Chroma opens and answers ({health.detail})"
 
 
 def check_workspace(workspace: Workspace) -> list[CheckResult]:

@@ -32,7 +32,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand(
         "rag",
-        "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | query TEXT [-k N] | "
+        "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | index repair ID | "
+        "query TEXT [-k N] | "
         "show HANDLE | last | cancel",
         "Build and select indexes; search; open a chunk by handle; show the last retrieved set.",
         "rag",

@@ -274,12 +274,15 @@ class TurnLoop:
         spec = profile.retrieval if profile is not None else None
         k = self.k or (spec.k if spec is not None else DEFAULT_K)
 
+        warnings: list[str] = []
+
         def query() -> tuple[list[dict[str, Any]], str | None]:
             engine = self.session.engine()
             index = (spec.index if spec is not None else None) or engine.active_index
             if index is None:
                 return [], None
             result = engine.query(text, k=k, index=index)
+            warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
             relevance = relevance_for(self.session.workspace)
             if spec is not None and spec.threshold is not None and env_settings().min_score is None:
                 relevance = dataclasses.replace(relevance, min_score=spec.threshold)
@@ -289,7 +292,12 @@ class TurnLoop:
             return kept, index
 
         try:
-            return await asyncio.to_thread(query)
+            found = await asyncio.to_thread(query)
+            for warning in warnings:
+                self.session.conversation.record(
+                    Notice(text=warning, level="warning", title="retrieval", turn_id=turn_id)
+                )
+            return found
         except AriesError as exc:  # the turn goes on without retrieval, and says so
             self.session.conversation.record(
                 Notice(text=f"Retrieval failed: {exc.message}", level="error", title="retrieval", turn_id=turn_id)

@@ -15,23 +15,62 @@ show, history).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.engine_indexes import MAX_K, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import IngestingEngine
-from services.retrieval.errors import HandleNotFound, NoActiveIndex
+from services.retrieval.errors import HandleNotFound, IndexStorageError, NoActiveIndex, VectorStoreDamaged
+from services.retrieval.faults import storage_guard
 from services.retrieval.fusion import fuse
-from services.retrieval.models import ChunkView, Hit, QueryResult, RetrievalRecord
+from services.retrieval.ingest import Cancelled
+from services.retrieval.models import ChunkView, Hit, IngestReport, QueryResult, RetrievalRecord
 
 __all__ = ["MAX_K", "ProgressCallback", "RetrievalEngine", "derive_index_name", "parse_handle"]
 
 
 class RetrievalEngine(IngestingEngine):
     """Indexes under ``<workspace>/indexes/<name>/`` and hybrid BM25 + dense queries over them."""
+
+    # -- ingest: storage faults and damaged vectors ---------------------------------------------
+    def index_add(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IngestReport:
+        """:meth:`IngestingEngine.index_add`, after rebuilding a damaged or missing vector store
+        from the manifest (unchanged files are never re-embedded, so this is what brings them
+        back); a full or read-only disk is one :class:`IndexStorageError` and the index keeps its
+        previous state."""
+        given = Path(os.fspath(path)).expanduser()
+        label = name if name is not None else (derive_index_name(given.resolve()) if given.exists() else "?")
+        directory = self._index_dir(label) if self.settings.backend != "memory" and label != "?" else None
+        rebuilt = 0
+        try:
+            with storage_guard(label, directory, "write to it"):
+                if label != "?" and given.exists() and self._exists(label):
+                    store = self._store(label)
+                    if not store.vector_health.ok:
+                        try:
+                            rebuilt = self.index_repair(label, progress=progress, cancel=cancel)
+                        except Cancelled:
+                            report = IngestReport(index=label, root=given.as_posix(), cancelled=True)
+                            return report
+                report = super().index_add(path, name, progress=progress, cancel=cancel)
+        except IndexStorageError:
+            self._forget(label)  # reopened on next use: the journal is replayed then
+            raise
+        report.vectors_rebuilt = rebuilt
+        return report
 
     # -- query -----------------------------------------------------------------------------
     def query(
@@ -49,6 +88,8 @@ class RetrievalEngine(IngestingEngine):
         best ``k`` live chunks are returned, each with its fused score and both retrievers'
         ranks and scores.  ``score_threshold`` drops hits whose fused score is lower.
         """
+        from services.answers import relevance_for  # the threshold in force is recorded with every query
+
         started = time.perf_counter()
         if not text or not text.strip():
             raise InvalidInput("the query is empty")
@@ -64,7 +105,16 @@ class RetrievalEngine(IngestingEngine):
         self._check_model(store)
         candidates = max(top_n, k)
         bm25 = store.bm25(text, candidates)
-        dense = store.dense(self.embedder.embed_query(text), candidates)
+        dense: list[tuple[str, float]] = []
+        warnings: list[str] = []
+        if store.vector_health.ok:
+            try:
+                dense = store.dense(self.embedder.embed_query(text), candidates)
+            except VectorStoreDamaged as exc:  # found damaged now: keyword-only, and said so
+                warnings.append(exc.message)
+        else:
+            warnings.append(store.vector_health.warning(name))
+        mode = "keyword" if warnings else "hybrid"
         fused = fuse(bm25, dense, self.settings.fusion)
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
@@ -99,13 +149,18 @@ class RetrievalEngine(IngestingEngine):
                 if len(hits) >= k:
                     break
         fusion = asdict(self.settings.fusion)
+        threshold = relevance_for(self.workspace).to_dict([hit.to_dict(with_text=False) for hit in hits])
         params: dict[str, Any] = {
             "k": k,
             "top_n": top_n,
             "score_threshold": score_threshold,
+            "threshold": threshold,
             "fusion": fusion,
             "backend": self.settings.backend,
+            "mode": mode,
         }
+        if warnings:
+            params["warnings"] = warnings
         audit_id = self.audit.record(
             query=text,
             index=name,
@@ -123,6 +178,9 @@ class RetrievalEngine(IngestingEngine):
             hits=hits,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
             audit_id=audit_id,
+            mode=mode,
+            warnings=warnings,
+            threshold=threshold,
         )
 
     # -- inspection ------------------------------------------------------------------------

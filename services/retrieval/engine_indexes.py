@@ -6,18 +6,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from services.errors import InvalidInput, InvalidName
+from services.errors import AriesError, InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import AUDIT_DB, RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
 from services.retrieval.embedders import Embedder, create_embedder, preload
-from services.retrieval.errors import IndexMismatch, IndexNotFound, IngestError
+from services.retrieval.errors import IndexMismatch, IndexNotFound, IndexStorageError, IngestError
+from services.retrieval.faults import storage_guard
 from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore, read_index_info
@@ -135,7 +137,8 @@ class EngineBase:
                     info = read_index_info(directory) or {}
                     chroma_url = info.get("chroma_url", chroma_url)
                 try:
-                    store = IndexStore(name, directory, chroma_url=chroma_url)
+                    with storage_guard(name, directory, "open it"):
+                        store = IndexStore(name, directory, chroma_url=chroma_url)
                 except BaseException:
                     if not existed:  # leave no half-created index behind
                         import shutil
@@ -163,52 +166,110 @@ class EngineBase:
             )
 
     # -- index lifecycle -------------------------------------------------------------------
-    def index_list(self) -> list[IndexInfo]:
+    def index_list(self, *, check: bool = True) -> list[IndexInfo]:
+        """The indexes; with ``check`` each one is opened and its vector store checked (``status``)."""
         active = self.active_index
-        infos: list[IndexInfo] = []
         if self.settings.backend == "memory":
-            for name, store in sorted(self._stores.items()):
-                files, chunks = store.counts()
-                infos.append(
-                    IndexInfo(
-                        name=name,
-                        active=name == active,
-                        backend="memory",
-                        embedding_model=store.get_meta("embedding_model"),
-                        files=files,
-                        chunks=chunks,
-                        roots=store.roots(),
-                        created_at=store.get_meta("created_at"),
-                        updated_at=store.get_meta("updated_at"),
-                    )
-                )
-            return infos
+            return [self._from_store(name, store, active) for name, store in sorted(self._stores.items())]
         directory = self.workspace.indexes_dir
         if not directory.is_dir():
             return []
+        infos: list[IndexInfo] = []
         for entry in sorted(directory.iterdir()):
-            info = read_index_info(entry) if entry.is_dir() else None
-            if info is None:
-                continue
-            infos.append(
-                IndexInfo(
-                    name=entry.name,
-                    active=entry.name == active,
-                    backend="sqlite",
-                    embedding_model=info.get("embedding_model"),
-                    files=int(info.get("files", 0)),
-                    chunks=int(info.get("chunks", 0)),
-                    roots=list(info.get("roots", [])),
-                    created_at=info.get("created_at"),
-                    updated_at=info.get("updated_at"),
-                )
-            )
+            if entry.is_dir() and (entry / "manifest.db").is_file():
+                infos.append(self._describe(entry, active, check))
         return infos
 
-    def index_info(self, name: str) -> IndexInfo:
-        for info in self.index_list():
-            if info.name == name:
-                return info
+    def _describe(self, entry: Path, active: str | None, check: bool) -> IndexInfo:
+        name = entry.name
+        info = read_index_info(entry)
+        if info is None:  # it exists: say so (and why), never hide it
+            try:
+                return self._from_store(name, self._store(name), active)
+            except AriesError as exc:
+                return IndexInfo(name, name == active, "sqlite", None, 0, 0, [], None, None, "unreadable", exc.message)
+        status, detail = self._health(name) if check else ("unchecked", None)
+        return IndexInfo(
+            name=name,
+            active=name == active,
+            backend="sqlite",
+            embedding_model=info.get("embedding_model"),
+            files=int(info.get("files", 0)),
+            chunks=int(info.get("chunks", 0)),
+            roots=list(info.get("roots", [])),
+            created_at=info.get("created_at"),
+            updated_at=info.get("updated_at"),
+            status=status,
+            status_detail=detail,
+            failed=list(info.get("failed", [])),
+        )
+
+    def _from_store(self, name: str, store: IndexStore, active: str | None) -> IndexInfo:
+        files, chunks = store.counts()
+        health = store.vector_health
+        return IndexInfo(
+            name=name,
+            active=name == active,
+            backend=self.settings.backend,
+            embedding_model=store.get_meta("embedding_model"),
+            files=files,
+            chunks=chunks,
+            roots=store.roots(),
+            created_at=store.get_meta("created_at"),
+            updated_at=store.get_meta("updated_at"),
+            status="ok" if health.ok else f"vectors {health.status}",
+            status_detail=None if health.ok else health.detail,
+            failed=[failure.to_dict() for failure in store.failures()],
+        )
+
+    def _health(self, name: str) -> tuple[str, str | None]:
+        """``ok`` or ``vectors missing|damaged`` with the reason; ``unreadable`` when the index does not open."""
+        try:
+            health = self._store(name).vector_health
+        except AriesError as exc:
+            return "unreadable", exc.message
+        return ("ok", None) if health.ok else (f"vectors {health.status}", health.detail)
+
+    def index_repair(
+        self, name: str, *, progress: ProgressCallback | None = None, cancel: threading.Event | None = None
+    ) -> int:
+        """Rebuild the vectors of index ``name`` from its manifest; returns the vectors written.
+
+        Raises :class:`~services.retrieval.ingest.Cancelled` when ``cancel`` is set (nothing changed).
+        """
+        from services.retrieval.store_health import rebuild_vectors
+
+        store = self._store(name)
+        self._check_model(store)
+
+        def step(done: int, total: int) -> None:
+            if progress is not None:
+                progress(ProgressEvent("repair", done, total))
+
+        with storage_guard(name, store.directory, "rebuild its vectors"):
+            try:
+                return rebuild_vectors(store, self.embedder, progress=step, cancel=cancel)
+            except IndexStorageError:
+                raise
+            except Exception:
+                self._forget(name)
+                raise
+
+    def _forget(self, name: str) -> None:
+        """Close and drop the cached store (after a failed write: the next use reopens and recovers)."""
+        with self._lock:
+            store = self._stores.pop(name, None)
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+
+    def index_info(self, name: str, *, check: bool = True) -> IndexInfo:
+        validate_name(name, "index")
+        if self.settings.backend == "memory":
+            if name in self._stores:
+                return self._from_store(name, self._stores[name], self.active_index)
+        elif self._exists(name):
+            return self._describe(self._index_dir(name), self.active_index, check)
         raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
 
     @property

@@ -76,6 +76,7 @@ class IngestingEngine(EngineBase):
         store.add_root(root_key)
         known = {record.source_path: record for record in store.files_under(root_key)}
         kept: set[str] = set()
+        failed: dict[str, tuple[str, str]] = {}  # indexed files that failed to load: chunks kept, marked failed
         batch = Batch()
         pending: list[tuple[str, bool, int]] = []  # (source path, is new, chunks) of the unwritten batch
         embedded = 0
@@ -130,9 +131,10 @@ class IngestingEngine(EngineBase):
                             raise EmptyDocument("the file has no text")
                     except IngestError as exc:
                         report.errors.append(_issue(rel, exc))
-                        if existing is not None:
-                            batch.removals.append(rel)
-                            report.removed.append(rel)
+                        if existing is not None:  # its previous chunks stay searchable until it loads again
+                            kept.add(rel)
+                            failed[rel] = (exc.code, exc.message)
+                            report.kept.append(rel)
                         continue
                     record = FileRecord(
                         source_path=rel,
@@ -157,6 +159,7 @@ class IngestingEngine(EngineBase):
             except Cancelled:
                 report.cancelled = True
                 report.removed = [path for path in report.removed if store.file(path) is None]
+        store.record_failures(failed, cleared=[*report.unchanged, *report.updated, *report.removed])
         if not report.cancelled and self.active_index is None:
             self._set_active(name)
             report.activated = True

@@ -133,6 +133,18 @@ class IndexCorrupt(AriesError):
     code = "index_corrupt"
 
 
+class VectorStoreDamaged(IndexCorrupt):
+    """The index's vector store is damaged or missing: keyword-only until it is rebuilt."""
+
+    code = "vector_store_damaged"
+
+
+class IndexStorageError(AriesError):
+    """The disk is full, read-only or refuses a write to the index; the previous state is kept."""
+
+    code = "index_storage"
+
+
 class VectorStoreUnavailable(AriesError):
     """The configured Chroma server cannot be reached (or refused the request)."""
 

@@ -78,6 +78,10 @@ class IngestReport:
     removed: list[str] = field(default_factory=list)
     errors: list[FileIssue] = field(default_factory=list)
     skipped: list[FileIssue] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    """Indexed files among ``errors`` whose previous chunks stay searchable (marked failed in the index)."""
+    vectors_rebuilt: int = 0
+    """Vectors re-embedded from the manifest first because the vector store was damaged or missing."""
     chunks_added: int = 0
     chunks_removed: int = 0
     cancelled: bool = False
@@ -146,6 +150,11 @@ class QueryResult:
     hits: list[Hit]
     elapsed_ms: float
     audit_id: int | None = None
+    mode: str = "hybrid"
+    """``hybrid``, or ``keyword`` when the vector store is damaged or missing (see ``warnings``)."""
+    warnings: list[str] = field(default_factory=list)
+    threshold: dict[str, Any] | None = None
+    """The relevance threshold in force (``min_score``, ``min_bm25``, the handles that pass: ``kept``)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -189,6 +198,11 @@ class IndexInfo:
     roots: list[str]
     created_at: str | None
     updated_at: str | None
+    status: str = "ok"
+    """``ok``; ``vectors missing`` / ``vectors damaged`` (keyword-only until repaired); ``unreadable``."""
+    status_detail: str | None = None
+    failed: list[dict[str, str]] = field(default_factory=list)
+    """Files whose last load failed (``path``, ``code``, ``message``, ``failed_at``); their old chunks are kept."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,7 +7,9 @@ Layout of ``<workspace>/indexes/<name>/`` (backend ``sqlite``)::
                   ``text`` (the chunk), ``window`` (the chunk and its neighbours, so terms split
                   across a chunk boundary still meet) and ``context`` (title / section path);
                   rebuilt from the manifest when missing, broken or of an older layout
-    chroma/       embedded Chroma PersistentClient (unless a Chroma server is configured)
+    chroma/       embedded Chroma PersistentClient (unless a Chroma server is configured);
+                  checked on open (``vector_health``): when damaged or missing, queries are
+                  keyword-only until ``store_health.rebuild_vectors`` re-embeds the manifest's chunks
 
 Queries are analysed like the index, English stop words are dropped (index-side they stay),
 and the per-field BM25 scores are summed with ``FIELD_BOOSTS``.
@@ -43,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.clock import utc_now
-from services.retrieval.errors import IndexBusy, IndexCorrupt
+from services.retrieval.errors import IndexBusy, IndexCorrupt, VectorStoreDamaged
 from services.retrieval.models import Chunk
 from services.retrieval.store_lexical import (
     BM25_WINDOW,
@@ -65,9 +67,19 @@ from services.retrieval.store_manifest import (
     FileUpdate,
     Manifest,
     StoredChunk,
+    migrate_schema,
     read_index_info,
 )
-from services.retrieval.store_vectors import CHROMA_BATCH, HNSW, dense_search, open_chroma
+from services.retrieval.store_vectors import (
+    CHROMA_BATCH,
+    HNSW,
+    OK,
+    VectorHealth,
+    check_vectors,
+    dense_search,
+    open_chroma,
+    unopenable,
+)
 from services.retrieval.store_writer import Writer
 
 if TYPE_CHECKING:
@@ -89,6 +101,7 @@ __all__ = [
     "FileUpdate",
     "IndexStore",
     "StoredChunk",
+    "VectorHealth",
     "Writer",
     "_schema",
     "query_analyzer",
@@ -138,10 +151,18 @@ class IndexStore(Manifest):
                     ("chroma_url", chroma_url),
                 ):
                     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
-        elif self.get_meta("schema_version") != SCHEMA_VERSION:
-            raise IndexCorrupt(f"index {name!r} has schema version {self.get_meta('schema_version')}; expected 1")
+        else:
+            migrate_schema(self, name)
         self._tantivy = self._open_tantivy()
-        self._client, self._collection = self._open_chroma()
+        self._client: ClientAPI | None = None
+        self._collection: Collection | None = None
+        self.vector_health = VectorHealth(OK, "")
+        try:
+            self._client, self._collection = self._open_chroma(opening=True)
+        except IndexCorrupt as exc:  # an embedded store that does not open: keyword-only until rebuilt
+            self.vector_health = unopenable(exc)
+        else:
+            self.vector_health = self.check_vectors()
         self._analyzer = query_analyzer()
         self._recover()
 
@@ -189,8 +210,25 @@ class IndexStore(Manifest):
         writer.wait_merging_threads()
         index.reload()
 
-    def _open_chroma(self) -> tuple[ClientAPI, Collection]:
-        return open_chroma(self.name, self.directory, self.chroma_url, str(self.get_meta("collection")), self._db)
+    def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
+        """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
+        the store, its manifest is closed too, since the store does not open)."""
+        db = self._db if opening and self.chroma_url else None
+        return open_chroma(self.name, self.directory, self.chroma_url, str(self.get_meta("collection")), db)
+
+    # -- vector store health (see services.retrieval.store_health) -----------------------------
+    @property
+    def vectors(self) -> Collection:
+        """The Chroma collection; :class:`VectorStoreDamaged` when it did not open."""
+        if self._collection is None:
+            raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name)
+        return self._collection
+
+    def check_vectors(self) -> VectorHealth:
+        """Collection present, a vector per manifest chunk, a probe query that answers."""
+        if self._collection is None:
+            return self.vector_health
+        return check_vectors(self._collection, self.counts()[1])
 
     # -- search ----------------------------------------------------------------------------
     def query_terms(self, text: str) -> list[str]:
@@ -208,7 +246,17 @@ class IndexStore(Manifest):
         return bm25_search(self._tantivy, terms, top_n)
 
     def dense(self, vector: list[float], top_n: int) -> list[tuple[str, float]]:
-        return dense_search(self._collection, vector, top_n)
+        """Dense search; :class:`VectorStoreDamaged` (and the store marked so) when it fails."""
+        collection = self.vectors
+        try:
+            return dense_search(collection, vector, top_n)
+        except Exception as exc:
+            if self.chroma_url:
+                raise
+            self.vector_health = unopenable(exc) if self._collection is None else self.check_vectors()
+            if self.vector_health.ok:
+                raise
+            raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name) from None
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -228,6 +276,8 @@ class IndexStore(Manifest):
                 self._tantivy.reload()
 
     def _recover(self) -> None:
+        if not self.vector_health.ok:
+            return  # replayed after the vectors are rebuilt (store_health.rebuild_vectors)
         pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
         if not pending:
             return
@@ -248,7 +298,7 @@ class IndexStore(Manifest):
         if self._closed:
             return
         self._closed = True
-        if self.memory:
+        if self.memory and self._client is not None and self._collection is not None:
             with contextlib.suppress(Exception):
                 self._client.delete_collection(self._collection.name)
         close = getattr(self._client, "close", None)
@@ -260,8 +310,9 @@ class IndexStore(Manifest):
 
     def destroy(self) -> None:
         """Delete everything: the collection (also on a Chroma server) and the directory."""
-        with contextlib.suppress(Exception):
-            self._client.delete_collection(self._collection.name)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.delete_collection(str(self.get_meta("collection")))
         self.close()
         if self.directory is not None and self.directory.exists():
             shutil.rmtree(self.directory)

@@ -17,7 +17,8 @@ from typing import Any
 from services.clock import utc_now
 from services.retrieval.models import Chunk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added ``failures``; a version-1 manifest is migrated when it is opened (the table is created)."""
 MANIFEST = "manifest.db"
 SQL_BATCH = 500
 
@@ -52,6 +53,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks(source_path, ordinal);
 CREATE TABLE IF NOT EXISTS journal (chunk_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS failures (
+    source_path TEXT PRIMARY KEY,
+    code TEXT NOT NULL,
+    message TEXT NOT NULL,
+    failed_at TEXT NOT NULL
+);
 """
 
 
@@ -79,6 +86,19 @@ class FileUpdate:
 
 
 @dataclass(frozen=True)
+class FileFailure:
+    """An indexed file that failed to load on a later run: its previous chunks are kept."""
+
+    path: str
+    code: str
+    message: str
+    failed_at: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "code": self.code, "message": self.message, "failed_at": self.failed_at}
+
+
+@dataclass(frozen=True)
 class StoredChunk:
     chunk: Chunk
     file: FileRecord
@@ -98,7 +118,8 @@ class Manifest:
                 yield self._db
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full, I/O error)
+                    self._db.execute("ROLLBACK")
                 raise
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -135,6 +156,27 @@ class Manifest:
                 "ON CONFLICT(root) DO UPDATE SET updated_at = excluded.updated_at",
                 (root, now, now),
             )
+
+    def failures(self) -> list[FileFailure]:
+        """Files whose last load failed while their previous chunks stay searchable."""
+        rows = self._query("SELECT source_path, code, message, failed_at FROM failures ORDER BY source_path")
+        return [FileFailure(*row) for row in rows]
+
+    def record_failures(self, failed: dict[str, tuple[str, str]], cleared: Sequence[str] = ()) -> None:
+        """Mark ``failed`` (path → (code, message)); forget the failures of ``cleared`` paths."""
+        if not failed and not cleared:
+            return
+        now = utc_now()
+        with self._tx() as db:
+            db.executemany("DELETE FROM failures WHERE source_path = ?", [(path,) for path in cleared])
+            db.executemany(
+                "INSERT INTO failures(source_path, code, message, failed_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(source_path) DO UPDATE SET code = excluded.code, message = excluded.message, "
+                "failed_at = excluded.failed_at",
+                [(path, code, message, now) for path, (code, message) in sorted(failed.items())],
+            )
+            # a failure only means something while the file still has chunks
+            db.execute("DELETE FROM failures WHERE source_path NOT IN (SELECT source_path FROM files)")
 
     def counts(self) -> tuple[int, int]:
         files = self._query("SELECT COUNT(*) FROM files")[0][0]
@@ -189,8 +231,29 @@ def read_index_info(directory: Path) -> dict[str, Any] | None:
         meta["roots"] = [row[0] for row in db.execute("SELECT root FROM roots ORDER BY root")]
         meta["files"] = int(db.execute("SELECT COUNT(*) FROM files").fetchone()[0])
         meta["chunks"] = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        try:
+            rows = db.execute("SELECT source_path, code, message, failed_at FROM failures ORDER BY source_path")
+            meta["failed"] = [FileFailure(*row).to_dict() for row in rows]
+        except sqlite3.OperationalError:  # a version-1 manifest not opened since: no failures table
+            meta["failed"] = []
         return meta
     except (sqlite3.Error, ValueError):
         return None
     finally:
         db.close()
+
+
+def migrate_schema(manifest: Manifest, name: str) -> None:
+    """Bring an older manifest to :data:`SCHEMA_VERSION` (its tables exist: ``_SCHEMA`` ran)."""
+    version = manifest.get_meta("schema_version")
+    if version == SCHEMA_VERSION:
+        return
+    if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
+        manifest.set_meta(schema_version=SCHEMA_VERSION)
+        return
+    from services.retrieval.errors import IndexCorrupt
+
+    raise IndexCorrupt(
+        f"index {name!r} has manifest schema version {version}; this Aries reads up to {SCHEMA_VERSION} "
+        "(it was written by a newer Aries?)"
+    )

@@ -29,7 +29,7 @@ class Writer:
         if not ids:
             return
         for start in range(0, len(ids), CHROMA_BATCH):
-            self.store._collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
+            self.store.vectors.delete(ids=list(ids[start : start + CHROMA_BATCH]))
         for chunk_id in ids:
             self.writer.delete_documents_by_term("chunk_id", chunk_id)
 
@@ -54,7 +54,7 @@ class Writer:
         # 2. new chunks into both stores
         for start in range(0, len(new_chunks), CHROMA_BATCH):
             part = new_chunks[start : start + CHROMA_BATCH]
-            store._collection.upsert(
+            store.vectors.upsert(
                 ids=[c.chunk_id for c in part],
                 embeddings=new_vectors[start : start + CHROMA_BATCH],  # type: ignore[arg-type]
                 metadatas=[{"source_path": c.source_path} for c in part],

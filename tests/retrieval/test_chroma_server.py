@@ -98,3 +98,28 @@ def test_unreachable_server_is_an_error(workspace: Workspace, docs: Path) -> Non
         with pytest.raises(VectorStoreUnavailable, match=f"127.0.0.1:{port}"):
             engine.index_add(docs)
         assert engine.index_list() == []  # no half-created index is left behind
+
+
+def test_collection_lost_on_the_server_is_rebuilt_in_place(
+    chroma_server: str, workspace: Workspace, docs: Path
+) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    host, port = chroma_server.removeprefix("http://").split(":")
+    client = chromadb.HttpClient(host=host, port=int(port), settings=Settings(anonymized_telemetry=False))
+    with RetrievalEngine(workspace, chroma_url=chroma_server) as engine:
+        engine.index_add(docs, "docs")
+        fresh = [h.handle for h in engine.query("cats purr", k=3).hits]
+        collection = str(engine._store("docs").get_meta("collection"))
+    client.delete_collection(collection)  # the server lost it (wiped, restored from an old backup)
+    with RetrievalEngine(workspace, chroma_url=chroma_server) as engine:
+        assert engine.index_info("docs").status == "vectors missing"
+        result = engine.query("cats purr", k=3)
+        assert result.mode == "keyword" and result.warnings
+        chunks = engine._store("docs").counts()[1]
+        assert engine.index_repair("docs") == chunks
+        assert engine.index_info("docs").status == "ok"
+        healed = engine.query("cats purr", k=3)
+        assert healed.mode == "hybrid" and [h.handle for h in healed.hits] == fresh
+    assert client.get_collection(collection).count() == chunks

@@ -170,11 +170,12 @@ def test_failures_are_reported_and_the_rest_is_indexed(engine: RetrievalEngine, 
     hit = engine.query("ponds", k=1).hits[0]
     assert hit.source_path == "book.epub" and hit.section == "Ducks"
     assert engine.show(hit.handle).content_type == "application/epub+zip"
-    # a file that breaks later loses its old chunks and is reported
+    # a file that breaks later keeps its old chunks, is reported and marked failed (tests/retrieval/test_heal.py)
     (root / "good.md").write_bytes(b"\xff\xfe\x00broken")
     later = engine.index_add(root)
-    assert "good.md" in later.removed and {i.path for i in later.errors} >= {"good.md"}
-    assert all(h.source_path != "good.md" for h in engine.query("ducks markdown", k=20).hits)
+    assert "good.md" not in later.removed and later.kept == ["good.md"]
+    assert {i.path for i in later.errors} >= {"good.md"}
+    assert [f["path"] for f in engine.index_info("mixed").failed] == ["good.md"]
 
 
 def test_symlinks_never_leave_the_root(engine: RetrievalEngine, tmp_path: Path) -> None:

@@ -218,3 +218,38 @@ def test_chunk_viewer(snap_compare, tmp_path: Path) -> None:
     app = AriesApp("demo")
     run_before = corpus_and_query("/rag query stemming analyzers BM25", open_first=True)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+async def test_damaged_vector_store_is_said_and_repaired(tmp_path: Path) -> None:
+    """A deleted vector store: /rag index list says so, /rag query warns (notice and Context caption)
+    and answers from the keyword index, /rag index repair rebuilds it and queries are hybrid again."""
+    import shutil
+
+    corpus = make_corpus(tmp_path / "docs")
+    workspace, _ = WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*f"/rag index add {corpus} --name docs", "enter")
+        await settle(app, pilot)
+    shutil.rmtree(workspace.indexes_dir / "docs" / "chroma")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"/rag index list", "enter")
+        await settle(app, pilot)
+        assert app.session is not None
+        listing = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
+        assert "vectors missing" in listing and "/rag index repair docs" in listing, listing
+        await pilot.press(*"/rag query stemming analyzers BM25", "enter")
+        await settle(app, pilot)
+        assert any("keyword-only" in n.message for n in app._notifications)
+        caption = str(app.screen.query_one("#context-caption").render())
+        assert "KEYWORD ONLY" in caption
+        table = app.screen.query_one("#context-table", DataTable)
+        assert table.row_count > 0 and str(table.get_row_at(0)[2]).startswith("tantivy.md")
+        await pilot.press(*"/rag index repair docs", "enter")
+        await settle(app, pilot)
+        said = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
+        assert "vectors rebuilt" in said and "status ok" in said, said
+        await pilot.press(*"/rag query stemming analyzers BM25", "enter")
+        await settle(app, pilot)
+        assert "KEYWORD ONLY" not in str(app.screen.query_one("#context-caption").render())
