@@ -1,6 +1,6 @@
 """``aries rag …`` and ``aries eval rag …``: retrieval from the command line.
 
-    aries [-w NAME] rag index add PATH [--name INDEX] [--json]
+    aries [-w NAME] rag index add PATH [--name INDEX] [--json]    (exit 3: some files not indexed)
     aries [-w NAME] rag index list [--json]
     aries [-w NAME] rag index use INDEX
     aries [-w NAME] rag index drop INDEX
@@ -163,7 +163,12 @@ def _where(page: int | None, section: str | None) -> str:
 
 
 def handle_index_add(args: argparse.Namespace) -> int:
-    """Index PATH with a progress bar; Ctrl-C cancels between files (written files stay)."""
+    """Index PATH with a progress bar; Ctrl-C cancels between files (written files stay).
+
+    Prints the summary and one line per added, updated, removed, failed and skipped file with
+    its reason (``--json``: the whole report).  Exit code: 0 every supported file is indexed or
+    unchanged; 3 some files failed or were skipped over a limit; 130 cancelled; 1/2 as usual.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -221,17 +226,13 @@ def handle_index_add(args: argparse.Namespace) -> int:
             _print_json(report.to_dict())
         else:
             print(_safe(report.summary()))
-            for issue in report.errors:
-                print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}"))
-            for issue in report.skipped:
-                if issue.code != "unsupported_type":
-                    print(_safe(f"  skipped  {issue.path}: [{issue.code}] {issue.message}"))
-            unsupported = sum(1 for issue in report.skipped if issue.code == "unsupported_type")
-            if unsupported:
-                print(f"  skipped  {unsupported} file(s) of unsupported types")
+            for line in report.file_lines():
+                print("  " + _safe(line.strip()))
             if report.activated:
                 print(_safe(f"index {report.index!r} is now the active index"))
-        return 130 if report.cancelled else 0
+        if report.not_indexed and not args.json:
+            sys.stderr.write(f"aries: {len(report.not_indexed)} file(s) not indexed (exit code 3); see above\n")
+        return report.exit_code
 
 
 def handle_index_list(args: argparse.Namespace) -> int:
