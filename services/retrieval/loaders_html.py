@@ -168,7 +168,7 @@ def html_sections(
 
 
 def load_html(data: bytes, limits: LoaderLimits) -> Document:
-    markup = decode_text(data)
+    markup = decode_text(data)  # markup is not text: max_text_chars bounds the visible text below
     sections, title = html_sections(
         markup, limits.max_nesting, max_chars=limits.max_text_chars, max_sections=limits.max_chunks
     )

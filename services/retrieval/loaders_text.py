@@ -86,9 +86,18 @@ def check_text_size(chars: int, limits: LoaderLimits) -> None:
         raise FileTooLarge(f"the file has more than {limits.max_text_chars} characters of text (limits.max_text_chars)")
 
 
-def load_text(data: bytes, limits: LoaderLimits) -> Document:
+def decode_bounded(data: bytes, limits: LoaderLimits) -> str:
+    """:func:`decode_text` with ``limits.max_text_chars`` checked, before decoding when the byte
+    count alone proves it (a character is at most 4 bytes in UTF-8 and UTF-16)."""
+    if len(data) > 4 * limits.max_text_chars:
+        check_text_size(len(data), limits)
     text = decode_text(data)
     check_text_size(len(text), limits)
+    return text
+
+
+def load_text(data: bytes, limits: LoaderLimits) -> Document:
+    text = decode_bounded(data, limits)
     return Document(content_type="text/plain", segments=(Segment(text=text, start=0),))
 
 
@@ -126,8 +135,7 @@ def load_markdown(data: bytes, limits: LoaderLimits) -> Document:
     lines without holding them (memory is the text plus one entry per heading); more than
     ``limits.max_chunks`` headings is FileTooLarge.
     """
-    text = decode_text(data)
-    check_text_size(len(text), limits)
+    text = decode_bounded(data, limits)
     first_line_end = text.find("\n")
     front_matter = (
         first_line_end > 0
