@@ -98,10 +98,13 @@ def _check_epub_structure(data: bytes, limits: LoaderLimits) -> None:
 
 
 def _check_unpacked_size(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], budget: int) -> None:
-    """Inflate every member in 1 MiB pieces, counting what it really unpacks to.
+    """Inflate every member in 1 MiB pieces before ebooklib reads any: memory-bounded integrity.
 
-    The sizes in a zip's directory are claims: a member that says 1 KiB may inflate to
-    gigabytes.  Nothing is kept, so this costs time (bounded by ``budget``), not memory.
+    The sizes in a zip's directory are claims.  :mod:`zipfile` never returns more than the
+    claimed size, but ``ZipFile.read`` (what ebooklib calls) inflates a member's compressed data
+    whole before it truncates and fails the CRC check: a member that says 1 KiB can take
+    gigabytes on the way.  Read here in pieces, the lie is a CRC error (MalformedDocument) at
+    1 MiB of memory; an honest archive over ``budget`` is FileTooLarge.  Nothing is kept.
     """
     total = 0
     for info in infos:

@@ -185,6 +185,42 @@ def epub_zip_bomb(path: Path, inflated: int = 1024 * MIB) -> Path:
     return path
 
 
+def epub_lying_sizes(path: Path, inflated: int = 64 * MIB, claimed: int = 1000) -> Path:
+    """An EPUB whose chapter claims ``claimed`` bytes in both zip headers but inflates to ``inflated``."""
+    import struct
+
+    epub_zip_bomb(path, inflated)
+    data = bytearray(path.read_bytes())
+    name = b"OEBPS/ch1.xhtml"
+    local = _header_for(data, b"PK\x03\x04", 30, 26, name)
+    central = _header_for(data, b"PK\x01\x02", 46, 28, name)
+    if struct.unpack_from("<I", data, central + 24)[0] == 0xFFFFFFFF:  # zip64 sizes live in an extra field
+        extra = central + 46 + len(name)
+        struct.pack_into("<QQ", data, extra + 4, claimed, claimed)
+    else:
+        struct.pack_into("<I", data, central + 24, claimed)
+    if struct.unpack_from("<I", data, local + 22)[0] == 0xFFFFFFFF:
+        extra = local + 30 + len(name)
+        struct.pack_into("<QQ", data, extra + 4, claimed, claimed)
+    else:
+        struct.pack_into("<I", data, local + 22, claimed)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _header_for(data: bytearray, signature: bytes, fixed: int, name_length_at: int, name: bytes) -> int:
+    """Offset of the zip header with ``signature`` whose file name is ``name``."""
+    import struct
+
+    at = data.find(signature)
+    while at >= 0:
+        length = struct.unpack_from("<H", data, at + name_length_at)[0]
+        if data[at + fixed : at + fixed + length] == name:
+            return at
+        at = data.find(signature, at + 1)
+    raise AssertionError(f"no header for {name!r}")
+
+
 def make_suite(root: Path) -> dict[str, Path]:
     """Every hostile document, plus ``good.md`` (must be indexed), in ``root``."""
     root.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from services.retrieval.errors import (
     EncryptedDocument,
     FileTooLarge,
     LoaderTimeout,
+    MalformedDocument,
     NestingTooDeep,
 )
 from services.retrieval.loaders import load_bytes
@@ -208,6 +209,15 @@ def test_epub_unpack_cap_fits_the_memory_budget(tmp_path: Path) -> None:
     assert limits.zip_budget == 32 * hostile.MIB
     with pytest.raises(FileTooLarge, match="max_zip_bytes"):
         load_bytes("application/epub+zip", bomb, limits)
+
+
+def test_epub_member_that_lies_about_its_size_never_inflates_past_it(tmp_path: Path) -> None:
+    """A chapter that claims 1000 bytes and inflates to 64 MiB: caught as a CRC error at bounded memory
+    (``ZipFile.read`` alone would inflate it whole first, over the 48 MiB budget)."""
+    liar = hostile.epub_lying_sizes(tmp_path / "liar.epub", inflated=64 * hostile.MIB).read_bytes()
+    with LoaderSandbox(LoaderLimits(memory_bytes=48 * hostile.MIB)) as box:
+        with pytest.raises(MalformedDocument, match="CRC"):
+            box.load("application/epub+zip", liar)
 
 
 # -- settings and the report ---------------------------------------------------------------------------
