@@ -111,9 +111,9 @@ class LoaderLimits:
     max_file_bytes: Annotated[int, Field(ge=1)] = 64 * 1024 * 1024
     """Files larger than this are reported (FileTooLarge) and not read."""
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
-    """Wall-clock budget for loading (and, for Markdown and text, chunking) one file.  PDF/EPUB/HTML
-    loaders run in a subprocess that is killed when it goes over; the in-process Markdown/text path
-    checks the clock as it goes."""
+    """Wall-clock budget for loading one file, and again for chunking it.  PDF/EPUB/HTML loaders run
+    in a subprocess that is killed when it goes over; Markdown/text load in one linear pass, and the
+    chunker checks the clock as it goes."""
     memory_bytes: Annotated[int, Field(ge=1)] = 768 * 1024 * 1024
     """Address-space growth allowed to the loader subprocess (Linux/macOS): its peak stays under
     this plus the interpreter's own ~100 MiB, i.e. under 1 GiB."""
