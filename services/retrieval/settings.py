@@ -117,10 +117,10 @@ class LoaderLimits:
     memory_bytes: Annotated[int, Field(ge=1)] = 768 * 1024 * 1024
     """Address-space growth allowed to the loader subprocess (Linux/macOS): its peak stays under
     this plus the interpreter's own ~100 MiB, i.e. under 1 GiB."""
-    max_text_chars: Annotated[int, Field(ge=1)] = 8_000_000
+    max_text_chars: Annotated[int, Field(ge=1)] = 4_000_000
     """Most characters of text accepted from one file (decoded Markdown/text, or text extracted
     from a PDF/EPUB/HTML file; checked while it is extracted)."""
-    max_chunks: Annotated[int, Field(ge=1)] = 10_000
+    max_chunks: Annotated[int, Field(ge=1)] = 5_000
     """Most chunks (and Markdown/HTML sections) accepted from one file; every chunk of a file is
     held with its vector until the file is written, so this bounds the indexer's memory."""
     max_chunk_chars: Annotated[int, Field(ge=16)] = 4_000

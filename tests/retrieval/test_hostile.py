@@ -84,7 +84,10 @@ def test_hostile_suite_stays_under_a_gib_and_every_file_is_accounted_for(tmp_pat
     assert reasons["one-line.md"][0] == "too_large" and "max_text_chars" in reasons["one-line.md"][1]
     assert reasons["nested.md"][0] == "too_deep"
     assert reasons["nested.html"][0] == "too_deep"
-    assert reasons["table.html"][0] == "timeout" and "limits.timeout_s" in reasons["table.html"][1]
+    # 18 MB of table: over the 10 s budget on this machine (a much faster one reaches the text cap first)
+    table_code, table_reason = reasons["table.html"]
+    assert table_code in ("timeout", "too_large"), table_reason
+    assert ("limits.timeout_s" if table_code == "timeout" else "limits.max_text_chars") in table_reason
     assert reasons["bomb.epub"][0] == "too_large" and "max_zip_bytes" in reasons["bomb.epub"][1]
     assert reasons["locked.pdf"][0] == "encrypted" and "password" in reasons["locked.pdf"][1]
     assert reasons["cycle.pdf"][0] == "malformed" and "cyclic" in reasons["cycle.pdf"][1]
