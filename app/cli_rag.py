@@ -1,6 +1,6 @@
 """``aries rag …`` and ``aries eval rag …``: retrieval from the command line.
 
-    aries [-w NAME] rag index add PATH [--name INDEX] [--json]
+    aries [-w NAME] rag index add PATH [--name INDEX] [--json]    (exit 3: some files not indexed)
     aries [-w NAME] rag index list [--json]
     aries [-w NAME] rag index use INDEX
     aries [-w NAME] rag index drop INDEX
@@ -171,14 +171,21 @@ def _where(page: int | None, section: str | None) -> str:
 
 
 def handle_index_add(args: argparse.Namespace) -> int:
-    """Index PATH with a progress bar; Ctrl-C cancels between files (written files stay)."""
+    """Index PATH with a progress bar; Ctrl-C cancels between files (written files stay).
+
+    Prints the summary and one line per added, updated, removed, failed and skipped file with
+    its reason (``--json``: the whole report).  Exit code: 0 every supported file is indexed or
+    unchanged; 3 some files failed or were skipped over a limit; 130 cancelled; 1/2 as usual.
+    """
     with _engine(args) as engine:
         report = index_add(engine, args.path, args.name, quiet=args.json)
         if args.json:
             _print_json(report.to_dict())
         else:
             print_report(report)
-        return 130 if report.cancelled else 0
+        if report.not_indexed and not args.json:
+            sys.stderr.write(f"aries: {len(report.not_indexed)} file(s) not indexed (exit code 3); see above\n")
+        return report.exit_code
 
 
 def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bool = False) -> IngestReport:
@@ -242,20 +249,14 @@ def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bo
 
 
 def print_report(report: IngestReport) -> None:
-    """The ingest report for a person: a summary line, then failed and skipped files."""
+    """The ingest report for a person: the summary, then one line per added, updated, removed,
+    failed and skipped file with its reason."""
     if report.vectors_rebuilt:
         rebuilt = f"vector store rebuilt ({report.vectors_rebuilt} chunks re-embedded)"
         print(_safe(f"index {report.index!r}: {rebuilt}"))
     print(_safe(report.summary()))
-    for issue in report.errors:
-        kept = " (its previous chunks are kept)" if issue.path in report.kept else ""
-        print(_safe(f"  failed   {issue.path}: [{issue.code}] {issue.message}{kept}"))
-    for issue in report.skipped:
-        if issue.code != "unsupported_type":
-            print(_safe(f"  skipped  {issue.path}: [{issue.code}] {issue.message}"))
-    unsupported = sum(1 for issue in report.skipped if issue.code == "unsupported_type")
-    if unsupported:
-        print(f"  skipped  {unsupported} file(s) of unsupported types")
+    for line in report.file_lines():
+        print("  " + _safe(line.strip()))
     if report.activated:
         print(_safe(f"index {report.index!r} is now the active index"))
 

@@ -131,6 +131,15 @@ class RagController:
             app.call_from_thread(app.end_progress)
             app.call_from_thread(app.refresh_bindings)
         self._say(_ingest_summary(report))
+        if report.not_indexed:
+            app.call_from_thread(
+                app.notify,
+                f"{len(report.not_indexed)} file(s) not indexed; the transcript lists each with its reason.",
+                title="/rag index add",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
         app.call_from_thread(app.reload_panes)
 
     def _list(self) -> None:
@@ -270,21 +279,26 @@ class RagController:
         self._thread(self._show, handle)
 
 
+INGEST_LINES_PER_KIND = 200
+"""The transcript notice lists at most this many files of each kind (``aries rag index add`` lists all)."""
+
+
 def _ingest_summary(report: IngestReport) -> str:
+    from services.textsafe import neutralize
+
     state = "cancelled" if report.cancelled else "done"
     lines = [
         f"Index {report.index} ({state} in {report.elapsed_s:.1f} s): {len(report.added)} added, "
-        f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, {len(report.removed)} removed; "
+        f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, {len(report.removed)} removed, "
+        f"{len(report.errors)} failed, {len(report.skipped)} skipped; "
         f"{report.chunks_added} chunks added, {report.chunks_removed} removed."
     ]
     if report.vectors_rebuilt:
         rebuilt = f"vector store rebuilt first ({report.vectors_rebuilt} chunks re-embedded)"
         lines.insert(0, f"Index {report.index}: {rebuilt}.")
-    for issue in report.errors:
-        kept = " (its previous chunks are kept)" if issue.path in report.kept else ""
-        lines.append(f"  error  {issue.path}: {issue.error}: {issue.message}{kept}")
-    for issue in report.skipped:
-        lines.append(f"  skipped  {issue.path}: {issue.message}")
+    lines.extend(neutralize(line, single_line=True) for line in report.file_lines(INGEST_LINES_PER_KIND))
+    if report.not_indexed:
+        lines.append(f"{len(report.not_indexed)} file(s) not indexed: each is listed above with its reason.")
     if report.activated:
         lines.append(f"Index {report.index} is now in use.")
     return "\n".join(lines)

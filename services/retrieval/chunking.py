@@ -16,6 +16,13 @@ embedded text is ``context + "\\n" + text``; its token count is the sum of the t
 the chunk starts and ends between words, and is re-counted (the chunk shortened until it
 fits ``max_tokens``, the window minus ``[CLS]`` and ``[SEP]``) when it had to be cut mid-word.
 
+Bounds: no chunk is longer than ``max_chars`` characters, even in text with no break at all
+(a token longer than that, such as a megabyte-long "word" that WordPiece maps to one
+``[UNK]``, is split into pieces of ``max_chars``); ordinary prose reaches the token budget
+long before the character cap, so the cap never moves its boundaries.  ``chunk_document``
+stops with :class:`~services.retrieval.errors.FileTooLarge` past ``max_chunks`` chunks and
+with :class:`~services.retrieval.errors.LoaderTimeout` past a ``deadline``.
+
 Identity: ``hash`` is the SHA-256 of the chunk text; ``chunk_id`` is the first 16 hex digits
 of SHA-256(source_path, start, end, hash), so a chunk's id and citation handle stay the same
 when an unchanged file is indexed again, in any process.
@@ -23,17 +30,21 @@ when an unchanged file is indexed again, in any process.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import threading
+import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from services.retrieval.errors import FileTooLarge, LoaderTimeout
 from services.retrieval.models import Chunk, Document, Segment
 
 MODEL_WINDOW = 256
 BLOCK_CHARS = 100_000
+DEFAULT_MAX_CHARS = 4_000
 
 
 class TokenCounter(Protocol):
@@ -109,6 +120,8 @@ class ChunkConfig:
     max_context_tokens: int = 48
     """The title/section prefix is cut to this many tokens."""
     balance: bool = True
+    max_chars: int = DEFAULT_MAX_CHARS
+    """No chunk text is longer than this many characters (see the module notes)."""
     version: int = 1
 
     def key(self, counter: TokenCounter) -> str:
@@ -212,10 +225,17 @@ def chunk_document(
     embedding_model: str,
     config: ChunkConfig | None = None,
     counter: TokenCounter | None = None,
+    max_chunks: int | None = None,
+    deadline: float | None = None,
 ) -> list[Chunk]:
-    """Split ``document`` into chunks; same input and config give the same chunks, anywhere."""
+    """Split ``document`` into chunks; same input and config give the same chunks, anywhere.
+
+    ``max_chunks``: FileTooLarge once there would be more; ``deadline`` (``time.monotonic()``
+    value): LoaderTimeout once it has passed (checked between blocks and every few chunks).
+    """
     config = config or ChunkConfig()
     counter = counter or default_counter()
+    bounds = _Bounds(max_chunks, deadline)
     chunks: list[Chunk] = []
     contexts: dict[str, tuple[str, int]] = {}
     for segment in document.segments:
@@ -225,6 +245,7 @@ def chunk_document(
         context, context_tokens = contexts[context_key]
         budget = max(8, min(config.target_tokens, config.max_tokens - context_tokens))
         for block_start, text in _blocks(segment.text, BLOCK_CHARS):
+            bounds.check(len(chunks))
             _chunk_block(
                 chunks,
                 text,
@@ -236,8 +257,37 @@ def chunk_document(
                 embedding_model,
                 config,
                 counter,
+                bounds,
             )
+    bounds.check(len(chunks))
     return chunks
+
+
+class _Bounds:
+    """The per-file chunk count and time budget of one ``chunk_document`` call."""
+
+    def __init__(self, max_chunks: int | None, deadline: float | None) -> None:
+        self.max_chunks = max_chunks
+        self.deadline = deadline
+
+    def check(self, count: int) -> None:
+        if self.max_chunks is not None and count > self.max_chunks:
+            raise FileTooLarge(f"the file makes more than {self.max_chunks} chunks (limits.max_chunks)")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise LoaderTimeout("chunking the file went over its time budget (limits.timeout_s)")
+
+
+def _split_long_spans(spans: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
+    """Token spans with every span longer than ``limit`` characters cut into pieces of ``limit``."""
+    if all(b - a <= limit for a, b in spans):
+        return spans
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        while b - a > limit:
+            out.append((a, a + limit))
+            a += limit
+        out.append((a, b))
+    return out
 
 
 def _blocks(text: str, limit: int) -> list[tuple[int, str]]:
@@ -277,16 +327,22 @@ def _chunk_block(
     embedding_model: str,
     config: ChunkConfig,
     counter: TokenCounter,
+    bounds: _Bounds,
 ) -> None:
     """Append the chunks of one block of a segment (``offset``: where ``text`` starts in the document)."""
-    spans = counter.offsets(text)
+    spans = _split_long_spans(counter.offsets(text), config.max_chars)
     if not spans:
         return
     levels = _break_levels(text, spans)
+    ends = [b for _, b in spans]
     n = len(spans)
     start = 0
     while start < n:
-        end = _pick_end(start, n, budget, levels, config.balance)
+        if len(chunks) % 64 == 0:
+            bounds.check(len(chunks))
+        # tokens that fit in max_chars from here (at least one: no span is longer)
+        fitting = bisect.bisect_right(ends, spans[start][0] + config.max_chars, start) - start
+        end = _pick_end(start, n, max(1, min(budget, fitting)), levels, config.balance)
         body = text[spans[start][0] : spans[end - 1][1]]
         # Cut at a word boundary, the text's tokens are exactly tokens[start:end], which fit.
         # Cut inside a word, re-tokenising may give more pieces: count and shorten.

@@ -71,7 +71,7 @@ class EngineBase:
         self.settings = settings
         self.workspace = workspace
         self.embedder = embedder or create_embedder(settings)
-        self.chunk_config = chunk_config or ChunkConfig()
+        self.chunk_config = chunk_config or ChunkConfig(max_chars=settings.limits.max_chunk_chars)
         self.audit = RetrievalAudit(workspace.root / AUDIT_DB, workspace=workspace.name)
         self._stores: dict[str, IndexStore] = {}
         self._lock = threading.RLock()

@@ -17,6 +17,7 @@ from services.names import validate_name
 from services.retrieval.chunking import chunk_document, default_counter
 from services.retrieval.engine_indexes import EngineBase, ProgressCallback, _issue, derive_index_name
 from services.retrieval.errors import (
+    LIMIT_CODES,
     DuplicateSource,
     EmptyDocument,
     FileTooLarge,
@@ -47,9 +48,11 @@ class IngestingEngine(EngineBase):
 
         Unchanged files (same content hash and chunking) are skipped, changed ones replaced,
         files gone from the folder dropped.  Unreadable files are listed in ``report.errors``
-        with a typed error; links that leave the root, unsupported types and special files
-        in ``report.skipped``.  Setting ``cancel`` stops between files (and between embedding
-        groups): files already written stay, the batch in progress is not written.
+        with a typed error; files over a limit of ``settings.limits`` (size, text, chunks,
+        pages, nesting, memory or time: codes in :data:`LIMIT_CODES`), links that leave the
+        root, unsupported types and special files in ``report.skipped``.  Setting ``cancel``
+        stops between files (and between embedding groups): files already written stay, the batch
+        in progress is not written.
         """
         started = time.monotonic()
         given = Path(os.fspath(path)).expanduser()
@@ -65,6 +68,7 @@ class IngestingEngine(EngineBase):
         report = IngestReport(index=name, root=root.as_posix())
         counter = default_counter()
         chunk_key = self.chunk_config.key(counter)
+        limits = self.settings.limits
         root_key = root.as_posix()
 
         def emit(stage: str, done: int, total: int, where: str | None = None) -> None:
@@ -125,12 +129,18 @@ class IngestingEngine(EngineBase):
                         content_type = content_type_for(rel) or "text/plain"
                         document = self._load(content_type, data)
                         chunks = chunk_document(
-                            document, rel, embedding_model=self.embedder.model_id, config=self.chunk_config
+                            document,
+                            rel,
+                            embedding_model=self.embedder.model_id,
+                            config=self.chunk_config,
+                            max_chunks=limits.max_chunks,
+                            deadline=time.monotonic() + limits.timeout_s,
                         )
                         if not chunks:
                             raise EmptyDocument("the file has no text")
                     except IngestError as exc:
-                        report.errors.append(_issue(rel, exc))
+                        # over a limit: skipped (with the limit named); anything else: failed
+                        (report.skipped if exc.code in LIMIT_CODES else report.errors).append(_issue(rel, exc))
                         if existing is not None:  # its previous chunks stay searchable until it loads again
                             kept.add(rel)
                             failed[rel] = (exc.code, exc.message)

@@ -79,6 +79,10 @@ class DuplicateSource(IngestError):
     code = "duplicate_source"
 
 
+LIMIT_CODES = frozenset({FileTooLarge.code, LoaderTimeout.code, NestingTooDeep.code})
+"""Codes of the files passed over because they went over a limit of ``LoaderLimits`` (the ingest
+report lists them as skipped, with the limit); every other IngestError is a failed file."""
+
 INGEST_ERRORS: dict[str, type[IngestError]] = {
     cls.__name__: cls
     for cls in (

@@ -26,6 +26,7 @@ from services.retrieval.loaders_pdf import load_pdf
 from services.retrieval.loaders_text import (
     MAX_TITLE_CHARS,
     SEGMENT_SEPARATOR,
+    check_text_size,
     decode_text,
     load_markdown,
     load_text,
@@ -81,7 +82,11 @@ def load_bytes(content_type: str, data: bytes, limits: LoaderLimits | None = Non
     loader = _LOADERS.get(content_type)
     if loader is None:
         raise UnsupportedType(f"no loader for {content_type}")
-    return loader(data, limits)
+    document = loader(data, limits)
+    if len(document.segments) > limits.max_chunks:
+        raise FileTooLarge(f"the file has more than {limits.max_chunks} sections (limits.max_chunks)")
+    check_text_size(sum(len(segment.text) for segment in document.segments), limits)
+    return document
 
 
 _LOADERS: dict[str, Callable[[bytes, LoaderLimits], Document]] = {

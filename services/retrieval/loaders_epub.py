@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import posixpath
 import re
+import zipfile
 from io import BytesIO
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -40,7 +41,6 @@ def _safe_member(name: str, what: str) -> str:
 def _check_epub_structure(data: bytes, limits: LoaderLimits) -> None:
     """Zip and manifest checks done before ebooklib sees the file."""
     import xml.etree.ElementTree as ET
-    import zipfile
 
     try:
         archive = zipfile.ZipFile(BytesIO(data))
@@ -54,8 +54,12 @@ def _check_epub_structure(data: bytes, limits: LoaderLimits) -> None:
         for info in infos:
             _safe_member(info.filename, "archive member")
             total += info.file_size
-        if total > limits.max_zip_bytes:
-            raise FileTooLarge(f"the EPUB unpacks to {total} bytes; the limit is {limits.max_zip_bytes}")
+            if total > limits.zip_budget:
+                raise FileTooLarge(
+                    f"the EPUB unpacks to more than {limits.zip_budget} bytes (limits.max_zip_bytes, at most "
+                    "a third of limits.memory_bytes)"
+                )
+        _check_unpacked_size(archive, infos, limits.zip_budget)
         try:
             container = archive.read("META-INF/container.xml")
         except KeyError:
@@ -91,6 +95,32 @@ def _check_epub_structure(data: bytes, limits: LoaderLimits) -> None:
             target = _safe_member(posixpath.join(opf_dir, unquote(href.split("#", 1)[0])), "manifest item")
             if target not in names:
                 raise MalformedDocument(f"manifest item {href!r} is missing from the archive")
+
+
+def _check_unpacked_size(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], budget: int) -> None:
+    """Inflate every member in 1 MiB pieces before ebooklib reads any: memory-bounded integrity.
+
+    The sizes in a zip's directory are claims.  :mod:`zipfile` never returns more than the
+    claimed size, but ``ZipFile.read`` (what ebooklib calls) inflates a member's compressed data
+    whole before it truncates and fails the CRC check: a member that says 1 KiB can take
+    gigabytes on the way.  Read here in pieces, the lie is a CRC error (MalformedDocument) at
+    1 MiB of memory; an honest archive over ``budget`` is FileTooLarge.  Nothing is kept.
+    """
+    total = 0
+    for info in infos:
+        if info.is_dir():
+            continue
+        try:
+            with archive.open(info) as member:
+                while piece := member.read(1 << 20):
+                    total += len(piece)
+                    if total > budget:
+                        raise FileTooLarge(
+                            f"the EPUB unpacks to more than {budget} bytes (limits.max_zip_bytes, at most "
+                            "a third of limits.memory_bytes)"
+                        )
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+            raise MalformedDocument(f"broken EPUB archive member {info.filename!r}: {exc}"[:500]) from None
 
 
 def _flatten_toc(entries: Any, out: dict[str, str], depth: int = 0) -> None:
@@ -153,6 +183,7 @@ def load_epub(data: bytes, limits: LoaderLimits) -> Document:
         title = None
 
     parts: list[tuple[str, int | None, str | None]] = []
+    chars = 0
     for idref, linear in book.spine:
         item = book.get_item_with_id(idref)
         if item is None or not isinstance(item, epub.EpubHtml) or isinstance(item, epub.EpubNav):
@@ -160,7 +191,14 @@ def load_epub(data: bytes, limits: LoaderLimits) -> Document:
         if str(linear).lower() == "no":
             continue
         markup = _decode_markup(item.content if isinstance(item.content, bytes) else item.get_content())
-        sections, _ = html_sections(markup, limits.max_nesting)
+        sections, _ = html_sections(
+            markup,
+            limits.max_nesting,
+            max_chars=limits.max_text_chars - chars,
+            max_sections=limits.max_chunks - len(parts),
+        )
+        del markup
+        chars += sum(len(text) for text, _ in sections)
         chapter = toc.get(item.get_name()) or None
         for text, heading_path in sections:
             if chapter and heading_path and not heading_path.startswith(chapter):

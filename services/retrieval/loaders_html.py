@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from services.retrieval.errors import NestingTooDeep
+from services.retrieval.errors import FileTooLarge, NestingTooDeep
 from services.retrieval.loaders_text import clean_title, decode_text, join_segments
 from services.retrieval.models import Document
 from services.retrieval.settings import LoaderLimits
@@ -22,15 +22,20 @@ _BLOCK = frozenset(
         "p", "pre", "section", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
     }
 )  # fmt: skip
+_COMPACT = 4096
+"""A text buffer's last this many pieces are joined into one (bounds the list of small strings)."""
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 
 
 class _HtmlText(HTMLParser):
     """Deterministic visible-text extraction with heading sections and a nesting bound."""
 
-    def __init__(self, max_nesting: int) -> None:
+    def __init__(self, max_nesting: int, max_chars: int | None = None, max_sections: int | None = None) -> None:
         super().__init__(convert_charrefs=True)
         self.max_nesting = max_nesting
+        self.max_chars = max_chars
+        self.max_sections = max_sections
+        self.chars = 0
         self.stack: list[str] = []
         self.skip = 0
         self.pre = 0
@@ -71,6 +76,8 @@ class _HtmlText(HTMLParser):
             self.heading_level = _HEADINGS[tag]
             self.heading_parts = []
             self.parts.append(([], None))
+            if self.max_sections is not None and len(self.parts) > self.max_sections:
+                raise FileTooLarge(f"the file has more than {self.max_sections} sections (limits.max_chunks)")
         elif tag in _BLOCK:
             self._newline()
 
@@ -120,9 +127,19 @@ class _HtmlText(HTMLParser):
             if self._buf and self._buf[-1].endswith((" ", "\n")):
                 data = data.lstrip(" ")
         if data:
-            self._buf.append(data)
+            self.chars += len(data)
+            if self.max_chars is not None and self.chars > self.max_chars:
+                raise FileTooLarge(
+                    f"the file has more than {self.max_chars} characters of text (limits.max_text_chars)"
+                )
+            buf = self._buf
+            buf.append(data)
+            if len(buf) > 2 * _COMPACT:
+                buf[-_COMPACT:] = ["".join(buf[-_COMPACT:])]
             if self.heading_level:
                 self.heading_parts.append(data)
+                if len(self.heading_parts) > _COMPACT:
+                    self.heading_parts[:] = ["".join(self.heading_parts)[:4096]]
 
     def result(self) -> list[tuple[str, str | None]]:
         out: list[tuple[str, str | None]] = []
@@ -134,9 +151,14 @@ class _HtmlText(HTMLParser):
         return out
 
 
-def html_sections(markup: str, max_nesting: int) -> tuple[list[tuple[str, str | None]], str | None]:
-    """(text, heading path) pairs in document order, and the ``<title>``."""
-    parser = _HtmlText(max_nesting)
+def html_sections(
+    markup: str, max_nesting: int, *, max_chars: int | None = None, max_sections: int | None = None
+) -> tuple[list[tuple[str, str | None]], str | None]:
+    """(text, heading path) pairs in document order, and the ``<title>``.
+
+    FileTooLarge past ``max_chars`` characters of visible text or ``max_sections`` headings.
+    """
+    parser = _HtmlText(max_nesting, max_chars, max_sections)
     try:
         parser.feed(markup)
         parser.close()
@@ -146,8 +168,10 @@ def html_sections(markup: str, max_nesting: int) -> tuple[list[tuple[str, str | 
 
 
 def load_html(data: bytes, limits: LoaderLimits) -> Document:
-    markup = decode_text(data)
-    sections, title = html_sections(markup, limits.max_nesting)
+    markup = decode_text(data)  # markup is not text: max_text_chars bounds the visible text below
+    sections, title = html_sections(
+        markup, limits.max_nesting, max_chars=limits.max_text_chars, max_sections=limits.max_chunks
+    )
     segments = join_segments([(text, None, section) for text, section in sections])
     return Document(content_type="text/html", segments=segments, title=title)
 

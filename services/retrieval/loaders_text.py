@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterator
 from typing import Any
 
-from services.retrieval.errors import BadEncoding, BinaryContent, EmptyDocument, NestingTooDeep
+from services.retrieval.errors import BadEncoding, BinaryContent, EmptyDocument, FileTooLarge, NestingTooDeep
 from services.retrieval.models import Document, Segment
 from services.retrieval.settings import LoaderLimits
 
@@ -79,8 +80,24 @@ def clean_title(value: Any) -> str | None:
 # -- plain text ----------------------------------------------------------------------------
 
 
-def load_text(data: bytes, limits: LoaderLimits) -> Document:
+def check_text_size(chars: int, limits: LoaderLimits) -> None:
+    """FileTooLarge when a file's text is over ``limits.max_text_chars``."""
+    if chars > limits.max_text_chars:
+        raise FileTooLarge(f"the file has more than {limits.max_text_chars} characters of text (limits.max_text_chars)")
+
+
+def decode_bounded(data: bytes, limits: LoaderLimits) -> str:
+    """:func:`decode_text` with ``limits.max_text_chars`` checked, before decoding when the byte
+    count alone proves it (a character is at most 4 bytes in UTF-8 and UTF-16)."""
+    if len(data) > 4 * limits.max_text_chars:
+        check_text_size(len(data), limits)
     text = decode_text(data)
+    check_text_size(len(text), limits)
+    return text
+
+
+def load_text(data: bytes, limits: LoaderLimits) -> Document:
+    text = decode_bounded(data, limits)
     return Document(content_type="text/plain", segments=(Segment(text=text, start=0),))
 
 
@@ -90,68 +107,94 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _QUOTE_PREFIX = re.compile(r"^[ \t]*((?:>[ \t]?)+)")
+_FRONT_MATTER_END = re.compile(r"^[^\S\n]*(?:---|\.\.\.)[^\S\n]*$", re.MULTILINE)
+_LINE_HEAD = 4096
+"""Only this many leading characters of a line decide whether it is a heading, fence or quote;
+a line longer than this is body text (so a 50 MB line is never copied or matched whole)."""
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(start offset, head of the line) for each line, without splitting the whole text."""
+    pos = 0
+    length = len(text)
+    while True:
+        end = text.find("\n", pos)
+        if end < 0:
+            end = length
+        yield pos, text[pos : min(end, pos + _LINE_HEAD + 1)]
+        if end >= length:
+            return
+        pos = end + 1
 
 
 def load_markdown(data: bytes, limits: LoaderLimits) -> Document:
     """Sections by heading (ATX ``#`` and setext underlines), fenced code kept as text.
 
     Each segment starts at its heading line; ``section`` is the heading path
-    (``Guide > Install > Linux``).  Offsets index the decoded file itself.
+    (``Guide > Install > Linux``).  Offsets index the decoded file itself.  One pass over the
+    lines without holding them (memory is the text plus one entry per heading); more than
+    ``limits.max_chunks`` headings is FileTooLarge.
     """
-    text = decode_text(data)
-    lines = text.split("\n")
-    starts: list[int] = []
-    pos = 0
-    for line in lines:
-        starts.append(pos)
-        pos += len(line) + 1
-
-    headings: list[tuple[int, int, str]] = []  # (line number, level, title)
-    first_body_line = 0
-    if lines and lines[0].strip() == "---":  # YAML front matter is not a heading source
-        for number in range(1, len(lines)):
-            if lines[number].strip() in ("---", "..."):
-                first_body_line = number + 1
-                break
+    text = decode_bounded(data, limits)
+    first_line_end = text.find("\n")
+    front_matter = (
+        first_line_end > 0
+        and text[:first_line_end].strip() == "---"
+        and _FRONT_MATTER_END.search(text, first_line_end + 1) is not None
+    )
+    in_front_matter = False
+    headings: list[tuple[int, int, str]] = []  # (start offset, level, title)
     fence: str | None = None
-    for number in range(first_body_line, len(lines)):
-        line = lines[number]
-        quote = _QUOTE_PREFIX.match(line)
+    previous: tuple[int, str] | None = None  # the line before, when it is a body line
+    for number, (start, head) in enumerate(_lines(text)):
+        line = head if len(head) <= _LINE_HEAD else ""
+        if number == 0 and front_matter:  # YAML front matter is not a heading source
+            in_front_matter = True
+            continue
+        if in_front_matter:
+            if head.strip() in ("---", "..."):
+                in_front_matter = False
+            continue
+        body_line = (start, line)
+        quote = _QUOTE_PREFIX.match(head)
         if quote and quote.group(1).count(">") > limits.max_nesting:
             raise NestingTooDeep(f"line {number + 1}: block quotes nested deeper than {limits.max_nesting}")
         fence_match = _FENCE.match(line)
         if fence is not None:
             if fence_match and fence_match.group(1)[0] == fence[0] and len(fence_match.group(1)) >= len(fence):
                 fence = None
+            previous = None
             continue
         if fence_match:
             fence = fence_match.group(1)
+            previous = None
             continue
         atx = _ATX.match(line)
         if atx:
-            headings.append((number, len(atx.group(1)), (atx.group(2) or "").strip()))
-            continue
-        setext = _SETEXT.match(line)
-        if setext and number > first_body_line and _is_setext_title(lines[number - 1]):
-            if not (headings and headings[-1][0] == number - 1):
-                level = 1 if setext.group(1)[0] == "=" else 2
-                headings.append((number - 1, level, lines[number - 1].strip()))
+            headings.append((start, len(atx.group(1)), (atx.group(2) or "").strip()))
+        else:
+            setext = _SETEXT.match(line)
+            if setext and previous is not None and _is_setext_title(previous[1]):
+                if not (headings and headings[-1][0] == previous[0]):
+                    level = 1 if setext.group(1)[0] == "=" else 2
+                    headings.append((previous[0], level, previous[1].strip()))
+        if len(headings) > limits.max_chunks:
+            raise FileTooLarge(f"the file has more than {limits.max_chunks} sections (limits.max_chunks)")
+        previous = body_line
 
     segments: list[Segment] = []
     stack: list[tuple[int, str]] = []
     boundaries: list[tuple[int, tuple[int, str] | None]] = [(0, None)]
-    boundaries += [(line_no, (level, title)) for line_no, level, title in headings]
-    for position, (line_no, heading) in enumerate(boundaries):
+    boundaries += [(offset, (level, title)) for offset, level, title in headings]
+    for position, (start, heading) in enumerate(boundaries):
         if heading is not None:
             level, title = heading
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, title))
-        end_line = boundaries[position + 1][0] if position + 1 < len(boundaries) else len(lines)
-        if end_line <= line_no and heading is None:
+        end = boundaries[position + 1][0] if position + 1 < len(boundaries) else len(text)
+        if end <= start and heading is None:
             continue
-        start = starts[line_no]
-        end = starts[end_line] if end_line < len(lines) else len(text)
         body = text[start:end]
         if not body.strip():
             continue

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from services.retrieval.errors import LIMIT_CODES
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -90,7 +92,49 @@ class IngestReport:
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, plus ``status`` (``ok``, ``incomplete``, ``cancelled``) and ``exit_code``."""
+        return {**asdict(self), "status": self.status, "exit_code": self.exit_code}
+
+    @property
+    def not_indexed(self) -> list[FileIssue]:
+        """Files that should have been indexed and were not: failed, or skipped over a limit."""
+        return [*self.errors, *(issue for issue in self.skipped if issue.code in LIMIT_CODES)]
+
+    @property
+    def status(self) -> str:
+        if self.cancelled:
+            return "cancelled"
+        return "incomplete" if self.not_indexed else "ok"
+
+    @property
+    def exit_code(self) -> int:
+        """``aries rag index add``: 0 every supported file indexed (or unchanged); 3 some files
+        failed or were skipped over a limit (each is listed with its reason); 130 cancelled."""
+        return {"ok": 0, "incomplete": 3, "cancelled": 130}[self.status]
+
+    def _kept(self, path: str) -> str:
+        return " (its previous chunks are kept)" if path in self.kept else ""
+
+    def file_lines(self, limit: int | None = None) -> list[str]:
+        """One line per added, updated, removed, failed and skipped file (the reason after a colon).
+
+        ``limit``: at most this many lines per kind, then ``… and N more``.  The lines carry file
+        names and messages as they are: neutralise them before they reach a terminal.
+        """
+        kinds: list[tuple[str, list[str]]] = [
+            ("added", list(self.added)),
+            ("updated", list(self.updated)),
+            ("removed", list(self.removed)),
+            ("failed", [f"{i.path}: [{i.code}] {i.message}{self._kept(i.path)}" for i in self.errors]),
+            ("skipped", [f"{i.path}: [{i.code}] {i.message}{self._kept(i.path)}" for i in self.skipped]),
+        ]
+        lines: list[str] = []
+        for kind, entries in kinds:
+            shown = entries if limit is None else entries[:limit]
+            lines.extend(f"  {kind:<8} {entry}" for entry in shown)
+            if len(entries) > len(shown):
+                lines.append(f"  {kind:<8} … and {len(entries) - len(shown)} more")
+        return lines
 
     def summary(self) -> str:
         parts = [

@@ -1,5 +1,11 @@
 """Run the PDF/EPUB/HTML loaders in a child process with a time and a memory limit.
 
+The limits are the per-file budget of :class:`~services.retrieval.settings.LoaderLimits`:
+``timeout_s`` of wall-clock time per file and ``memory_bytes`` of address-space growth
+(``RLIMIT_AS`` over the interpreter's start-up size, so the child's peak RSS stays under
+``memory_bytes`` + ~100 MiB: under 1 GiB with the defaults).  Text and chunk caps
+(``max_text_chars``, ``max_chunks``, ``max_pages``, ``max_zip_bytes``) are checked inside.
+
 A malicious or broken file can make a parser loop, recurse or allocate without bound.  The
 child (``python -m services.retrieval.sandbox``: a fresh interpreter that imports nothing of
 the host application) is started once and reused for every file; it is killed and
@@ -101,7 +107,8 @@ def _serve(memory_bytes: int) -> int:  # pragma: no cover - runs in the child
             reply = {"ok": False, "error": type(exc).__name__, "message": exc.message}
         except MemoryError:
             restart = True
-            reply = {"ok": False, "error": "FileTooLarge", "message": "the loader went over its memory limit"}
+            message = "the loader went over its memory limit (limits.memory_bytes)"
+            reply = {"ok": False, "error": "FileTooLarge", "message": message}
         except RecursionError:
             reply = {"ok": False, "error": "NestingTooDeep", "message": "the file is nested too deeply to parse"}
         except Exception as exc:
@@ -201,7 +208,9 @@ class LoaderSandbox:
                 frame = self._replies.get(timeout=timeout)
             except queue.Empty:
                 self._stop()
-                raise LoaderTimeout(f"reading took longer than {timeout:g} s; the loader was stopped") from None
+                raise LoaderTimeout(
+                    f"reading took longer than {timeout:g} s (limits.timeout_s); the loader was stopped"
+                ) from None
             if frame is None:
                 code = process.wait(5)
                 self._stop()

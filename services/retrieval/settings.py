@@ -14,6 +14,9 @@
 ``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS`` ``3000``; a whole number, at least 1.
 ``AXIOMME_EMBEDDER_THREADS``        torch intra-op threads (default: the number of CPUs).
 ``AXIOMME_CHROMA_URL``              ``http://host:port`` of a Chroma server; unset = embedded.
+``AXIOMME_LOADER_<FIELD>``          a per-file limit of :class:`LoaderLimits` (byte, character,
+                                    chunk, page and zip caps, the loader's memory and time
+                                    budget), e.g. ``AXIOMME_LOADER_TIMEOUT_S=30``.
 ==================================  ==========================================================
 
 Values are trimmed; the backend and embedder names are case-insensitive; an empty variable counts
@@ -97,25 +100,78 @@ class FusionSettings:
 
 @dataclass(frozen=True, config=_CONFIG)
 class LoaderLimits:
-    """Bounds on what one file may cost to read."""
+    """Bounds on what one file may cost to read: the per-file memory and time budget.
+
+    Every field can be set from the environment as ``AXIOMME_LOADER_<FIELD>`` (upper case, e.g.
+    ``AXIOMME_LOADER_MAX_FILE_BYTES=10000000``).  A file over a limit is not indexed: the ingest
+    report lists it as skipped with the limit it went over, and the other files go on.  With the
+    defaults, reading and chunking one file stays well under 1 GiB per process.
+    """
 
     max_file_bytes: Annotated[int, Field(ge=1)] = 64 * 1024 * 1024
     """Files larger than this are reported (FileTooLarge) and not read."""
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
-    """Wall-clock limit for parsing one PDF/EPUB/HTML file in the loader subprocess."""
-    memory_bytes: Annotated[int, Field(ge=1)] = 1536 * 1024 * 1024
-    """Address-space growth allowed to the loader subprocess (Linux/macOS)."""
+    """Wall-clock budget for loading one file, and again for chunking it.  PDF/EPUB/HTML loaders run
+    in a subprocess that is killed when it goes over; Markdown/text load in one linear pass, and the
+    chunker checks the clock as it goes."""
+    memory_bytes: Annotated[int, Field(ge=1)] = 768 * 1024 * 1024
+    """Address-space growth allowed to the loader subprocess (Linux/macOS): its peak stays under
+    this plus the interpreter's own ~100 MiB, i.e. under 1 GiB."""
+    max_text_chars: Annotated[int, Field(ge=1)] = 4_000_000
+    """Most characters of text accepted from one file (decoded Markdown/text, or text extracted
+    from a PDF/EPUB/HTML file; checked while it is extracted)."""
+    max_chunks: Annotated[int, Field(ge=1)] = 5_000
+    """Most chunks (and Markdown/HTML sections) accepted from one file; every chunk of a file is
+    held with its vector until the file is written, so this bounds the indexer's memory."""
+    max_chunk_chars: Annotated[int, Field(ge=16)] = 4_000
+    """No chunk is longer than this many characters, even in text without sentence, line or
+    word breaks (ordinary prose reaches the token limit at ~1,500 characters)."""
+    max_pages: Annotated[int, Field(ge=1)] = 10_000
+    """Most pages accepted in a PDF."""
     max_nesting: Annotated[int, Field(ge=1)] = 256
     """Deepest element/quote/list nesting accepted in HTML, XHTML and Markdown."""
     max_zip_members: Annotated[int, Field(ge=1)] = 20_000
     """Most members accepted in an EPUB (a zip archive)."""
-    max_zip_bytes: Annotated[int, Field(ge=1)] = 512 * 1024 * 1024
-    """Total uncompressed size accepted for an EPUB."""
+    max_zip_bytes: Annotated[int, Field(ge=1)] = 256 * 1024 * 1024
+    """Total uncompressed size accepted for an EPUB; the cap applied is the smaller of this and
+    a third of ``memory_bytes`` (see :attr:`zip_budget`), so unpacking fits the loader's budget."""
+
+    @property
+    def zip_budget(self) -> int:
+        """The EPUB unpack cap in force: ``max_zip_bytes``, at most a third of ``memory_bytes``."""
+        return min(self.max_zip_bytes, self.memory_bytes // 3)
 
     @model_validator(mode="wrap")
     @classmethod
     def _typed_errors(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         return _as_config_error("loader", handler, data)
+
+
+LOADER_ENV_PREFIX = "AXIOMME_LOADER_"
+"""``AXIOMME_LOADER_<FIELD>`` sets a :class:`LoaderLimits` field (``AXIOMME_LOADER_TIMEOUT_S=30``)."""
+
+
+def loader_limits_from_env(env: Mapping[str, str]) -> LoaderLimits | None:
+    """The ``AXIOMME_LOADER_*`` variables as limits (``None`` when none is set)."""
+    values: dict[str, object] = {}
+    for field in dataclasses.fields(LoaderLimits):
+        variable = LOADER_ENV_PREFIX + field.name.upper()
+        raw = env.get(variable, "").strip()
+        if not raw:
+            continue
+        try:
+            values[field.name] = float(raw) if field.name == "timeout_s" else int(raw.replace("_", ""))
+        except ValueError:
+            kind = "a number of seconds" if field.name == "timeout_s" else "a whole number"
+            raise ConfigError(f"{variable}={raw!r} is not supported; use {kind}", setting=variable) from None
+    if not values:
+        return None
+    try:
+        return LoaderLimits(**values)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        name = str(exc.details.get("setting", ""))
+        variable = LOADER_ENV_PREFIX + name.upper()
+        raise ConfigError(f"{variable}: {exc.message}", setting=variable) from None
 
 
 @dataclass(frozen=True, config=_CONFIG)
@@ -175,6 +231,9 @@ class RetrievalSettings:
                     ) from None
             else:
                 values[name] = raw
+        limits = loader_limits_from_env(env)
+        if limits is not None:
+            values["limits"] = limits
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)  # type: ignore[arg-type]
 

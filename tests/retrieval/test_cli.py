@@ -143,3 +143,41 @@ def test_eval_rag_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     dataset = _beir(tmp_path / "beir2")
     code, _, err = run(["eval", "rag", "--dataset", str(dataset), "--qrels", str(dataset / "none.tsv")], capsys)
     assert code == 1 and "none.tsv" in err
+
+
+def test_index_add_lists_every_file_with_its_reason_and_exits_3(
+    named_workspace: str, docs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One bad file never stops the others; each file is named; exit code 3 says some were not indexed."""
+    ws = ["-w", named_workspace]
+    code, out, err = run([*ws, "rag", "index", "add", str(docs)], capsys)
+    assert code == 0, err
+    assert "  added    cats.md" in out and "  added    guides/install.md" in out and "  added    notes.txt" in out
+
+    (docs / "deep.html").write_text("<div>" * 1000, encoding="utf-8")
+    (docs / "bad.txt").write_bytes(b"caf\xe9")
+    (docs / "big.md").write_text("# Big\n\n" + "word " * 400, encoding="utf-8")
+    (docs / "cats.md").write_text("# Cats\n\nCats sleep in the sun.\n", encoding="utf-8")
+    (docs / "notes.txt").unlink()
+    (docs / "image.png").write_bytes(b"\x89PNG")
+    monkeypatch.setenv("AXIOMME_LOADER_MAX_TEXT_CHARS", "1000")
+    code, out, err = run([*ws, "rag", "index", "add", str(docs)], capsys)
+    assert code == 3, (out, err)
+    lines = out.splitlines()
+    assert "  updated  cats.md" in lines and "  removed  notes.txt" in lines
+    assert any(line.startswith("  failed   bad.txt: [bad_encoding] not valid UTF-8") for line in lines), out
+    assert any(line.startswith("  skipped  deep.html: [too_deep] ") for line in lines), out
+    big = "  skipped  big.md: [too_large] the file has more than 1000 characters of text (limits.max_text_chars)"
+    assert big in lines, out
+    assert any(line.startswith("  skipped  image.png: [unsupported_type]") for line in lines), out
+    assert "3 file(s) not indexed (exit code 3)" in err
+
+    code, out, _ = run([*ws, "rag", "index", "add", str(docs), "--json"], capsys)
+    report = json.loads(out)
+    assert code == 3 and report["status"] == "incomplete" and report["exit_code"] == 3
+    assert {i["path"]: i["code"] for i in report["skipped"]} == {
+        "image.png": "unsupported_type",
+        "deep.html": "too_deep",
+        "big.md": "too_large",
+    }
+    assert [i["path"] for i in report["errors"]] == ["bad.txt"]

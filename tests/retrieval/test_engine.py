@@ -161,10 +161,11 @@ def test_failures_are_reported_and_the_rest_is_indexed(engine: RetrievalEngine, 
         "empty.md": "empty",
         "latin1.txt": "bad_encoding",
         "broken.epub": "malformed",
-        "deep.html": "too_deep",
     }
     assert sorted(report.added) == ["book.epub", "good.md", "report.pdf"]
-    assert [(s.path, s.code) for s in report.skipped] == [("image.png", "unsupported_type")]
+    # over a limit (here the nesting depth): skipped, with the limit named
+    assert [(s.path, s.code) for s in report.skipped] == [("image.png", "unsupported_type"), ("deep.html", "too_deep")]
+    assert report.exit_code == 3 and len(report.not_indexed) == 7  # 6 failed, 1 over a limit
     hit = engine.query("swans", k=1).hits[0]
     assert hit.source_path == "report.pdf" and hit.page == 2
     hit = engine.query("ponds", k=1).hits[0]
