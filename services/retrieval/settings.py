@@ -48,6 +48,7 @@ FusionMethod = Literal["rrf", "bm25", "dense"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 EMBEDDERS: tuple[str, ...] = get_args(Embedder)
 EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
+DEFAULT_EMBEDDER_BACKEND: EmbedderBackend = "torch"
 DEFAULT_HTTP_ENDPOINT = "http://127.0.0.1:11434/api/embed"
 DEFAULT_HTTP_MODEL = "nomic-embed-text"
 DEFAULT_HTTP_TIMEOUT_MS = 3000
@@ -136,7 +137,7 @@ class RetrievalSettings:
     """``AXIOMME_RETRIEVAL_BACKEND``: ``sqlite`` keeps index state in the workspace, ``memory`` keeps none."""
     embedder: Embedder = "sentence-transformers"
     """``AXIOMME_EMBEDDER``: which embedder computes the dense vectors."""
-    embedder_backend: EmbedderBackend = "torch"
+    embedder_backend: EmbedderBackend = DEFAULT_EMBEDDER_BACKEND
     """``AXIOMME_EMBEDDER_BACKEND``: how the ``sentence-transformers`` model runs (torch, onnx, onnx-int8)."""
     embedder_cache: Annotated[str, Field(min_length=1)] | None = None
     """``AXIOMME_EMBEDDER_CACHE``: the exported ONNX models (``None``: ``<data dir>/cache/onnx``)."""

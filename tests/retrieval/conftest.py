@@ -23,6 +23,8 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "AXIOMME_EMBEDDER_MODEL_NAME",
         "AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS",
         "AXIOMME_EMBEDDER_THREADS",
+        "AXIOMME_EMBEDDER_BACKEND",
+        "AXIOMME_EMBEDDER_CACHE",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AXIOMME_EMBEDDER", "hash")
