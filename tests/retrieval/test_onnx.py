@@ -50,8 +50,10 @@ SAMPLES = [
     "0-dimensional biomaterials show inductive properties.",
     "Tax law reform",
     "word " * 600,  # longer than the 256-token window: truncated like sentence-transformers does
-    *ADVERSARIAL[:4],
+    "Statins lower LDL cholesterol and the risk of cardiovascular events in patients with diabetes.",
 ]
+ODD = ["x", *ADVERSARIAL[:4]]
+"""Degenerate and adversarial texts (one letter, unspaced CJK, ...): int8 moves them most (0.97 measured)."""
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -93,9 +95,10 @@ def test_onnx_vectors_match_torch(onnx_cache: Path) -> None:
         assert _cosine(ref, a) >= 0.999, text[:40]
         assert max(abs(x - y) for x, y in zip(ref, a, strict=True)) < 1e-4, text[:40]
         assert _cosine(ref, b) >= 0.98, text[:40]
-    # a degenerate one-letter text moves most under int8 (cosine 0.974 measured), yet stays the same neighbour
-    tiny_ref, tiny_int8 = SentenceTransformerEmbedder().embed(["x"])[0], int8.embed(["x"])[0]
-    assert _cosine(tiny_ref, tiny_int8) >= 0.95
+    odd_ref, odd_fp32, odd_int8 = SentenceTransformerEmbedder().embed(ODD), fp32.embed(ODD), int8.embed(ODD)
+    for text, ref, a, b in zip(ODD, odd_ref, odd_fp32, odd_int8, strict=True):
+        assert _cosine(ref, a) >= 0.999, text[:40]
+        assert _cosine(ref, b) >= 0.95, text[:40]
     # a query on its own gives the vector of the same text in a batch
     assert fp32.embed_query(SAMPLES[2]) == pytest.approx(fp32_vectors[2], abs=1e-5)
     assert int8.embed_query(SAMPLES[2]) == pytest.approx(int8_vectors[2], abs=1e-5)
