@@ -11,8 +11,11 @@ atomic: the files are written under temporary names, fsynced and renamed into pl
 
 Encoding: the model's ``tokenizer.json`` through the ``tokenizers`` fast tokenizer (truncated to
 the model's 256-token window, padded to the longest text of the batch), then the graph, whose
-output already is the mean-pooled, L2-normalised sentence embedding.  Nothing here imports torch:
-only the export subprocess does.
+output already is the mean-pooled, L2-normalised sentence embedding.  fp32 encodes batches of 32
+texts of similar length; int8 encodes one text per call, because dynamic quantization scales each
+input tensor as a whole and a batched text's vector would depend on its neighbours (so a document
+and the same text as a query get the same vector).  Nothing here imports torch: only the export
+subprocess does.
 
 Threads: queries run on a session with one intra-op thread (one short text gains nothing from a
 second thread on a 2-core machine, and waiting for a preempted worker is what makes latency spike);
@@ -251,9 +254,13 @@ class OnnxEmbedder:
 
         session = _session(self.model_path, self.threads)
         out = np.zeros((len(texts), 384), dtype=np.float32)
+        # int8: one text per call.  Dynamic quantization scales the activations of the whole
+        # input tensor, so in a batch a text's vector would depend on its neighbours (and their
+        # padding): up to 0.02 apart.  Alone, each text gets the vector embed_query gives it.
+        size = 1 if self.backend == "onnx-int8" else self.batch_size
         order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
-        for start in range(0, len(order), self.batch_size):
-            group = order[start : start + self.batch_size]
+        for start in range(0, len(order), size):
+            group = order[start : start + size]
             out[group] = self._run(session, [texts[i] for i in group])
         return out
 
