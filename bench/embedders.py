@@ -13,6 +13,9 @@ Each backend runs in a fresh process of its own (so peak RSS and start-up are it
    one query (wall time of the whole process, as a user running ``aries rag query`` sees it);
 5. peak RSS of the process of steps 1–3.
 
+``--encoder-only`` times just the query encoder (``embed_query``) of the three backends taking
+turns query by query in one process, so that a shared machine's load weighs on each alike.
+
 The ONNX models are exported (once, cached) before any clock starts.  The machine may be shared:
 the load average is printed with each backend, and every figure is also given as a ratio to the
 torch figure of the same run.
@@ -130,16 +133,51 @@ def run_one(backend: str, dataset: Path, limit_docs: int | None, work: Path) -> 
     }
 
 
+def interleaved(dataset: Path) -> dict[str, Any]:
+    """The query encoder alone, the three backends taking turns query by query (same load for each)."""
+    os.environ["AXIOMME_EMBEDDER"] = "sentence-transformers"
+    from services.retrieval import RetrievalSettings
+    from services.retrieval.embedders import create_embedder, preload
+    from services.retrieval.evaluation import load_beir
+
+    embedders = {b: create_embedder(RetrievalSettings(embedder_backend=b)) for b in ("torch", "onnx", "onnx-int8")}
+    for embedder in embedders.values():
+        preload(embedder)
+    queries = list(load_beir(dataset).queries.values())
+    wall: dict[str, list[float]] = {b: [] for b in embedders}
+    cpu: dict[str, float] = dict.fromkeys(embedders, 0.0)
+    for rounds in range(2):  # the first round warms up
+        for text in queries:
+            for backend, embedder in embedders.items():
+                start, began = time.perf_counter(), time.process_time()
+                embedder.embed_query(text)
+                if rounds:
+                    wall[backend].append((time.perf_counter() - start) * 1000)
+                    cpu[backend] += time.process_time() - began
+    return {
+        backend: {
+            "p50_ms": round(statistics.median(values), 2),
+            "p95_ms": round(_percentile(values, 0.95), 2),
+            "cpu_ms_per_query": round(cpu[backend] * 1000 / len(values), 2),
+        }
+        for backend, values in wall.items()
+    } | {"load_average": round(os.getloadavg()[0], 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", type=Path, default=REPO.parent / "shared" / "eval" / "scifact")
     parser.add_argument("--backends", default="torch,onnx,onnx-int8")
     parser.add_argument("--limit-docs", type=int)
     parser.add_argument("--out", type=Path, help="also write the results (JSON) here")
+    parser.add_argument("--encoder-only", action="store_true", help="only the interleaved query-encoder timing")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.encoder_only:
+        print(json.dumps(interleaved(args.dataset), indent=2))
+        return 0
     if args.one:
         print(json.dumps(run_one(args.one, args.dataset, args.limit_docs, args.work)))
         return 0
