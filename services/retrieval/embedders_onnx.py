@@ -114,10 +114,16 @@ def ensure_onnx_models(model_dir: Path, cache_root: Path | None = None, *, versi
         with FileLock(str(root / ".export.lock"), timeout=EXPORT_TIMEOUT_S):
             if _complete(directory):
                 return directory
-            _export(model_dir, directory, key)
+            try:
+                _export(model_dir, directory, key)
+            except OSError as exc:  # disk full, read-only cache: nothing half-written is left behind
+                shutil.rmtree(directory, ignore_errors=True)
+                raise EmbedderError(f"cannot write the ONNX model cache {directory}: {exc.strerror or exc}") from None
             _prune(root, keep=key)
     except Timeout:
         raise EmbedderError(f"another process has been exporting the ONNX model into {root} for too long") from None
+    except OSError as exc:  # the lock file cannot be created (read-only cache)
+        raise EmbedderError(f"cannot lock the ONNX model cache {root}: {exc.strerror or exc}") from None
     return directory
 
 

@@ -35,7 +35,7 @@ from services.retrieval.embedders_onnx import (
     ensure_onnx_models,
     package_version,
 )
-from services.retrieval.errors import IndexMismatch
+from services.retrieval.errors import EmbedderError, IndexMismatch
 from services.workspaces import Workspace
 
 from .conftest import REPO
@@ -215,3 +215,13 @@ def test_new_key_rebuilds_once_with_two_processes_at_once(tmp_path: Path, onnx_c
     fresh._path = new / INT8_FILE
     cached = OnnxEmbedder(minilm_path(), quantized=True, cache_root=onnx_cache)
     assert fresh.embed(SAMPLES[:3]) == cached.embed(SAMPLES[:3])  # the export is reproducible
+
+
+def test_an_unusable_cache_is_one_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x", encoding="utf-8")
+    embedder = OnnxEmbedder(minilm_path(), quantized=True, cache_root=blocker / "onnx")
+    with pytest.raises(EmbedderError) as caught:
+        embedder.embed_query("cats")
+    assert "cannot create the ONNX model cache" in str(caught.value) and "\n" not in str(caught.value)
+    assert blocker.read_text(encoding="utf-8") == "x"
