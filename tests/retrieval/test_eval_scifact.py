@@ -24,7 +24,15 @@ BASELINE = Path(__file__).with_name("baseline_scifact_subset.json")
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.mark.parametrize("backend", ["torch", "onnx", "onnx-int8"])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "torch",
+        # the session's one-time ONNX export (a subprocess with torch) may fall to the first of these
+        pytest.param("onnx", marks=pytest.mark.timeout(480)),
+        pytest.param("onnx-int8", marks=pytest.mark.timeout(480)),
+    ],
+)
 def test_scifact_subset_does_not_regress(
     backend: str,
     request: pytest.FixtureRequest,
