@@ -35,6 +35,10 @@ class EnvSettings(BaseModel):
         "sentence-transformers", alias="AXIOMME_EMBEDDER"
     )
     """Embedding model: all-MiniLM-L6-v2 (default), ``hash`` (deterministic, no model) or an Ollama embed API."""
+    embedder_backend: Literal["torch", "onnx", "onnx-int8"] = Field("torch", alias="AXIOMME_EMBEDDER_BACKEND")
+    """How all-MiniLM-L6-v2 runs: torch (sentence-transformers), ``onnx`` (fp32) or ``onnx-int8``."""
+    embedder_cache: Path | None = Field(None, alias="AXIOMME_EMBEDDER_CACHE")
+    """Where the exported ONNX models are kept; unset: ``<data dir>/cache/onnx``."""
     embedder_endpoint: str | None = Field(None, alias="AXIOMME_EMBEDDER_MODEL_ENDPOINT")
     """Embed API URL for ``semantic-model-http`` (loopback hosts only)."""
     embedder_model: str | None = Field(None, alias="AXIOMME_EMBEDDER_MODEL_NAME")
@@ -73,7 +77,7 @@ def env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         raw = env.get(name)
         if raw is not None and raw.strip():
             stripped = raw.strip()
-            if name in ("AXIOMME_RETRIEVAL_BACKEND", "AXIOMME_EMBEDDER"):
+            if name in ("AXIOMME_RETRIEVAL_BACKEND", "AXIOMME_EMBEDDER", "AXIOMME_EMBEDDER_BACKEND"):
                 stripped = stripped.lower()
             values[name] = stripped
     try:

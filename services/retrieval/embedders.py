@@ -12,6 +12,13 @@
   proxies and no redirects.  Failures are typed subclasses of ``EmbedderError``:
   ``EmbedderUnreachable``, ``EmbedderTimeout``, ``EmbedderHTTPError``, ``EmbedderBadResponse``.
 
+* ``AXIOMME_EMBEDDER_BACKEND`` says how the sentence-transformers model runs: ``torch`` (above),
+  or ONNX Runtime — ``onnx`` (fp32) and ``onnx-int8`` (dynamic int8) — in
+  :mod:`services.retrieval.embedders_onnx`, which never imports torch.  fp32 ONNX gives the torch
+  vectors to within 2e-7 (max abs difference on SciFact texts), so the two share a vector space
+  and one index may be written by both; int8 vectors differ (cosine ≈ 0.99 to torch's) and an
+  index is built with it or without it, never both (:func:`vector_space`).
+
 Threads: torch gets ``AXIOMME_EMBEDDER_THREADS`` intra-op threads (default: all CPUs) and one
 inter-op thread; numpy's BLAS is held to one thread while torch encodes, because on a small
 machine the two pools otherwise oversubscribe the cores and both slow down.
@@ -50,6 +57,7 @@ from services.retrieval.embedders_http import (
 from services.retrieval.embedders_http import (
     run_sync as run_sync,
 )
+from services.retrieval.embedders_onnx import OnnxEmbedder as OnnxEmbedder  # re-exported
 from services.retrieval.errors import EmbedderError
 from services.retrieval.settings import RetrievalSettings
 
@@ -66,6 +74,10 @@ QUERY_THREADS = 1
 class Embedder(Protocol):
     model_id: str
     """Recorded in chunk metadata, the index and the audit log."""
+    backend: str
+    """How the model runs (``torch``, ``onnx``, ``onnx-int8``, ``hash``, ``http``); recorded in the index."""
+    quantization: str
+    """``none`` or the quantization of the weights (``int8-dynamic``); recorded in the index."""
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit-length vectors for documents, in order."""
@@ -86,6 +98,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 class HashEmbedder:
     """Signed feature hashing of words and word bigrams: deterministic everywhere, no model."""
+
+    backend = "hash"
+    quantization = "none"
 
     def __init__(self, dim: int = HASH_DIM) -> None:
         self.dim = dim
@@ -194,6 +209,8 @@ def _one_blas_thread() -> Any:
 
 class SentenceTransformerEmbedder:
     model_id = MINILM_ID
+    backend = "torch"
+    quantization = "none"
 
     def __init__(self, threads: int | None = None, batch_size: int = ENCODE_BATCH) -> None:
         self.threads = threads
@@ -254,11 +271,36 @@ def create_embedder(settings: RetrievalSettings | None = None) -> Embedder:
         return HashEmbedder()
     if settings.embedder == "semantic-model-http":
         return HttpEmbedder(settings.http_endpoint, settings.http_model, settings.http_timeout_ms)
-    minilm_path()  # fail fast (ConfigError) if the package is missing; the model loads later
-    return SentenceTransformerEmbedder(threads=settings.threads)
+    path = minilm_path()  # fail fast (ConfigError) if the package is missing; the model loads later
+    if settings.embedder_backend == "torch":
+        return SentenceTransformerEmbedder(threads=settings.threads)
+    cache = Path(settings.embedder_cache).expanduser() if settings.embedder_cache else None
+    return OnnxEmbedder(
+        path, quantized=settings.embedder_backend == "onnx-int8", threads=settings.threads, cache_root=cache
+    )
+
+
+def backend_of(embedder: Embedder) -> tuple[str, str]:
+    """(backend, quantization) of ``embedder``; embedders from elsewhere count as unquantized."""
+    return str(getattr(embedder, "backend", "unknown")), str(getattr(embedder, "quantization", "none"))
+
+
+def vector_space(embedder: Embedder) -> str:
+    """What must match for vectors to be compared: the model, and its quantization if any.
+
+    torch and fp32 ONNX give the same vectors (max abs difference ~2e-7), so they share a space.
+    """
+    _, quantization = backend_of(embedder)
+    return embedder.model_id if quantization == "none" else f"{embedder.model_id}+{quantization}"
+
+
+def cache_tag(embedder: Embedder) -> str:
+    """The model id, plus the backend when it is not torch: keys caches of computed vectors (evaluation)."""
+    backend, _ = backend_of(embedder)
+    return embedder.model_id if backend in ("torch", "hash", "http", "unknown") else f"{embedder.model_id}@{backend}"
 
 
 def preload(embedder: Embedder) -> None:
     """Load the embedder's model now (call it from a worker thread, not the UI thread)."""
-    if isinstance(embedder, SentenceTransformerEmbedder):
+    if isinstance(embedder, SentenceTransformerEmbedder | OnnxEmbedder):
         embedder.embed_query("warm up")

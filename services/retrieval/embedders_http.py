@@ -124,6 +124,8 @@ class HttpEmbedder:
     """Embeddings from an Ollama-protocol server on this machine."""
 
     batch_size = 32
+    backend = "http"
+    quantization = "none"
 
     def __init__(self, endpoint: str, model: str, timeout_ms: int = 3000) -> None:
         self.endpoint = check_loopback_endpoint(endpoint)

@@ -17,7 +17,7 @@ from services.errors import AriesError, InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import AUDIT_DB, RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
-from services.retrieval.embedders import Embedder, create_embedder, preload
+from services.retrieval.embedders import Embedder, backend_of, create_embedder, preload
 from services.retrieval.errors import IndexMismatch, IndexNotFound, IndexStorageError, IngestError
 from services.retrieval.faults import storage_guard
 from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
@@ -156,13 +156,35 @@ class EngineBase:
                 self._sandbox = LoaderSandbox(self.settings.limits)
             return self._sandbox
 
-    def _check_model(self, store: IndexStore) -> None:
+    def _check_model(self, store: IndexStore, *, record: bool = False) -> None:
+        """Refuse an index whose vectors the embedder cannot be compared with; ``record`` (writers)
+        notes the model, backend and quantization in an index that has none yet.
+
+        Indexes written before the backend was recorded hold torch (unquantized) vectors.  torch
+        and fp32 ONNX share a vector space; an int8 index takes int8 vectors only, and the other
+        way round: anything else is an :class:`IndexMismatch` saying a rebuild is needed.
+        """
         built_with = store.get_meta("embedding_model")
         if built_with is not None and built_with != self.embedder.model_id:
             raise IndexMismatch(
                 f"index {store.name!r} was built with {built_with}, but the embedder now is {self.embedder.model_id}; "
                 f"set AXIOMME_EMBEDDER to match, or drop and re-add the index",
                 index=store.name,
+            )
+        backend, quantization = backend_of(self.embedder)
+        built_backend = store.get_meta("embedding_backend")
+        built_quantization = store.get_meta("embedding_quantization")
+        if built_with is not None and (built_quantization or "none") != quantization:
+            was = built_backend or "torch"
+            raise IndexMismatch(
+                f"index {store.name!r} holds {was} vectors (quantization {built_quantization or 'none'}), but the "
+                f"embedder now is {backend} (quantization {quantization}): rebuild needed — drop and re-add the "
+                f"index, or set AXIOMME_EMBEDDER_BACKEND={was}",
+                index=store.name,
+            )
+        if record and (built_with is None or built_backend is None):
+            store.set_meta(
+                embedding_model=self.embedder.model_id, embedding_backend=backend, embedding_quantization=quantization
             )
 
     # -- index lifecycle -------------------------------------------------------------------

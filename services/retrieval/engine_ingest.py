@@ -62,9 +62,7 @@ class IngestingEngine(EngineBase):
         name = validate_name(name, "index") if name is not None else derive_index_name(root)
         candidates, skipped = self._scan(root)  # before anything is created: refuse a bad root cleanly
         store = self._store(name, create=True)
-        self._check_model(store)
-        if store.get_meta("embedding_model") is None:
-            store.set_meta(embedding_model=self.embedder.model_id)
+        self._check_model(store, record=True)  # records model, backend and quantization in a new index
         report = IngestReport(index=name, root=root.as_posix())
         counter = default_counter()
         chunk_key = self.chunk_config.key(counter)

@@ -24,7 +24,7 @@ from typing import Any
 
 from services.errors import CorruptFile, InvalidInput, NotFound
 from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
-from services.retrieval.embedders import Embedder, create_embedder
+from services.retrieval.embedders import Embedder, backend_of, cache_tag, create_embedder
 from services.retrieval.fusion import fuse
 from services.retrieval.ingest import Batch, flush
 from services.retrieval.models import Document, Segment
@@ -160,7 +160,7 @@ def build_index(
 ) -> IndexStore:
     """Open the cached index in ``directory`` if it is complete, else (re)build it there."""
     chunk_config = chunk_config or ChunkConfig()
-    key = index_key(data, embedder.model_id, chunk_config)
+    key = index_key(data, cache_tag(embedder), chunk_config)
     if directory is not None and directory.exists():
         try:
             store = IndexStore("eval", directory, create=False)
@@ -202,7 +202,14 @@ def build_index(
                     progress(done, len(data.corpus))
         if batch:
             flush(writer, embedder, batch)
-    store.set_meta(eval_key=key, embedding_model=embedder.model_id, chunk_config=chunk_key)
+    backend, quantization = backend_of(embedder)
+    store.set_meta(
+        eval_key=key,
+        embedding_model=embedder.model_id,
+        embedding_backend=backend,
+        embedding_quantization=quantization,
+        chunk_config=chunk_key,
+    )
     if progress is not None:
         progress(len(data.corpus), len(data.corpus))
     return store
@@ -295,7 +302,7 @@ def evaluate(
     directory: Path | None = None
     if settings.backend != "memory":
         root = cache_dir if cache_dir is not None else default_cache_dir()
-        directory = root / index_key(data, embedder.model_id, chunk_config)
+        directory = root / index_key(data, cache_tag(embedder), chunk_config)
     store = build_index(data, directory, embedder, chunk_config, progress)
     try:
         return run_queries(store, data, embedder, settings.fusion, top_n=max(settings.top_n, 2 * DEPTH))

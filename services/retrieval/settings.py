@@ -12,7 +12,13 @@
                                     (checked when the HTTP embedder is created).
 ``AXIOMME_EMBEDDER_MODEL_NAME``     ``nomic-embed-text``
 ``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS`` ``3000``; a whole number, at least 1.
-``AXIOMME_EMBEDDER_THREADS``        torch intra-op threads (default: the number of CPUs).
+``AXIOMME_EMBEDDER_BACKEND``        how all-MiniLM-L6-v2 runs: ``torch`` (default; sentence-transformers),
+                                    ``onnx`` (ONNX Runtime, fp32: the same vectors as torch) or
+                                    ``onnx-int8`` (dynamic int8 quantization: a vector space of its
+                                    own, so an index is built with it or not at all).
+``AXIOMME_EMBEDDER_CACHE``          where the exported ONNX models are kept (default:
+                                    ``<data dir>/cache/onnx``).
+``AXIOMME_EMBEDDER_THREADS``        encoder intra-op threads for batches (default: the number of CPUs).
 ``AXIOMME_CHROMA_URL``              ``http://host:port`` of a Chroma server; unset = embedded.
 ``AXIOMME_LOADER_<FIELD>``          a per-file limit of :class:`LoaderLimits` (byte, character,
                                     chunk, page and zip caps, the loader's memory and time
@@ -40,9 +46,12 @@ from services.errors import ConfigError
 
 Backend = Literal["sqlite", "memory"]
 Embedder = Literal["sentence-transformers", "hash", "semantic-model-http"]
+EmbedderBackend = Literal["torch", "onnx", "onnx-int8"]
 FusionMethod = Literal["rrf", "bm25", "dense"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 EMBEDDERS: tuple[str, ...] = get_args(Embedder)
+EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
+DEFAULT_EMBEDDER_BACKEND: EmbedderBackend = "torch"
 DEFAULT_HTTP_ENDPOINT = "http://127.0.0.1:11434/api/embed"
 DEFAULT_HTTP_MODEL = "nomic-embed-text"
 DEFAULT_HTTP_TIMEOUT_MS = 3000
@@ -53,13 +62,15 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "http_endpoint": ("AXIOMME_EMBEDDER_MODEL_ENDPOINT", "an http:// URL on a loopback host"),
     "http_model": ("AXIOMME_EMBEDDER_MODEL_NAME", "a model name"),
     "http_timeout_ms": ("AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS", "a whole number of milliseconds, at least 1"),
+    "embedder_backend": ("AXIOMME_EMBEDDER_BACKEND", f"one of: {', '.join(EMBEDDER_BACKENDS)}"),
+    "embedder_cache": ("AXIOMME_EMBEDDER_CACHE", "a directory"),
     "threads": ("AXIOMME_EMBEDDER_THREADS", "a whole number, at least 1"),
     "chroma_url": ("AXIOMME_CHROMA_URL", "http://host:port"),
 }
 """Setting field → (environment variable, what it accepts)."""
 
 _INT_FIELDS = frozenset({"http_timeout_ms", "threads"})
-_NAME_FIELDS = frozenset({"backend", "embedder"})  # case-insensitive names
+_NAME_FIELDS = frozenset({"backend", "embedder", "embedder_backend"})  # case-insensitive names
 _CONFIG = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 
@@ -182,6 +193,10 @@ class RetrievalSettings:
     """``AXIOMME_RETRIEVAL_BACKEND``: ``sqlite`` keeps index state in the workspace, ``memory`` keeps none."""
     embedder: Embedder = "sentence-transformers"
     """``AXIOMME_EMBEDDER``: which embedder computes the dense vectors."""
+    embedder_backend: EmbedderBackend = DEFAULT_EMBEDDER_BACKEND
+    """``AXIOMME_EMBEDDER_BACKEND``: how the ``sentence-transformers`` model runs (torch, onnx, onnx-int8)."""
+    embedder_cache: Annotated[str, Field(min_length=1)] | None = None
+    """``AXIOMME_EMBEDDER_CACHE``: the exported ONNX models (``None``: ``<data dir>/cache/onnx``)."""
     http_endpoint: Annotated[str, Field(min_length=1)] = DEFAULT_HTTP_ENDPOINT
     """``AXIOMME_EMBEDDER_MODEL_ENDPOINT``: the embed API of ``semantic-model-http`` (loopback only)."""
     http_model: Annotated[str, Field(min_length=1)] = DEFAULT_HTTP_MODEL
@@ -189,7 +204,7 @@ class RetrievalSettings:
     http_timeout_ms: Annotated[int, Field(ge=1)] = DEFAULT_HTTP_TIMEOUT_MS
     """``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``: how long one embed request may take."""
     threads: Annotated[int, Field(ge=1)] | None = None
-    """``AXIOMME_EMBEDDER_THREADS``: torch intra-op threads (``None``: the number of CPUs)."""
+    """``AXIOMME_EMBEDDER_THREADS``: encoder intra-op threads for batches (``None``: the number of CPUs)."""
     chroma_url: str | None = None
     """``AXIOMME_CHROMA_URL``: a Chroma server's ``http(s)://host:port`` (``None``: the embedded client)."""
     top_n: Annotated[int, Field(ge=1)] = 200

@@ -23,9 +23,30 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "AXIOMME_EMBEDDER_MODEL_NAME",
         "AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS",
         "AXIOMME_EMBEDDER_THREADS",
+        "AXIOMME_EMBEDDER_BACKEND",
+        "AXIOMME_EMBEDDER_CACHE",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AXIOMME_EMBEDDER", "hash")
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ONNX exports of all-MiniLM-L6-v2, built once for the whole test session."""
+    from services.retrieval.embedders import minilm_path
+    from services.retrieval.embedders_onnx import ensure_onnx_models
+
+    root = tmp_path_factory.mktemp("onnx-cache")
+    ensure_onnx_models(minilm_path(), root)
+    return root
+
+
+@pytest.fixture
+def onnx_env(onnx_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The model, through the session's ONNX cache (each test still picks its backend)."""
+    monkeypatch.setenv("AXIOMME_EMBEDDER", "sentence-transformers")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_CACHE", str(onnx_cache))
+    return onnx_cache
 
 
 @pytest.fixture

@@ -24,9 +24,24 @@ BASELINE = Path(__file__).with_name("baseline_scifact_subset.json")
 pytestmark = pytest.mark.timeout(240)
 
 
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "torch",
+        # the session's one-time ONNX export (a subprocess with torch) may fall to the first of these
+        pytest.param("onnx", marks=pytest.mark.timeout(480)),
+        pytest.param("onnx-int8", marks=pytest.mark.timeout(480)),
+    ],
+)
 def test_scifact_subset_does_not_regress(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Each encoder backend: no metric below the (torch) baseline by more than its tolerance, and
+    the ONNX backends' nDCG@10 within 0.005 of it (the quality bound of the ONNX path)."""
     if not (SCIFACT / "corpus.jsonl").is_file():
         # In CI the collection is always beside the checkout: a missing one is a failure, not a skip,
         # or the quality gate would silently stop guarding anything.
@@ -35,6 +50,9 @@ def test_scifact_subset_does_not_regress(
         pytest.skip(f"the SciFact collection is not at {SCIFACT}")
     baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
     monkeypatch.setenv("AXIOMME_EMBEDDER", baseline["embedder"])
+    monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", backend)
+    if backend != "torch":
+        monkeypatch.setenv("AXIOMME_EMBEDDER_CACHE", str(request.getfixturevalue("onnx_cache")))
     parser = argparse.ArgumentParser(prog="aries")
     parser.add_argument("-w", "--workspace")
     register(parser.add_subparsers(dest="command"))
@@ -61,6 +79,13 @@ def test_scifact_subset_does_not_regress(
         for metric, expected in metrics.items()
         if result["methods"][method][metric] < expected - tolerance
     ]
+    if backend != "torch":
+        drops += [
+            f"{backend} {method} ndcg@10: {result['methods'][method]['ndcg@10']:.4f} more than 0.005 below torch's "
+            f"{metrics['ndcg@10']:.4f}"
+            for method, metrics in baseline["methods"].items()
+            if result["methods"][method]["ndcg@10"] < metrics["ndcg@10"] - 0.005
+        ]
     assert not drops, "retrieval quality regressed:\n" + "\n".join(drops)
     hybrid = result["methods"]["hybrid"]["ndcg@10"]
     assert hybrid > result["methods"]["bm25"]["ndcg@10"] and hybrid > result["methods"]["dense"]["ndcg@10"]

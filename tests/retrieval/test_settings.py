@@ -17,6 +17,7 @@ import pytest
 
 from services.errors import ConfigError
 from services.retrieval.settings import (
+    DEFAULT_EMBEDDER_BACKEND,
     DEFAULT_HTTP_ENDPOINT,
     DEFAULT_HTTP_MODEL,
     DEFAULT_HTTP_TIMEOUT_MS,
@@ -45,6 +46,20 @@ VARIABLES: list[tuple[str, str, Any, list[tuple[str, Any]], list[tuple[str, list
             ("sentence-transformers", "sentence-transformers"),
         ],
         [("bert", ["'bert'", "sentence-transformers, hash, semantic-model-http"])],
+    ),
+    (
+        "AXIOMME_EMBEDDER_BACKEND",
+        "embedder_backend",
+        DEFAULT_EMBEDDER_BACKEND,
+        [("torch", "torch"), ("ONNX", "onnx"), (" onnx-int8 ", "onnx-int8")],
+        [("onnx-fp16", ["'onnx-fp16'", "torch, onnx, onnx-int8"]), ("int8", ["torch, onnx, onnx-int8"])],
+    ),
+    (
+        "AXIOMME_EMBEDDER_CACHE",
+        "embedder_cache",
+        None,
+        [("/tmp/onnx", "/tmp/onnx")],
+        [],  # any non-empty path; empty means unset
     ),
     (
         "AXIOMME_EMBEDDER_MODEL_ENDPOINT",
