@@ -368,8 +368,10 @@ class AriesApp(App[int]):
         if pane is not None and session is self.session and rows == 0:
             pane.show_last(record, workspace=session.workspace.name)
 
-    def reload_panes(self) -> None:
-        """Fill the header and every pane from the active session."""
+    def reload_panes(self, *, transcript: bool = True) -> None:
+        """Fill the header and every pane from the active session (``transcript=False``: all but the
+        transcript, which the conversation's own entries keep current — reloading it while one is on
+        its way would show that one twice)."""
         session = self.session
         if session is None:
             return
@@ -377,9 +379,10 @@ class AriesApp(App[int]):
         screen = self._main_screen()
         if screen is None:
             return
-        entries = session.conversation.read().entries
-        subtitle = session.conversation.conversation_id if entries else "new conversation"
-        screen.query_one(TranscriptPane).load(entries, subtitle=subtitle)
+        if transcript:
+            entries = session.conversation.read().entries
+            subtitle = session.conversation.conversation_id if entries else "new conversation"
+            screen.query_one(TranscriptPane).load(entries, subtitle=subtitle)
         screen.query_one(ArtifactsPane).load(session.workspace.artifacts)
         screen.query_one(ApprovalsPane).show(session.approvals.pending())
         index = session.workspace.setting("active_index")
@@ -527,7 +530,7 @@ class AriesApp(App[int]):
         pane = self._context_pane()
         if pane is not None:
             pane.index_dropped(name)
-        self.reload_panes()
+        self.reload_panes(transcript=False)
 
     def show_progress(self, event: ProgressEvent) -> None:
         pane = self._context_pane()

@@ -112,7 +112,7 @@ class AssistantController:
             if os.environ.get("ARIES_MODEL"):
                 note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."
             self.app.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
-            self.app.reload_panes()
+            self.app.reload_panes(transcript=False)
             return
         raise CommandError("cannot read the model command.")
 

@@ -41,7 +41,7 @@ class ProfileController:
                 return
             session.profile()
             if session.profile_broken and self.app.session is session:
-                self.app.call_from_thread(self.app.reload_panes)
+                self.app.call_from_thread(self.app.reload_panes, transcript=False)
 
         self.app.run_worker(check, thread=True, group="profile", exit_on_error=False)
 
@@ -64,7 +64,7 @@ class ProfileController:
     def use(self, name: str) -> None:
         session = self.app.require_session()
         session.use_profile(name)  # a broken or unknown profile raises ProfileError: reported, nothing changes
-        self.app.reload_panes()
+        self.app.reload_panes(transcript=False)  # its notice reaches the transcript as an entry
 
     def show(self, name: str) -> None:
         from screens.profile_viewer import ProfileViewer

@@ -140,7 +140,7 @@ class RagController:
                 timeout=8,
                 markup=False,
             )
-        app.call_from_thread(app.reload_panes)
+        app.call_from_thread(app.reload_panes, transcript=False)
 
     def _list(self) -> None:
         try:
@@ -207,7 +207,7 @@ class RagController:
             self._fail(exc, "/rag index use")
             return
         self._say(f"Index {info.name} is now in use ({info.chunks} chunks).")
-        self.app.call_from_thread(self.app.reload_panes)
+        self.app.call_from_thread(self.app.reload_panes, transcript=False)
 
     def _confirm_drop(self, name: str) -> None:
         from screens.confirm import ConfirmScreen

@@ -125,7 +125,7 @@ class ToolController:
             denied = session.reload_policy()
             if denied:
                 self.app.notify(f"{denied} waiting call(s) were denied: ask again under the new policy.")
-            self.app.reload_panes()
+            self.app.reload_panes(transcript=False)
         elif args[:1] == ["mode"]:
             if len(args) == 1:
                 self.app.say(f"Approval mode: {session.mode}", "policy")
@@ -136,7 +136,7 @@ class ToolController:
                 raise CommandError(exc.message) from exc
             if denied:
                 self.app.notify(f"{denied} waiting call(s) were denied: ask again under the new mode.")
-            self.app.reload_panes()
+            self.app.reload_panes(transcript=False)
         else:
             raise CommandError("cannot read the policy command.")
 
