@@ -82,6 +82,10 @@ async def test_list_use_auditor_ask_and_get_schema_valid_json_with_citations(
         await command(pilot, "/profile use auditor")
         assert "profile auditor" in app.header_text() and "profile auditor" in str(app.sub_title)
         assert "Profile is now auditor" in entries(app)[-1]["content"]
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        shown = app.transcript_pane().entries()  # type: ignore[union-attr]
+        assert sum("Profile is now auditor" in str(e.get("content")) for e in shown) == 1  # once, not twice
         await pilot.press(*QUESTION, "enter")
         await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
         recorded = entries(app)
