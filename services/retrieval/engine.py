@@ -26,6 +26,7 @@ from services.retrieval.engine_ingest import IngestingEngine
 from services.retrieval.errors import HandleNotFound, NoActiveIndex
 from services.retrieval.fusion import fuse
 from services.retrieval.models import ChunkView, Hit, QueryResult, RetrievalRecord
+from services.retrieval.store import IndexStore
 
 __all__ = ["MAX_K", "ProgressCallback", "RetrievalEngine", "derive_index_name", "parse_handle"]
 
@@ -63,9 +64,47 @@ class RetrievalEngine(IngestingEngine):
         store = self._store(name)
         self._check_model(store)
         candidates = max(top_n, k)
-        bm25 = store.bm25(text, candidates)
-        dense = store.dense(self.embedder.embed_query(text), candidates)
-        fused = fuse(bm25, dense, self.settings.fusion)
+        vector = self.embedder.embed_query(text)
+        with store.reading():  # one state of the index: before or after a batch write, never during
+            hits = self._hits(store, name, text, vector, candidates, k, score_threshold)
+        fusion = asdict(self.settings.fusion)
+        params: dict[str, Any] = {
+            "k": k,
+            "top_n": top_n,
+            "score_threshold": score_threshold,
+            "fusion": fusion,
+            "backend": self.settings.backend,
+        }
+        audit_id = self.audit.record(
+            query=text,
+            index=name,
+            embedding_model=self.embedder.model_id,
+            params=params,
+            hits=[hit.to_dict(with_text=False) for hit in hits],
+        )
+        return QueryResult(
+            query=text,
+            index=name,
+            embedding_model=self.embedder.model_id,
+            k=k,
+            top_n=top_n,
+            fusion=fusion,
+            hits=hits,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
+            audit_id=audit_id,
+        )
+
+    def _hits(
+        self,
+        store: IndexStore,
+        name: str,
+        text: str,
+        vector: list[float],
+        candidates: int,
+        k: int,
+        score_threshold: float | None,
+    ) -> list[Hit]:
+        fused = fuse(store.bm25(text, candidates), store.dense(vector, candidates), self.settings.fusion)
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
         hits: list[Hit] = []
@@ -98,32 +137,7 @@ class RetrievalEngine(IngestingEngine):
                 )
                 if len(hits) >= k:
                     break
-        fusion = asdict(self.settings.fusion)
-        params: dict[str, Any] = {
-            "k": k,
-            "top_n": top_n,
-            "score_threshold": score_threshold,
-            "fusion": fusion,
-            "backend": self.settings.backend,
-        }
-        audit_id = self.audit.record(
-            query=text,
-            index=name,
-            embedding_model=self.embedder.model_id,
-            params=params,
-            hits=[hit.to_dict(with_text=False) for hit in hits],
-        )
-        return QueryResult(
-            query=text,
-            index=name,
-            embedding_model=self.embedder.model_id,
-            k=k,
-            top_n=top_n,
-            fusion=fusion,
-            hits=hits,
-            elapsed_ms=round((time.perf_counter() - started) * 1000, 3),
-            audit_id=audit_id,
-        )
+        return hits
 
     # -- inspection ------------------------------------------------------------------------
     def show(self, handle: str) -> ChunkView:

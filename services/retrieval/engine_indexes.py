@@ -17,10 +17,11 @@ from services.names import validate_name
 from services.retrieval.audit import AUDIT_DB, RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
 from services.retrieval.embedders import Embedder, create_embedder, preload
-from services.retrieval.errors import IndexMismatch, IndexNotFound, IngestError
+from services.retrieval.errors import IndexBusy, IndexMismatch, IndexNotFound, IngestError
 from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
 from services.retrieval.settings import RetrievalSettings
-from services.retrieval.store import IndexStore, read_index_info
+from services.retrieval.store import Consistency, IndexStore, read_index_info
+from services.retrieval.store_locks import IndexLocks
 
 if TYPE_CHECKING:
     from services.retrieval.sandbox import LoaderSandbox
@@ -128,20 +129,12 @@ class EngineBase:
             if self.settings.backend == "memory":
                 store = IndexStore(name, None, chroma_url=self.settings.chroma_url)
             else:
+                # A new index is created only by a writer (index_add holds the writer lock), as a
+                # whole manifest renamed into place: a reader never sees a half-made one.
                 directory = self._index_dir(name)
-                chroma_url = self.settings.chroma_url
-                existed = directory.exists()
-                if existed:
-                    info = read_index_info(directory) or {}
-                    chroma_url = info.get("chroma_url", chroma_url)
-                try:
-                    store = IndexStore(name, directory, chroma_url=chroma_url)
-                except BaseException:
-                    if not existed:  # leave no half-created index behind
-                        import shutil
-
-                        shutil.rmtree(directory, ignore_errors=True)
-                    raise
+                info = read_index_info(directory) or {}
+                chroma_url = info.get("chroma_url", self.settings.chroma_url)
+                store = IndexStore(name, directory, chroma_url=chroma_url, create=create)
             self._stores[name] = store
             return store
 
@@ -187,6 +180,8 @@ class EngineBase:
         if not directory.is_dir():
             return []
         for entry in sorted(directory.iterdir()):
+            if entry.name.startswith("."):  # lock files, an index being created
+                continue
             info = read_index_info(entry) if entry.is_dir() else None
             if info is None:
                 continue
@@ -247,8 +242,28 @@ class EngineBase:
         self._set_active(name)
         return self.index_info(name)
 
+    def index_check(self, name: str) -> Consistency:
+        """Compare the manifest, Tantivy and Chroma of index ``name`` (every chunk id in all three)."""
+        validate_name(name, "index")
+        return self._store(name).consistency()
+
+    def _locks(self, name: str) -> IndexLocks | None:
+        if self.settings.backend == "memory":
+            return None
+        return IndexLocks(self.workspace.indexes_dir, validate_name(name, "index"))
+
     def index_drop(self, name: str) -> None:
         validate_name(name, "index")
+        locks = self._locks(name)
+        if locks is not None and not locks.try_writer():
+            raise IndexBusy(f"index {name!r} is being written by another Aries ({locks.holder()}); drop it later")
+        try:
+            self._drop(name)
+        finally:
+            if locks is not None:
+                locks.release_writer()
+
+    def _drop(self, name: str) -> None:
         with self._lock:
             store = self._stores.pop(name, None)
             if store is None and self._exists(name):

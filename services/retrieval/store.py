@@ -22,8 +22,19 @@ with all of its new chunks or all of its old ones, never half.  Writes follow a 
 4. replaced chunks are deleted from Chroma and Tantivy;
 5. the journal rows are deleted.
 
-Opening an index replays the journal: ids in it without a ``chunks`` row are deleted from
-both stores.  Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
+Opening an index, and every ingest before it writes, replays the journal when no other
+process is writing (the writer lock is free): ids in it without a ``chunks`` row are deleted
+from both stores.
+
+Concurrency (see :mod:`services.retrieval.store_locks`): one ingest per index at a time
+(the writer lock, held for the whole ingest); every use of the stores — one query, or one
+batch write (steps 1-5 above) — holds the store lock, so a query sees the state before or
+after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
+manifest; a process whose embedded Chroma client is older than the generation reopens it
+before using it.  A new index's manifest is built in a temporary folder and renamed into
+place, so an index is either absent or whole.
+
+Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
 ``EphemeralClient`` with a collection of its own, SQLite ``:memory:``).
 
 The parts live in ``store_manifest`` (SQLite), ``store_lexical`` (Tantivy), ``store_vectors``
@@ -38,13 +49,14 @@ import shutil
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.clock import utc_now
 from services.retrieval.errors import IndexBusy, IndexCorrupt
 from services.retrieval.models import Chunk
+from services.retrieval.store_check import Consistency, check_stores
 from services.retrieval.store_lexical import (
     BM25_WINDOW,
     FIELD_BOOSTS,
@@ -56,6 +68,7 @@ from services.retrieval.store_lexical import (
     stopwords,
     tantivy_schema,
 )
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks
 from services.retrieval.store_manifest import (
     _SCHEMA,
     MANIFEST,
@@ -78,6 +91,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BM25_WINDOW",
     "CHROMA_BATCH",
+    "Consistency",
     "FIELD_BOOSTS",
     "HNSW",
     "LEXICAL_FORMAT",
@@ -99,7 +113,7 @@ _schema = tantivy_schema  # the name services.workspace_check imports
 
 
 class IndexStore(Manifest):
-    """Tantivy + Chroma + manifest for one index.  Writes are serialised; reads are concurrent."""
+    """Tantivy + Chroma + manifest for one index.  See the module docstring for the locking."""
 
     def __init__(
         self,
@@ -115,37 +129,112 @@ class IndexStore(Manifest):
         self.chroma_url = chroma_url
         self._write_lock = threading.RLock()
         self._db_lock = threading.RLock()
+        self._memory_lock = threading.RLock()
         self._closed = False
+        self.locks: IndexLocks | None = None
+        self._tantivy_index: tantivy.Index | None = None
+        self._client_api: ClientAPI | None = None
+        self._collection_api: Collection | None = None
+        self._generation = -1
         if self.directory is not None:
-            if not create and not (self.directory / MANIFEST).is_file():
-                raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.locks = IndexLocks(self.directory.parent, name)
+            if not (self.directory / MANIFEST).is_file():
+                if not create:
+                    raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
+                self._create_manifest(self.directory, name, chroma_url)
             self._db = sqlite3.connect(self.directory / MANIFEST, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
         else:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        self._db.executescript(_SCHEMA)
-        if self.get_meta("schema_version") is None:
+            self._db.executescript(_SCHEMA)
             with self._tx() as db:
-                now = utc_now()
-                for key, value in (
-                    ("schema_version", SCHEMA_VERSION),
-                    ("name", name),
-                    ("created_at", now),
-                    ("updated_at", now),
-                    ("collection", f"aries-{uuid.uuid4().hex}"),
-                    ("chroma_url", chroma_url),
-                ):
-                    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
-        elif self.get_meta("schema_version") != SCHEMA_VERSION:
-            raise IndexCorrupt(f"index {name!r} has schema version {self.get_meta('schema_version')}; expected 1")
-        self._tantivy = self._open_tantivy()
-        self._client, self._collection = self._open_chroma()
+                for key, value in _initial_meta(name, chroma_url).items():
+                    db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        if self.get_meta("schema_version") != SCHEMA_VERSION:
+            version = self.get_meta("schema_version")
+            self._db.close()
+            raise IndexCorrupt(f"index {name!r} has schema version {version}; expected {SCHEMA_VERSION}")
         self._analyzer = query_analyzer()
+        with self.reading():  # opens Tantivy and Chroma under the store lock
+            pass
         self._recover()
 
+    @staticmethod
+    def _create_manifest(directory: Path, name: str, chroma_url: str | None) -> None:
+        """Build a new index's manifest in a temporary folder and rename it into place (atomic)."""
+        from services.atomic import fsync_dir
+
+        parent = directory.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        for stale in parent.glob(f".{directory.name}.creating-*"):  # left by a killed creation
+            shutil.rmtree(stale, ignore_errors=True)
+        temp = parent / f".{directory.name}.creating-{uuid.uuid4().hex[:12]}"
+        temp.mkdir()
+        try:
+            db = sqlite3.connect(temp / MANIFEST)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                with db:
+                    for key, value in _initial_meta(name, chroma_url).items():
+                        db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+            finally:
+                db.close()
+            fsync_dir(temp)
+            if directory.is_dir() and not (directory / MANIFEST).is_file():
+                shutil.rmtree(directory)  # parts of an index whose manifest never existed: nothing to keep
+            try:
+                temp.rename(directory)
+            except OSError:
+                if not (directory / MANIFEST).is_file():
+                    raise
+                # another process created it first: use that one
+            fsync_dir(parent)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+
     # -- parts ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the store lock (one query's worth) with Tantivy and Chroma open and current."""
+        if self._closed:
+            raise IndexCorrupt(f"index {self.name!r} is closed")
+        lock = self.locks.store() if self.locks is not None else contextlib.nullcontext()
+        with self._memory_lock, lock:
+            self._fresh()
+            yield
+
+    def _fresh(self) -> None:
+        """Open the parts, or reopen them if another process wrote since they were opened."""
+        generation = int(self.get_meta("generation") or 0)
+        stale = self.directory is not None and generation != self._generation
+        if self._tantivy_index is None or stale:
+            self._tantivy_index = self._open_tantivy()
+        if self._collection_api is None or (stale and not self.chroma_url):
+            self._close_client()
+            self._client_api, self._collection_api = self._open_chroma()
+        self._generation = int(self.get_meta("generation") or 0)
+
+    def bump_generation(self, db: sqlite3.Connection) -> None:
+        """Inside a write transaction: mark the stores as changed (other processes reopen)."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        value = int(json.loads(row[0])) + 1 if row else 1
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (json.dumps(value),))
+        self._generation = value
+
+    @property
+    def _tantivy(self) -> tantivy.Index:
+        if self._tantivy_index is None:
+            raise IndexCorrupt(f"index {self.name!r}: the keyword index is not open")
+        return self._tantivy_index
+
+    @property
+    def _collection(self) -> Collection:
+        if self._collection_api is None:
+            raise IndexCorrupt(f"index {self.name!r}: the vector store is not open")
+        return self._collection_api
+
     def _open_tantivy(self) -> tantivy.Index:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
         import tantivy
@@ -192,6 +281,13 @@ class IndexStore(Manifest):
     def _open_chroma(self) -> tuple[ClientAPI, Collection]:
         return open_chroma(self.name, self.directory, self.chroma_url, str(self.get_meta("collection")), self._db)
 
+    def _close_client(self) -> None:
+        client, self._client_api, self._collection_api = self._client_api, None, None
+        close = getattr(client, "close", None)
+        if close is not None:  # clients of one path share a refcounted system: this releases ours
+            with contextlib.suppress(Exception):
+                close()
+
     # -- search ----------------------------------------------------------------------------
     def query_terms(self, text: str) -> list[str]:
         """Analysed query terms: stemmed like the index, stop words and repeats dropped."""
@@ -205,63 +301,92 @@ class IndexStore(Manifest):
         terms = self.query_terms(text)
         if not terms:
             return []
-        return bm25_search(self._tantivy, terms, top_n)
+        with self.reading():
+            return bm25_search(self._tantivy, terms, top_n)
 
     def dense(self, vector: list[float], top_n: int) -> list[tuple[str, float]]:
-        return dense_search(self._collection, vector, top_n)
+        with self.reading():
+            return dense_search(self._collection, vector, top_n)
+
+    def consistency(self) -> Consistency:
+        """Compare the manifest's chunk ids with the ids in Tantivy and in Chroma."""
+        with self.reading():
+            return check_stores(self.name, self.chunk_ids(), self._tantivy, self._collection, self._journal_size())
+
+    def _journal_size(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM journal")[0][0])
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def writing(self) -> Iterator[Writer]:
-        """Hold the write lock and a Tantivy writer for a series of :meth:`Writer.apply` calls."""
-        with self._write_lock:
-            try:
-                writer = self._tantivy.writer(heap_size=WRITER_HEAP, num_threads=1)
-            except ValueError as exc:
-                raise IndexBusy(f"index {self.name!r} is being written by another process: {exc}") from exc
-            try:
-                yield Writer(self, writer)
-            finally:
-                with contextlib.suppress(ValueError, RuntimeError):
-                    writer.wait_merging_threads()
-                del writer
-                self._tantivy.reload()
+    def writing(
+        self,
+        *,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+        on_wait: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Writer]:
+        """Be the one writer of this index (waiting for another Aries up to ``wait_s``) for a series
+        of :meth:`Writer.apply` calls; a journal left by an interrupted writer is replayed first."""
+        locked = (
+            self.locks.writer(wait_s=wait_s, on_wait=on_wait, cancel=cancel)
+            if self.locks is not None
+            else contextlib.nullcontext()
+        )
+        with locked, self._write_lock:
+            self._recover()
+            yield Writer(self)
 
     def _recover(self) -> None:
-        pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
-        if not pending:
-            return
-        try:
-            with self.writing() as writer:
-                # Holding the writer lock means no other process is in the middle of a write,
-                # so every journal entry belongs to an interrupted one.
-                pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
-                live = set(self.get_chunks(pending))
-                writer.delete_from_stores([chunk_id for chunk_id in pending if chunk_id not in live])
-                writer.commit()
-                with self._tx() as db:
-                    db.execute("DELETE FROM journal")
-        except IndexBusy:
+        """Replay a journal left by an interrupted write, if no other process is writing now."""
+        if self.locks is not None and not self.locks.try_writer():
             return  # another process is writing; its journal is live, not left over
+        try:
+            with self._write_lock:
+                if not self._journal_size():
+                    return
+                with Writer(self).batch() as writer:
+                    pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
+                    live = set(self.get_chunks(pending))
+                    writer.delete_from_stores([chunk_id for chunk_id in pending if chunk_id not in live])
+                    writer.commit()
+                    with self._tx() as db:
+                        db.execute("DELETE FROM journal")
+                        self.bump_generation(db)
+        finally:
+            if self.locks is not None:
+                self.locks.release_writer()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self.memory:
+        if self.memory and self._client_api is not None:
             with contextlib.suppress(Exception):
-                self._client.delete_collection(self._collection.name)
-        close = getattr(self._client, "close", None)
-        if close is not None:  # clients of one path share a refcounted system: this releases ours
-            with contextlib.suppress(Exception):
-                close()
+                self._client_api.delete_collection(self._collection.name)
+        self._close_client()
         with self._db_lock:
             self._db.close()
 
     def destroy(self) -> None:
         """Delete everything: the collection (also on a Chroma server) and the directory."""
-        with contextlib.suppress(Exception):
-            self._client.delete_collection(self._collection.name)
-        self.close()
-        if self.directory is not None and self.directory.exists():
-            shutil.rmtree(self.directory)
+        lock = self.locks.store() if self.locks is not None else contextlib.nullcontext()
+        with lock:  # no other process is in the middle of a query or a batch
+            if self._client_api is not None and self._collection_api is not None:
+                with contextlib.suppress(Exception):
+                    self._client_api.delete_collection(self._collection_api.name)
+            self.close()
+            if self.directory is not None and self.directory.exists():
+                shutil.rmtree(self.directory)
+
+
+def _initial_meta(name: str, chroma_url: str | None) -> dict[str, object]:
+    now = utc_now()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "created_at": now,
+        "updated_at": now,
+        "collection": f"aries-{uuid.uuid4().hex}",
+        "chroma_url": chroma_url,
+        "generation": 0,
+    }
