@@ -1,7 +1,8 @@
 """``aries rag …`` and ``aries eval rag …``: retrieval from the command line.
 
-    aries [-w NAME] rag index add PATH [--name INDEX] [--json]
+    aries [-w NAME] rag index add PATH [--name INDEX] [--wait SECONDS] [--json]
     aries [-w NAME] rag index list [--json]
+    aries [-w NAME] rag index check INDEX [--json]
     aries [-w NAME] rag index use INDEX
     aries [-w NAME] rag index drop INDEX
     aries [-w NAME] rag query TEXT [-k N] [--index INDEX] [--json]
@@ -41,8 +42,22 @@ def register(subparsers: Any) -> None:
     add = index_sub.add_parser("add", help="index a file or folder (recursive, incremental)")
     add.add_argument("path", metavar="PATH")
     add.add_argument("--name", metavar="INDEX", help="index name (default: the folder or file name)")
+    add.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="while another Aries writes the same index, wait this long for it (default 600), then give up; "
+        "one writer per index at a time, queries are never blocked",
+    )
     add.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     add.set_defaults(func=_guard(handle_index_add))
+    check = index_sub.add_parser(
+        "check", help="compare an index's manifest, keyword (Tantivy) and vector (Chroma) stores chunk by chunk"
+    )
+    check.add_argument("name", metavar="INDEX")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(func=_guard(handle_index_check))
     listing = index_sub.add_parser("list", help="list the workspace's indexes")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=_guard(handle_index_list))
@@ -173,6 +188,7 @@ def handle_index_add(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         cancel = threading.Event()
         outcome: dict[str, Any] = {}
+        wait = {"wait_s": args.wait} if args.wait is not None else {}
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -186,7 +202,11 @@ def handle_index_add(args: argparse.Namespace) -> int:
             task = bar.add_task("scanning", total=None, detail="")
 
             def on_progress(event: ProgressEvent) -> None:
-                if event.stage == "file":
+                if event.stage == "wait":  # another Aries writes this index
+                    sys.stderr.write(f"aries: {_safe(event.path or '')}\n")  # one line, never wrapped
+                    sys.stderr.flush()
+                    bar.update(task, description="waiting", detail="")
+                elif event.stage == "file":
                     bar.update(
                         task,
                         description="reading",
@@ -201,7 +221,9 @@ def handle_index_add(args: argparse.Namespace) -> int:
 
             def work() -> None:
                 try:
-                    outcome["report"] = engine.index_add(args.path, args.name, progress=on_progress, cancel=cancel)
+                    outcome["report"] = engine.index_add(
+                        args.path, args.name, progress=on_progress, cancel=cancel, **wait
+                    )
                 except BaseException as exc:  # re-raised in the main thread
                     outcome["error"] = exc
 
@@ -254,6 +276,22 @@ def handle_index_list(args: argparse.Namespace) -> int:
             for root in info.roots:
                 print(f"    {_safe(root)}")
         return 0
+
+
+def handle_index_check(args: argparse.Namespace) -> int:
+    """Exit 0 when every manifest chunk is in Tantivy and Chroma and neither holds more; else 1."""
+    with _engine(args, announce=False) as engine:
+        result = engine.index_check(args.name)
+        if args.json:
+            _print_json(result.to_dict())
+        else:
+            print(_safe(result.summary()))
+            for kind in ("missing_tantivy", "missing_chroma", "extra_tantivy", "extra_chroma", "duplicates_tantivy"):
+                ids = getattr(result, kind)
+                if ids:
+                    more = " …" if result.counts[kind] > len(ids) else ""
+                    print(_safe(f"  {kind.replace('_', ' ')}: {', '.join(ids)}{more}"))
+        return 0 if result.ok else 1
 
 
 def handle_index_use(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ Uses the deterministic hash embedder, a temporary ARIES_HOME, and no network.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(os.environ.get("ARIES_REPO") or Path(__file__).resolve().parents[1])
+"""The checkout to run (``ARIES_REPO=/path/to/other/checkout`` runs that code instead)."""
 
 CHECK = r"""
 import json
@@ -113,10 +115,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--files", type=int, default=120)
+    parser.add_argument("--first", type=int, default=0, help="number of the first round (odd: index exists)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (printed)")
     args = parser.parse_args()
     problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="aries-rw-") as tmp:
-        for round_ in range(args.rounds):
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = tempfile.mkdtemp(prefix="aries-rw-")
+            print(f"workspaces under {tmp}", flush=True)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="aries-rw-"))
+        for round_ in range(args.first, args.first + args.rounds):
             started = time.monotonic()
             problems += one_round(Path(tmp), round_, args.files)
             print(f"round {round_}: {time.monotonic() - started:.1f} s", flush=True)
