@@ -62,6 +62,68 @@ def _file_lock(path: Path) -> FileLock:
         return lock
 
 
+class _BlockingLock:
+    """An exclusive lock file taken with a *blocking* ``flock`` (re-entrant per thread).
+
+    The store lock is taken and released many times a second by queries; ``filelock`` polls
+    (try, sleep, try), and a polling writer can starve behind a busy reader.  A blocked
+    ``flock`` is woken by the kernel as soon as the file is unlocked.  Where ``fcntl`` is
+    missing (Windows), ``filelock`` is used instead.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def acquire(self) -> None:
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            return
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            _file_lock(self.path).acquire()
+            self._local.fd = None
+        else:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._local.fd = fd
+        self._local.depth = 1
+
+    def release(self) -> None:
+        self._local.depth -= 1
+        if self._local.depth:
+            return
+        fd = self._local.fd
+        if fd is None:  # pragma: no cover - Windows
+            _file_lock(self.path).release()
+            return
+        import fcntl
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+_store_locks: dict[str, _BlockingLock] = {}
+
+
+def _store_lock(path: Path) -> _BlockingLock:
+    key = os.path.abspath(path)
+    with _registry_lock:
+        lock = _store_locks.get(key)
+        if lock is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = _store_locks[key] = _BlockingLock(path)
+        return lock
+
+
 class IndexLocks:
     """The writer and store locks of index ``name`` under ``indexes_dir``."""
 
@@ -75,8 +137,12 @@ class IndexLocks:
     # -- store lock: one query or one batch write --------------------------------------------
     @contextlib.contextmanager
     def store(self) -> Iterator[None]:
-        with _file_lock(self.store_path):
+        lock = _store_lock(self.store_path)
+        lock.acquire()
+        try:
             yield
+        finally:
+            lock.release()
 
     # -- writer lock: a whole ingest ---------------------------------------------------------
     def holder(self) -> str:
