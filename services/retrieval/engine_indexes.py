@@ -134,7 +134,15 @@ class EngineBase:
                 directory = self._index_dir(name)
                 info = read_index_info(directory) or {}
                 chroma_url = info.get("chroma_url", self.settings.chroma_url)
-                store = IndexStore(name, directory, chroma_url=chroma_url, create=create)
+                existed = directory.exists()
+                try:
+                    store = IndexStore(name, directory, chroma_url=chroma_url, create=create)
+                except BaseException:
+                    if not existed and create:  # the writer lock is held: leave no half-created index
+                        import shutil
+
+                        shutil.rmtree(directory, ignore_errors=True)
+                    raise
             self._stores[name] = store
             return store
 

@@ -14,8 +14,12 @@ own folder, so they exist before the index does and survive a drop):
     write log into its own HNSW copy and persists it over the writer's files), so it is only
     ever used under this lock, and a client opened before another process wrote is reopened.
 
-Both are exclusive and re-entrant in the thread that holds them (``thread_local``); the same
-lock object is shared by every user in the process, keyed by path.
+Both are exclusive between processes and between threads, and re-entrant in the thread that
+holds them; one lock object per path is shared by every user in the process.  The writer lock
+is a ``filelock.FileLock`` (polled, so a waiting writer can report and be cancelled); the store
+lock is a blocking ``flock`` (see :class:`_BlockingLock`), so a writer waiting between two
+queries gets it as soon as the query ends.  The kernel drops both when their process dies
+(``kill -9`` included): a lock is never left behind.
 """
 
 from __future__ import annotations
