@@ -50,13 +50,11 @@ import json
 import shutil
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.clock import utc_now
-from services.retrieval.errors import IndexBusy, IndexCorrupt, VectorStoreDamaged
+from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
 from services.retrieval.models import Chunk
 from services.retrieval.store_check import Consistency, check_stores
 from services.retrieval.store_lexical import (
@@ -64,8 +62,8 @@ from services.retrieval.store_lexical import (
     FIELD_BOOSTS,
     LEXICAL_FORMAT,
     WRITER_HEAP,
-    add_lexical,
     bm25_search,
+    fill_lexical,
     query_analyzer,
     stopwords,
     tantivy_schema,
@@ -80,6 +78,8 @@ from services.retrieval.store_manifest import (
     FileUpdate,
     Manifest,
     StoredChunk,
+    create_manifest,
+    initial_meta,
     migrate_schema,
     read_index_info,
 )
@@ -154,7 +154,7 @@ class IndexStore(Manifest):
             if not (self.directory / MANIFEST).is_file():
                 if not create:
                     raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
-                self._create_manifest(self.directory, name, chroma_url)
+                create_manifest(self.directory, name, chroma_url)
             self._db = sqlite3.connect(self.directory / MANIFEST, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -162,7 +162,7 @@ class IndexStore(Manifest):
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
             self._db.executescript(_SCHEMA)
             with self._tx() as db:
-                for key, value in _initial_meta(name, chroma_url).items():
+                for key, value in initial_meta(name, chroma_url).items():
                     db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
         version = self.get_meta("schema_version")
         if version != SCHEMA_VERSION:
@@ -185,40 +185,6 @@ class IndexStore(Manifest):
                 self._db.close()
             raise
         self._recover()
-
-    @staticmethod
-    def _create_manifest(directory: Path, name: str, chroma_url: str | None) -> None:
-        """Build a new index's manifest in a temporary folder and rename it into place (atomic)."""
-        from services.atomic import fsync_dir
-
-        parent = directory.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        for stale in parent.glob(f".{directory.name}.creating-*"):  # left by a killed creation
-            shutil.rmtree(stale, ignore_errors=True)
-        temp = parent / f".{directory.name}.creating-{uuid.uuid4().hex[:12]}"
-        temp.mkdir()
-        try:
-            db = sqlite3.connect(temp / MANIFEST)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
-                with db:
-                    for key, value in _initial_meta(name, chroma_url).items():
-                        db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
-            finally:
-                db.close()
-            fsync_dir(temp)
-            if directory.is_dir() and not (directory / MANIFEST).is_file():
-                shutil.rmtree(directory)  # parts of an index whose manifest never existed: nothing to keep
-            try:
-                temp.rename(directory)
-            except OSError:
-                if not (directory / MANIFEST).is_file():
-                    raise
-                # another process created it first: use that one
-            fsync_dir(parent)
-        finally:
-            shutil.rmtree(temp, ignore_errors=True)
 
     # -- parts ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -296,33 +262,13 @@ class IndexStore(Manifest):
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir()
         index = tantivy.Index(tantivy_schema(), path=str(path), reuse=False)
-        self._fill_lexical(index)
-        self.set_meta(lexical_format=LEXICAL_FORMAT)
-        return index
-
-    def _fill_lexical(self, index: tantivy.Index) -> None:
-        """Write every live chunk into an empty Tantivy index (no embedding needed)."""
         rows = self._query(
             "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
             "embedding_model FROM chunks ORDER BY source_path, ordinal"
         )
-        if not rows:
-            return
-        try:
-            writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
-        except ValueError as exc:
-            raise IndexBusy(f"index {self.name!r} is being written by another process: {exc}") from exc
-        file_chunks: list[Chunk] = []
-        for row in rows:
-            chunk = Chunk(*row)
-            if file_chunks and file_chunks[-1].source_path != chunk.source_path:
-                add_lexical(writer, file_chunks)
-                file_chunks = []
-            file_chunks.append(chunk)
-        add_lexical(writer, file_chunks)
-        writer.commit()
-        writer.wait_merging_threads()
-        index.reload()
+        fill_lexical(index, [Chunk(*row) for row in rows], self.name)
+        self.set_meta(lexical_format=LEXICAL_FORMAT)
+        return index
 
     def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
         """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
@@ -456,16 +402,3 @@ class IndexStore(Manifest):
             self.close()
             if self.directory is not None and self.directory.exists():
                 shutil.rmtree(self.directory)
-
-
-def _initial_meta(name: str, chroma_url: str | None) -> dict[str, object]:
-    now = utc_now()
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "name": name,
-        "created_at": now,
-        "updated_at": now,
-        "collection": f"aries-{uuid.uuid4().hex}",
-        "chroma_url": chroma_url,
-        "generation": 0,
-    }
