@@ -1,7 +1,8 @@
 """``aries rag …`` and ``aries eval rag …``: retrieval from the command line.
 
-    aries [-w NAME] rag index add PATH [--name INDEX] [--json]    (exit 3: some files not indexed)
+    aries [-w NAME] rag index add PATH [--name INDEX] [--wait SECONDS] [--json]    (exit 3: some files not indexed)
     aries [-w NAME] rag index list [--json]
+    aries [-w NAME] rag index check INDEX [--json]
     aries [-w NAME] rag index use INDEX
     aries [-w NAME] rag index drop INDEX
     aries [-w NAME] rag index repair INDEX [--json]
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
-    from services.retrieval.models import IngestReport
+    from services.retrieval.models import IngestReport, ProgressEvent
     from services.workspaces import Workspace
 
 Handler = Callable[[argparse.Namespace], int]
@@ -43,8 +44,22 @@ def register(subparsers: Any) -> None:
     add = index_sub.add_parser("add", help="index a file or folder (recursive, incremental)")
     add.add_argument("path", metavar="PATH")
     add.add_argument("--name", metavar="INDEX", help="index name (default: the folder or file name)")
+    add.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="while another Aries writes the same index, wait this long for it (default 600), then give up; "
+        "one writer per index at a time, queries are never blocked",
+    )
     add.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     add.set_defaults(func=_guard(handle_index_add))
+    check = index_sub.add_parser(
+        "check", help="compare an index's manifest, keyword (Tantivy) and vector (Chroma) stores chunk by chunk"
+    )
+    check.add_argument("name", metavar="INDEX")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(func=_guard(handle_index_check))
     listing = index_sub.add_parser("list", help="list the workspace's indexes")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=_guard(handle_index_list))
@@ -178,7 +193,7 @@ def handle_index_add(args: argparse.Namespace) -> int:
     unchanged; 3 some files failed or were skipped over a limit; 130 cancelled; 1/2 as usual.
     """
     with _engine(args) as engine:
-        report = index_add(engine, args.path, args.name, quiet=args.json)
+        report = index_add(engine, args.path, args.name, quiet=args.json, wait_s=args.wait)
         if args.json:
             _print_json(report.to_dict())
         else:
@@ -188,17 +203,20 @@ def handle_index_add(args: argparse.Namespace) -> int:
         return report.exit_code
 
 
-def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bool = False) -> IngestReport:
+def index_add(
+    engine: RetrievalEngine, path: str, name: str | None, *, quiet: bool = False, wait_s: float | None = None
+) -> IngestReport:
     """``engine.index_add`` with a progress bar on stderr (none when ``quiet`` or not a terminal);
-    Ctrl-C cancels between files. Shared by ``rag index add`` and ``aries ingest``."""
+    Ctrl-C cancels between files (or the wait for another writer of the index: one line on
+    stderr says who; ``wait_s`` None waits the engine's default). Shared by ``rag index add`` and
+    ``aries ingest``."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from services.retrieval.models import ProgressEvent
 
     console = Console(stderr=True)
     cancel = threading.Event()
     outcome: dict[str, Any] = {}
+    wait = {"wait_s": wait_s} if wait_s is not None else {}
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -212,7 +230,10 @@ def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bo
         task = bar.add_task("scanning", total=None, detail="")
 
         def on_progress(event: ProgressEvent) -> None:
-            if event.stage == "file":
+            if event.stage == "wait":  # another Aries writes this index
+                _say_waiting(event)
+                bar.update(task, description="waiting", detail="")
+            elif event.stage == "file":
                 bar.update(
                     task,
                     description="reading",
@@ -229,7 +250,7 @@ def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bo
 
         def work() -> None:
             try:
-                outcome["report"] = engine.index_add(path, name, progress=on_progress, cancel=cancel)
+                outcome["report"] = engine.index_add(path, name, progress=on_progress, cancel=cancel, **wait)
             except BaseException as exc:  # re-raised in the main thread
                 outcome["error"] = exc
 
@@ -246,6 +267,11 @@ def index_add(engine: RetrievalEngine, path: str, name: str | None, *, quiet: bo
         raise outcome["error"]
     report: IngestReport = outcome["report"]
     return report
+
+
+def _say_waiting(event: ProgressEvent) -> None:
+    sys.stderr.write(f"aries: {_safe(event.path or 'waiting for another writer')}\n")  # one line, never wrapped
+    sys.stderr.flush()
 
 
 def print_report(report: IngestReport) -> None:
@@ -294,6 +320,22 @@ def handle_index_list(args: argparse.Namespace) -> int:
         return 0
 
 
+def handle_index_check(args: argparse.Namespace) -> int:
+    """Exit 0 when every manifest chunk is in Tantivy and Chroma and neither holds more; else 1."""
+    with _engine(args, announce=False) as engine:
+        result = engine.index_check(args.name)
+        if args.json:
+            _print_json(result.to_dict())
+        else:
+            print(_safe(result.summary()))
+            for kind in ("missing_tantivy", "missing_chroma", "extra_tantivy", "extra_chroma", "duplicates_tantivy"):
+                ids = getattr(result, kind)
+                if ids:
+                    more = " …" if result.counts[kind] > len(ids) else ""
+                    print(_safe(f"  {kind.replace('_', ' ')}: {', '.join(ids)}{more}"))
+        return 0 if result.ok else 1
+
+
 def handle_index_use(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         info = engine.index_use(args.name)
@@ -307,7 +349,6 @@ def handle_index_repair(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.retrieval.ingest import Cancelled
-    from services.retrieval.models import ProgressEvent
 
     console = Console(stderr=True)
     with _engine(args) as engine:
@@ -326,7 +367,10 @@ def handle_index_repair(args: argparse.Namespace) -> int:
             task = bar.add_task("repair", total=None)
 
             def on_progress(event: ProgressEvent) -> None:
-                bar.update(task, completed=event.done, total=event.total)
+                if event.stage == "wait":  # another Aries writes this index
+                    _say_waiting(event)
+                else:
+                    bar.update(task, completed=event.done, total=event.total)
 
             def work() -> None:
                 try:

@@ -118,6 +118,9 @@ class RagController:
         app = self.app
 
         def progress(event: ProgressEvent) -> None:
+            if event.stage == "wait":  # another Aries writes this index: its message, once (Ctrl+X stops waiting)
+                message = event.path or "waiting for another writer"
+                app.call_from_thread(app.notify, message, title="/rag index add", timeout=8, markup=False)
             app.call_from_thread(app.show_progress, event)
 
         try:
@@ -183,6 +186,9 @@ class RagController:
         app = self.app
 
         def progress(event: ProgressEvent) -> None:
+            if event.stage == "wait":  # another Aries writes this index (Ctrl+X stops waiting)
+                message = event.path or "waiting for another writer"
+                app.call_from_thread(app.notify, message, title="/rag index repair", timeout=8, markup=False)
             app.call_from_thread(app.show_progress, event)
 
         try:

@@ -115,11 +115,14 @@ def _index(directory: Path) -> str:
     if info is None:
         raise _Failed(f"{MANIFEST} cannot be read")
     parts = [f"{info['files']} file(s), {info['chunks']} chunk(s)"]
-    parts.append(_tantivy(directory))
-    if os.environ.get("AXIOMME_CHROMA_URL", "").strip():
-        parts.append("vectors on the Chroma server (not checked here)")
-    else:
-        parts.append(_chroma(directory, str(info.get("collection") or ""), int(info["chunks"])))
+    from services.retrieval.store_locks import IndexLocks
+
+    with IndexLocks(directory.parent, directory.name).store():  # never beside a write (embedded Chroma)
+        parts.append(_tantivy(directory))
+        if os.environ.get("AXIOMME_CHROMA_URL", "").strip():
+            parts.append("vectors on the Chroma server (not checked here)")
+        else:
+            parts.append(_chroma(directory, str(info.get("collection") or ""), int(info["chunks"])))
     failed = list(info.get("failed") or [])
     if failed:
         first = failed[0]
@@ -188,6 +191,6 @@ def check_workspace(workspace: Workspace) -> list[CheckResult]:
     results.append(_guarded("transcripts", lambda: _transcripts(workspace)))
     results.append(_guarded("artifacts", lambda: _artifacts(workspace)))
     if workspace.indexes_dir.is_dir():
-        for directory in sorted(p for p in workspace.indexes_dir.iterdir() if p.is_dir()):
+        for directory in sorted(p for p in workspace.indexes_dir.iterdir() if p.is_dir() and p.name[0] != "."):
             results.append(_guarded(f"index {directory.name}", lambda d=directory: _index(d)))  # type: ignore[misc]
     return results

@@ -279,7 +279,7 @@ class Workspace:
             "created_at": str(self.meta.get("created_at", "")),
             "conversations": len(self.conversations()),
             "artifacts": len(self.artifacts.list()),
-            "indexes": sorted(p.name for p in self.indexes_dir.iterdir() if p.is_dir())
+            "indexes": sorted(p.name for p in self.indexes_dir.iterdir() if p.is_dir() and p.name[0] != ".")
             if self.indexes_dir.is_dir()
             else [],
         }

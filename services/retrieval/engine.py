@@ -31,6 +31,8 @@ from services.retrieval.faults import storage_guard
 from services.retrieval.fusion import fuse
 from services.retrieval.ingest import Cancelled
 from services.retrieval.models import ChunkView, Hit, IngestReport, QueryResult, RetrievalRecord
+from services.retrieval.store import IndexStore
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 
 __all__ = ["MAX_K", "ProgressCallback", "RetrievalEngine", "derive_index_name", "parse_handle"]
 
@@ -46,11 +48,12 @@ class RetrievalEngine(IngestingEngine):
         *,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
     ) -> IngestReport:
         """:meth:`IngestingEngine.index_add`, after rebuilding a damaged or missing vector store
         from the manifest (unchanged files are never re-embedded, so this is what brings them
         back); a full or read-only disk is one :class:`IndexStorageError` and the index keeps its
-        previous state."""
+        previous state.  Both wait for another writer of the index as ``wait_s`` says."""
         given = Path(os.fspath(path)).expanduser()
         label = name if name is not None else (derive_index_name(given.resolve()) if given.exists() else "?")
         directory = self._index_dir(label) if self.settings.backend != "memory" and label != "?" else None
@@ -59,13 +62,13 @@ class RetrievalEngine(IngestingEngine):
             with storage_guard(label, directory, "write to it"):
                 if label != "?" and given.exists() and self._exists(label):
                     store = self._store(label)
-                    if not store.vector_health.ok:
+                    if not self._vector_health(store).ok:
                         try:
-                            rebuilt = self.index_repair(label, progress=progress, cancel=cancel)
+                            rebuilt = self.index_repair(label, progress=progress, cancel=cancel, wait_s=wait_s)
                         except Cancelled:
                             report = IngestReport(index=label, root=given.as_posix(), cancelled=True)
                             return report
-                report = super().index_add(path, name, progress=progress, cancel=cancel)
+                report = super().index_add(path, name, progress=progress, cancel=cancel, wait_s=wait_s)
         except IndexStorageError:
             self._forget(label)  # reopened on next use: the journal is replayed then
             raise
@@ -104,50 +107,11 @@ class RetrievalEngine(IngestingEngine):
         store = self._store(name)
         self._check_model(store)
         candidates = max(top_n, k)
-        bm25 = store.bm25(text, candidates)
-        dense: list[tuple[str, float]] = []
-        warnings: list[str] = []
-        if store.vector_health.ok:
-            try:
-                dense = store.dense(self.embedder.embed_query(text), candidates)
-            except VectorStoreDamaged as exc:  # found damaged now: keyword-only, and said so
-                warnings.append(exc.message)
-        else:
-            warnings.append(store.vector_health.warning(name))
+        # The query is embedded before the store lock is taken (unless the index is keyword-only).
+        vector = self.embedder.embed_query(text) if store.vector_health.ok else None
+        with store.reading():  # one state of the index: before or after a batch write, never during
+            hits, warnings = self._hits(store, name, text, vector, candidates, k, score_threshold)
         mode = "keyword" if warnings else "hybrid"
-        fused = fuse(bm25, dense, self.settings.fusion)
-        if score_threshold is not None:
-            fused = [item for item in fused if item.score >= score_threshold]
-        hits: list[Hit] = []
-        position = 0
-        while len(hits) < k and position < len(fused):
-            window = fused[position : position + 2 * k]
-            position += len(window)
-            live = store.get_chunks([item.chunk_id for item in window])
-            for item in window:
-                stored = live.get(item.chunk_id)
-                if stored is None:
-                    continue
-                chunk = stored.chunk
-                hits.append(
-                    Hit(
-                        rank=len(hits) + 1,
-                        handle=f"{name}:{chunk.chunk_id}",
-                        chunk_id=chunk.chunk_id,
-                        index=name,
-                        source_path=chunk.source_path,
-                        page=chunk.page,
-                        section=chunk.section,
-                        score=item.score,
-                        bm25_rank=item.bm25_rank,
-                        bm25_score=item.bm25_score,
-                        dense_rank=item.dense_rank,
-                        dense_score=item.dense_score,
-                        text=chunk.text,
-                    )
-                )
-                if len(hits) >= k:
-                    break
         fusion = asdict(self.settings.fusion)
         threshold = relevance_for(self.workspace).to_dict([hit.to_dict(with_text=False) for hit in hits])
         params: dict[str, Any] = {
@@ -182,6 +146,64 @@ class RetrievalEngine(IngestingEngine):
             warnings=warnings,
             threshold=threshold,
         )
+
+    def _hits(
+        self,
+        store: IndexStore,
+        name: str,
+        text: str,
+        vector: list[float] | None,
+        candidates: int,
+        k: int,
+        score_threshold: float | None,
+    ) -> tuple[list[Hit], list[str]]:
+        """The hits (under the store lock) and the warnings of a keyword-only answer."""
+        bm25 = store.bm25(text, candidates)
+        dense: list[tuple[str, float]] = []
+        warnings: list[str] = []
+        if store.vector_health.ok:
+            if vector is None:  # repaired by another process since the query began
+                vector = self.embedder.embed_query(text)
+            try:
+                dense = store.dense(vector, candidates)
+            except VectorStoreDamaged as exc:  # found damaged now: keyword-only, and said so
+                warnings.append(exc.message)
+        else:
+            warnings.append(store.vector_health.warning(name))
+        fused = fuse(bm25, dense, self.settings.fusion)
+        if score_threshold is not None:
+            fused = [item for item in fused if item.score >= score_threshold]
+        hits: list[Hit] = []
+        position = 0
+        while len(hits) < k and position < len(fused):
+            window = fused[position : position + 2 * k]
+            position += len(window)
+            live = store.get_chunks([item.chunk_id for item in window])
+            for item in window:
+                stored = live.get(item.chunk_id)
+                if stored is None:
+                    continue
+                chunk = stored.chunk
+                hits.append(
+                    Hit(
+                        rank=len(hits) + 1,
+                        handle=f"{name}:{chunk.chunk_id}",
+                        chunk_id=chunk.chunk_id,
+                        index=name,
+                        source_path=chunk.source_path,
+                        page=chunk.page,
+                        section=chunk.section,
+                        score=item.score,
+                        bm25_rank=item.bm25_rank,
+                        bm25_score=item.bm25_score,
+                        dense_rank=item.dense_rank,
+                        dense_score=item.dense_score,
+                        text=chunk.text,
+                    )
+                )
+                if len(hits) >= k:
+                    break
+        return hits, warnings
 
     # -- inspection ------------------------------------------------------------------------
     def show(self, handle: str) -> ChunkView:

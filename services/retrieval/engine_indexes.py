@@ -18,11 +18,13 @@ from services.names import validate_name
 from services.retrieval.audit import AUDIT_DB, RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
 from services.retrieval.embedders import Embedder, backend_of, create_embedder, preload
-from services.retrieval.errors import IndexMismatch, IndexNotFound, IndexStorageError, IngestError
+from services.retrieval.errors import IndexBusy, IndexMismatch, IndexNotFound, IndexStorageError, IngestError
 from services.retrieval.faults import storage_guard
 from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
 from services.retrieval.settings import RetrievalSettings
-from services.retrieval.store import IndexStore, read_index_info
+from services.retrieval.store import Consistency, IndexStore, read_index_info
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks, WaitCancelled
+from services.retrieval.store_vectors import VectorHealth
 
 if TYPE_CHECKING:
     from services.retrieval.sandbox import LoaderSandbox
@@ -130,17 +132,17 @@ class EngineBase:
             if self.settings.backend == "memory":
                 store = IndexStore(name, None, chroma_url=self.settings.chroma_url)
             else:
+                # A new index is created only by a writer (index_add holds the writer lock), as a
+                # whole manifest renamed into place: a reader never sees a half-made one.
                 directory = self._index_dir(name)
-                chroma_url = self.settings.chroma_url
+                info = read_index_info(directory) or {}
+                chroma_url = info.get("chroma_url", self.settings.chroma_url)
                 existed = directory.exists()
-                if existed:
-                    info = read_index_info(directory) or {}
-                    chroma_url = info.get("chroma_url", chroma_url)
                 try:
                     with storage_guard(name, directory, "open it"):
-                        store = IndexStore(name, directory, chroma_url=chroma_url)
+                        store = IndexStore(name, directory, chroma_url=chroma_url, create=create)
                 except BaseException:
-                    if not existed:  # leave no half-created index behind
+                    if not existed and create:  # the writer lock is held: leave no half-created index
                         import shutil
 
                         shutil.rmtree(directory, ignore_errors=True)
@@ -198,6 +200,8 @@ class EngineBase:
             return []
         infos: list[IndexInfo] = []
         for entry in sorted(directory.iterdir()):
+            if entry.name.startswith("."):  # lock files, an index being created
+                continue
             if entry.is_dir() and (entry / "manifest.db").is_file():
                 infos.append(self._describe(entry, active, check))
         return infos
@@ -228,7 +232,7 @@ class EngineBase:
 
     def _from_store(self, name: str, store: IndexStore, active: str | None) -> IndexInfo:
         files, chunks = store.counts()
-        health = store.vector_health
+        health = self._vector_health(store)
         return IndexInfo(
             name=name,
             active=name == active,
@@ -247,18 +251,32 @@ class EngineBase:
     def _health(self, name: str) -> tuple[str, str | None]:
         """``ok`` or ``vectors missing|damaged`` with the reason; ``unreadable`` when the index does not open."""
         try:
-            health = self._store(name).vector_health
+            health = self._vector_health(self._store(name))
         except AriesError as exc:
             return "unreadable", exc.message
         return ("ok", None) if health.ok else (f"vectors {health.status}", health.detail)
 
+    @staticmethod
+    def _vector_health(store: IndexStore) -> VectorHealth:
+        """The store's vector health, current with what other processes wrote (under its store lock)."""
+        with store.reading():
+            return store.vector_health
+
     def index_repair(
-        self, name: str, *, progress: ProgressCallback | None = None, cancel: threading.Event | None = None
+        self,
+        name: str,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
     ) -> int:
         """Rebuild the vectors of index ``name`` from its manifest; returns the vectors written.
 
-        Raises :class:`~services.retrieval.ingest.Cancelled` when ``cancel`` is set (nothing changed).
+        Holds the index's writer lock (waiting for another writer like ``index_add``: a ``wait``
+        progress event, up to ``wait_s``, then :class:`IndexBusy`).  Raises
+        :class:`~services.retrieval.ingest.Cancelled` when ``cancel`` is set (nothing changed).
         """
+        from services.retrieval.ingest import Cancelled
         from services.retrieval.store_health import rebuild_vectors
 
         store = self._store(name)
@@ -268,10 +286,18 @@ class EngineBase:
             if progress is not None:
                 progress(ProgressEvent("repair", done, total))
 
+        def waiting(message: str) -> None:
+            if progress is not None:
+                progress(ProgressEvent("wait", 0, 0, message))
+
         with storage_guard(name, store.directory, "rebuild its vectors"):
             try:
-                return rebuild_vectors(store, self.embedder, progress=step, cancel=cancel)
-            except IndexStorageError:
+                return rebuild_vectors(
+                    store, self.embedder, progress=step, cancel=cancel, wait_s=wait_s, on_wait=waiting
+                )
+            except WaitCancelled:
+                raise Cancelled from None
+            except (IndexStorageError, IndexBusy):
                 raise
             except Exception:
                 self._forget(name)
@@ -330,8 +356,28 @@ class EngineBase:
         self._set_active(name)
         return self.index_info(name)
 
+    def index_check(self, name: str) -> Consistency:
+        """Compare the manifest, Tantivy and Chroma of index ``name`` (every chunk id in all three)."""
+        validate_name(name, "index")
+        return self._store(name).consistency()
+
+    def _locks(self, name: str) -> IndexLocks | None:
+        if self.settings.backend == "memory":
+            return None
+        return IndexLocks(self.workspace.indexes_dir, validate_name(name, "index"))
+
     def index_drop(self, name: str) -> None:
         validate_name(name, "index")
+        locks = self._locks(name)
+        if locks is not None and not locks.try_writer():
+            raise IndexBusy(f"index {name!r} is being written by another Aries ({locks.holder()}); drop it later")
+        try:
+            self._drop(name)
+        finally:
+            if locks is not None:
+                locks.release_writer()
+
+    def _drop(self, name: str) -> None:
         with self._lock:
             store = self._stores.pop(name, None)
             if store is None and self._exists(name):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -30,6 +31,7 @@ from services.retrieval.ingest import Batch, Cancelled, flush
 from services.retrieval.loaders import SANDBOXED_TYPES, content_type_for, load_bytes
 from services.retrieval.models import Document, FileIssue, IngestReport, ProgressEvent
 from services.retrieval.store import FileRecord
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, WaitCancelled
 
 
 class IngestingEngine(EngineBase):
@@ -43,6 +45,7 @@ class IngestingEngine(EngineBase):
         *,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
     ) -> IngestReport:
         """Index a file or a folder (recursively) into ``name``; incremental and whole-file atomic.
 
@@ -53,6 +56,10 @@ class IngestingEngine(EngineBase):
         root, unsupported types and special files in ``report.skipped``.  Setting ``cancel``
         stops between files (and between embedding groups): files already written stay, the batch
         in progress is not written.
+
+        One writer per index: while another Aries (process or thread) writes ``name``, this
+        one reports a ``wait`` progress event (its ``path`` is the message to show), waits up
+        to ``wait_s`` seconds and then raises :class:`IndexBusy`; ``cancel`` stops the wait.
         """
         started = time.monotonic()
         given = Path(os.fspath(path)).expanduser()
@@ -61,9 +68,36 @@ class IngestingEngine(EngineBase):
         root = given.resolve(strict=True)
         name = validate_name(name, "index") if name is not None else derive_index_name(root)
         candidates, skipped = self._scan(root)  # before anything is created: refuse a bad root cleanly
+        report = IngestReport(index=name, root=root.as_posix())
+
+        def waiting(message: str) -> None:  # another Aries writes this index: say so, as a progress event
+            if progress is not None:
+                progress(ProgressEvent("wait", 0, 0, message))
+
+        # One writer per index, across processes, from before the index is created (see store_locks).
+        locks = self._locks(name)
+        held = locks.writer(wait_s=wait_s, on_wait=waiting, cancel=cancel) if locks else contextlib.nullcontext()
+        try:
+            with held:
+                return self._add_locked(root, name, candidates, skipped, report, started, progress, cancel)
+        except WaitCancelled:
+            report.cancelled = True
+            report.elapsed_s = round(time.monotonic() - started, 3)
+            return report
+
+    def _add_locked(
+        self,
+        root: Path,
+        name: str,
+        candidates: list[tuple[str, Path]],
+        skipped: list[FileIssue],
+        report: IngestReport,
+        started: float,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+    ) -> IngestReport:
         store = self._store(name, create=True)
         self._check_model(store, record=True)  # records model, backend and quantization in a new index
-        report = IngestReport(index=name, root=root.as_posix())
         counter = default_counter()
         chunk_key = self.chunk_config.key(counter)
         limits = self.settings.limits

@@ -24,8 +24,19 @@ with all of its new chunks or all of its old ones, never half.  Writes follow a 
 4. replaced chunks are deleted from Chroma and Tantivy;
 5. the journal rows are deleted.
 
-Opening an index replays the journal: ids in it without a ``chunks`` row are deleted from
-both stores.  Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
+Opening an index, and every ingest before it writes, replays the journal when no other
+process is writing (the writer lock is free): ids in it without a ``chunks`` row are deleted
+from both stores.
+
+Concurrency (see :mod:`services.retrieval.store_locks`): one ingest per index at a time
+(the writer lock, held for the whole ingest); every use of the stores — one query, or one
+batch write (steps 1-5 above) — holds the store lock, so a query sees the state before or
+after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
+manifest; a process whose embedded Chroma client is older than the generation reopens it
+before using it.  A new index's manifest is built in a temporary folder and renamed into
+place, so an index is either absent or whole.
+
+Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
 ``EphemeralClient`` with a collection of its own, SQLite ``:memory:``).
 
 The parts live in ``store_manifest`` (SQLite), ``store_lexical`` (Tantivy), ``store_vectors``
@@ -39,25 +50,25 @@ import json
 import shutil
 import sqlite3
 import threading
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.clock import utc_now
-from services.retrieval.errors import IndexBusy, IndexCorrupt, VectorStoreDamaged
+from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
 from services.retrieval.models import Chunk
+from services.retrieval.store_check import Consistency, check_stores
 from services.retrieval.store_lexical import (
     BM25_WINDOW,
     FIELD_BOOSTS,
     LEXICAL_FORMAT,
     WRITER_HEAP,
-    add_lexical,
     bm25_search,
+    fill_lexical,
     query_analyzer,
     stopwords,
     tantivy_schema,
 )
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks
 from services.retrieval.store_manifest import (
     _SCHEMA,
     MANIFEST,
@@ -67,6 +78,8 @@ from services.retrieval.store_manifest import (
     FileUpdate,
     Manifest,
     StoredChunk,
+    create_manifest,
+    initial_meta,
     migrate_schema,
     read_index_info,
 )
@@ -90,6 +103,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BM25_WINDOW",
     "CHROMA_BATCH",
+    "Consistency",
     "FIELD_BOOSTS",
     "HNSW",
     "LEXICAL_FORMAT",
@@ -112,7 +126,7 @@ _schema = tantivy_schema  # the name services.workspace_check imports
 
 
 class IndexStore(Manifest):
-    """Tantivy + Chroma + manifest for one index.  Writes are serialised; reads are concurrent."""
+    """Tantivy + Chroma + manifest for one index.  See the module docstring for the locking."""
 
     def __init__(
         self,
@@ -128,45 +142,111 @@ class IndexStore(Manifest):
         self.chroma_url = chroma_url
         self._write_lock = threading.RLock()
         self._db_lock = threading.RLock()
+        self._memory_lock = threading.RLock()
         self._closed = False
+        self.locks: IndexLocks | None = None
+        self._tantivy_index: tantivy.Index | None = None
+        self._client_api: ClientAPI | None = None
+        self._collection_api: Collection | None = None
+        self._generation = -1
         if self.directory is not None:
-            if not create and not (self.directory / MANIFEST).is_file():
-                raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.locks = IndexLocks(self.directory.parent, name)
+            if not (self.directory / MANIFEST).is_file():
+                if not create:
+                    raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
+                create_manifest(self.directory, name, chroma_url)
             self._db = sqlite3.connect(self.directory / MANIFEST, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
         else:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        self._db.executescript(_SCHEMA)
-        if self.get_meta("schema_version") is None:
+            self._db.executescript(_SCHEMA)
             with self._tx() as db:
-                now = utc_now()
-                for key, value in (
-                    ("schema_version", SCHEMA_VERSION),
-                    ("name", name),
-                    ("created_at", now),
-                    ("updated_at", now),
-                    ("collection", f"aries-{uuid.uuid4().hex}"),
-                    ("chroma_url", chroma_url),
-                ):
-                    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
-        else:
-            migrate_schema(self, name)
-        self._tantivy = self._open_tantivy()
-        self._client: ClientAPI | None = None
-        self._collection: Collection | None = None
+                for key, value in initial_meta(name, chroma_url).items():
+                    db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        version = self.get_meta("schema_version")
+        if version != SCHEMA_VERSION:
+            try:
+                if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
+                    self._db.executescript(_SCHEMA)  # the tables added since (``failures``)
+                migrate_schema(self, name)  # or IndexCorrupt for a version this Aries does not read
+            except BaseException:
+                self._db.close()
+                raise
         self.vector_health = VectorHealth(OK, "")
-        try:
-            self._client, self._collection = self._open_chroma(opening=True)
-        except IndexCorrupt as exc:  # an embedded store that does not open: keyword-only until rebuilt
-            self.vector_health = unopenable(exc)
-        else:
-            self.vector_health = self.check_vectors()
+        self._opened = False
         self._analyzer = query_analyzer()
+        try:
+            with self.reading():  # opens Tantivy and Chroma, and checks the vectors, under the store lock
+                pass
+        except BaseException:
+            self._close_client()
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            raise
         self._recover()
 
     # -- parts ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def store_locked(self) -> Iterator[None]:
+        """Hold the store lock (and this process's lock of the parts) without opening anything."""
+        lock = self.locks.store() if self.locks is not None else contextlib.nullcontext()
+        with self._memory_lock, lock:
+            yield
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the store lock (one query's worth) with Tantivy and Chroma open and current."""
+        if self._closed:
+            raise IndexCorrupt(f"index {self.name!r} is closed")
+        with self.store_locked():
+            self._fresh()
+            yield
+
+    def _fresh(self) -> None:
+        """Open the parts, or reopen them if another process wrote since they were opened.
+
+        The first time (the store is being opened) the vector store is checked
+        (``vector_health``); an embedded store that does not open leaves the index keyword-only
+        (it is tried again only after another process wrote, e.g. rebuilt it), and one found
+        damaged is checked again whenever it is reopened.
+        """
+        generation = int(self.get_meta("generation") or 0)
+        stale = self.directory is not None and generation != self._generation
+        first = not self._opened
+        if self._tantivy_index is None or stale:
+            self._tantivy_index = self._open_tantivy()
+        if (self._collection_api is None and (first or stale)) or (stale and not self.chroma_url):
+            self._close_client()
+            try:
+                self._client_api, self._collection_api = self._open_chroma(opening=first)
+            except IndexCorrupt as exc:  # an embedded store that does not open: keyword-only until rebuilt
+                self.vector_health = unopenable(exc)
+            else:
+                if first or not self.vector_health.ok:
+                    self.vector_health = self._vector_check()
+        self._opened = True
+        self._generation = int(self.get_meta("generation") or 0)
+
+    def bump_generation(self, db: sqlite3.Connection) -> None:
+        """Inside a write transaction: mark the stores as changed (other processes reopen)."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        value = int(json.loads(row[0])) + 1 if row else 1
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (json.dumps(value),))
+        self._generation = value
+
+    @property
+    def _tantivy(self) -> tantivy.Index:
+        if self._tantivy_index is None:
+            raise IndexCorrupt(f"index {self.name!r}: the keyword index is not open")
+        return self._tantivy_index
+
+    @property
+    def _collection(self) -> Collection:
+        if self._collection_api is None:
+            raise IndexCorrupt(f"index {self.name!r}: the vector store is not open")
+        return self._collection_api
+
     def _open_tantivy(self) -> tantivy.Index:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
         import tantivy
@@ -182,33 +262,13 @@ class IndexStore(Manifest):
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir()
         index = tantivy.Index(tantivy_schema(), path=str(path), reuse=False)
-        self._fill_lexical(index)
-        self.set_meta(lexical_format=LEXICAL_FORMAT)
-        return index
-
-    def _fill_lexical(self, index: tantivy.Index) -> None:
-        """Write every live chunk into an empty Tantivy index (no embedding needed)."""
         rows = self._query(
             "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
             "embedding_model FROM chunks ORDER BY source_path, ordinal"
         )
-        if not rows:
-            return
-        try:
-            writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
-        except ValueError as exc:
-            raise IndexBusy(f"index {self.name!r} is being written by another process: {exc}") from exc
-        file_chunks: list[Chunk] = []
-        for row in rows:
-            chunk = Chunk(*row)
-            if file_chunks and file_chunks[-1].source_path != chunk.source_path:
-                add_lexical(writer, file_chunks)
-                file_chunks = []
-            file_chunks.append(chunk)
-        add_lexical(writer, file_chunks)
-        writer.commit()
-        writer.wait_merging_threads()
-        index.reload()
+        fill_lexical(index, [Chunk(*row) for row in rows], self.name)
+        self.set_meta(lexical_format=LEXICAL_FORMAT)
+        return index
 
     def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
         """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
@@ -219,16 +279,27 @@ class IndexStore(Manifest):
     # -- vector store health (see services.retrieval.store_health) -----------------------------
     @property
     def vectors(self) -> Collection:
-        """The Chroma collection; :class:`VectorStoreDamaged` when it did not open."""
-        if self._collection is None:
+        """The Chroma collection (use it under :meth:`reading`); :class:`VectorStoreDamaged` when it did not open."""
+        if self._collection_api is None:
             raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name)
-        return self._collection
+        return self._collection_api
 
     def check_vectors(self) -> VectorHealth:
-        """Collection present, a vector per manifest chunk, a probe query that answers."""
-        if self._collection is None:
+        """Collection present, a vector per manifest chunk, a probe query that answers (under the store lock)."""
+        with self.reading():
+            return self._vector_check()
+
+    def _vector_check(self) -> VectorHealth:
+        if self._collection_api is None:
             return self.vector_health
-        return check_vectors(self._collection, self.counts()[1])
+        return check_vectors(self._collection_api, self.counts()[1])
+
+    def _close_client(self) -> None:
+        client, self._client_api, self._collection_api = self._client_api, None, None
+        close = getattr(client, "close", None)
+        if close is not None:  # clients of one path share a refcounted system: this releases ours
+            with contextlib.suppress(Exception):
+                close()
 
     # -- search ----------------------------------------------------------------------------
     def query_terms(self, text: str) -> list[str]:
@@ -243,76 +314,91 @@ class IndexStore(Manifest):
         terms = self.query_terms(text)
         if not terms:
             return []
-        return bm25_search(self._tantivy, terms, top_n)
+        with self.reading():
+            return bm25_search(self._tantivy, terms, top_n)
 
     def dense(self, vector: list[float], top_n: int) -> list[tuple[str, float]]:
         """Dense search; :class:`VectorStoreDamaged` (and the store marked so) when it fails."""
-        collection = self.vectors
-        try:
-            return dense_search(collection, vector, top_n)
-        except Exception as exc:
-            if self.chroma_url:
-                raise
-            self.vector_health = unopenable(exc) if self._collection is None else self.check_vectors()
-            if self.vector_health.ok:
-                raise
-            raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name) from None
+        with self.reading():
+            collection = self.vectors
+            try:
+                return dense_search(collection, vector, top_n)
+            except Exception:
+                if self.chroma_url:
+                    raise
+                self.vector_health = self._vector_check()
+                if self.vector_health.ok:
+                    raise
+                raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name) from None
+
+    def consistency(self) -> Consistency:
+        """Compare the manifest's chunk ids with the ids in Tantivy and in Chroma
+        (:class:`VectorStoreDamaged` when the vector store does not open)."""
+        with self.reading():
+            return check_stores(self.name, self.chunk_ids(), self._tantivy, self.vectors, self._journal_size())
+
+    def _journal_size(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM journal")[0][0])
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def writing(self) -> Iterator[Writer]:
-        """Hold the write lock and a Tantivy writer for a series of :meth:`Writer.apply` calls."""
-        with self._write_lock:
-            try:
-                writer = self._tantivy.writer(heap_size=WRITER_HEAP, num_threads=1)
-            except ValueError as exc:
-                raise IndexBusy(f"index {self.name!r} is being written by another process: {exc}") from exc
-            try:
-                yield Writer(self, writer)
-            finally:
-                with contextlib.suppress(ValueError, RuntimeError):
-                    writer.wait_merging_threads()
-                del writer
-                self._tantivy.reload()
+    def writing(
+        self,
+        *,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+        on_wait: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Writer]:
+        """Be the one writer of this index (waiting for another Aries up to ``wait_s``) for a series
+        of :meth:`Writer.apply` calls; a journal left by an interrupted writer is replayed first."""
+        locked = (
+            self.locks.writer(wait_s=wait_s, on_wait=on_wait, cancel=cancel)
+            if self.locks is not None
+            else contextlib.nullcontext()
+        )
+        with locked, self._write_lock:
+            self._recover()
+            yield Writer(self)
 
     def _recover(self) -> None:
+        """Replay a journal left by an interrupted write, if no other process is writing now."""
         if not self.vector_health.ok:
             return  # replayed after the vectors are rebuilt (store_health.rebuild_vectors)
-        pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
-        if not pending:
-            return
-        try:
-            with self.writing() as writer:
-                # Holding the writer lock means no other process is in the middle of a write,
-                # so every journal entry belongs to an interrupted one.
-                pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
-                live = set(self.get_chunks(pending))
-                writer.delete_from_stores([chunk_id for chunk_id in pending if chunk_id not in live])
-                writer.commit()
-                with self._tx() as db:
-                    db.execute("DELETE FROM journal")
-        except IndexBusy:
+        if self.locks is not None and not self.locks.try_writer():
             return  # another process is writing; its journal is live, not left over
+        try:
+            with self._write_lock:
+                if not self._journal_size():
+                    return
+                with Writer(self).batch() as writer:
+                    pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
+                    live = set(self.get_chunks(pending))
+                    writer.delete_from_stores([chunk_id for chunk_id in pending if chunk_id not in live])
+                    writer.commit()
+                    with self._tx() as db:
+                        db.execute("DELETE FROM journal")
+                        self.bump_generation(db)
+        finally:
+            if self.locks is not None:
+                self.locks.release_writer()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self.memory and self._client is not None and self._collection is not None:
+        if self.memory and self._client_api is not None:
             with contextlib.suppress(Exception):
-                self._client.delete_collection(self._collection.name)
-        close = getattr(self._client, "close", None)
-        if close is not None:  # clients of one path share a refcounted system: this releases ours
-            with contextlib.suppress(Exception):
-                close()
+                self._client_api.delete_collection(str(self.get_meta("collection")))
+        self._close_client()
         with self._db_lock:
             self._db.close()
 
     def destroy(self) -> None:
         """Delete everything: the collection (also on a Chroma server) and the directory."""
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                self._client.delete_collection(str(self.get_meta("collection")))
-        self.close()
-        if self.directory is not None and self.directory.exists():
-            shutil.rmtree(self.directory)
+        with self.store_locked():  # no other process is in the middle of a query or a batch
+            if self._client_api is not None:
+                with contextlib.suppress(Exception):
+                    self._client_api.delete_collection(str(self.get_meta("collection")))
+            self.close()
+            if self.directory is not None and self.directory.exists():
+                shutil.rmtree(self.directory)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from services.atomic import fsync_dir
 from services.retrieval.ingest import Cancelled, embed_chunks
 from services.retrieval.models import Chunk
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.retrieval.store_vectors import CHROMA_BATCH, open_chroma
 
 if TYPE_CHECKING:
@@ -84,21 +85,29 @@ def rebuild_vectors(
     *,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    wait_s: float = DEFAULT_WRITE_WAIT_S,
+    on_wait: Callable[[str], None] | None = None,
 ) -> int:
     """Embed every chunk of the manifest into a fresh vector store and swap it in.
+
+    Holds the index's writer lock throughout (no other writer meanwhile; ``wait_s`` and
+    ``on_wait`` as in :meth:`IndexStore.writing`), and its store lock while the new store is
+    swapped in (no query of any process sees it half-swapped); the manifest's ``generation``
+    moves, so other processes reopen the new store.
 
     Returns the number of vectors written.  Raises :class:`~services.retrieval.ingest.Cancelled`
     when ``cancel`` is set (nothing changed), and lets storage errors through (the caller turns
     them into one typed message; nothing changed either).
     """
-    with store.writing():  # the write lock (and Tantivy's writer lock: no other writer meanwhile)
+    with store.writing(wait_s=wait_s, on_wait=on_wait, cancel=cancel):
         chunks = _stored_chunks(store)
         collection_name = str(store.get_meta("collection"))
         if store.directory is None or store.chroma_url:
             _rebuild_in_place(store, collection_name, chunks, embedder, progress, cancel)
         else:
             _rebuild_embedded(store, collection_name, chunks, embedder, progress, cancel)
-    store.vector_health = store.check_vectors()
+        with store.reading():
+            store.vector_health = store._vector_check()
     store._recover()  # journal left by an interrupted write: ids without a chunk row go from Tantivy too
     return len(chunks)
 
@@ -115,26 +124,29 @@ def _rebuild_in_place(
     vectors = embed_chunks(embedder, chunks, cancel)
     if cancel is not None and cancel.is_set():
         raise Cancelled
-    client = store._client
-    if client is None:
-        store._client, store._collection = store._open_chroma()
-        client = store._client
-    assert client is not None
-    with contextlib.suppress(Exception):
-        client.delete_collection(collection_name)
-    store._client, store._collection = store._open_chroma()
-    collection = store.vectors
-    if progress is not None:
-        progress(0, len(chunks))
-    for start in range(0, len(chunks), CHROMA_BATCH):
-        part = chunks[start : start + CHROMA_BATCH]
-        collection.upsert(
-            ids=[c.chunk_id for c in part],
-            embeddings=vectors[start : start + CHROMA_BATCH],  # type: ignore[arg-type]
-            metadatas=[{"source_path": c.source_path} for c in part],
-        )
+    with store.store_locked():
+        client = store._client_api
+        if client is None:
+            store._client_api, store._collection_api = store._open_chroma()
+            client = store._client_api
+        assert client is not None
+        with contextlib.suppress(Exception):
+            client.delete_collection(collection_name)
+        store._client_api, store._collection_api = store._open_chroma()
+        collection = store.vectors
         if progress is not None:
-            progress(min(start + CHROMA_BATCH, len(chunks)), len(chunks))
+            progress(0, len(chunks))
+        for start in range(0, len(chunks), CHROMA_BATCH):
+            part = chunks[start : start + CHROMA_BATCH]
+            collection.upsert(
+                ids=[c.chunk_id for c in part],
+                embeddings=vectors[start : start + CHROMA_BATCH],  # type: ignore[arg-type]
+                metadatas=[{"source_path": c.source_path} for c in part],
+            )
+            if progress is not None:
+                progress(min(start + CHROMA_BATCH, len(chunks)), len(chunks))
+        with store._tx() as db:
+            store.bump_generation(db)
 
 
 def _release(client: Any) -> None:
@@ -166,14 +178,16 @@ def _rebuild_embedded(
         shutil.rmtree(target, ignore_errors=True)
         raise
     _release(client)
-    # Swap: the damaged store goes aside, the new one takes its name, the old one is deleted.
-    if store._client is not None:
-        _release(store._client)
-    store._client, store._collection = None, None
-    live = directory / "chroma"
-    if live.exists():
-        live.rename(retired)
-    target.rename(live)
-    fsync_dir(directory)
-    shutil.rmtree(retired, ignore_errors=True)
-    store._client, store._collection = store._open_chroma()
+    # Swap, under the store lock (no process is reading or writing the store meanwhile): the
+    # damaged store goes aside, the new one takes its name, the old one is deleted.
+    with store.store_locked():
+        store._close_client()
+        live = directory / "chroma"
+        if live.exists():
+            live.rename(retired)
+        target.rename(live)
+        fsync_dir(directory)
+        shutil.rmtree(retired, ignore_errors=True)
+        with store._tx() as db:
+            store.bump_generation(db)  # other processes reopen the new store
+        store._client_api, store._collection_api = store._open_chroma()

@@ -109,3 +109,25 @@ def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tupl
             seen.add(chunk_id)
             out.append((str(chunk_id), float(score)))
     return out
+
+
+def fill_lexical(index: tantivy.Index, chunks: Sequence[Chunk], name: str) -> None:
+    """Write ``chunks`` (ordered by file) into an empty Tantivy index (no embedding needed)."""
+    from services.retrieval.errors import IndexBusy
+
+    if not chunks:
+        return
+    try:
+        writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
+    except ValueError as exc:
+        raise IndexBusy(f"index {name!r} is being written by another process: {exc}") from exc
+    file_chunks: list[Chunk] = []
+    for chunk in chunks:
+        if file_chunks and file_chunks[-1].source_path != chunk.source_path:
+            add_lexical(writer, file_chunks)
+            file_chunks = []
+        file_chunks.append(chunk)
+    add_lexical(writer, file_chunks)
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,3 +259,51 @@ def migrate_schema(manifest: Manifest, name: str) -> None:
         f"index {name!r} has manifest schema version {version}; this Aries reads up to {SCHEMA_VERSION} "
         "(it was written by a newer Aries?)"
     )
+
+
+def initial_meta(name: str, chroma_url: str | None) -> dict[str, object]:
+    """The meta rows of a new index (``generation`` moves with every batch write)."""
+    now = utc_now()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "created_at": now,
+        "updated_at": now,
+        "collection": f"aries-{uuid.uuid4().hex}",
+        "chroma_url": chroma_url,
+        "generation": 0,
+    }
+
+
+def create_manifest(directory: Path, name: str, chroma_url: str | None) -> None:
+    """Build a new index's manifest in a temporary folder and rename it into place (atomic)."""
+    from services.atomic import fsync_dir
+
+    parent = directory.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in parent.glob(f".{directory.name}.creating-*"):  # left by a killed creation
+        shutil.rmtree(stale, ignore_errors=True)
+    temp = parent / f".{directory.name}.creating-{uuid.uuid4().hex[:12]}"
+    temp.mkdir()
+    try:
+        db = sqlite3.connect(temp / MANIFEST)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            with db:
+                for key, value in initial_meta(name, chroma_url).items():
+                    db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        finally:
+            db.close()
+        fsync_dir(temp)
+        if directory.is_dir() and not (directory / MANIFEST).is_file():
+            shutil.rmtree(directory)  # parts of an index whose manifest never existed: nothing to keep
+        try:
+            temp.rename(directory)
+        except OSError:
+            if not (directory / MANIFEST).is_file():
+                raise
+            # another process created it first: use that one
+        fsync_dir(parent)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -1,13 +1,20 @@
-"""Writing files into an index: the journalled sequence described in :mod:`services.retrieval.store`."""
+"""Writing files into an index: the journalled sequence described in :mod:`services.retrieval.store`.
+
+Each :meth:`Writer.apply` is one batch: it holds the index's store lock and a Tantivy writer
+of its own from step 1 to step 5 (so Tantivy merges and file deletions happen under the lock
+too), and bumps the manifest's ``generation`` at its start and its end.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from services.clock import utc_now
-from services.retrieval.store_lexical import add_lexical
+from services.retrieval.errors import IndexBusy
+from services.retrieval.store_lexical import WRITER_HEAP, add_lexical
 from services.retrieval.store_manifest import SQL_BATCH, FileUpdate
 from services.retrieval.store_vectors import CHROMA_BATCH
 
@@ -18,9 +25,42 @@ if TYPE_CHECKING:
 
 
 class Writer:
-    def __init__(self, store: IndexStore, writer: tantivy.IndexWriter) -> None:
+    """Writes into ``store``; the caller holds the writer lock (:meth:`IndexStore.writing`)."""
+
+    def __init__(self, store: IndexStore) -> None:
         self.store = store
-        self.writer = writer
+        self._tantivy_writer: tantivy.IndexWriter | None = None
+
+    @property
+    def writer(self) -> tantivy.IndexWriter:
+        """The Tantivy writer of the batch in progress (only inside :meth:`batch`)."""
+        if self._tantivy_writer is None:
+            raise RuntimeError("no batch in progress: use Writer.batch()")
+        return self._tantivy_writer
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Writer]:
+        """The store lock and a Tantivy writer for one batch; merges finish before the lock is released."""
+        if self._tantivy_writer is not None:  # nested: the outer batch holds everything
+            yield self
+            return
+        with self.store.reading():
+            index = self.store._tantivy
+            try:
+                tantivy_writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            except ValueError as exc:
+                raise IndexBusy(f"index {self.store.name!r} is being written by another process: {exc}") from exc
+            self._tantivy_writer = tantivy_writer
+            try:
+                yield self
+            finally:
+                self._tantivy_writer = None
+                with contextlib.suppress(ValueError, RuntimeError):
+                    tantivy_writer.rollback()  # uncommitted documents of a failed batch are dropped
+                with contextlib.suppress(ValueError, RuntimeError):
+                    tantivy_writer.wait_merging_threads()
+                del tantivy_writer
+                index.reload()
 
     def commit(self) -> None:
         self.writer.commit()
@@ -35,10 +75,14 @@ class Writer:
 
     def apply(self, updates: Sequence[FileUpdate], removals: Sequence[str] = ()) -> int:
         """Write ``updates`` and drop the files in ``removals``; returns the chunks removed."""
-        store = self.store
         affected = [u.record.source_path for u in updates] + list(removals)
         if not affected:
             return 0
+        with self.batch():
+            return self._apply(updates, removals, affected)
+
+    def _apply(self, updates: Sequence[FileUpdate], removals: Sequence[str], affected: list[str]) -> int:
+        store = self.store
         old_ids: set[str] = set()
         for start in range(0, len(affected), SQL_BATCH):
             batch = affected[start : start + SQL_BATCH]
@@ -51,6 +95,7 @@ class Writer:
         new_ids = [c.chunk_id for c in new_chunks]
         with store._tx() as db:
             db.executemany("INSERT OR IGNORE INTO journal(chunk_id) VALUES (?)", [(i,) for i in (*new_ids, *old_ids)])
+            store.bump_generation(db)
         # 2. new chunks into both stores
         for start in range(0, len(new_chunks), CHROMA_BATCH):
             part = new_chunks[start : start + CHROMA_BATCH]
@@ -117,4 +162,5 @@ class Writer:
             self.writer.commit()
         with store._tx() as db:
             db.execute("DELETE FROM journal")
+            store.bump_generation(db)
         return len(stale)

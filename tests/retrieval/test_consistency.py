@@ -165,10 +165,10 @@ def test_journal_replay_removes_unfinished_writes(workspace: Workspace, docs: Pa
         _, before = store.counts()
         # What a crash between "written to the stores" and "manifest swapped" leaves behind:
         ghost = "feedfacecafebeef"
-        with store._tx() as db:
-            db.execute("INSERT INTO journal(chunk_id) VALUES (?)", (ghost,))
-        store._collection.upsert(ids=[ghost], embeddings=[[1.0] + [0.0] * 383], metadatas=[{"source_path": "x"}])
-        with store.writing() as writer:
+        with store.writing() as writer, writer.batch():  # (a writer replays old journals when it starts)
+            with store._tx() as db:
+                db.execute("INSERT INTO journal(chunk_id) VALUES (?)", (ghost,))
+            store._collection.upsert(ids=[ghost], embeddings=[[1.0] + [0.0] * 383], metadatas=[{"source_path": "x"}])
             document = tantivy.Document()
             document.add_text("chunk_id", ghost)
             document.add_text("text", "zebra zebra zebra")
