@@ -78,13 +78,30 @@ class AssistantController:
         from services.assistant import TurnLoop
 
         session = self.app.require_session()
-        loop = TurnLoop(session, provider, on_event=lambda event: self.app.post_message(TurnEvent(event)))
+        loop = TurnLoop(
+            session,
+            provider,
+            on_event=lambda event: self.app.post_message(TurnEvent(event)),
+            cloud_approve=self._cloud_approver(session),
+        )
         try:
             await loop.run(text)
         finally:
             await provider.aclose()
             self.worker = None
             self.app.refresh_bindings()
+
+    def _cloud_approver(self, session: Any) -> Any:
+        """The bridge's ``ask`` approval: the modal showing exactly the redacted text."""
+        from screens.cloud_send import modal_approver
+        from services.assistant.cloud import bridge_for
+        from services.bridge import BridgeConfig
+
+        try:
+            config = bridge_for(session)
+        except AriesError:
+            config = BridgeConfig()  # the turn's cloud step reports the bad configuration itself
+        return modal_approver(self.app, config)
 
     def cancel(self) -> bool:
         if self.worker is None:
@@ -229,6 +246,7 @@ class AssistantController:
         """True for the recorded answer of a turn already shown as a stream (not shown twice)."""
         return (
             entry.get("role") == "assistant"
+            and entry.get("provenance") != "cloud"  # the cloud's answer is never streamed
             and entry.get("turn_id") is not None
             and (entry.get("turn_id") == self.turn_id or entry.get("turn_id") in self._streamed)
         )

@@ -37,6 +37,7 @@ SUBCOMMAND_MODULES = (
     "app.cli_ask",
     "app.cli_plan",
     "app.cli_profile",
+    "app.cli_cloud",
 )
 
 

@@ -1,6 +1,6 @@
 """``aries ask``, ``aries ingest``, ``aries status``: the headless pipe (researcher-rag-bridge spec).
 
-    aries ask [QUESTION…] [--stdin] [-k N] [--profile P] [-w W] [--json] [--approve TOOL]…
+    aries ask [QUESTION…] [--stdin] [-k N] [--profile P] [-w W] [--json] [--approve TOOL]… [--cloud]
     aries ingest PATH [-w W] [--index NAME] [--json]
     aries status [-w W] [--json] [--calls N]
 
@@ -23,6 +23,9 @@ exit codes:
   3    policy: the model asked for a tool call that the policy refused or that needed an approval
        not given with --approve; the answer (made without that call) is still printed
   4    the model provider gave no answer: unreachable, timed out, an error status, a broken stream
+  after a good local answer (printed in every case), the cloud bridge's problem: 3 the question was
+       refused by its allowlist (nothing sent), 2 the bridge is on but not configured (endpoint,
+       model, API key variable), 4 the cloud did not answer
   130  interrupted (Ctrl-C);  141  the reader of stdout went away
 
 errors: one line on stderr, 'aries: <what is wrong>'; with --json also one JSON object on stdout,
@@ -42,7 +45,14 @@ output: the answer and a compact provenance table; with --json the response JSON
 confidence.local (0..1), from the passages injected (those over the relevance threshold):
   strength = max(dense cosine if >= min_score, bm25/(bm25+10) if bm25 >= min_bm25)
   confidence.local = max strength * (0.5 + 0.5 * share of those passages the answer cites)
-  0 when no passage passed the threshold. confidence.cloud is 0 (no cloud bridge yet).
+  0 when no passage passed the threshold. confidence.cloud is 0.5 when the cloud answered (it is
+  not grounded in your documents), else 0.
+
+cloud bridge (off unless the profile's 'cloud:' block or the workspace setting 'cloud' turns it on):
+  mode ask sends the redacted question only with --cloud (or "cloud_allowed": true in the request);
+  mode auto sends it when confidence.local is below the threshold; off never sends anything. The
+  reply is printed after the local answer, tagged cloud, and kept in the 'cloud' index
+  ('aries cloud forget' removes every reply).
 
 tool calls the policy wants approved are denied (the model is told, as in the TUI) unless
   --approve names the tool id (e.g. --approve builtin:fs:write_text); repeat it or separate ids
@@ -71,6 +81,11 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="TOOL",
         help="approve calls of this tool id when the policy asks (repeatable, or comma-separated)",
+    )
+    ask.add_argument(
+        "--cloud",
+        action="store_true",
+        help="approve sending the redacted question to the cloud bridge when its mode is 'ask'",
     )
     ask.set_defaults(func=handle_ask)
 
@@ -169,6 +184,7 @@ def handle_ask(args: argparse.Namespace) -> int:
             k=args.k,
             approve=_approved(args.approve),
             profile=args.profile,
+            cloud=args.cloud,
         )
     except AriesError as error:
         return _fail(error, args.json, request_id)
@@ -190,6 +206,10 @@ def handle_ask(args: argparse.Namespace) -> int:
                 )
                 + "\n"
             )
+    if result.cloud_problem:
+        from app.cli import safe
+
+        sys.stderr.write(f"aries: {safe(result.cloud_problem, single_line=True)}\n")
     return result.exit_code
 
 
@@ -219,6 +239,15 @@ def _print_answer(response: dict[str, Any]) -> None:
         print(safe(line, single_line=True))
     for call in response.get("tool_calls", []):
         print(safe(f"  tool {call['tool_id']}: {call['status']}  {call['summary']}", single_line=True))
+    cloud = response.get("cloud") or {}
+    for entry in response["provenance"]["cloud"]:
+        print()
+        redactions = ", ".join(f"{kind} {n}" for kind, n in sorted(entry["redactions"].items())) or "none"
+        head = f"cloud answer ({entry['model']}, {entry['request_id']}; redacted: {redactions}):"
+        print(safe(head, single_line=True))
+        print(safe(entry["answer"]).rstrip())
+    if cloud.get("status") == "declined" and cloud.get("mode") == "ask":
+        print(safe("cloud: not asked (mode ask; rerun with --cloud to send the redacted question)", single_line=True))
 
 
 # -- ingest, status ----------------------------------------------------------------------------
@@ -287,7 +316,10 @@ def _print_status(report: dict[str, Any]) -> None:
         state = "answers" if model["reachable"] else "does not answer"
         detail = f" ({model['error']})" if model.get("error") else ""
         out(f"model      {model['label']} (from {model['source']}): {state}{detail}")
-    out(f"cloud      {report['cloud']['mode']}")
+    cloud = report["cloud"]
+    out(f"cloud      {cloud.get('describe') or cloud['mode']}")
+    for row in cloud.get("recent", []):
+        out(f"  {row['ts']}  {row['request_id']}  {row['status']}  {row.get('model') or ''}  {row.get('error') or ''}")
     if not report["indexes"]:
         out("indexes    none; add one with: aries -w NAME ingest PATH")
     for info in report["indexes"]:

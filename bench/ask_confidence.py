@@ -1,4 +1,4 @@
-"""Does ``confidence.local`` (services/pipe/confidence.py) separate answerable questions from others?
+"""Does ``confidence.local`` (services/assistant/confidence.py) separate answerable questions from others?
 
     .venv/bin/python bench/ask_confidence.py [--dataset DIR] [--queries 60] [--distractors 300] [--json]
 

@@ -10,6 +10,7 @@ runs and replay differ only in the approver and the renderer.
 
 from services.assistant.events import (
     Cancelled,
+    CloudResult,
     Decided,
     Done,
     Failed,
@@ -25,6 +26,7 @@ from services.assistant.loop import TurnLoop, TurnOutcome
 
 __all__ = [
     "Cancelled",
+    "CloudResult",
     "Decided",
     "Done",
     "Failed",

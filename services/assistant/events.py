@@ -79,7 +79,7 @@ class Failed:
 @dataclass(frozen=True)
 class Cancelled:
     turn_id: str
-    where: str  # streaming | tool | approval | retrieval
+    where: str  # retrieval | streaming | tool | cloud
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,19 @@ class Done:
     citations: list[str]
 
 
+@dataclass(frozen=True)
+class CloudResult:
+    """The turn's cloud step (after ``Done``): ``status`` sent | declined | refused | error |
+    not_configured (``off`` and ``confident`` are not reported); ``text`` is the cloud's answer."""
+
+    turn_id: str
+    mode: str
+    status: str
+    model: str | None = None
+    text: str = ""
+    reason: str | None = None
+
+
 LoopEvent = (
     Retrieved
     | TextDelta
@@ -111,4 +124,5 @@ LoopEvent = (
     | Cancelled
     | SchemaInvalid
     | Done
+    | CloudResult
 )

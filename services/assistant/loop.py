@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from services.assistant.context import build_prompt, history_from_entries, profile_system_prompt, tool_result_text
 from services.assistant.events import (
     Cancelled,
+    CloudResult,
     Decided,
     Done,
     Failed,
@@ -35,6 +36,8 @@ from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMes
 from services.errors import AriesError
 
 if TYPE_CHECKING:
+    from services.assistant.cloud import CloudStep
+    from services.bridge import Approve
     from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolNameMap, ToolSchema
     from services.profiles import ActiveProfile
     from services.session import Session
@@ -60,6 +63,9 @@ class TurnOutcome:
     profile: str | None = None
     structured: Any = None  # the parsed answer, when the profile has an output_schema it satisfies
     schema_error: str | None = None  # the last validation failure (None: valid, or no schema)
+    confidence: float = 0.0  # confidence.local (services.assistant.confidence)
+    confidence_inputs: dict[str, Any] = field(default_factory=dict)
+    cloud: CloudStep | None = None  # the cloud step (None: the turn ended before it)
 
 
 class TurnLoop:
@@ -75,6 +81,7 @@ class TurnLoop:
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
         options: ModelOptions | None = None,
         model_label: str | None = None,
+        cloud_approve: Approve | None = None,
     ) -> None:
         self.session = session
         self.provider = provider
@@ -84,6 +91,7 @@ class TurnLoop:
         self.k = k  # None: the profile's retrieval.k (DEFAULT_K without a profile)
         self.budget_tokens = budget_tokens
         self.options = options
+        self.cloud_approve = cloud_approve  # None: ask-mode cloud questions are declined
         self.model_label = model_label or (
             provider.name if provider.name == "offline" else f"{provider.name}:{provider.model}"
         )
@@ -216,6 +224,8 @@ class TurnLoop:
             )
             self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps))
             self._emit(Done(turn_id, outcome.text, outcome.citations))
+            where = "cloud"
+            await self._cloud(text, outcome)
             return outcome
         except asyncio.CancelledError:
             partial = f" Text so far: {streamed}" if streamed else ""
@@ -239,6 +249,26 @@ class TurnLoop:
             )
             self._emit(Failed(turn_id, type(exc).__name__, exc.message))
             return outcome
+
+    async def _cloud(self, text: str, outcome: TurnOutcome) -> None:
+        """confidence.local, then the bridge's step (:mod:`services.assistant.cloud`); the local answer
+        is recorded and shown before anything is prepared for the cloud."""
+        from services.answers import relevance_for
+        from services.assistant.cloud import cloud_step
+        from services.assistant.confidence import local_confidence
+        from services.bridge import headless_approver
+
+        relevance = relevance_for(self.session.workspace)
+        outcome.confidence, outcome.confidence_inputs = local_confidence(
+            outcome.hits, outcome.citations, min_score=relevance.min_score, min_bm25=relevance.min_bm25
+        )
+        approve = self.cloud_approve or headless_approver(False)
+        step = await cloud_step(self.session, text, outcome.confidence, approve, turn_id=outcome.turn_id)
+        outcome.cloud = step
+        if step.status not in ("off", "confident"):
+            model = step.reply.model if step.reply is not None else None
+            answer = step.reply.text if step.reply is not None else ""
+            self._emit(CloudResult(outcome.turn_id, step.mode, step.status, model, answer, step.reason))
 
     def _check(self, outcome: TurnOutcome, schema: dict[str, Any], step: int, may_retry: bool) -> bool:
         """Validate the answer against the profile's schema; True when it failed and is to be retried.
@@ -380,6 +410,7 @@ _WHERE = {
     "retrieval": "retrieving",
     "streaming": "the model was answering",
     "tool": "a tool call ran or waited for approval",
+    "cloud": "the cloud step ran (the local answer is recorded)",
 }
 
 

@@ -12,7 +12,9 @@ The turn is the ONE turn loop (``services.assistant.TurnLoop``) on a ``Session``
 :func:`ask` returns an :class:`AskResult`: the spec's response JSON (``id``, ``answer``,
 ``provenance.local|cloud``, ``confidence.local|cloud``, ``logs_ref``) plus Aries' additions, and
 the exit code: 0 ok, 3 a tool call of the turn was refused (by the policy, or for want of an
-approval), or the provider's error (``ProviderError.exit_code``, 4) when the model gave no answer.
+approval), or the provider's error (``ProviderError.exit_code``, 4) when the model gave no answer;
+after a good local answer, the cloud step's problem: 3 the question was refused by the sanitizer's
+allowlist (nothing sent), 2 the bridge is on but not configured, 4 the cloud did not answer.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.errors import AriesError, ConfigError, InvalidInput
-from services.pipe.confidence import local_confidence, strength
+from services.assistant.confidence import strength
+from services.errors import AriesError, InvalidInput
 from services.pipe.request import AskRequest
 
 if TYPE_CHECKING:
@@ -41,12 +43,6 @@ EXIT_POLICY = 3
 EXIT_PROVIDER = 4
 CLOUD_MODES = ("off", "ask", "auto")
 ID_NAMESPACE = uuid.UUID("6b1f7c1e-52a4-4d8e-9d3a-6a1e0c2f9a11")
-
-
-class ProfilesUnavailable(ConfigError):
-    """``--profile`` before profiles exist in this build."""
-
-    code = "profiles_unavailable"
 
 
 class HeadlessApprover:
@@ -87,6 +83,7 @@ class AskResult:
     response: dict[str, Any]
     exit_code: int = EXIT_OK
     error: AriesError | None = None  # the provider's failure (the answer is then empty)
+    cloud_problem: str | None = None  # the cloud step refused/failed (the local answer stands)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -120,26 +117,23 @@ class _Watched:
 
 
 def cloud_mode(session: Session) -> str:
-    """The cloud bridge's mode from the workspace setting ``cloud`` (a mode, or ``{mode: …}``);
-    ``off`` when nothing is configured (the bridge is off by default)."""
-    value = session.workspace.setting("cloud")
-    if isinstance(value, Mapping):
-        value = value.get("mode")
-    return str(value) if value in CLOUD_MODES else "off"
+    """The cloud bridge's mode in force (the profile's ``cloud`` block, else the workspace setting
+    ``cloud``); ``off`` when nothing is configured (the bridge is off by default) and when the
+    configuration is invalid (the turn reports that error itself)."""
+    from services.assistant.cloud import bridge_for
+
+    try:
+        return bridge_for(session).mode
+    except AriesError:
+        return "off"
 
 
 def open_session(workspace_name: str | None, approver: HeadlessApprover, *, profile: str | None = None) -> Session:
     """A non-interactive session of the named workspace (an ephemeral one without a name)."""
-    import inspect
-
     from services.session import Session
     from services.workspaces import WorkspaceManager, ephemeral_workspace
 
-    extra: dict[str, Any] = {}
-    if profile is not None:
-        if "profile" not in inspect.signature(Session).parameters:
-            raise ProfilesUnavailable(f"--profile {profile}: profiles are not available in this build yet")
-        extra["profile"] = profile
+    extra: dict[str, Any] = {} if profile is None else {"profile": profile}
     workspace = WorkspaceManager().open(workspace_name)[0] if workspace_name else ephemeral_workspace()
     try:
         return Session(workspace, source="cli", interactive=False, approver=approver, **extra)
@@ -157,14 +151,20 @@ async def ask(
     k: int,
     model_label: str | None = None,
     new_conversation: bool = True,
+    cloud: bool = False,
 ) -> AskResult:
     """Run one turn for ``request`` and build the response (see the module docstring).
 
     With ``new_conversation`` (the default) the turn starts a conversation of its own: no earlier
     dialogue reaches the model, so the same question under the same configuration gets the same
-    prompt, and the workbench's own conversation is left as it was."""
+    prompt, and the workbench's own conversation is left as it was.
+
+    ``cloud`` is the operator's yes for the bridge's ``ask`` mode (``--cloud``, or the request's
+    ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says."""
     from services.answers import relevance_for
     from services.assistant import Decided, ToolFinished, TurnLoop
+    from services.assistant.cloud import CLOUD_CONFIDENCE
+    from services.bridge import headless_approver
 
     decisions: dict[str, Decided] = {}
     finished: list[ToolFinished] = []
@@ -178,13 +178,20 @@ async def ask(
     if new_conversation:
         session.new_conversation()
     watched = _Watched(provider)
-    loop = TurnLoop(session, watched, approver=approver, on_event=on_event, k=k, model_label=model_label)
+    allowed = cloud or request.cloud_allowed
+    loop = TurnLoop(
+        session,
+        watched,
+        approver=approver,
+        on_event=on_event,
+        k=k,
+        model_label=model_label,
+        cloud_approve=headless_approver(allowed),
+    )
     outcome = await loop.run(request.query)
     tool_calls = [_tool_call(done, decisions.get(done.tool_call_id)) for done in finished]
     relevance = relevance_for(session.workspace)
-    confidence, inputs = local_confidence(
-        outcome.hits, outcome.citations, min_score=relevance.min_score, min_bm25=relevance.min_bm25
-    )
+    step = outcome.cloud
     cited = set(outcome.citations)
     local = [
         {
@@ -205,13 +212,17 @@ async def ask(
     response: dict[str, Any] = {
         "id": request.id or str(uuid.uuid5(ID_NAMESPACE, f"{outcome.turn_id}\n{request.query}")),
         "answer": outcome.text,
-        "provenance": {"local": local, "cloud": []},
-        "confidence": {"local": confidence, "cloud": 0.0, "inputs": inputs},
+        "provenance": {"local": local, "cloud": step.provenance() if step is not None else []},
+        "confidence": {
+            "local": outcome.confidence,
+            "cloud": CLOUD_CONFIDENCE if step is not None and step.reply is not None else 0.0,
+            "inputs": outcome.confidence_inputs,
+        },
         "logs_ref": f"{transcript}#{outcome.turn_id}",
         "turn_id": outcome.turn_id,
         "index": outcome.index,
         "model": loop.model_label,
-        "cloud": {"mode": cloud_mode(session)},
+        "cloud": _cloud_report(step, cloud_mode(session)),
         "tool_calls": tool_calls,
     }
     result = AskResult(response, tool_calls=tool_calls)
@@ -223,7 +234,22 @@ async def ask(
         result.exit_code = 1
     elif any(call["status"] == "denied" for call in tool_calls):
         result.exit_code = EXIT_POLICY
+    elif step is not None and step.exit_code:
+        result.cloud_problem = f"cloud {step.status}: {step.reason}"
+        result.exit_code = step.exit_code
     return result
+
+
+def _cloud_report(step: Any, mode: str) -> dict[str, Any]:
+    """The response's ``cloud`` block: the mode, what the step did and why (never the question)."""
+    if step is None:
+        return {"mode": mode, "status": "not_run"}
+    report: dict[str, Any] = {"mode": step.mode, "status": step.status}
+    if step.reason:
+        report["reason"] = step.reason
+    if step.reply is not None:
+        report["request_id"] = step.reply.request_id
+    return report
 
 
 def _tool_call(done: Any, decided: Any) -> dict[str, Any]:
@@ -245,6 +271,7 @@ def run_ask(
     approve: Iterable[str] = (),
     profile: str | None = None,
     env: Mapping[str, str] | None = None,
+    cloud: bool = False,
 ) -> AskResult:
     """Open the workspace, resolve the model (``ARIES_MODEL``, else the workspace's, else offline),
     run :func:`ask`, close everything. Typed errors (bad input, config) are raised before the turn."""
@@ -263,7 +290,9 @@ def run_ask(
 
         async def turn() -> AskResult:
             try:
-                return await ask(session, request, provider, approver=approver, k=size, model_label=config.label)
+                return await ask(
+                    session, request, provider, approver=approver, k=size, model_label=config.label, cloud=cloud
+                )
             finally:
                 await provider.aclose()
                 await session.aclose()
@@ -282,7 +311,6 @@ __all__ = [
     "EXIT_USAGE",
     "AskResult",
     "HeadlessApprover",
-    "ProfilesUnavailable",
     "ask",
     "check_tool_ids",
     "cloud_mode",

@@ -4,7 +4,9 @@
 * ``model`` — the configured model (``ARIES_MODEL``, else the workspace's, else ``offline``) and
   whether its provider answers now (Ollama: ``probe_ollama``; an OpenAI-compatible server: its model
   list; ``offline`` always does), with the models it serves;
-* ``cloud`` — the cloud bridge's mode (``off`` unless the workspace setting ``cloud`` says otherwise);
+* ``cloud`` — the cloud bridge in force (the profile's ``cloud`` block, else the workspace setting
+  ``cloud``; off by default): mode, one-line description (never the key), where it comes from, and
+  the last cloud calls from the audit store (hashes and counts only);
 * ``last_calls`` — the audit store's last N tool calls (tool, source, decision, rule, status, time).
 
 The exit code: 0; 4 when the configured provider does not answer; 2 when the configured model
@@ -79,23 +81,51 @@ def last_calls(session: Session, limit: int = LAST_CALLS) -> list[dict[str, Any]
     return [{key: row.get(key) for key in keys} for row in rows]
 
 
+def cloud_status(session: Session, limit: int = 5) -> dict[str, Any]:
+    """The bridge in force and its last ``limit`` calls (newest first)."""
+    from services.assistant.cloud import bridge_for
+    from services.audit_db import AUDIT_FILE
+    from services.bridge import CloudAudit
+
+    workspace = session.workspace
+    profile = session.profile()
+    source = "default"
+    if profile is not None and profile.cloud is not None:
+        source = f"profile {profile.name}"
+    elif (workspace.meta.get("settings") or {}).get("cloud") is not None:
+        source = "workspace"
+    report: dict[str, Any] = {"mode": "off", "source": source, "describe": "cloud: off", "error": None}
+    try:
+        config = bridge_for(session)
+        report.update(mode=config.mode, describe=config.describe())
+    except AriesError as exc:
+        report.update(error=exc.message, describe=f"cloud: invalid configuration: {exc.message}")
+    recent: list[dict[str, Any]] = []
+    if (workspace.root / AUDIT_FILE).is_file():
+        audit = CloudAudit.for_workspace(workspace.root)
+        try:
+            keys = ("request_id", "ts", "mode", "status", "model", "redactions", "duration_ms", "error")
+            recent = [{key: row.get(key) for key in keys} for row in audit.recent(limit)]
+        finally:
+            audit.close()
+    report["recent"] = recent
+    return report
+
+
 def status(session: Session, env: Mapping[str, str], *, calls: int = LAST_CALLS) -> tuple[dict[str, Any], int]:
     """The whole report for the session's workspace; ``(report, exit code)``."""
-    from services.pipe.headless import cloud_mode
-
     workspace = session.workspace
     indexes = [info.to_dict() for info in session.engine().index_list()]
     model, code = asyncio.run(model_status(workspace.setting("model"), env))
-    mode = cloud_mode(session)
     report = {
         "workspace": {"name": workspace.name, "ephemeral": workspace.ephemeral, "path": str(workspace.root)},
         "indexes": indexes,
         "active_index": next((i["name"] for i in indexes if i.get("active")), None),
         "model": model,
-        "cloud": {"mode": mode, "source": "default" if workspace.setting("cloud") is None else "workspace"},
+        "cloud": cloud_status(session),
         "last_calls": last_calls(session, calls),
     }
     return report, code
 
 
-__all__ = ["LAST_CALLS", "last_calls", "model_status", "status"]
+__all__ = ["LAST_CALLS", "cloud_status", "last_calls", "model_status", "status"]

@@ -19,6 +19,7 @@ from services.errors import ConfigError, InvalidName
 from services.names import validate_name
 
 if TYPE_CHECKING:
+    from services.bridge.config import BridgeConfig
     from services.profiles.model import ModelSpec, RetrievalSpec
 
 DEFAULT_PROFILE = "default"
@@ -50,6 +51,7 @@ class ActiveProfile:
     retrieval: RetrievalSpec
     model: ModelSpec
     output_schema: dict[str, Any] | None = None
+    cloud: BridgeConfig | None = None  # the profile's cloud bridge block; None: the workspace's
 
 
 @dataclass
@@ -225,6 +227,7 @@ def parse_profile(
         retrieval=spec.retrieval,
         model=spec.model,
         output_schema=spec.output_schema,
+        cloud=spec.cloud,
     )
 
 

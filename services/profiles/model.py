@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.bridge.config import BridgeConfig
+
 ApprovalMode = Literal["guide", "commander", "strict"]
 
 
@@ -84,6 +86,9 @@ class Profile(BaseModel):
     model: ModelSpec = Field(default_factory=ModelSpec)
     output_schema: dict[str, Any] | None = None
     """A JSON Schema every answer must satisfy; the model is asked for JSON."""
+    cloud: BridgeConfig | None = None
+    """The cloud bridge for this profile (``mode: off|ask|auto``, endpoint, model, key variable…);
+    null: the workspace's ``settings.cloud`` (off by default)."""
 
     @model_validator(mode="after")
     def _one_prompt(self) -> Profile:

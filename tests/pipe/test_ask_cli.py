@@ -112,7 +112,7 @@ def test_request_json_on_stdin_offline_validates_and_cites(demo: Path, aries_hom
     assert local and local[0]["source"] == "tantivy.md" and local[0]["cited"]
     assert local[0]["handle"] in response["answer"] and response["provenance"]["cloud"] == []
     assert 0 < response["confidence"]["local"] <= 1 and response["confidence"]["cloud"] == 0
-    assert response["cloud"] == {"mode": "off"}
+    assert response["cloud"] == {"mode": "off", "status": "off"}
     # logs_ref points at the turn in the workspace's transcript.
     path, turn = response["logs_ref"].split("#")
     assert turn.endswith("-t0001")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from services.pipe.confidence import local_confidence
+from services.assistant.confidence import local_confidence
 
 REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "eval" / "scifact"

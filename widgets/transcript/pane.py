@@ -31,6 +31,12 @@ def render_entry(entry: dict[str, Any]) -> Text:
         duration = entry.get("duration_ms")
         shown = f"{duration:.0f}" if isinstance(duration, int | float) else "?"
         label.append(f"  {shown} ms", style="dim")
+    if role == "assistant" and entry.get("provenance") == "cloud":
+        model = clean(str(entry.get("model") or "?"), single_line=True)
+        label.append(f"  cloud · {model}", style="bold yellow")
+        request = (entry.get("cloud") or {}).get("request_id") if isinstance(entry.get("cloud"), dict) else None
+        if request:
+            label.append(f"  {clean(str(request), single_line=True)}", style="dim")
     label.append(f"  {stamp}", style="dim")
     body = str(entry.get("content", ""))
     if role == "tool":
