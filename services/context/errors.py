@@ -11,7 +11,7 @@ offending text is shown with :func:`repr`-style escapes.
 
 from __future__ import annotations
 
-from services.errors import AriesError
+from services.errors import AlreadyExists, AriesError, NotFound
 
 
 class ContextError(AriesError):
@@ -100,10 +100,48 @@ class NotInTree(ContextError):
     code = "not_in_tree"
 
 
+class ResourceNotFound(ContextError, NotFound):
+    """Nothing at this URI (also a :class:`services.errors.NotFound`)."""
+
+    code = "not_found"
+
+
+class ResourceExists(ContextError, AlreadyExists):
+    """Something is already at this URI and the operation does not replace it."""
+
+    code = "already_exists"
+
+
+class WrongKind(ContextError):
+    """A folder where a file was expected, or a file where a folder was expected."""
+
+    code = "wrong_kind"
+    exit_code = 2
+
+
+class DirectoryNotEmpty(ContextError):
+    """A folder that still has entries, removed without ``recursive=True``."""
+
+    code = "directory_not_empty"
+
+
+class NotText(ContextError):
+    """A file read as text that is not UTF-8."""
+
+    code = "not_text"
+
+
+class StagingError(ContextError):
+    """A staging folder that cannot be finalized (empty, already finalized, or not a staging folder)."""
+
+    code = "staging_error"
+
+
 __all__ = [
     "BackslashInPath",
     "ContextError",
     "ControlCharacter",
+    "DirectoryNotEmpty",
     "DotSegment",
     "EmptySegment",
     "EncodedTraversal",
@@ -111,8 +149,13 @@ __all__ = [
     "LookalikeCharacter",
     "NotAxiomUri",
     "NotInTree",
+    "NotText",
     "PathTraversal",
+    "ResourceExists",
+    "ResourceNotFound",
     "ScopeReadOnly",
+    "StagingError",
     "UnknownScope",
     "UriTooLong",
+    "WrongKind",
 ]
