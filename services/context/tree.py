@@ -212,10 +212,12 @@ class ContextTree:
             entries.append(Entry(child, _kind(info.st_mode), info.st_size, info.st_mtime_ns))
         return entries
 
-    def read_bytes(self, uri: AxiomUri) -> bytes:
+    def read_bytes(self, uri: AxiomUri, *, limit: int | None = None) -> bytes:
+        """The file's bytes (at most ``limit`` of them, from the start, when given)."""
         path = self.path_of(uri)
         try:
-            return path.read_bytes()
+            with open(path, "rb") as handle:
+                return handle.read(-1 if limit is None else max(0, limit))
         except FileNotFoundError:
             raise ResourceNotFound(f"nothing at {uri}", uri=str(uri)) from None
         except IsADirectoryError:
