@@ -82,7 +82,7 @@ class _Item:
 
 
 def _cap(text: str, limit: int) -> str:
-    text = " ".join(neutralize(text, single_line=True).split())
+    text = neutralize(" ".join(text.split()), single_line=True)
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
