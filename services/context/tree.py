@@ -43,10 +43,11 @@ from services.context.errors import (
     NotText,
     ResourceExists,
     ResourceNotFound,
+    ScopeReadOnly,
     StagingError,
     WrongKind,
 )
-from services.context.scopes import Actor, check_write
+from services.context.scopes import ACTORS, Actor, check_write
 from services.context.uri import SCOPES, AxiomUri
 
 if TYPE_CHECKING:
@@ -170,9 +171,7 @@ class ContextTree:
     def _lstat(self, uri: AxiomUri) -> os.stat_result | None:
         try:
             return os.lstat(self.path_of(uri, follow=False))
-        except FileNotFoundError:
-            return None
-        except NotADirectoryError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     # -- reading -----------------------------------------------------------------------
@@ -186,10 +185,6 @@ class ContextTree:
         if info is None:
             raise ResourceNotFound(f"nothing at {uri}", uri=str(uri))
         return Entry(uri, _kind(info.st_mode), info.st_size, info.st_mtime_ns)
-
-    def is_dir(self, uri: AxiomUri) -> bool:
-        info = self._lstat(uri)
-        return info is not None and stat_module.S_ISDIR(info.st_mode)
 
     def ls(self, uri: AxiomUri, *, hidden: bool = False) -> list[Entry]:
         """The entries of the folder ``uri``, sorted by name; ``.`` names only with ``hidden=True``."""
@@ -316,8 +311,8 @@ class ContextTree:
 
     def stage(self, actor: Actor) -> Staging:
         """A new staging folder under ``temp`` for a resource ``actor`` will :meth:`finalize`."""
-        if actor not in ("user", "system"):
-            check_write(AxiomUri("temp"), actor)  # raises: unknown actor
+        if actor not in ACTORS:
+            raise ScopeReadOnly(f"unknown actor {actor!r}")
         token, folder, lock = self._workdir(STAGING_PREFIX)
         return Staging(token, folder, actor, lock)
 
