@@ -123,7 +123,7 @@ def export_workspace(
     if dest.resolve().is_relative_to(root.resolve()):
         raise BundleError("the bundle cannot be written inside the workspace it exports")
     _checkpoint(root)
-    walk = walk_tree(root, KIND, lambda rel, folder: not folder and _skipped(rel))
+    walk = walk_tree(root, KIND, lambda rel, folder: "" if not folder and _skipped(rel) else None)
     entries: list[FileEntry] = []
     for rel, path in walk.files:
         size, digest = hash_file(path)

@@ -32,11 +32,12 @@ class Walk:
     left_out: list[str] = field(default_factory=list)
 
 
-def walk_tree(root: Path, kind: ArchiveKind, skip: Callable[[str, bool], bool]) -> Walk:
+def walk_tree(root: Path, kind: ArchiveKind, skip: Callable[[str, bool], str | None]) -> Walk:
     """Every regular file and folder under ``root`` (links never followed), sorted.
 
-    ``skip(relative path, is a folder)`` drops what the format never carries, silently; links,
-    devices, FIFOs, sockets and names no archive may hold are left out and listed with the reason.
+    ``skip(relative path, is a folder)`` returns why the format never carries it (listed in
+    ``left_out``; ``""`` drops it silently) or None to keep it. Links, devices, FIFOs, sockets and
+    names no archive may hold are left out and listed with the reason.
     """
     walk = Walk()
     for directory, dirnames, filenames in os.walk(root, followlinks=False):
@@ -47,8 +48,10 @@ def walk_tree(root: Path, kind: ArchiveKind, skip: Callable[[str, bool], bool]) 
             if path.is_symlink():
                 dirnames.remove(dirname)
                 walk.left_out.append(f"{rel} (a link)")
-            elif skip(rel, True):
+            elif (reason := skip(rel, True)) is not None:
                 dirnames.remove(dirname)
+                if reason:
+                    walk.left_out.append(f"{rel} ({reason})")
             elif (problem := path_problem(rel, kind)) is not None:
                 dirnames.remove(dirname)
                 walk.left_out.append(f"{rel} ({problem})")
@@ -57,7 +60,9 @@ def walk_tree(root: Path, kind: ArchiveKind, skip: Callable[[str, bool], bool]) 
         for filename in filenames:
             path = base / filename
             rel = path.relative_to(root).as_posix()
-            if skip(rel, False):
+            if (reason := skip(rel, False)) is not None:
+                if reason:
+                    walk.left_out.append(f"{rel} ({reason})")
                 continue
             mode = path.lstat().st_mode
             if not stat.S_ISREG(mode):
