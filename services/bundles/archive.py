@@ -86,7 +86,15 @@ class FileEntry:
 
 # -- member paths ------------------------------------------------------------------------------
 _ENCODED = re.compile(r"%(25)*(2e|2f|5c|00)", re.IGNORECASE)
-_LOOKALIKE_SEPARATORS = {"/", "\\"}
+_LOOKALIKES = frozenset("\u2215\u2044\u29f5\u29f8\u29f9\u2216\u2571\u2572\u0337\u0338\u1735\u3033")
+"""Look-alikes of ``/``, ``.`` and ``\\`` that NFKC does not map to them (the same table as the
+``axiom://`` URI rules); those NFKC maps to them are refused too."""
+
+
+def _lookalike(char: str) -> bool:
+    if ord(char) < 128:
+        return False
+    return char in _LOOKALIKES or any(c in "./\\" for c in unicodedata.normalize("NFKC", char))
 
 
 def check_member_path(path: str, kind: ArchiveKind) -> str:
@@ -106,10 +114,9 @@ def check_member_path(path: str, kind: ArchiveKind) -> str:
         kind.fail(f"member {path}: '..', '.' or empty segments in the path")
     if _ENCODED.search(path):
         kind.fail(f"member {path}: a percent-encoded '.', '/', '\\' or NUL in the path")
-    for part in parts:
-        folded = unicodedata.normalize("NFKC", part)
-        if folded in (".", "..") or any(sep in folded for sep in _LOOKALIKE_SEPARATORS):
-            kind.fail(f"member {path!r}: a look-alike of '.', '/' or '\\' in the path")
+    for char in path:
+        if _lookalike(char):
+            kind.fail(f"member {path!r}: U+{ord(char):04X}, a look-alike of '.', '/' or '\\', in the path")
     return str(PurePosixPath(path))
 
 
