@@ -112,6 +112,8 @@ def check_member_path(path: str, kind: ArchiveKind) -> str:
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         kind.fail(f"member {path}: '..', '.' or empty segments in the path")
+    if any(len(part.encode("utf-8")) > 255 for part in parts):
+        kind.fail(f"member {path[:80]!r}: a name over 255 bytes")
     if _ENCODED.search(path):
         kind.fail(f"member {path}: a percent-encoded '.', '/', '\\' or NUL in the path")
     for char in path:

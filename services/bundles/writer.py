@@ -40,7 +40,12 @@ def walk_tree(root: Path, kind: ArchiveKind, skip: Callable[[str, bool], str | N
     names no archive may hold are left out and listed with the reason.
     """
     walk = Walk()
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+
+    def unreadable(error: OSError) -> None:
+        where = Path(error.filename).relative_to(root).as_posix() if error.filename else "?"
+        walk.left_out.append(f"{where} (unreadable: {error.strerror or error})")
+
+    for directory, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
         base = Path(directory)
         for dirname in sorted(dirnames):
             path = base / dirname

@@ -184,16 +184,19 @@ def export_tree(
     if out.resolve().is_relative_to(source.resolve()):
         raise PackageError("the package cannot be written inside the tree it exports")
     label = _check_label(root_label)
-    walk = walk_tree(source, KIND, _dot_reason)
-    entries = []
-    for rel, path in walk.files:
-        size, digest = hash_file(path)
-        entries.append(FileEntry(rel, size, digest, mime_type(rel)))
-    manifest = PackageManifest(label, walk.folders, entries)
-    sources = zip(entries, (path for _, path in walk.files), strict=True)
-    with atomic_output(out) as handle:
-        head = [(MANIFEST_NAME, manifest.to_bytes())]
-        write_archive(handle, KIND, head, sources, total=manifest.total_bytes, progress=progress)
+    try:
+        walk = walk_tree(source, KIND, _dot_reason)
+        entries = []
+        for rel, path in walk.files:
+            size, digest = hash_file(path)
+            entries.append(FileEntry(rel, size, digest, mime_type(rel)))
+        manifest = PackageManifest(label, walk.folders, entries)
+        sources = zip(entries, (path for _, path in walk.files), strict=True)
+        with atomic_output(out) as handle:
+            head = [(MANIFEST_NAME, manifest.to_bytes())]
+            write_archive(handle, KIND, head, sources, total=manifest.total_bytes, progress=progress)
+    except OSError as exc:
+        raise PackageError(f"cannot export {source} to {out}: {exc.strerror or exc}") from None
     size, digest = hash_file(out)
     return PackageReport(
         out.as_posix(), source.as_posix(), label, len(entries), len(walk.folders), size, digest, walk.left_out
@@ -271,10 +274,11 @@ def import_tree(
             if _holds_something(dest) and not force:  # filled meanwhile
                 raise DestinationNotEmpty(f"{dest} is not empty; import elsewhere, or replace it with --force")
             staging.install(dest)
+    except OSError as exc:
+        _remove_made(created)
+        raise PackageError(f"cannot import into {dest}: {exc.strerror or exc}") from None
     except BaseException:
-        for folder in created:
-            if folder.is_dir() and not _holds_something(folder):
-                folder.rmdir()
+        _remove_made(created)
         raise
     report = PackageReport(
         package.as_posix(),
@@ -290,6 +294,13 @@ def import_tree(
     if on_imported is not None:
         on_imported(dest, vectorize)
     return report
+
+
+def _remove_made(created: list[Path]) -> None:
+    """Undo the parent folders an import made (deepest first), if they are still empty."""
+    for folder in created:
+        if folder.is_dir() and not _holds_something(folder):
+            folder.rmdir()
 
 
 def _missing_parents(folder: Path) -> list[Path]:

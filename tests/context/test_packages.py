@@ -147,6 +147,8 @@ def hostile_cases() -> dict[str, Case]:
         "fullwidth dot-dot": (_with_manifest(_member("\uff0e\uff0e/x", b"x")), "look-alike"),
         "division-slash": (_with_manifest(_member("a\u2215..\u2215x", b"x")), "look-alike"),
         "NUL in name": (_with_manifest(_member("a\x00b", b"x")), ""),
+        "over-long name": (_with_manifest(_member("d/" + "n" * 256, b"x")), "over 255 bytes"),
+        "over-long path": (_with_manifest(_member("d/" * 600 + "x", b"x")), "over-long path"),
         "symlink": (_with_manifest(_special("link", tarfile.SYMTYPE, "/etc/passwd")), "symbolic link"),
         "hard link": (_with_manifest(_special("hard", tarfile.LNKTYPE, "a.md")), "hard link"),
         "char device": (_with_manifest(_special("dev", tarfile.CHRTYPE)), "a device"),
