@@ -15,7 +15,6 @@ ephemeral workspace in a temporary directory that is deleted on close.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -290,32 +289,13 @@ STAGING_PREFIX = ".import-"
 
 
 def clean_stale_imports(root: Path) -> list[str]:
-    """Remove staging folders left by imports that were killed (their lock is free)."""
-    from filelock import FileLock, Timeout
+    """Remove staging folders left by imports that were killed (their lock is free).
 
-    removed: list[str] = []
-    if not root.is_dir():
-        return removed
-    for entry in sorted(root.iterdir()):
-        if not entry.name.startswith(STAGING_PREFIX) or entry.name.endswith(".lock"):
-            continue
-        lock = FileLock(str(root / f"{entry.name}.lock"), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            continue  # an import in progress
-        try:
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry.name)
-        finally:
-            lock.release()
-            with contextlib.suppress(FileNotFoundError):
-                (root / f"{entry.name}.lock").unlink()
-    for lock_file in root.glob(f"{STAGING_PREFIX}*.lock"):
-        if not lock_file.with_suffix("").exists():
-            with contextlib.suppress(FileNotFoundError):
-                lock_file.unlink()
-    return removed
+    A workspace that ``--force`` had moved aside when the import was killed is put back first.
+    """
+    from services.staging import clean_stale_staging
+
+    return clean_stale_staging(root, STAGING_PREFIX)
 
 
 class WorkspaceManager:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
-import os
 import sqlite3
-import stat
-import tarfile
-import tempfile
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
-from services.atomic import fsync_dir
+from services.bundles.archive import Progress
 from services.bundles.manifest import (
-    CHUNK,
-    COMPRESSION_LEVEL,
+    KIND,
     MANIFEST_NAME,
     SIGNATURE_NAME,
     BundleError,
@@ -26,12 +17,10 @@ from services.bundles.manifest import (
     Manifest,
     mime_type,
 )
+from services.bundles.writer import atomic_output, hash_file, walk_tree, write_archive
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
-
-Progress = Callable[[int, int, str], None]
-"""(bytes done, bytes in all, current path)."""
 
 # What a bundle never carries: who holds the workspace, SQLite's side files (the databases are
 # checkpointed first), lock files and the temp files of interrupted writes.
@@ -73,40 +62,6 @@ def _checkpoint(root: Path) -> None:
                 raise BundleError(f"{path.relative_to(root)}: cannot checkpoint the database ({exc})") from None
 
 
-def _files(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(relative path, real path) of every regular file to export, sorted; and what was left out."""
-    found: list[tuple[str, Path]] = []
-    left_out: list[str] = []
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(directory)
-        for dirname in list(dirnames):
-            if (base / dirname).is_symlink():
-                dirnames.remove(dirname)
-                left_out.append(f"{(base / dirname).relative_to(root).as_posix()} (a link)")
-        for filename in filenames:
-            path = base / filename
-            rel = path.relative_to(root).as_posix()
-            if _skipped(rel):
-                continue
-            mode = path.lstat().st_mode
-            if not stat.S_ISREG(mode):
-                left_out.append(f"{rel} ({'a link' if stat.S_ISLNK(mode) else 'not a regular file'})")
-                continue
-            found.append((rel, path))
-    found.sort(key=lambda item: item[0].encode("utf-8"))
-    return found, sorted(left_out)
-
-
-def _hash(path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as handle:
-        while block := handle.read(CHUNK):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
-
-
 def _embedders(root: Path) -> dict[str, str]:
     """The embedding model of each index, from its manifest (what a reader needs to query it)."""
     found: dict[str, str] = {}
@@ -130,37 +85,6 @@ def _embedders(root: Path) -> dict[str, str]:
     return found
 
 
-def _info(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mtime = 0
-    info.mode = 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.type = tarfile.REGTYPE
-    return info
-
-
-class _Verified:
-    """A file read for the tar that must still have the size and hash the manifest promised."""
-
-    def __init__(self, handle: IO[bytes], entry: FileEntry) -> None:
-        self.handle = handle
-        self.entry = entry
-        self.digest = hashlib.sha256()
-        self.count = 0
-
-    def read(self, size: int = -1) -> bytes:
-        block = self.handle.read(size)
-        self.digest.update(block)
-        self.count += len(block)
-        return block
-
-    def check(self) -> None:
-        if self.handle.read(1) or self.count != self.entry.size or self.digest.hexdigest() != self.entry.sha256:
-            raise BundleError(f"{self.entry.path} changed while it was exported; export again")
-
-
 def _sign(manifest: bytes, key_path: Path) -> bytes:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -172,23 +96,6 @@ def _sign(manifest: bytes, key_path: Path) -> bytes:
     if not isinstance(key, Ed25519PrivateKey):
         raise BundleError(f"{key_path} is not an ed25519 private key")
     return key.sign(manifest)
-
-
-@contextlib.contextmanager
-def _atomic_output(dest: Path) -> Iterator[IO[bytes]]:
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    fsync_dir(dest.parent)
 
 
 def export_workspace(
@@ -205,8 +112,6 @@ def export_workspace(
     The caller holds the workspace's lease, so nothing writes it meanwhile; a file that changes
     anyway is caught (its hash is checked again as it is written) and the export fails whole.
     """
-    import zstandard
-
     dest = Path(dest).expanduser()
     if dest.is_dir():
         dest = dest / f"{workspace.name}.aries.tar.zst"
@@ -218,10 +123,10 @@ def export_workspace(
     if dest.resolve().is_relative_to(root.resolve()):
         raise BundleError("the bundle cannot be written inside the workspace it exports")
     _checkpoint(root)
-    files, left_out = _files(root)
+    walk = walk_tree(root, KIND, lambda rel, folder: "" if not folder and _skipped(rel) else None)
     entries: list[FileEntry] = []
-    for rel, path in files:
-        size, digest = _hash(path)
+    for rel, path in walk.files:
+        size, digest = hash_file(path)
         entries.append(FileEntry(rel, size, digest, mime_type(rel)))
     meta = {
         "name": workspace.name,
@@ -231,23 +136,9 @@ def export_workspace(
     manifest = Manifest(workspace=meta, aries_version=aries_version, embedders=_embedders(root), files=entries)
     raw = manifest.to_bytes()
     signature = _sign(raw, Path(signing_key).expanduser()) if signing_key is not None else None
-    total, done = manifest.total_bytes, 0
-    compressor = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL, threads=0, write_checksum=True)
-    with _atomic_output(dest) as out:
-        with compressor.stream_writer(out, closefd=False) as zstd_out:
-            with tarfile.open(fileobj=zstd_out, mode="w|", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
-                tar.addfile(_info(MANIFEST_NAME, len(raw)), io.BytesIO(raw))
-                if signature is not None:
-                    tar.addfile(_info(SIGNATURE_NAME, len(signature)), io.BytesIO(signature))
-                for entry, (_, path) in zip(entries, files, strict=True):
-                    if progress is not None:
-                        progress(done, total, entry.path)
-                    with path.open("rb") as handle:
-                        reader = _Verified(handle, entry)
-                        tar.addfile(_info(entry.path, entry.size), reader)
-                        reader.check()
-                    done += entry.size
-    if progress is not None:
-        progress(total, total, "")
-    size, digest = _hash(dest)
-    return ExportReport(dest.as_posix(), len(entries), size, digest, signature is not None, left_out)
+    head = [(MANIFEST_NAME, raw)] + ([(SIGNATURE_NAME, signature)] if signature is not None else [])
+    sources = zip(entries, (path for _, path in walk.files), strict=True)
+    with atomic_output(dest) as out:
+        write_archive(out, KIND, head, sources, total=manifest.total_bytes, progress=progress)
+    size, digest = hash_file(dest)
+    return ExportReport(dest.as_posix(), len(entries), size, digest, signature is not None, walk.left_out)

@@ -1,38 +1,34 @@
 """Import a bundle: checked while it streams into a staging folder, renamed into place only when whole.
 
 Staging happens in ``<workspaces>/.import-<token>/`` beside the workspaces (the same filesystem, so
-the final step is one ``rename``), guarded by ``.import-<token>.lock`` that the importer holds. A
-refusal or a crash at any point leaves no workspace: the importer removes its staging folder, and a
-staging folder whose lock nobody holds (its importer was killed) is removed by the next start
-(:func:`clean_stale_imports`).
+the final step is one ``rename``), guarded by ``.import-<token>.lock`` that the importer holds (see
+:mod:`services.staging`). A refusal or a crash at any point leaves no workspace: the importer removes
+its staging folder, and a staging folder whose lock nobody holds (its importer was killed) is removed
+by the next start (:func:`services.workspaces.clean_stale_imports`), which also puts back a workspace
+that ``--force`` had moved aside when the crash came. Every member is checked by the shared reader of
+:mod:`services.bundles.archive` (the same one context packages use).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
-import secrets
 import shutil
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from services.atomic import fsync_dir
+from services.bundles.archive import ArchiveReader, open_archive
 from services.bundles.manifest import (
-    CHUNK,
-    MANIFEST_NAME,
+    KIND,
     SIGNATURE_NAME,
     BundleError,
     BundleLimits,
-    FileEntry,
     Manifest,
-    check_member_path,
 )
 from services.errors import AlreadyExists, NotFound
 from services.names import validate_name
+from services.staging import StagingArea
 from services.workspaces import STAGING_PREFIX, clean_stale_imports
 
 if TYPE_CHECKING:
@@ -51,19 +47,6 @@ class ImportReport:
     signed: bool
     replaced: bool
     source: dict[str, Any]
-
-
-class _CountingReader:
-    """The compressed file, counting the bytes read (for the ratio cap)."""
-
-    def __init__(self, handle: IO[bytes]) -> None:
-        self.handle = handle
-        self.count = 0
-
-    def read(self, size: int = -1) -> bytes:
-        block = self.handle.read(size)
-        self.count += len(block)
-        return block
 
 
 def _verify_signature(manifest: bytes, signature: bytes | None, key_path: Path | None, required: bool) -> bool:
@@ -90,53 +73,14 @@ def _verify_signature(manifest: bytes, signature: bytes | None, key_path: Path |
     return True
 
 
-def _read_small(tar: tarfile.TarFile, member: tarfile.TarInfo, limit: int) -> bytes:
-    if member.size > limit:
-        raise BundleError(f"member {member.name}: {member.size} bytes is over its {limit}-byte cap")
-    handle = tar.extractfile(member)
-    if handle is None:
-        raise BundleError(f"member {member.name} is not a regular file")
-    data = handle.read(limit + 1)
-    if len(data) != member.size:
-        raise BundleError("the bundle is truncated")
-    return data
-
-
-def _kind(member: tarfile.TarInfo) -> str | None:
-    if member.issym():
-        return "a symbolic link"
-    if member.islnk():
-        return "a hard link"
-    if member.isdir():
-        return "a directory"
-    if member.ischr() or member.isblk():
-        return "a device"
-    if member.isfifo():
-        return "a FIFO"
-    if not member.isfile():
-        return "not a regular file"
-    return None
-
-
 def peek_manifest(bundle: Path, limits: BundleLimits | None = None) -> Manifest:
     """The manifest of ``bundle`` (its first member), read without unpacking anything."""
-    import zstandard
-
     limits = limits or BundleLimits()
     bundle = Path(bundle).expanduser()
     if not bundle.is_file():
         raise NotFound(f"{bundle}: no such bundle")
-    try:
-        with bundle.open("rb") as handle:
-            decompressor = zstandard.ZstdDecompressor(max_window_size=limits.max_window_bytes)
-            with decompressor.stream_reader(handle, read_size=CHUNK, closefd=False) as stream:
-                tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
-                first = next(iter(tar), None)
-                if first is None or first.name != MANIFEST_NAME or not first.isfile():
-                    raise BundleError("not an Aries bundle: its first member is not aries-bundle.json")
-                return Manifest.from_bytes(_read_small(tar, first, limits.max_manifest_bytes), limits)
-    except (zstandard.ZstdError, tarfile.TarError, EOFError) as exc:
-        raise BundleError(f"the bundle is truncated or corrupt ({exc})") from None
+    with open_archive(bundle, KIND, limits) as reader:
+        return Manifest.from_bytes(reader.manifest_bytes(), limits)
 
 
 def import_bundle(
@@ -151,8 +95,6 @@ def import_bundle(
     progress: Progress | None = None,
 ) -> ImportReport:
     """Import ``bundle`` as workspace ``name`` (else the name it was exported under)."""
-    import zstandard
-
     limits = limits or BundleLimits()
     bundle = Path(bundle).expanduser()
     if not bundle.is_file():
@@ -162,33 +104,9 @@ def import_bundle(
     root = manager.root
     root.mkdir(parents=True, exist_ok=True)
     clean_stale_imports(root)
-    token = secrets.token_hex(6)
-    staging = root / f"{STAGING_PREFIX}{token}"
-    from filelock import FileLock
-
-    lock = FileLock(str(root / f"{staging.name}.lock"), timeout=0)
-    lock.acquire()
-    try:
-        with bundle.open("rb") as raw_handle:
-            counted = _CountingReader(raw_handle)
-            decompressor = zstandard.ZstdDecompressor(max_window_size=limits.max_window_bytes)
-            try:
-                with decompressor.stream_reader(cast("IO[bytes]", counted), read_size=CHUNK, closefd=False) as stream:
-                    report = _unpack(
-                        stream,
-                        counted,
-                        staging,
-                        manager,
-                        _Options(name, force, verify_key, require_signature, limits, progress),
-                    )
-            except (zstandard.ZstdError, tarfile.TarError, EOFError) as exc:
-                raise BundleError(f"the bundle is truncated or corrupt ({exc})") from None
-        return report
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        lock.release()
-        with contextlib.suppress(FileNotFoundError):
-            (root / f"{staging.name}.lock").unlink()
+    options = _Options(name, force, verify_key, require_signature, progress)
+    with StagingArea(root, STAGING_PREFIX) as staging, open_archive(bundle, KIND, limits) as reader:
+        return _unpack(reader, staging, manager, options)
 
 
 @dataclass(frozen=True)
@@ -197,108 +115,38 @@ class _Options:
     force: bool
     verify_key: Path | None
     require_signature: bool
-    limits: BundleLimits
     progress: Progress | None
 
 
-def _unpack(
-    stream: Any, counted: _CountingReader, staging: Path, manager: WorkspaceManager, options: _Options
-) -> ImportReport:
-    name, force, limits, progress = options.name, options.force, options.limits, options.progress
-    tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8")
-    members = iter(tar)
-    first = next(members, None)
-    if first is None or first.name != MANIFEST_NAME or not first.isfile():
-        raise BundleError("not an Aries bundle: its first member is not aries-bundle.json")
-    raw = _read_small(tar, first, limits.max_manifest_bytes)
-    manifest = Manifest.from_bytes(raw, limits)
-    target = name or manifest.workspace.get("name")
+def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManager, options: _Options) -> ImportReport:
+    raw = reader.manifest_bytes()
+    manifest = Manifest.from_bytes(raw, reader.limits)
+    target = options.name or manifest.workspace.get("name")
     if not isinstance(target, str):
         raise BundleError("the manifest names no workspace; pass --name")
     target = validate_name(target)
     destination = manager.path_for(target)
-    if destination.exists() and not force:
+    if destination.exists() and not options.force:
         raise AlreadyExists(f"workspace {target} exists; import under another --name, or --force to replace it")
     free = shutil.disk_usage(manager.root).free
     if manifest.total_bytes + _FREE_MARGIN > free:
         raise BundleError(f"the bundle needs {manifest.total_bytes} bytes; {free} are free on {manager.root}")
-    expected = {entry.path: entry for entry in manifest.files}
-    signature: bytes | None = None
-    done, seen = 0, set()
-    staging.mkdir()
-    for count, member in enumerate(members, start=2):
-        if count > limits.max_members + 2:
-            raise BundleError(f"the bundle has more than {limits.max_members} members")
-        if member.name == SIGNATURE_NAME and count == 2 and member.isfile():
-            signature = _read_small(tar, member, 4096)
-            continue
-        path = member.name
-        kind = _kind(member)
-        if kind is not None:
-            raise BundleError(f"member {path}: {kind}; a bundle holds regular files only")
-        check_member_path(path)
-        if path in seen:
-            raise BundleError(f"member {path} appears twice")
-        entry = expected.get(path)
-        if entry is None:
-            raise BundleError(f"member {path} is not in the manifest")
-        if member.size != entry.size:
-            raise BundleError(f"member {path}: {member.size} bytes, the manifest says {entry.size}")
-        seen.add(path)
-        if progress is not None:
-            progress(done, manifest.total_bytes, path)
-        _write_member(tar, member, entry, staging, counted, done, limits)
-        done += entry.size
-    missing = sorted(set(expected) - seen)
-    if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        raise BundleError(f"the manifest lists {missing[0]}{more}, missing from the bundle")
-    signed = _verify_signature(raw, signature, options.verify_key, options.require_signature)
-    _rename_workspace(staging, target)
-    fsync_dir(staging)
-    replaced = _move_into_place(staging, destination, manager, target)
-    if progress is not None:
-        progress(manifest.total_bytes, manifest.total_bytes, "")
+    signature: list[bytes] = []
+
+    def take_signature(member: tarfile.TarInfo, position: int) -> bool:
+        if member.name == SIGNATURE_NAME and position == 2 and member.isfile():
+            signature.append(reader.read_small(member, 4096))
+            return True
+        return False
+
+    tree = staging.create()
+    reader.extract(manifest.files, tree, progress=options.progress, special=take_signature)
+    signed = _verify_signature(raw, signature[0] if signature else None, options.verify_key, options.require_signature)
+    _rename_workspace(tree, target)
+    replaced = _move_into_place(staging, destination, target)
     return ImportReport(
         target, destination.as_posix(), len(manifest.files), manifest.total_bytes, signed, replaced, manifest.workspace
     )
-
-
-def _write_member(
-    tar: tarfile.TarFile,
-    member: tarfile.TarInfo,
-    entry: FileEntry,
-    staging: Path,
-    counted: _CountingReader,
-    done: int,
-    limits: BundleLimits,
-) -> None:
-    source = tar.extractfile(member)
-    if source is None:
-        raise BundleError(f"member {entry.path} is not a regular file")
-    target = staging / entry.path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    written = 0
-    with target.open("xb") as out:
-        while block := source.read(CHUNK):
-            written += len(block)
-            if written > entry.size:
-                raise BundleError(f"member {entry.path} is longer than the manifest says")
-            total = done + written
-            if total > limits.ratio_floor and total > limits.max_ratio * max(counted.count, 1):
-                raise BundleError(
-                    f"the bundle expands more than {limits.max_ratio}:1 (a decompression bomb?); stopped at "
-                    f"{total} bytes"
-                )
-            digest.update(block)
-            out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
-    if written != entry.size:
-        raise BundleError("the bundle is truncated")
-    if digest.hexdigest() != entry.sha256:
-        raise BundleError(f"member {entry.path}: its SHA-256 does not match the manifest")
 
 
 def _rename_workspace(staging: Path, name: str) -> None:
@@ -315,22 +163,15 @@ def _rename_workspace(staging: Path, name: str) -> None:
         atomic_write_text(meta_file, dump_yaml(data))
 
 
-def _move_into_place(staging: Path, destination: Path, manager: WorkspaceManager, name: str) -> bool:
+def _move_into_place(staging: StagingArea, destination: Path, name: str) -> bool:
     """One rename makes the workspace appear; an existing one (``--force``) is swapped out first."""
     if not destination.exists():
-        os.rename(staging, destination)
-        fsync_dir(destination.parent)
-        return False
+        return staging.install(destination)
     from services.leases import acquire_lease
     from services.workspaces import Workspace
 
     lease = acquire_lease(Workspace(destination, name), purpose="import --force")  # never under a live Aries
-    trash = destination.parent / f"{STAGING_PREFIX}{secrets.token_hex(6)}-replaced"
     try:
-        os.rename(destination, trash)
-        os.rename(staging, destination)
-        fsync_dir(destination.parent)
+        return staging.install(destination)
     finally:
         lease.release()
-    shutil.rmtree(trash, ignore_errors=True)
-    return True

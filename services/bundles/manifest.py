@@ -13,23 +13,38 @@ canonical JSON, and the compression level is fixed: the same workspace exports t
 
 from __future__ import annotations
 
-import json
 import mimetypes
-import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from services.bundles import archive
+from services.bundles.archive import CHUNK, COMPRESSION_LEVEL, ArchiveKind, FileEntry
 from services.errors import AriesError
 
 FORMAT = "aries-bundle"
 FORMAT_VERSION = 1
-MANIFEST_NAME = "aries-bundle.json"
+MANIFEST_NAME, _ = archive.FORMATS[FORMAT]
 SIGNATURE_NAME = "aries-bundle.sig"
-COMPRESSION_LEVEL = 10
-CHUNK = 1 << 20
-"""Bytes read or written at a time: memory stays bounded whatever the bundle's size."""
+
+BundleLimits = archive.ArchiveLimits
+"""Caps checked while a bundle is read (see :class:`services.bundles.archive.ArchiveLimits`)."""
+
+__all__ = [
+    "CHUNK",
+    "COMPRESSION_LEVEL",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "KIND",
+    "MANIFEST_NAME",
+    "SIGNATURE_NAME",
+    "BundleError",
+    "BundleLimits",
+    "FileEntry",
+    "Manifest",
+    "check_member_path",
+    "mime_type",
+]
 
 
 class BundleError(AriesError):
@@ -38,35 +53,14 @@ class BundleError(AriesError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
-class BundleLimits:
-    """Caps checked while a bundle is read, before anything is written past them.
-
-    A member's bytes are written only when its declared size fits these caps and the free disk
-    space; a member that is longer than the manifest says is refused at the first extra byte, so a
-    decompression bomb stops at the smaller of the caps and its own declared size.
-    """
-
-    max_manifest_bytes: int = 64 << 20
-    max_members: int = 200_000
-    max_member_bytes: int = 8 << 30
-    max_total_bytes: int = 64 << 30
-    max_ratio: int = 5_000
-    """Decompressed over compressed bytes, checked once more than ``ratio_floor`` bytes came out."""
-    ratio_floor: int = 256 << 20
-    max_window_bytes: int = 1 << 27
-    """The largest zstd window accepted (128 MiB): the decompressor's memory bound."""
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    path: str
-    size: int
-    sha256: str
-    mime: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "sha256": self.sha256, "size": self.size, "mime": self.mime}
+KIND = ArchiveKind(
+    noun="bundle",
+    format_id=FORMAT,
+    format_version=FORMAT_VERSION,
+    manifest_name=MANIFEST_NAME,
+    error=BundleError,
+    reserved=frozenset({MANIFEST_NAME, SIGNATURE_NAME}),
+)
 
 
 @dataclass
@@ -82,6 +76,8 @@ class Manifest:
         return sum(entry.size for entry in self.files)
 
     def to_bytes(self) -> bytes:
+        import json
+
         data = {
             "format": FORMAT,
             "format_version": self.format_version,
@@ -96,76 +92,22 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, raw: bytes, limits: BundleLimits) -> Manifest:
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BundleError(f"the bundle's manifest is not valid JSON ({exc})") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise BundleError("not an Aries bundle: its first member is not an Aries manifest")
-        version = data.get("format_version")
-        if not isinstance(version, int) or version < 1:
-            raise BundleError(f"the manifest's format_version is invalid: {version!r}")
-        if version > FORMAT_VERSION:
-            raise BundleError(
-                f"the bundle has format version {version}; this Aries reads up to {FORMAT_VERSION} (upgrade Aries)"
-            )
+        data = archive.load_manifest_json(raw, KIND)
         workspace, files = data.get("workspace"), data.get("files")
         if not isinstance(workspace, dict) or not isinstance(files, list):
             raise BundleError("the manifest lacks its workspace or files")
-        if len(files) > limits.max_members:
-            raise BundleError(f"the bundle lists {len(files)} files; the cap is {limits.max_members}")
-        entries: list[FileEntry] = []
-        seen: set[str] = set()
-        for item in files:
-            if not isinstance(item, dict):
-                raise BundleError("the manifest has a file entry that is not an object")
-            path, size, digest = item.get("path"), item.get("size"), item.get("sha256")
-            if not isinstance(path, str):
-                raise BundleError("the manifest has a file entry without a path")
-            check_member_path(path)
-            if path in seen:
-                raise BundleError(f"the manifest lists {path} twice")
-            seen.add(path)
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise BundleError(f"the manifest gives {path} an invalid size: {size!r}")
-            if size > limits.max_member_bytes:
-                raise BundleError(f"{path}: {size} bytes is over the {limits.max_member_bytes}-byte cap per file")
-            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
-                raise BundleError(f"the manifest gives {path} an invalid sha256")
-            entries.append(FileEntry(path, size, digest, str(item.get("mime") or "application/octet-stream")))
-        manifest = cls(
+        return cls(
             workspace=workspace,
             aries_version=str(data.get("aries_version", "?")),
             embedders={str(k): str(v) for k, v in (data.get("embedders") or {}).items()},
-            files=entries,
-            format_version=version,
+            files=archive.file_entries(files, limits, KIND),
+            format_version=data["format_version"],
         )
-        if manifest.total_bytes > limits.max_total_bytes:
-            raise BundleError(
-                f"the bundle holds {manifest.total_bytes} bytes; the cap is {limits.max_total_bytes} bytes"
-            )
-        return manifest
-
-
-_RESERVED = {MANIFEST_NAME, SIGNATURE_NAME}
 
 
 def check_member_path(path: str) -> str:
     """Refuse a member path that could land outside the workspace or is not plainly relative."""
-    if not path or len(path) > 1024:
-        raise BundleError(f"member {path[:80]!r}: empty or over-long path")
-    if path in _RESERVED:
-        raise BundleError(f"member {path}: a reserved name listed as a file")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in path) or "\\" in path:
-        raise BundleError(f"member {path!r}: control characters or backslashes in the path")
-    if path != unicodedata.normalize("NFC", path):
-        raise BundleError(f"member {path!r}: the path is not in Unicode normal form (NFC)")
-    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
-        raise BundleError(f"member {path}: an absolute path")
-    parts = path.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        raise BundleError(f"member {path}: '..', '.' or empty segments in the path")
-    return str(PurePosixPath(path))
+    return archive.check_member_path(path, KIND)
 
 
 _MIME = mimetypes.MimeTypes(filenames=())  # the built-in table only: the same answer on every machine
