@@ -229,8 +229,11 @@ def _classify(sentence: str, *, bullet: bool, role: str) -> tuple[Category, str]
     if sentence.endswith("?"):
         return None
     task_prefix = _TASK_PREFIX.match(sentence)
-    if task_prefix is not None or _TASK.search(sentence):
-        return "tasks", sentence[task_prefix.end() :] if task_prefix else sentence
+    if task_prefix is not None:
+        rest = sentence[task_prefix.end() :]
+        return "tasks", rest[:1].upper() + rest[1:]
+    if _TASK.search(sentence):
+        return "tasks", sentence
     if bullet and role in ("user", "system") and _IMPERATIVE.match(sentence):
         return "tasks", sentence
     if _DECISION.search(sentence):

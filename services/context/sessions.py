@@ -116,9 +116,9 @@ def _check(role: Any, content: Any, tool_name: Any, meta: Any) -> str | None:
     return None
 
 
-def _raise_for(reason: str, where: str = "") -> None:
+def _raise_for(reason: str, where: str = "", line: int | None = None) -> None:
     error = MessageTooLarge if "limit is" in reason else InvalidMessage
-    raise error(f"{where}{reason}")
+    raise error(f"{where}{reason}", **({"line": line} if line is not None else {}))
 
 
 class ContextSession:
@@ -232,7 +232,7 @@ class ContextSession:
                 raise InvalidMessage(f"{where}unknown field {unknown[0]!r}", line=number)
             reason = _check(row.get("role"), row.get("content"), row.get("tool_name"), row.get("meta"))
             if reason is not None:
-                _raise_for(reason, where)
+                _raise_for(reason, where, number)
             rows.append(row)
         if not rows:
             return []
