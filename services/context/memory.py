@@ -296,11 +296,18 @@ def model_extractor(
 ) -> Callable[[Sequence[SessionMessage]], list[Memory]]:
     """An ``extractor`` for ``ContextSession.commit`` that runs :func:`extract_with_model`.
 
-    It runs its own event loop (``asyncio.run``): call ``commit`` from a thread, not from a coroutine.
+    It runs its own event loop (``asyncio.run``) and closes the provider's HTTP session at its end:
+    call ``commit`` from a thread (a worker), not from a coroutine.
     """
 
+    async def run(messages: Sequence[SessionMessage]) -> list[Memory]:
+        try:
+            return await extract_with_model(messages, provider, token_budget=token_budget)
+        finally:
+            await provider.aclose()  # its HTTP session belongs to this event loop, which ends here
+
     def extract(messages: Sequence[SessionMessage]) -> list[Memory]:
-        return asyncio.run(extract_with_model(messages, provider, token_budget=token_budget))
+        return asyncio.run(run(messages))
 
     return extract
 

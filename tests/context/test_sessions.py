@@ -346,9 +346,8 @@ def test_sigkill_at_random_moments_loses_no_message_and_duplicates_no_memory(tmp
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop(FAULT_ENV, None)
     for _ in range(8):
-        proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "loop", str(root), "s1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-        )
+        command = [sys.executable, str(WORKER), "loop", str(root), "s1"]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         assert proc.stdout is not None
         buffer = b""
         deadline = time.monotonic() + 60
