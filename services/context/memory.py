@@ -175,98 +175,7 @@ def finalize(candidates: Iterable[Memory]) -> list[Memory]:
     return result
 
 
-# -- offline extraction ----------------------------------------------------------------------------
-def _phrases(*words: str) -> re.Pattern[str]:
-    return re.compile(r"\b(?:" + "|".join(words) + r")\b", re.IGNORECASE)
-
-
-_TASK_PREFIX = re.compile(r"^(?:[-*+]\s*\[ \]\s*|(?:TODO|FIXME)\b[:\s-]*|action item:\s*)", re.IGNORECASE)
-_TASK = _phrases(
-    r"TODO", r"remind me to", r"don'?t forget to", r"do not forget to", r"i need to", r"we need to",
-    r"we still need to", r"i have to", r"we have to", r"we must", r"action item",
-)  # fmt: skip
-_DECISION = _phrases(
-    r"we(?:'ve| have)? decided", r"i(?:'ve| have)? decided", r"decided to", r"let'?s go with",
-    r"let us go with", r"we(?:'ll| will) go with", r"we agreed", r"the decision is", r"we chose",
-    r"i chose", r"i(?:'ll| will) use", r"we(?:'ll| will) use", r"going with", r"settled on",
-)  # fmt: skip
-_PREFERENCE = _phrases(
-    r"i prefer", r"i'?d prefer", r"i would prefer", r"i'?d rather", r"i would rather", r"i like",
-    r"i love", r"i don'?t like", r"i do not like", r"i dislike", r"i hate", r"always", r"never",
-    r"please don'?t", r"please do not",
-)  # fmt: skip
-_FACT = _phrases(
-    r"remember that", r"note that", r"keep in mind", r"for the record", r"fyi", r"my [\w' -]{1,40}? (?:is|are|was)",
-    r"our [\w' -]{1,40}? (?:is|are|was)", r"i am an?", r"i'?m an?", r"i work", r"i live",
-)  # fmt: skip
-_BULLET = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-_IMPERATIVE = re.compile(
-    r"^(?:add|book|buy|call|check|email|finish|fix|implement|migrate|refactor|remove|rename|review|"
-    r"schedule|send|submit|update|upgrade|write|deploy|document|test)\b",
-    re.IGNORECASE,
-)
-_KEY_VALUE = re.compile(r"^([A-Za-z][\w .-]{0,39}?)\s*[:=]\s+(\S.{0,159})$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
-TOOL_FACTS_PER_MESSAGE = 3
-TOOL_FACT_MAX_LINES = 40
-
-
-def _lines(content: str) -> list[str]:
-    """Non-empty lines outside fenced code blocks."""
-    lines: list[str] = []
-    fenced = False
-    for raw in content.splitlines():
-        stripped = raw.strip()
-        if stripped.startswith("```") or stripped.startswith("~~~"):
-            fenced = not fenced
-            continue
-        if stripped and not fenced:
-            lines.append(stripped)
-    return lines
-
-
-def _classify(sentence: str, *, bullet: bool, role: str) -> tuple[Category, str] | None:
-    if sentence.endswith("?"):
-        return None
-    task_prefix = _TASK_PREFIX.match(sentence)
-    if task_prefix is not None:
-        rest = sentence[task_prefix.end() :]
-        return "tasks", rest[:1].upper() + rest[1:]
-    if _TASK.search(sentence):
-        return "tasks", sentence
-    if bullet and role in ("user", "system") and _IMPERATIVE.match(sentence):
-        return "tasks", sentence
-    if _DECISION.search(sentence):
-        return "decisions", sentence
-    if _PREFERENCE.search(sentence):
-        return "preferences", sentence
-    if _FACT.search(sentence):
-        return "facts", sentence
-    return None
-
-
-def _from_message(message: SessionMessage) -> list[Memory]:
-    scope = ROLE_SCOPE.get(message.role)
-    if scope is None:
-        return []
-    source = MemorySource(message.session_id, message.index)
-    found: list[Memory] = []
-    lines = _lines(message.content)
-    for line in lines:
-        bullet = _BULLET.match(line)
-        checkbox = line.startswith(("- [ ]", "* [ ]", "+ [ ]"))
-        body = line if checkbox or bullet is None else line[bullet.end() :]
-        for sentence in _SENTENCE_END.split(body) if not checkbox else [body]:
-            hit = _classify(sentence.strip(), bullet=bullet is not None, role=message.role)
-            if hit is not None:
-                found.append(Memory(hit[0], hit[1], source, scope))
-    if message.role == "tool" and len(lines) <= TOOL_FACT_MAX_LINES:
-        tool = message.tool_name or "tool"
-        facts = [m for line in lines if (m := _KEY_VALUE.match(line)) is not None][:TOOL_FACTS_PER_MESSAGE]
-        found.extend(Memory("facts", f"{tool}: {m.group(1)}: {m.group(2)}", source, scope) for m in facts)
-    return found
-
-
+# -- offline extraction (services/context/memory_rules.py) ----------------------------------------
 def extract_offline(messages: Sequence[SessionMessage]) -> list[Memory]:
     """Rule-based extraction: same messages → same memories, in message order.
 
@@ -278,7 +187,9 @@ def extract_offline(messages: Sequence[SessionMessage]) -> list[Memory]:
     "I am a"…).  A short tool output (at most 40 lines) adds up to 3 facts from ``key: value``
     lines.  Deduplicated by normalized text, at most ``MAX_MEMORIES`` of ``MAX_MEMORY_CHARS``.
     """
-    return finalize(memory for message in messages for memory in _from_message(message))
+    from services.context.memory_rules import memories_of
+
+    return finalize(memory for message in messages for memory in memories_of(message))
 
 
 # -- model extraction (services/context/memory_model.py) -----------------------------------------
@@ -321,23 +232,37 @@ def _header(scope: str, category: str) -> str:
     )
 
 
-def existing_ids(path: Path) -> set[str]:
-    if not path.is_file():
-        return set()
-    return set(_ENTRY.findall(path.read_text(encoding="utf-8")))
+class CorruptMemoryFile(ContextError):
+    """A memory file that is not UTF-8 text (edited by hand, damaged): fix or remove it."""
+
+    code = "corrupt_memory_file"
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptMemoryFile(f"{path}: not UTF-8 text at byte {exc.start}", path=str(path)) from None
+
+
+def check_memory_files(root: Path, memories: Sequence[Memory]) -> None:
+    """Raise ``CorruptMemoryFile`` now if a file these memories go to cannot be read."""
+    for relpath in sorted({m.relpath() for m in memories}):
+        if (Path(root) / relpath).is_file():
+            _read_text(Path(root) / relpath)
 
 
 def write_memories(root: Path, memories: Sequence[Memory]) -> list[Path]:
     """Add ``memories`` to their files under the context ``root``; the files they belong to, sorted.
 
     Idempotent: an entry whose id is already in its file is skipped, and a file with nothing new is
-    not rewritten.  The caller serialises writers (see ``sessions.memory_lock``).
+    not rewritten.  The caller serialises writers (``session_commit.memory_lock``).
     """
     groups: dict[Path, list[Memory]] = {}
     for memory in memories:
         groups.setdefault(Path(root) / memory.relpath(), []).append(memory)
     for path, group in groups.items():
-        text = path.read_text(encoding="utf-8") if path.is_file() else _header(group[0].scope, group[0].category)
+        text = _read_text(path) if path.is_file() else _header(group[0].scope, group[0].category)
         present = set(_ENTRY.findall(text))
         new_lines: list[str] = []
         for memory in group:
@@ -371,7 +296,7 @@ def read_memory_file(path: Path) -> MemoryFile:
     result = MemoryFile(path)
     if not path.is_file():
         return result
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in _read_text(path).splitlines():
         match = _ENTRY.match(line)
         if match is None:
             continue
@@ -389,6 +314,7 @@ __all__ = [
     "SCOPES",
     "Category",
     "ContextError",
+    "CorruptMemoryFile",
     "Memory",
     "MemoryEntry",
     "MemoryExtractionFailed",
@@ -396,6 +322,7 @@ __all__ = [
     "MemorySource",
     "Scope",
     "SessionMessage",
+    "check_memory_files",
     "extract_offline",
     "extract_with_model",
     "model_extractor",

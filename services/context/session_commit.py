@@ -30,20 +30,28 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from services.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, remove_stale_temp_files
-from services.context.memory import CATEGORIES, SCOPES, ContextError, Memory, SessionMessage, write_memories
+from services.context.memory import (
+    CATEGORIES,
+    MEMORY_DIR,
+    SCOPES,
+    ContextError,
+    Memory,
+    SessionMessage,
+    check_memory_files,
+    write_memories,
+)
 
 META = "meta.json"
 ACTIVE = "messages.jsonl"
 JOURNAL = ".commit.json"
 LOCK = ".lock"
-MEMORY_LOCK = ".memory.lock"
 LOCK_TIMEOUT = 30.0
 FAULT_ENV = "ARIES_CONTEXT_COMMIT_FAULT"
 EMPTY_META: dict[str, Any] = {
@@ -204,9 +212,15 @@ def session_lock(directory: Path) -> contextlib.AbstractContextManager[None]:
     return _file_lock(directory / LOCK, f"session {directory.name}")
 
 
-def memory_lock(root: Path) -> contextlib.AbstractContextManager[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    return _file_lock(root / MEMORY_LOCK, "the memory files")
+@contextmanager
+def memory_lock(root: Path, scopes: Iterable[str] = SCOPES) -> Iterator[None]:
+    """Serialise writers of the memory files: ``<scope>/memories/.lock`` of each scope, in a fixed order."""
+    with contextlib.ExitStack() as stack:
+        for scope in (s for s in SCOPES if s in set(scopes)):
+            folder = root / scope / MEMORY_DIR
+            folder.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_file_lock(folder / LOCK, f"the {scope} memory files"))
+        yield
 
 
 def fault(step: str) -> None:
@@ -242,6 +256,7 @@ def commit_locked(
         return CommitReport(session_id, None, 0)
     messages = [m for m, _ in pairs]
     memories = list(extractor(messages))
+    check_memory_files(root, memories)
     archive = b"".join(raw for _, raw in pairs)
     after = json.loads(json.dumps(meta.raw))
     after["archived"] = {
@@ -288,7 +303,7 @@ def _apply(
     fault("history")
     memories = [Memory.from_json(item) for item in journal["memories"]]
     written: set[Path] = set()
-    with memory_lock(root):
+    with memory_lock(root, {m.scope for m in memories}):
         for scope in SCOPES:
             for category in CATEGORIES:
                 group = [m for m in memories if m.scope == scope and m.category == category]
@@ -322,11 +337,7 @@ def recover_locked(root: Path, session_id: str, on_written: Callable[[list[Path]
             raise ValueError("not this session's journal")
     except ValueError as exc:
         raise CommitRecoveryFailed(f"{path}: unreadable commit journal ({exc})") from None
-    for folder in (directory, directory / "history"):
-        remove_stale_temp_files(folder)
-    with memory_lock(root):
-        for scope in SCOPES:
-            remove_stale_temp_files(root / scope / "memories")
+    sweep_temp_files(root, session_id)
     return _apply(root, directory, journal, on_written, recovered=True)
 
 
@@ -334,7 +345,8 @@ def sweep_temp_files(root: Path, session_id: str) -> list[Path]:
     """Remove temp files left by a write killed before its rename (no journal: nothing else to do)."""
     directory = root / "session" / session_id
     removed = remove_stale_temp_files(directory) + remove_stale_temp_files(directory / "history")
-    with memory_lock(root):
-        for scope in SCOPES:
-            removed += remove_stale_temp_files(root / scope / "memories")
+    scopes = [scope for scope in SCOPES if (root / scope / MEMORY_DIR).is_dir()]
+    with memory_lock(root, scopes):
+        for scope in scopes:
+            removed += remove_stale_temp_files(root / scope / MEMORY_DIR)
     return removed

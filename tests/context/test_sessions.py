@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from services.context.memory import Memory, MemoryExtractionFailed, SessionMessage, read_memory_file
+from services.context.memory import (
+    CorruptMemoryFile,
+    Memory,
+    MemoryExtractionFailed,
+    SessionMessage,
+    read_memory_file,
+)
 from services.context.session_commit import FAULT_ENV, JOURNAL
 from services.context.sessions import (
     MAX_CONTENT_CHARS,
@@ -380,3 +386,18 @@ def test_sigkill_at_random_moments_loses_no_message_and_duplicates_no_memory(tmp
 def _read(path: Path) -> list[SessionMessage]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return [SessionMessage(r["session_id"], r["index"], r["role"], r["content"], r["timestamp"]) for r in rows]
+
+
+def test_an_unreadable_memory_file_stops_the_commit_before_it_starts(tmp_path: Path) -> None:
+    root = tmp_path / "context"
+    session = store(root).create("s1")
+    fill(session)
+    target = root / "user/memories/preferences.md"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"# Preferences\n\xff\xfe broken\n")
+    before = tree(root)
+    with pytest.raises(CorruptMemoryFile, match="preferences.md: not UTF-8"):
+        session.commit()
+    assert tree(root) == before and not (session.directory / JOURNAL).exists()
+    target.unlink()
+    assert session.commit().archived == 5
