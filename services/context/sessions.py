@@ -206,6 +206,8 @@ class ContextSession:
 
         Every line is checked first; the first bad one raises ``InvalidMessage`` naming the file and
         line, and nothing is appended.  Blank lines are skipped.  The valid batch is one write.
+        ``index``, ``session_id`` and ``timestamp`` (a line of another session's file) are accepted
+        and replaced by this session's.
         """
         path = Path(path)
         try:

@@ -401,3 +401,24 @@ def test_an_unreadable_memory_file_stops_the_commit_before_it_starts(tmp_path: P
     assert tree(root) == before and not (session.directory / JOURNAL).exists()
     target.unlink()
     assert session.commit().archived == 5
+
+
+def test_concurrent_appends_from_threads_get_unique_consecutive_indexes(tmp_path: Path) -> None:
+    import threading
+
+    root = tmp_path / "context"
+    store(root).create("s1")
+
+    def writer(n: int) -> None:
+        session = store(root).load("s1")  # one object per thread, as separate callers would have
+        for i in range(20):
+            session.append("user", f"w{n}-{i}")
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    messages = store(root).load("s1").messages()
+    assert [m.index for m in messages] == list(range(80))
+    assert sorted(m.content for m in messages) == sorted(f"w{n}-{i}" for n in range(4) for i in range(20))
