@@ -265,11 +265,14 @@ def commit_locked(
         "tokens": meta.archived_tokens + sum(approx_tokens(m.content) for m in messages),
     }
     after["commits"] = meta.commits + 1
-    after["next_history"] = meta.next_history + 1
+    folder = directory / "history"
+    taken = [int(p.stem) for p in folder.glob("*.jsonl") if p.stem.isdigit()] if folder.is_dir() else []
+    number = max([meta.next_history, *(n + 1 for n in taken)])  # never overwrite an archive
+    after["next_history"] = number + 1
     journal = {
         "version": 1,
         "session_id": session_id,
-        "history": meta.next_history,
+        "history": number,
         "first": messages[0].index,
         "last": messages[-1].index,
         "sha256": _sha(archive),

@@ -422,3 +422,17 @@ def test_concurrent_appends_from_threads_get_unique_consecutive_indexes(tmp_path
     messages = store(root).load("s1").messages()
     assert [m.index for m in messages] == list(range(80))
     assert sorted(m.content for m in messages) == sorted(f"w{n}-{i}" for n in range(4) for i in range(20))
+
+
+def test_commit_never_overwrites_an_existing_archive(tmp_path: Path) -> None:
+    session = store(tmp_path / "context").create("s1")
+    session.append("user", "one")
+    session.commit()
+    meta_path = session.directory / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["next_history"] = 1  # a meta.json restored from an old backup
+    meta_path.write_text(json.dumps(meta))
+    first = (session.directory / "history/1.jsonl").read_bytes()
+    session.append("user", "two")
+    assert session.commit().history == session.directory / "history/2.jsonl"
+    assert (session.directory / "history/1.jsonl").read_bytes() == first
