@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from services.context.memory import (
+from services.context.memory_types import (
     CATEGORIES,
     ROLE_SCOPE,
     Category,

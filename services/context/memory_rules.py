@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from services.context.memory import ROLE_SCOPE, Category, Memory, MemorySource, SessionMessage
+from services.context.memory_types import ROLE_SCOPE, Category, Memory, MemorySource, SessionMessage
 
 
 # -- offline extraction ----------------------------------------------------------------------------

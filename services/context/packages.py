@@ -30,7 +30,7 @@ from services.bundles.archive import check_member_path as _check_path
 from services.bundles.archive import file_entries as _file_entries
 from services.bundles.manifest import mime_type
 from services.bundles.writer import atomic_output, hash_file, walk_tree, write_archive
-from services.errors import AriesError
+from services.context.errors import ContextError
 from services.staging import StagingArea, clean_stale_staging
 
 PACKAGE_FORMAT = "aries-context-package"
@@ -40,12 +40,6 @@ TIER_FILES = frozenset({".abstract.md", ".overview.md"})
 PACKAGE_STAGING_PREFIX = ".package-import-"
 """Staging folders of imports, beside their destination (removed by :func:`clean_stale_package_staging`)."""
 _FREE_MARGIN = 16 << 20
-
-
-class ContextError(AriesError):
-    """Placeholder until ``services.context.errors`` (ctx-core) lands here: import it from there then."""
-
-    code = "context_error"
 
 
 class PackageError(ContextError):

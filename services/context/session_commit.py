@@ -37,16 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from services.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, remove_stale_temp_files
-from services.context.memory import (
-    CATEGORIES,
-    MEMORY_DIR,
-    SCOPES,
-    ContextError,
-    Memory,
-    SessionMessage,
-    check_memory_files,
-    write_memories,
-)
+from services.context.errors import ContextError
+from services.context.memory import check_memory_files, write_memories
+from services.context.memory_types import CATEGORIES, MEMORY_DIR, SCOPES, Memory, SessionMessage
 
 META = "meta.json"
 ACTIVE = "messages.jsonl"
