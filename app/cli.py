@@ -38,6 +38,7 @@ SUBCOMMAND_MODULES = (
     "app.cli_plan",
     "app.cli_profile",
     "app.cli_cloud",
+    "app.cli_context",
 )
 
 
