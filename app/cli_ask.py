@@ -309,6 +309,7 @@ def _print_status(report: dict[str, Any]) -> None:
 
     workspace = report["workspace"]
     out(f"workspace  {workspace['name']}{' (ephemeral)' if workspace['ephemeral'] else ''}  {workspace['path']}")
+    out(f"profile    {report.get('profile') or 'default'}")
     model = report["model"]
     if model.get("label") is None:
         out(f"model      not usable: {model['error']}")

@@ -25,12 +25,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
     from services.retrieval.models import IngestReport, ProgressEvent
     from services.workspaces import Workspace
+
+T = TypeVar("T")
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -215,7 +217,6 @@ def index_add(
 
     console = Console(stderr=True)
     cancel = threading.Event()
-    outcome: dict[str, Any] = {}
     wait = {"wait_s": wait_s} if wait_s is not None else {}
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -248,25 +249,40 @@ def index_add(
             elif event.stage in ("commit", "done"):
                 bar.update(task, description="written", completed=event.done, total=event.total, detail="")
 
-        def work() -> None:
-            try:
-                outcome["report"] = engine.index_add(path, name, progress=on_progress, cancel=cancel, **wait)
-            except BaseException as exc:  # re-raised in the main thread
-                outcome["error"] = exc
+        report: IngestReport = run_cancellable(
+            lambda: engine.index_add(path, name, progress=on_progress, cancel=cancel, **wait),
+            cancel,
+            "aries: cancelling after the current file…",
+            console,
+        )
+    return report
 
-        worker = threading.Thread(target=work, name="aries-index-add")
-        worker.start()
+
+def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: str, console: Any) -> T:
+    """``work()`` in a worker thread while the main thread waits for it; Ctrl-C sets ``cancel`` (the
+    engine stops at its next safe point), prints ``cancelling`` and waits for the worker to finish.
+    The worker's result is returned and its exception re-raised here."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
         try:
-            while worker.is_alive():
-                worker.join(0.2)
-        except KeyboardInterrupt:
-            cancel.set()
-            console.print("aries: cancelling after the current file…")
-            worker.join()
+            outcome["value"] = work()
+        except BaseException as exc:  # re-raised in the main thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="aries-cancellable")
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        cancel.set()
+        console.print(cancelling)
+        worker.join()
     if "error" in outcome:
         raise outcome["error"]
-    report: IngestReport = outcome["report"]
-    return report
+    value: T = outcome["value"]
+    return value
 
 
 def _say_waiting(event: ProgressEvent) -> None:
@@ -354,7 +370,7 @@ def handle_index_repair(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         before = engine.index_info(args.name)
         cancel = threading.Event()
-        outcome: dict[str, Any] = {}
+        vectors: int | None = None
         with Progress(
             TextColumn("[bold]re-embedding"),
             BarColumn(),
@@ -372,33 +388,25 @@ def handle_index_repair(args: argparse.Namespace) -> int:
                 else:
                     bar.update(task, completed=event.done, total=event.total)
 
-            def work() -> None:
-                try:
-                    outcome["vectors"] = engine.index_repair(args.name, progress=on_progress, cancel=cancel)
-                except BaseException as exc:  # re-raised in the main thread
-                    outcome["error"] = exc
-
-            worker = threading.Thread(target=work, name="aries-index-repair")
-            worker.start()
             try:
-                while worker.is_alive():
-                    worker.join(0.2)
-            except KeyboardInterrupt:
-                cancel.set()
-                console.print("aries: cancelling the repair…")
-                worker.join()
-        if isinstance(outcome.get("error"), Cancelled):
+                vectors = run_cancellable(
+                    lambda: engine.index_repair(args.name, progress=on_progress, cancel=cancel),
+                    cancel,
+                    "aries: cancelling the repair…",
+                    console,
+                )
+            except Cancelled:
+                vectors = None
+        if vectors is None:
             sys.stderr.write(f"aries: repair of {_safe(repr(args.name))} cancelled; the index is unchanged\n")
             return 130
-        if "error" in outcome:
-            raise outcome["error"]
         after = engine.index_info(args.name)
         if args.json:
-            _print_json({"index": args.name, "before": before.status, "status": after.status, **outcome})
+            _print_json({"index": args.name, "before": before.status, "status": after.status, "vectors": vectors})
         else:
             print(
                 _safe(
-                    f"index {args.name!r}: {outcome['vectors']} vectors rebuilt from the manifest "
+                    f"index {args.name!r}: {vectors} vectors rebuilt from the manifest "
                     f"(was: {before.status}; now: {after.status})"
                 )
             )

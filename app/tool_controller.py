@@ -116,8 +116,13 @@ class ToolController:
             self.app.say(explain_decision(decision), "policy")
         elif args[:1] == ["show"]:
             policy = session.policy()
+            profile = session.profile()
+            tools = "the tools the policy enables"
+            if profile is not None and profile.tools is not None:
+                tools = "only " + (", ".join(sorted(profile.tools)) or "no tools")
             self.app.say(
                 f"Policy in force: {session.policy_source}\nhash {policy.hash}\napproval mode {session.mode}\n"
+                f"profile {session.profile_name}: {tools}\n"
                 f"Edit {session.workspace.root / 'policy.yaml'} and run /policy reload to change it.",
                 "policy",
             )

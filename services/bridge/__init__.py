@@ -11,19 +11,56 @@ allowlisted, approved (``ask``) or below the confidence threshold (``auto``), an
 Importing this package loads neither detect-secrets nor aiohttp (they load on first use).
 """
 
-from services.bridge.allowlist import check_outbound
-from services.bridge.audit import CloudAudit, sha256_text
-from services.bridge.client import (
-    Approve,
-    CloudReply,
-    Outbound,
-    headless_approver,
-    maybe_ask_cloud,
-    prepare,
-)
-from services.bridge.config import BridgeConfig, CloudMode, bridge_config
-from services.bridge.errors import BridgeError, CloudNotConfigured, QueryRefused
-from services.bridge.sanitizer import Sanitized, sanitize
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.bridge.allowlist import check_outbound
+    from services.bridge.audit import CloudAudit, sha256_text
+    from services.bridge.client import (
+        Approve,
+        CloudReply,
+        Outbound,
+        headless_approver,
+        maybe_ask_cloud,
+        prepare,
+    )
+    from services.bridge.config import BridgeConfig, CloudMode, bridge_config
+    from services.bridge.errors import BridgeError, CloudNotConfigured, QueryRefused
+    from services.bridge.sanitizer import Sanitized, sanitize
+
+# Loaded on first use (PEP 562): a profile that only needs BridgeConfig loads config.py alone.
+_HOME = {
+    "check_outbound": "allowlist",
+    "CloudAudit": "audit",
+    "sha256_text": "audit",
+    "Approve": "client",
+    "CloudReply": "client",
+    "Outbound": "client",
+    "headless_approver": "client",
+    "maybe_ask_cloud": "client",
+    "prepare": "client",
+    "BridgeConfig": "config",
+    "CloudMode": "config",
+    "bridge_config": "config",
+    "BridgeError": "errors",
+    "CloudNotConfigured": "errors",
+    "QueryRefused": "errors",
+    "Sanitized": "sanitizer",
+    "sanitize": "sanitizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'services.bridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"services.bridge.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Approve",

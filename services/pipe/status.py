@@ -119,6 +119,7 @@ def status(session: Session, env: Mapping[str, str], *, calls: int = LAST_CALLS)
     model, code = asyncio.run(model_status(workspace.setting("model"), env))
     report = {
         "workspace": {"name": workspace.name, "ephemeral": workspace.ephemeral, "path": str(workspace.root)},
+        "profile": session.profile_name,
         "indexes": indexes,
         "active_index": next((i["name"] for i in indexes if i.get("active")), None),
         "model": model,
