@@ -10,6 +10,7 @@
     aries [-w NAME] rag show HANDLE [--json]
     aries [-w NAME] rag last [--json]
     aries eval rag --dataset DIR [--queries FILE] [--qrels FILE] [--limit-docs N] [--cache DIR] [--json]
+                   [--gate-profile NAME] [--run-file FILE]   (exit 1: strict embedder failure or gate failed)
 
 Without ``-w`` the commands run in an ephemeral workspace and say so: nothing persists.
 Settings come from the ``AXIOMME_*`` environment (see ``services.retrieval.settings``).
@@ -106,7 +107,14 @@ def register(subparsers: Any) -> None:
     rag_eval.add_argument("--qrels", metavar="FILE", help="judgements TSV (default: DIR/qrels.tsv)")
     rag_eval.add_argument("--limit-docs", type=int, metavar="N", help="deterministic subset of N documents")
     rag_eval.add_argument("--cache", metavar="DIR", help="index cache folder (default: $ARIES_HOME/cache/eval)")
-    rag_eval.add_argument("--json", action="store_true", help="print only the metrics as JSON")
+    rag_eval.add_argument("--json", action="store_true", help="print the run (metrics and environment) as JSON")
+    rag_eval.add_argument(
+        "--gate-profile",
+        metavar="NAME",
+        help="gate the run; a profile containing 'release' requires AXIOMME_EMBEDDER=semantic-model-http "
+        "and no strict embedder failure",
+    )
+    rag_eval.add_argument("--run-file", metavar="FILE", help="also write the run (metrics, environment, gate) as JSON")
     rag_eval.set_defaults(func=_guard(handle_eval_rag))
     evaluate.set_defaults(func=_usage(evaluate))
 
@@ -488,7 +496,11 @@ def handle_last(args: argparse.Namespace) -> int:
 
 
 def handle_eval_rag(args: argparse.Namespace) -> int:
-    from services.retrieval.evaluation import METHODS, METRICS, evaluate
+    """Metrics of bm25, dense and hybrid, with the run environment; exit 1 when the run is not ok
+    (a strict-mode embedder failure, recorded as ``embedding_strict_error``, or a failed gate)."""
+    from services.atomic import atomic_write_text
+    from services.retrieval.eval_run import evaluate_run
+    from services.retrieval.evaluation import METHODS, METRICS
     from services.retrieval.settings import RetrievalSettings
 
     settings = RetrievalSettings.from_env()
@@ -499,23 +511,34 @@ def handle_eval_rag(args: argparse.Namespace) -> int:
             sys.stderr.write(f"\rindexing {done}/{total} documents")
             sys.stderr.flush()
 
-    result = evaluate(
+    result = evaluate_run(
         Path(args.dataset),
         queries_file=Path(args.queries) if args.queries else None,
         qrels_file=Path(args.qrels) if args.qrels else None,
         limit_docs=args.limit_docs,
         cache_dir=Path(args.cache) if args.cache else None,
         settings=settings,
+        gate_profile=args.gate_profile,
         progress=on_progress,
     )
     if tty and not args.json:
         sys.stderr.write("\n")
+    if args.run_file:
+        atomic_write_text(Path(args.run_file), json.dumps(result, indent=2) + "\n")
+    strict_error = result["environment"]["embedding_strict_error"]
+    if strict_error:
+        sys.stderr.write(f"aries: AXIOMME_EMBEDDER_STRICT: the embedder failed: {_safe(strict_error)}\n")
+    gate = result.get("gate")
+    if gate is not None and not gate["passed"]:
+        for reason in gate["reasons"]:
+            sys.stderr.write(f"aries: gate {_safe(gate['gate_profile'])} failed: {_safe(reason)}\n")
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
-        return 0
-    print(f"{result['queries']} queries, {settings.embedder} embedder, document level")
-    print(f"{'method':<8}" + "".join(f"{metric:>12}" for metric in METRICS))
-    for method in METHODS:
-        values = result["methods"][method]
-        print(f"{method:<8}" + "".join(f"{values[metric]:>12.4f}" for metric in METRICS))
-    return 0
+        return 0 if result["ok"] else 1
+    if result["methods"]:
+        print(f"{result['queries']} queries, {settings.embedder} embedder, document level")
+        print(f"{'method':<8}" + "".join(f"{metric:>12}" for metric in METRICS))
+        for method in METHODS:
+            values = result["methods"][method]
+            print(f"{method:<8}" + "".join(f"{values[metric]:>12.4f}" for metric in METRICS))
+    return 0 if result["ok"] else 1

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.errors import ConfigError
+
+_FLAG_WORDS = frozenset({"1", "true", "yes", "on", "0", "false", "no", "off"})
 
 
 class EnvSettings(BaseModel):
@@ -31,10 +33,11 @@ class EnvSettings(BaseModel):
     """Any OpenAI-compatible endpoint (llama.cpp server, vLLM, LM Studio)."""
     retrieval_backend: Literal["sqlite", "memory"] = Field("sqlite", alias="AXIOMME_RETRIEVAL_BACKEND")
     """``sqlite``: index state on disk under the workspace; ``memory``: nothing persists."""
-    embedder: Literal["sentence-transformers", "hash", "semantic-model-http"] = Field(
+    embedder: Literal["sentence-transformers", "semantic-lite", "hash", "semantic-model-http"] = Field(
         "sentence-transformers", alias="AXIOMME_EMBEDDER"
     )
-    """Embedding model: all-MiniLM-L6-v2 (default), ``hash`` (deterministic, no model) or an Ollama embed API."""
+    """Embedding model: all-MiniLM-L6-v2 (default), ``semantic-lite`` (local heuristic, no model), ``hash``
+    (deterministic fallback) or ``semantic-model-http`` (a local model server)."""
     embedder_backend: Literal["torch", "onnx", "onnx-int8"] = Field("torch", alias="AXIOMME_EMBEDDER_BACKEND")
     """How all-MiniLM-L6-v2 runs: torch (sentence-transformers), ``onnx`` (fp32) or ``onnx-int8``."""
     embedder_cache: Path | None = Field(None, alias="AXIOMME_EMBEDDER_CACHE")
@@ -45,12 +48,21 @@ class EnvSettings(BaseModel):
     """Model name for ``semantic-model-http``."""
     embedder_timeout_ms: int | None = Field(None, alias="AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS", gt=0)
     """Per-request timeout for ``semantic-model-http``, in milliseconds."""
+    embedder_strict: str | None = Field(None, alias="AXIOMME_EMBEDDER_STRICT")
+    """``1|true|yes|on``: model failures are recorded and fail release gates (``0|false|no|off``: off)."""
     embedder_threads: int | None = Field(None, alias="AXIOMME_EMBEDDER_THREADS", ge=1)
     """torch intra-op threads; unset: the number of CPUs."""
     chroma_url: str | None = Field(None, alias="AXIOMME_CHROMA_URL")
     """``http://host:port`` of a Chroma server; unset: the embedded client."""
     min_score: float | None = Field(None, alias="AXIOMME_MIN_SCORE", ge=-1.0, le=1.0)
     """Relevance threshold of the offline answer (see :mod:`services.answers`); unset: its default."""
+
+    @field_validator("embedder_strict")
+    @classmethod
+    def _strict_flag(cls, value: str | None) -> str | None:
+        if value is not None and value.strip().lower() not in _FLAG_WORDS:
+            raise ValueError("must be one of 1, true, yes, on, 0, false, no, off")
+        return value
 
 
 def _describe(error: dict[str, Any], field: str, value: object) -> str:

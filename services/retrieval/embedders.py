@@ -4,9 +4,13 @@
   package directory, loaded offline (``HF_HUB_OFFLINE=1``, ``local_files_only``) once per
   process and cached.  Loading takes seconds (torch + transformers imports), so callers with
   a UI call :func:`preload` from a worker thread; nothing loads it at import time.
-* ``hash``: deterministic feature hashing, no model; for tests and machines without torch.
-* ``semantic-model-http``: an Ollama-protocol server (``/api/embed``, or the older
-  ``/api/embeddings``) on a loopback host; any other host is refused with a ConfigError.  It is
+* ``semantic-lite``: the local heuristic of :mod:`services.retrieval.embedders_lite` — stemmed
+  words and character n-grams, feature-hashed into 512 dimensions; pure Python, no model,
+  deterministic, and much better than ``hash`` on retrieval (docs/BENCHMARKS.md).
+* ``hash``: deterministic feature hashing of words, no model; the fallback for tests.
+* ``semantic-model-http``: an Ollama-protocol server (``/api/embeddings`` by default, one text per
+  request; ``/api/embed`` batches when the endpoint says so) on 127.0.0.1, ::1 or localhost;
+  any other host is refused with a ConfigError.  It is
   reached with aiohttp (imported when a request is made; ``embed`` stays synchronous and runs its
   own event loop), with one deadline per request (``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``), no
   proxies and no redirects.  Failures are typed subclasses of ``EmbedderError``:
@@ -57,6 +61,7 @@ from services.retrieval.embedders_http import (
 from services.retrieval.embedders_http import (
     run_sync as run_sync,
 )
+from services.retrieval.embedders_lite import SemanticLiteEmbedder as SemanticLiteEmbedder  # re-exported
 from services.retrieval.embedders_onnx import OnnxEmbedder as OnnxEmbedder  # re-exported
 from services.retrieval.errors import EmbedderError
 from services.retrieval.settings import RetrievalSettings
@@ -75,7 +80,7 @@ class Embedder(Protocol):
     model_id: str
     """Recorded in chunk metadata, the index and the audit log."""
     backend: str
-    """How the model runs (``torch``, ``onnx``, ``onnx-int8``, ``hash``, ``http``); recorded in the index."""
+    """How the model runs (``torch``, ``onnx``, ``onnx-int8``, ``hash``, ``lite``, ``http``); recorded in the index."""
     quantization: str
     """``none`` or the quantization of the weights (``int8-dynamic``); recorded in the index."""
 
@@ -269,8 +274,12 @@ def create_embedder(settings: RetrievalSettings | None = None) -> Embedder:
     settings = settings or RetrievalSettings.from_env()
     if settings.embedder == "hash":
         return HashEmbedder()
+    if settings.embedder == "semantic-lite":
+        return SemanticLiteEmbedder()
     if settings.embedder == "semantic-model-http":
-        return HttpEmbedder(settings.http_endpoint, settings.http_model, settings.http_timeout_ms)
+        return HttpEmbedder(
+            settings.http_endpoint, settings.http_model, settings.http_timeout_ms, strict=settings.embedder_strict
+        )
     path = minilm_path()  # fail fast (ConfigError) if the package is missing; the model loads later
     if settings.embedder_backend == "torch":
         return SentenceTransformerEmbedder(threads=settings.threads)
@@ -297,7 +306,8 @@ def vector_space(embedder: Embedder) -> str:
 def cache_tag(embedder: Embedder) -> str:
     """The model id, plus the backend when it is not torch: keys caches of computed vectors (evaluation)."""
     backend, _ = backend_of(embedder)
-    return embedder.model_id if backend in ("torch", "hash", "http", "unknown") else f"{embedder.model_id}@{backend}"
+    plain = ("torch", "hash", "lite", "http", "unknown")
+    return embedder.model_id if backend in plain else f"{embedder.model_id}@{backend}"
 
 
 def preload(embedder: Embedder) -> None:

@@ -1,12 +1,17 @@
 """The ``semantic-model-http`` embedder: an Ollama-protocol server on a loopback host, over aiohttp.
 
-``/api/embed`` (batches) or the older ``/api/embeddings`` (one text per request).  Any host that is not
-loopback is refused with a ConfigError before a request is made.  aiohttp is imported when a request
-is made; ``embed`` stays synchronous (``run_sync``: its own event loop, or a helper thread when the
-calling thread already runs one).  One deadline per request (``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``)
-covers connect, headers and body; no proxies from the environment; redirects are not followed.
-Failures are typed subclasses of ``EmbedderError``: ``EmbedderUnreachable``, ``EmbedderTimeout``,
-``EmbedderHTTPError``, ``EmbedderBadResponse``.
+The spec's protocol is Ollama's ``/api/embeddings`` (the default endpoint,
+``http://127.0.0.1:11434/api/embeddings``): one text per request, ``{"model", "prompt"}`` →
+``{"embedding": [...]}``, at most :data:`CONCURRENCY` requests in flight.  An endpoint whose path
+ends in ``/api/embed`` uses Ollama's batch API instead (``{"model", "input": [...]}`` →
+``{"embeddings": [[...], ...]}``, 32 texts a request).  Only the hosts ``127.0.0.1``, ``localhost``
+and ``::1`` are accepted; anything else is a ConfigError when the embedder is created.
+
+aiohttp is imported when a request is made; ``embed`` stays synchronous (``run_sync``: its own
+event loop, or a helper thread when the calling thread already runs one).  One deadline per request
+(``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``) covers connect, headers and body; no proxies from the
+environment; redirects are not followed.  Failures are typed subclasses of ``EmbedderError``:
+``EmbedderUnreachable``, ``EmbedderTimeout``, ``EmbedderHTTPError``, ``EmbedderBadResponse``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ def _normalise(vector: list[float]) -> list[float]:
 
 
 _MAX_REPLY_BYTES = 64 * 1024 * 1024
+CONCURRENCY = 4
+"""Most ``/api/embeddings`` requests in flight at once (a local server embeds one text at a time)."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 T = TypeVar("T")
 
 
@@ -94,6 +102,17 @@ def _network_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
+def _is_loopback_host(host: str) -> bool:
+    """``localhost``, or an address equal to 127.0.0.1 or ::1 (other 127/8 addresses are refused)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address in (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
+
+
 def check_loopback_endpoint(endpoint: str) -> str:
     """Return ``endpoint`` if it is http(s) on a loopback host, else raise ConfigError."""
     parts = urlsplit(endpoint)
@@ -105,13 +124,7 @@ def check_loopback_endpoint(endpoint: str) -> str:
         )
     if parts.username or parts.password:
         raise ConfigError("AXIOMME_EMBEDDER_MODEL_ENDPOINT must not contain credentials")
-    loopback = host == "localhost"
-    if not loopback:
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-    if not loopback:
+    if not _is_loopback_host(host):
         raise ConfigError(
             f"AXIOMME_EMBEDDER_MODEL_ENDPOINT host {host!r} is not a loopback address; "
             "semantic-model-http only talks to 127.0.0.1, ::1 or localhost",
@@ -121,35 +134,42 @@ def check_loopback_endpoint(endpoint: str) -> str:
 
 
 class HttpEmbedder:
-    """Embeddings from an Ollama-protocol server on this machine."""
+    """Embeddings from an Ollama-protocol server on this machine.
+
+    ``strict`` (``AXIOMME_EMBEDDER_STRICT``) changes nothing on the wire: a failure is the same typed
+    error either way; it is recorded with the run environment of evaluations and benchmarks
+    (:mod:`services.retrieval.run_env`), where it fails a release-profile gate.
+    """
 
     batch_size = 32
     backend = "http"
     quantization = "none"
 
-    def __init__(self, endpoint: str, model: str, timeout_ms: int = 3000) -> None:
+    def __init__(
+        self, endpoint: str, model: str, timeout_ms: int = 3000, *, strict: bool = False, concurrency: int = CONCURRENCY
+    ) -> None:
         self.endpoint = check_loopback_endpoint(endpoint)
         self.model = model
         self.timeout_s = timeout_ms / 1000.0
-        self.legacy = urlsplit(endpoint).path.rstrip("/").endswith("/api/embeddings")
+        self.strict = strict
+        self.concurrency = max(1, concurrency)
+        self.batch = urlsplit(endpoint).path.rstrip("/").endswith("/api/embed")
+        """True: Ollama's batch ``/api/embed``; False: ``/api/embeddings``, one text per request."""
         self.model_id = f"semantic-model-http:{model}"
         self._dim: int | None = None
 
-    def _post(self, payload: dict[str, Any]) -> Any:
-        """POST ``payload`` as JSON and return the decoded answer (blocking; see :func:`run_sync`)."""
-        return run_sync(self._post_async(payload))
+    @property
+    def legacy(self) -> bool:
+        """The one-text-per-request protocol (``/api/embeddings``; the spec's default)."""
+        return not self.batch
 
-    async def _post_async(self, payload: dict[str, Any]) -> Any:
+    async def _post_async(self, session: Any, payload: dict[str, Any]) -> Any:
+        """POST ``payload`` as JSON on ``session`` and return the decoded answer; typed errors."""
         import aiohttp
 
-        # One deadline for connect, headers and body; no proxies from the environment; redirects are
-        # not followed (the endpoint is loopback by rule, and a redirect could leave it).
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         try:
-            async with (
-                aiohttp.ClientSession(timeout=timeout, trust_env=False) as session,
-                session.post(self.endpoint, json=payload, allow_redirects=False) as response,
-            ):
+            # No redirects (the endpoint is loopback by rule, and a redirect could leave it).
+            async with session.post(self.endpoint, json=payload, allow_redirects=False) as response:
                 if response.status != 200:
                     detail = (await response.content.read(500)).decode("utf-8", "replace")
                     raise EmbedderHTTPError(
@@ -185,7 +205,7 @@ class HttpEmbedder:
             if (
                 not isinstance(vector, list)
                 or not vector
-                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vector)
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector)
             ):
                 raise EmbedderBadResponse(f"embedding server {self.endpoint} returned a malformed vector")
             if self._dim is None:
@@ -197,24 +217,48 @@ class HttpEmbedder:
             out.append(_normalise([float(x) for x in vector]))
         return out
 
+    async def _embed_async(self, texts: list[str]) -> list[list[float]]:
+        import aiohttp
+
+        # One deadline per request (connect, headers and body); no proxies from the environment.
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
+            if self.batch:
+                vectors: list[list[float]] = []
+                for start in range(0, len(texts), self.batch_size):
+                    chunk = texts[start : start + self.batch_size]
+                    reply = await self._post_async(session, {"model": self.model, "input": chunk, "truncate": True})
+                    vectors += self._check(reply.get("embeddings") if isinstance(reply, dict) else None, len(chunk))
+                return vectors
+            gate = asyncio.Semaphore(self.concurrency)
+
+            async def one(text: str) -> Any:
+                async with gate:
+                    reply = await self._post_async(session, {"model": self.model, "prompt": text})
+                return reply.get("embedding") if isinstance(reply, dict) else None
+
+            tasks = [asyncio.create_task(one(text)) for text in texts]
+            try:
+                replies = await asyncio.gather(*tasks)
+            except BaseException:
+                for task in tasks:  # the first failure is the answer: stop the rest, collect them quietly
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            return self._check(list(replies), len(texts))
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        if self.legacy:
-            for text in texts:
-                reply = self._post({"model": self.model, "prompt": text})
-                vectors += self._check([reply.get("embedding") if isinstance(reply, dict) else None], 1)
-            return vectors
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
-            reply = self._post({"model": self.model, "input": batch, "truncate": True})
-            vectors += self._check(reply.get("embeddings") if isinstance(reply, dict) else None, len(batch))
-        return vectors
+        if not texts:
+            return []
+        return run_sync(self._embed_async(list(texts)))
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
 
 __all__ = [
+    "CONCURRENCY",
+    "LOOPBACK_HOSTS",
     "EmbedderBadResponse",
     "EmbedderHTTPError",
     "EmbedderTimeout",

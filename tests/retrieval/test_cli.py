@@ -115,7 +115,9 @@ def test_eval_rag_json_shape_and_cache(tmp_path: Path, capsys: pytest.CaptureFix
     code, out, _ = run(argv, capsys)
     assert code == 0
     result = json.loads(out)
-    assert set(result) == {"queries", "methods"} and result["queries"] == 3
+    assert set(result) == {"queries", "methods", "environment", "ok"} and result["queries"] == 3
+    assert result["ok"] is True and result["environment"]["embedding_provider"] == "hash"
+    assert result["environment"]["embedding_strict_error"] is None
     assert set(result["methods"]) == {"bm25", "dense", "hybrid"}
     for values in result["methods"].values():
         assert set(values) == {"ndcg@10", "recall@10", "recall@100", "mrr@10", "p@10"}

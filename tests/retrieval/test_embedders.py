@@ -23,9 +23,11 @@ from services.retrieval.embedders import (
     EmbedderUnreachable,
     HashEmbedder,
     HttpEmbedder,
+    SemanticLiteEmbedder,
     check_loopback_endpoint,
     create_embedder,
 )
+from services.retrieval.embedders_http import CONCURRENCY
 from services.retrieval.errors import EmbedderError
 from services.workspaces import Workspace
 from tests.loopback import LoopbackServer
@@ -47,10 +49,12 @@ def test_hash_embedder_is_deterministic_and_normalised() -> None:
 @pytest.mark.parametrize(
     "endpoint",
     [
+        "http://127.0.0.1:11434/api/embeddings",
         "http://127.0.0.1:11434/api/embed",
         "http://localhost:8080/api/embed",
+        "http://LOCALHOST:8080/api/embeddings",
         "http://[::1]:11434/api/embed",
-        "http://127.8.9.10:1/api/embeddings",
+        "http://[0:0:0:0:0:0:0:1]:11434/api/embeddings",
     ],
 )
 def test_loopback_endpoints_are_accepted(endpoint: str) -> None:
@@ -63,6 +67,10 @@ def test_loopback_endpoints_are_accepted(endpoint: str) -> None:
         "http://10.0.0.5:11434/api/embed",
         "http://example.com/api/embed",
         "http://0.0.0.0:11434/api/embed",
+        "http://127.8.9.10:1/api/embeddings",  # loopback, but not one of the three hosts the spec allows
+        "http://127.0.0.2:11434/api/embeddings",
+        "http://127.1:11434/api/embeddings",
+        "http://[::ffff:127.0.0.1]:11434/api/embeddings",
         "http://localhost.evil.com/api/embed",
         "http://127.0.0.1.nip.io/api/embed",
         "https://user:pw@127.0.0.1/api/embed",
@@ -86,6 +94,9 @@ class OllamaServer:
     base: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
     mode: str = "ok"
+    delay: float = 0.0
+    in_flight: int = 0
+    most_in_flight: int = 0
 
 
 def _vector(text: str) -> list[float]:
@@ -115,9 +126,24 @@ def ollama(loopback: Callable[..., LoopbackServer]) -> OllamaServer:
         return web.json_response({"model": body["model"], "embeddings": [_vector(t) for t in inputs]})
 
     async def legacy(request: web.Request) -> web.StreamResponse:
+        """Ollama's ``/api/embeddings``: ``{"model", "prompt"}`` → ``{"embedding": [...]}``."""
         body = await request.json()
         state.requests.append({"path": request.path, **body})
-        return web.json_response({"embedding": _vector(body["prompt"])})
+        state.in_flight += 1
+        state.most_in_flight = max(state.most_in_flight, state.in_flight)
+        try:
+            await asyncio.sleep(state.delay)
+            if state.mode == "error":
+                return web.json_response({"error": f"model '{body['model']}' not found"}, status=404)
+            if state.mode == "garbage":
+                return web.Response(text="<html>not json</html>")
+            if state.mode == "slow":
+                await asyncio.sleep(2)
+            if state.mode == "short":
+                return web.json_response({"embedding": []})
+            return web.json_response({"embedding": _vector(body["prompt"])})
+        finally:
+            state.in_flight -= 1
 
     server = loopback({"POST /api/embed": embed, "POST /api/embeddings": legacy})
     state.base = server.url
@@ -139,6 +165,57 @@ def test_http_embedder_legacy_endpoint(ollama: OllamaServer) -> None:
     embedder = HttpEmbedder(f"{ollama.base}/api/embeddings", "m")
     assert embedder.embed_query("hello") == pytest.approx(_vector("hello"))
     assert ollama.requests == [{"path": "/api/embeddings", "model": "m", "prompt": "hello"}]
+
+
+def test_scripted_server_speaks_ollama_embeddings_to_the_official_client(ollama: OllamaServer) -> None:
+    """The official ``ollama`` client accepts the scripted server's ``/api/embeddings`` and ``/api/embed``."""
+    import ollama as ollama_client
+
+    client = ollama_client.Client(host=ollama.base)
+    single = client.embeddings(model="nomic-embed-text", prompt="owls hunt at night")
+    assert list(single.embedding) == pytest.approx(_vector("owls hunt at night"))
+    batch = client.embed(model="nomic-embed-text", input=["a", "b"])
+    assert [list(v) for v in batch.embeddings] == [pytest.approx(_vector("a")), pytest.approx(_vector("b"))]
+    assert ollama.requests[0] == {
+        "path": "/api/embeddings",
+        "model": "nomic-embed-text",
+        "prompt": "owls hunt at night",
+    }
+    ollama.mode = "error"
+    with pytest.raises(ollama_client.ResponseError) as caught:
+        client.embeddings(model="nomic-embed-text", prompt="x")
+    assert caught.value.status_code == 404 and "not found" in caught.value.error
+
+
+def test_http_embedder_embeddings_one_text_per_request_bounded(ollama: OllamaServer) -> None:
+    """The spec's default protocol: one ``/api/embeddings`` request per text, at most CONCURRENCY at once,
+    vectors in the order of the texts whatever order the answers come in."""
+    ollama.delay = 0.05
+    embedder = HttpEmbedder(f"{ollama.base}/api/embeddings", "nomic-embed-text", timeout_ms=3000)
+    texts = [f"text number {i}" for i in range(20)]
+    vectors = embedder.embed(texts)
+    assert [v for v in vectors] == [pytest.approx(_vector(t)) for t in texts]
+    assert sorted(r["prompt"] for r in ollama.requests) == sorted(texts)
+    assert all(set(r) == {"path", "model", "prompt"} and r["path"] == "/api/embeddings" for r in ollama.requests)
+    assert 2 <= ollama.most_in_flight <= CONCURRENCY
+    assert embedder.embed([]) == [] and len(ollama.requests) == 20
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "message"),
+    [
+        ("error", EmbedderHTTPError, "HTTP 404"),
+        ("garbage", EmbedderBadResponse, "not JSON"),
+        ("short", EmbedderBadResponse, "malformed"),
+        ("slow", EmbedderTimeout, "did not answer within AXIOMME_EMBEDDER_MODEL_TIMEOUT_MS = 500 ms"),
+    ],
+)
+def test_http_embedder_embeddings_failures_are_typed(ollama: OllamaServer, mode: str, kind: type, message: str) -> None:
+    ollama.mode = mode
+    embedder = HttpEmbedder(f"{ollama.base}/api/embeddings", "m", timeout_ms=500)
+    with pytest.raises(kind, match=message) as caught:
+        embedder.embed(["a", "b", "c", "d", "e", "f"])
+    assert isinstance(caught.value, EmbedderError) and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -228,7 +305,34 @@ def test_engine_with_semantic_model_http(
         assert engine.index_info("docs").files == 3  # nothing half-written
 
 
+def test_engine_with_semantic_model_http_default_protocol(
+    ollama: OllamaServer, workspace: Workspace, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/api/embeddings`` (the spec's protocol) end to end: index, query, and a typed error when it fails."""
+    monkeypatch.setenv("AXIOMME_EMBEDDER", "semantic-model-http")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_MODEL_ENDPOINT", f"{ollama.base}/api/embeddings")
+    with RetrievalEngine(workspace) as engine:
+        assert len(engine.index_add(docs).added) == 3
+        assert engine.query("cats purr", k=2).hits[0].source_path == "cats.md"
+        assert {r["path"] for r in ollama.requests} == {"/api/embeddings"}
+        assert {r["model"] for r in ollama.requests} == {"nomic-embed-text"}  # the spec's default model
+        ollama.mode = "error"
+        with pytest.raises(EmbedderHTTPError):
+            engine.query("cats")
+
+
 def test_create_embedder_choices() -> None:
     assert isinstance(create_embedder(RetrievalSettings(embedder="hash")), HashEmbedder)
+    assert isinstance(create_embedder(RetrievalSettings(embedder="semantic-lite")), SemanticLiteEmbedder)
     http = create_embedder(RetrievalSettings(embedder="semantic-model-http"))
-    assert isinstance(http, HttpEmbedder) and http.endpoint == "http://127.0.0.1:11434/api/embed"
+    assert isinstance(http, HttpEmbedder) and http.endpoint == "http://127.0.0.1:11434/api/embeddings"
+    assert http.legacy and not http.batch and http.model == "nomic-embed-text" and http.timeout_s == 3.0
+    assert not http.strict
+    strict = create_embedder(
+        RetrievalSettings.from_env({"AXIOMME_EMBEDDER": "semantic-model-http", "AXIOMME_EMBEDDER_STRICT": "on"})
+    )
+    assert isinstance(strict, HttpEmbedder) and strict.strict
+    batch = create_embedder(
+        RetrievalSettings(embedder="semantic-model-http", http_endpoint="http://localhost:11434/api/embed")
+    )
+    assert isinstance(batch, HttpEmbedder) and batch.batch

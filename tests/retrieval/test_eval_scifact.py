@@ -89,3 +89,52 @@ def test_scifact_subset_does_not_regress(
     assert not drops, "retrieval quality regressed:\n" + "\n".join(drops)
     hybrid = result["methods"]["hybrid"]["ndcg@10"]
     assert hybrid > result["methods"]["bm25"]["ndcg@10"] and hybrid > result["methods"]["dense"]["ndcg@10"]
+
+
+LITE_BASELINE = Path(__file__).with_name("baseline_scifact_subset_lite.json")
+
+
+def test_semantic_lite_beats_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The no-model embedders on the CI subset: semantic-lite dense is well above hash dense, and
+    neither drops below its recorded nDCG@10 (dense and hybrid) by more than the tolerance."""
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"the SciFact collection is not at {SCIFACT}; the retrieval quality gate cannot run")
+        pytest.skip(f"the SciFact collection is not at {SCIFACT}")
+    baseline = json.loads(LITE_BASELINE.read_text(encoding="utf-8"))
+    parser = argparse.ArgumentParser(prog="aries")
+    parser.add_argument("-w", "--workspace")
+    register(parser.add_subparsers(dest="command"))
+    measured: dict[str, dict[str, float]] = {}
+    for embedder in ("hash", "semantic-lite"):
+        monkeypatch.setenv("AXIOMME_EMBEDDER", embedder)
+        args = parser.parse_args(
+            [
+                "eval",
+                "rag",
+                "--dataset",
+                str(SCIFACT),
+                "--limit-docs",
+                str(baseline["limit_docs"]),
+                "--cache",
+                str(tmp_path / "cache"),
+                "--json",
+            ]
+        )
+        assert args.func(args) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["queries"] == baseline["queries"]
+        assert result["environment"]["embedding_provider"] == embedder
+        measured[embedder] = {method: result["methods"][method]["ndcg@10"] for method in ("dense", "hybrid")}
+    drops = [
+        f"{embedder} {method} ndcg@10: {measured[embedder][method]:.4f} < baseline {expected:.4f}"
+        for embedder, methods in baseline["ndcg@10"].items()
+        for method, expected in methods.items()
+        if measured[embedder][method] < expected - baseline["tolerance"]
+    ]
+    assert not drops, "retrieval quality regressed:\n" + "\n".join(drops)
+    margin = measured["semantic-lite"]["dense"] - measured["hash"]["dense"]
+    assert margin >= baseline["min_dense_margin"], f"semantic-lite dense beats hash dense by only {margin:.4f}"
+    assert measured["semantic-lite"]["hybrid"] > measured["hash"]["hybrid"]

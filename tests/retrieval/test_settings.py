@@ -44,8 +44,28 @@ VARIABLES: list[tuple[str, str, Any, list[tuple[str, Any]], list[tuple[str, list
             ("hash", "hash"),
             ("Semantic-Model-HTTP", "semantic-model-http"),
             ("sentence-transformers", "sentence-transformers"),
+            (" Semantic-Lite ", "semantic-lite"),
         ],
-        [("bert", ["'bert'", "sentence-transformers, hash, semantic-model-http"])],
+        [
+            ("bert", ["'bert'", "sentence-transformers, semantic-lite, hash, semantic-model-http"]),
+            ("semantic_lite", ["'semantic_lite'"]),
+        ],
+    ),
+    (
+        "AXIOMME_EMBEDDER_STRICT",
+        "embedder_strict",
+        False,
+        [
+            ("1", True),
+            ("true", True),
+            (" YES ", True),
+            ("On", True),
+            ("0", False),
+            ("false", False),
+            ("no", False),
+            ("OFF", False),
+        ],
+        [("maybe", ["'maybe'", "1, true, yes or on"]), ("2", ["'2'"]), ("enabled", ["'enabled'"])],
     ),
     (
         "AXIOMME_EMBEDDER_BACKEND",
@@ -105,6 +125,23 @@ VARIABLES: list[tuple[str, str, Any, list[tuple[str, Any]], list[tuple[str, list
 
 def test_every_variable_is_covered() -> None:
     assert {v for v, *_ in VARIABLES} == {env for env, _ in ENV_VARS.values()}
+
+
+def test_spec_defaults_of_semantic_model_http() -> None:
+    """FR-010: the endpoint, model and timeout defaults of ``semantic-model-http``."""
+    assert DEFAULT_HTTP_ENDPOINT == "http://127.0.0.1:11434/api/embeddings"
+    assert DEFAULT_HTTP_MODEL == "nomic-embed-text" and DEFAULT_HTTP_TIMEOUT_MS == 3000
+    assert RetrievalSettings().embedder == "sentence-transformers"  # issue 13 keeps the default
+
+
+def test_process_environment_knows_the_new_values() -> None:
+    """``services.env_settings`` (the typed view of every variable) accepts and refuses alike."""
+    from services.env_settings import env_settings
+
+    assert env_settings({"AXIOMME_EMBEDDER": "Semantic-Lite"}).embedder == "semantic-lite"
+    assert env_settings({"AXIOMME_EMBEDDER_STRICT": "on"}).embedder_strict == "on"
+    with pytest.raises(ConfigError, match="AXIOMME_EMBEDDER_STRICT='maybe'"):
+        env_settings({"AXIOMME_EMBEDDER_STRICT": "maybe"})
 
 
 @pytest.mark.parametrize(("variable", "field", "default"), [row[:3] for row in VARIABLES])
@@ -234,7 +271,12 @@ def test_every_field_is_documented() -> None:
 # -- through the CLI: one line, exit 2, no traceback ------------------------------------------------
 @pytest.mark.parametrize(
     ("variable", "raw"),
-    [("AXIOMME_RETRIEVAL_BACKEND", "redis"), ("AXIOMME_EMBEDDER_THREADS", "two"), ("AXIOMME_CHROMA_URL", "ftp://x")],
+    [
+        ("AXIOMME_RETRIEVAL_BACKEND", "redis"),
+        ("AXIOMME_EMBEDDER_THREADS", "two"),
+        ("AXIOMME_CHROMA_URL", "ftp://x"),
+        ("AXIOMME_EMBEDDER_STRICT", "maybe"),
+    ],
 )
 def test_cli_reports_a_bad_variable_in_one_line(variable: str, raw: str, tmp_path: Path) -> None:
     env = {**os.environ, "ARIES_HOME": str(tmp_path), variable: raw}
