@@ -70,8 +70,10 @@ def load_aliases(path: Path) -> dict[str, tuple[str, ...]]:
     table: dict[str, tuple[str, ...]] = {}
     for key, value in data.items():
         values = [value] if isinstance(value, str) else value
-        if not isinstance(key, str | int) or not isinstance(values, list) or not all(
-            isinstance(item, str | int) for item in values
+        if (
+            not isinstance(key, str | int)
+            or not isinstance(values, list)
+            or not all(isinstance(item, str | int) for item in values)
         ):
             raise ConfigError(f"{path}: alias {key!r}: expected a term and a list of terms", setting="aliases")
         expansions = [fold(w) for item in values for w in _WORD.findall(str(item))]

@@ -30,7 +30,7 @@ def type_weight(level: str, name: str) -> float:
     return TYPE_WEIGHTS[level]
 
 
-def rerank_factor(profile: str, level: str, name: str, directory: str, abstract_dirs: Iterable[str] | set[str]) -> float:
+def rerank_factor(profile: str, level: str, name: str, directory: str, abstract_dirs: Iterable[str]) -> float:
     """The factor ``profile`` applies to one hit (``directory`` is the hit's parent URI)."""
     if profile == "off":
         return 1.0

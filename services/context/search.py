@@ -238,7 +238,8 @@ class ContextRetriever:
 
     def _hit(self, cand: _Cand, score: float) -> ContextHit:
         snippet = neutralize(" ".join(cand.hit.text.split()), single_line=True)[:SNIPPET_CHARS]
-        return ContextHit(uri=cand.key, score=round(score, 6), snippet=snippet, handle=cand.hit.handle, level=cand.level)
+        handle = cand.hit.handle
+        return ContextHit(uri=cand.key, score=round(score, 6), snippet=snippet, handle=handle, level=cand.level)
 
     def _factor(self, cand: _Cand, abstract_dirs: set[str]) -> float:
         return rerank_factor(self.settings.reranker, cand.level, cand.uri.name, str(cand.directory), abstract_dirs)
@@ -325,7 +326,8 @@ class ContextRetriever:
                 break
             if not any(dirs.uris[key].is_within(done) for done in chosen):
                 chosen.append(dirs.uris[key])
-        roots = [target] if target is not None else [AxiomUri.root(s) for s in CORE_SCOPES if f"axiom://{s}" in dirs.uris]
+        scopes = [AxiomUri.root(s) for s in CORE_SCOPES if f"axiom://{s}" in dirs.uris]
+        roots = [target] if target is not None else scopes
         for uri in [*chosen, *(r for r in roots if str(r) in dirs.uris and r not in chosen)]:
             key = str(uri)
             priority = dirs.own(key)

@@ -137,7 +137,8 @@ class TraceStore:
     def record(self, trace: Trace) -> None:
         with self._connect() as db:
             db.execute(
-                "INSERT INTO context_traces (id, ts, kind, query, stop_reason, hits, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO context_traces (id, ts, kind, query, stop_reason, hits, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     trace.id,
                     trace.ts,

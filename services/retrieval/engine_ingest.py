@@ -75,7 +75,8 @@ class IngestingEngine(EngineBase):
             raise NotFound(f"{given}: no such file or folder")
         root = given.resolve(strict=True)
         name = validate_name(name, "index") if name is not None else derive_index_name(root)
-        candidates, skipped = self._scan(root, include_hidden, exclude_top)  # before anything is created: refuse a bad root cleanly
+        # before anything is created: refuse a bad root cleanly
+        candidates, skipped = self._scan(root, include_hidden, exclude_top)
         report = IngestReport(index=name, root=root.as_posix())
 
         def waiting(message: str) -> None:  # another Aries writes this index: say so, as a progress event
