@@ -31,6 +31,7 @@ written to the ``context_traces`` table before the call returns.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import secrets
 import time
@@ -62,6 +63,9 @@ SESSION_MESSAGES = 6
 SESSION_TERMS = 6
 SNIPPET_CHARS = 200
 MIN_CANDIDATES = 200
+"""Candidate chunks search asks the index for (at least; 10 per hit wanted)."""
+FIND_CANDIDATES = 100
+"""Candidate chunks find asks for (at least; 10 per hit wanted)."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,7 @@ class ContextRetriever:
         from services.retrieval.fusion import fuse
 
         started = time.perf_counter()
-        top_n = min(1000, max(MIN_CANDIDATES, 20 * limit))
+        top_n = min(1000, max(MIN_CANDIDATES if all_levels else FIND_CANDIDATES, 10 * limit))
         perfect = fuse([("x", 1.0)], [("x", 1.0)], self.engine.settings.fusion)[0].score or 1.0
         seen: set[str] = set()
         out: list[_Cand] = []
@@ -222,10 +226,10 @@ class ContextRetriever:
                 continue
             if target is not None and not uri.is_within(target):
                 continue
-            key, level = str(uri), level_of(uri)
+            key, level = _text(uri), level_of(uri)
             if flt is not None and not flt.admits(uri, key, level, navigation=all_levels and level != "L2"):
                 continue
-            out.append(_Cand(uri, key, level, uri.parent, min(1.0, hit.score / perfect), hit))
+            out.append(_Cand(uri, key, level, _parent(uri), min(1.0, hit.score / perfect), hit))
         trace.timings["retrieve_ms"] = _ms(started)
         return out
 
@@ -242,7 +246,7 @@ class ContextRetriever:
         return ContextHit(uri=cand.key, score=round(score, 6), snippet=snippet, handle=handle, level=cand.level)
 
     def _factor(self, cand: _Cand, abstract_dirs: set[str]) -> float:
-        return rerank_factor(self.settings.reranker, cand.level, cand.uri.name, str(cand.directory), abstract_dirs)
+        return rerank_factor(self.settings.reranker, cand.level, cand.uri.name, _text(cand.directory), abstract_dirs)
 
     # -- find ------------------------------------------------------------------------------
     def find(
@@ -261,7 +265,7 @@ class ContextRetriever:
         trace = self._start("find", query, target, limit, budget)
         trace.filter = asdict(filter) if filter else {}
         cands = self._collect(trace, target, filter, limit, all_levels=False)
-        abstract_dirs = {str(c.directory) for c in cands if c.level == "L0"}
+        abstract_dirs = {_text(c.directory) for c in cands if c.level == "L0"}
         base = len(target.segments) if target is not None else 0
         scored: list[tuple[float, _Cand]] = []
         nodes = deepest = 0
@@ -315,7 +319,7 @@ class ContextRetriever:
         cands = self._collect(trace, target, filter, limit, all_levels=True)
         walk_started = time.perf_counter()
         dirs = _directories(cands, target)
-        abstract_dirs = {str(c.directory) for c in cands if c.level == "L0"}
+        abstract_dirs = {_text(c.directory) for c in cands if c.level == "L0"}
         boost = DIR_BOOST if self.settings.reranker != "off" else 1.0
 
         heap: list[tuple[float, str, int, float]] = []  # (-priority, dir key, depth, priority)
@@ -427,6 +431,22 @@ class ContextRetriever:
         return self.traces.recent(limit)
 
 
+@functools.lru_cache(maxsize=65536)
+def _text(uri: AxiomUri) -> str:
+    return str(uri)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parent(uri: AxiomUri) -> AxiomUri:
+    return uri.parent
+
+
+@functools.lru_cache(maxsize=65536)
+def _chain(uri: AxiomUri) -> tuple[AxiomUri, ...]:
+    """``uri`` and its ancestors, nearest first."""
+    return (uri, *uri.ancestors)
+
+
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
@@ -445,20 +465,21 @@ def _directories(cands: list[_Cand], target: AxiomUri | None) -> _Dirs:
     dirs = _Dirs()
     for cand in cands:
         here = cand.directory
-        dirs.uris.setdefault(str(here), here)
+        where = _text(here)
+        dirs.uris.setdefault(where, here)
         if cand.level == "L2":
-            dirs.files.setdefault(str(here), []).append(cand)
+            dirs.files.setdefault(where, []).append(cand)
         else:
-            dirs.tier[str(here)] = max(dirs.tier.get(str(here), 0.0), cand.score)
-        chain = [here, *here.ancestors]
+            dirs.tier[where] = max(dirs.tier.get(where, 0.0), cand.score)
+        chain = _chain(here)
         for position, node in enumerate(chain):
-            key = str(node)
+            key = _text(node)
             dirs.uris.setdefault(key, node)
             dirs.best[key] = max(dirs.best.get(key, 0.0), cand.score)
             if cand.level == "L2":
                 dirs.best_l2[key] = max(dirs.best_l2.get(key, 0.0), cand.score)
             if position:
-                dirs.children.setdefault(key, {})[str(chain[position - 1])] = chain[position - 1]
+                dirs.children.setdefault(key, {})[_text(chain[position - 1])] = chain[position - 1]
             if target is not None and node == target:
                 break
     return dirs
