@@ -31,22 +31,32 @@ written to the ``context_traces`` table before the call returns.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import secrets
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from services.context.index import INDEX_NAME, NotContextSource, level_of, uri_of_source
 from services.context.normalize import ALIASES_FILE, fold, load_aliases, normalize_query
 from services.context.rerank import DIR_BOOST, order_key, rerank_factor
+from services.context.search_types import (
+    Cand,
+    ContextHit,
+    RetrievalResult,
+    SearchFilter,
+    directories,
+    parent_of,
+    text_of,
+)
 from services.context.settings import ContextSettings
 from services.context.traces import Budget, Trace, TraceStore
 from services.context.uri import CORE_SCOPES, AxiomUri, parse_uri
 from services.errors import InvalidInput
 from services.textsafe import neutralize
+
+__all__ = ["Budget", "ContextHit", "ContextRetriever", "RetrievalResult", "SearchFilter", "Trace"]
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,83 +76,6 @@ MIN_CANDIDATES = 200
 """Candidate chunks search asks the index for (at least; 10 per hit wanted)."""
 FIND_CANDIDATES = 100
 """Candidate chunks find asks for (at least; 10 per hit wanted)."""
-
-
-@dataclass(frozen=True)
-class SearchFilter:
-    """Which files may be hits: a scope, a URI prefix, file types (suffixes, no dot), levels."""
-
-    scope: str | None = None
-    prefix: str | None = None
-    file_types: tuple[str, ...] = ()
-    levels: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.scope is not None and self.scope not in CORE_SCOPES:
-            raise InvalidInput(f"scope {self.scope!r} is not searchable; use one of: {', '.join(CORE_SCOPES)}")
-        if self.prefix is not None:
-            parse_uri(self.prefix)
-        bad = [level for level in self.levels if level not in ("L0", "L1", "L2")]
-        if bad:
-            raise InvalidInput(f"unknown level {bad[0]!r}; use L0, L1 or L2")
-
-    def admits(self, uri: AxiomUri, key: str, level: str, *, navigation: bool = False) -> bool:
-        """Scope and prefix always; levels and file types only for hits (not for ``navigation``)."""
-        if self.scope is not None and uri.scope != self.scope:
-            return False
-        if self.prefix is not None and not (key == self.prefix or key.startswith(self.prefix.rstrip("/") + "/")):
-            return False
-        if navigation:
-            return True
-        if self.levels and level not in self.levels:
-            return False
-        return not self.file_types or uri.name.rsplit(".", 1)[-1].lower() in self.file_types
-
-
-@dataclass(frozen=True)
-class ContextHit:
-    uri: str
-    score: float
-    snippet: str
-    handle: str
-    level: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RetrievalResult:
-    hits: list[ContextHit]
-    trace: Trace
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"hits": [hit.to_dict() for hit in self.hits], "trace": self.trace.to_dict()}
-
-
-@dataclass
-class _Cand:
-    uri: AxiomUri
-    key: str
-    level: str
-    directory: AxiomUri
-    score: float
-    hit: Hit
-
-
-@dataclass
-class _Dirs:
-    """The directory view of the candidates (keys are URI strings)."""
-
-    tier: dict[str, float] = field(default_factory=dict)
-    best: dict[str, float] = field(default_factory=dict)
-    best_l2: dict[str, float] = field(default_factory=dict)
-    files: dict[str, list[_Cand]] = field(default_factory=dict)
-    children: dict[str, dict[str, AxiomUri]] = field(default_factory=dict)
-    uris: dict[str, AxiomUri] = field(default_factory=dict)
-
-    def own(self, key: str) -> float:
-        return (self.tier.get(key, 0.0) + self.best.get(key, 0.0)) / 2
 
 
 class ContextRetriever:
@@ -207,7 +140,7 @@ class ContextRetriever:
 
     def _collect(
         self, trace: Trace, target: AxiomUri | None, flt: SearchFilter | None, limit: int, *, all_levels: bool
-    ) -> list[_Cand]:
+    ) -> list[Cand]:
         """The best chunk of each file within ``target`` (and the filter), best first."""
         from services.retrieval.fusion import fuse
 
@@ -215,7 +148,7 @@ class ContextRetriever:
         top_n = min(1000, max(MIN_CANDIDATES if all_levels else FIND_CANDIDATES, 10 * limit))
         perfect = fuse([("x", 1.0)], [("x", 1.0)], self.engine.settings.fusion)[0].score or 1.0
         seen: set[str] = set()
-        out: list[_Cand] = []
+        out: list[Cand] = []
         for hit in self._candidates(trace.normalized, top_n):
             if hit.source_path in seen:
                 continue
@@ -226,10 +159,10 @@ class ContextRetriever:
                 continue
             if target is not None and not uri.is_within(target):
                 continue
-            key, level = _text(uri), level_of(uri)
+            key, level = text_of(uri), level_of(uri)
             if flt is not None and not flt.admits(uri, key, level, navigation=all_levels and level != "L2"):
                 continue
-            out.append(_Cand(uri, key, level, _parent(uri), min(1.0, hit.score / perfect), hit))
+            out.append(Cand(uri, key, level, parent_of(uri), min(1.0, hit.score / perfect), hit))
         trace.timings["retrieve_ms"] = _ms(started)
         return out
 
@@ -240,13 +173,13 @@ class ContextRetriever:
         self.traces.record(trace)
         return RetrievalResult(hits=hits, trace=trace)
 
-    def _hit(self, cand: _Cand, score: float) -> ContextHit:
+    def _hit(self, cand: Cand, score: float) -> ContextHit:
         snippet = neutralize(" ".join(cand.hit.text.split()), single_line=True)[:SNIPPET_CHARS]
         handle = cand.hit.handle
         return ContextHit(uri=cand.key, score=round(score, 6), snippet=snippet, handle=handle, level=cand.level)
 
-    def _factor(self, cand: _Cand, abstract_dirs: set[str]) -> float:
-        return rerank_factor(self.settings.reranker, cand.level, cand.uri.name, _text(cand.directory), abstract_dirs)
+    def _factor(self, cand: Cand, abstract_dirs: set[str]) -> float:
+        return rerank_factor(self.settings.reranker, cand.level, cand.uri.name, text_of(cand.directory), abstract_dirs)
 
     # -- find ------------------------------------------------------------------------------
     def find(
@@ -265,9 +198,9 @@ class ContextRetriever:
         trace = self._start("find", query, target, limit, budget)
         trace.filter = asdict(filter) if filter else {}
         cands = self._collect(trace, target, filter, limit, all_levels=False)
-        abstract_dirs = {_text(c.directory) for c in cands if c.level == "L0"}
+        abstract_dirs = {text_of(c.directory) for c in cands if c.level == "L0"}
         base = len(target.segments) if target is not None else 0
-        scored: list[tuple[float, _Cand]] = []
+        scored: list[tuple[float, Cand]] = []
         nodes = deepest = 0
         stop, cut = "exhausted", False
         for cand in cands:
@@ -318,8 +251,8 @@ class ContextRetriever:
                 trace.normalized = f"{trace.normalized} {' '.join(trace.expansion)}"
         cands = self._collect(trace, target, filter, limit, all_levels=True)
         walk_started = time.perf_counter()
-        dirs = _directories(cands, target)
-        abstract_dirs = {_text(c.directory) for c in cands if c.level == "L0"}
+        dirs = directories(cands, target)
+        abstract_dirs = {text_of(c.directory) for c in cands if c.level == "L0"}
         boost = DIR_BOOST if self.settings.reranker != "off" else 1.0
 
         heap: list[tuple[float, str, int, float]] = []  # (-priority, dir key, depth, priority)
@@ -342,7 +275,7 @@ class ContextRetriever:
             reach = max(priority, dirs.best.get(key, 0.0))
             return (FILE_WEIGHT * dirs.best_l2.get(key, 0.0) + (1 - FILE_WEIGHT) * reach) * boost
 
-        collected: list[tuple[float, _Cand]] = []
+        collected: list[tuple[float, Cand]] = []
         visited: set[str] = set()
         nodes = deepest = 0
         stop, cut = "exhausted", False
@@ -431,22 +364,6 @@ class ContextRetriever:
         return self.traces.recent(limit)
 
 
-@functools.lru_cache(maxsize=65536)
-def _text(uri: AxiomUri) -> str:
-    return str(uri)
-
-
-@functools.lru_cache(maxsize=65536)
-def _parent(uri: AxiomUri) -> AxiomUri:
-    return uri.parent
-
-
-@functools.lru_cache(maxsize=65536)
-def _chain(uri: AxiomUri) -> tuple[AxiomUri, ...]:
-    """``uri`` and its ancestors, nearest first."""
-    return (uri, *uri.ancestors)
-
-
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
@@ -458,28 +375,3 @@ def _target(target_uri: AxiomUri | str | None) -> AxiomUri | None:
     if uri.scope not in CORE_SCOPES:
         raise NotContextSource(f"{uri} is in the internal scope {uri.scope}, which is never indexed")
     return uri
-
-
-def _directories(cands: list[_Cand], target: AxiomUri | None) -> _Dirs:
-    """Tier scores, best scores below, L2 files and children of every directory holding candidates."""
-    dirs = _Dirs()
-    for cand in cands:
-        here = cand.directory
-        where = _text(here)
-        dirs.uris.setdefault(where, here)
-        if cand.level == "L2":
-            dirs.files.setdefault(where, []).append(cand)
-        else:
-            dirs.tier[where] = max(dirs.tier.get(where, 0.0), cand.score)
-        chain = _chain(here)
-        for position, node in enumerate(chain):
-            key = _text(node)
-            dirs.uris.setdefault(key, node)
-            dirs.best[key] = max(dirs.best.get(key, 0.0), cand.score)
-            if cand.level == "L2":
-                dirs.best_l2[key] = max(dirs.best_l2.get(key, 0.0), cand.score)
-            if position:
-                dirs.children.setdefault(key, {})[_text(chain[position - 1])] = chain[position - 1]
-            if target is not None and node == target:
-                break
-    return dirs
