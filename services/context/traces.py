@@ -31,7 +31,8 @@ from services.context.errors import ContextError
 from services.errors import InvalidInput, NotFound
 
 STOP_REASONS: tuple[str, ...] = ("exhausted", "limit", "max_ms", "max_nodes", "max_depth")
-DEFAULT_MAX_MS = 2000.0
+DEFAULT_MAX_MS = 10_000.0
+"""A safety net (a cold first query opens the index: seconds on a loaded machine); set tighter per call."""
 DEFAULT_MAX_NODES = 2000
 DEFAULT_MAX_DEPTH = 32
 
