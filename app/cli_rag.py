@@ -216,7 +216,9 @@ def index_add(
     console = Console(stderr=True)
     cancel = threading.Event()
     outcome: dict[str, Any] = {}
-    wait = {"wait_s": wait_s} if wait_s is not None else {}
+    from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
+
+    wait = DEFAULT_WRITE_WAIT_S if wait_s is None else wait_s
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -250,7 +252,7 @@ def index_add(
 
         def work() -> None:
             try:
-                outcome["report"] = engine.index_add(path, name, progress=on_progress, cancel=cancel, **wait)
+                outcome["report"] = engine.index_add(path, name, progress=on_progress, cancel=cancel, wait_s=wait)
             except BaseException as exc:  # re-raised in the main thread
                 outcome["error"] = exc
 
