@@ -1,9 +1,220 @@
-"""``aries context find|search|trace`` (ctx-search fills this in)."""
+"""``aries context find|search|trace``: retrieval over the context index, with budgets and traces.
+
+``find`` is the flat ranked lookup, ``search`` the directory-aware recursive one (see
+:mod:`services.context.search`); both print a ranked table of URIs and the id of the trace they
+wrote (``--json``: hits and trace).  ``trace`` lists recent traces, or shows one.  The settings
+(``AXIOMME_RETRIEVAL_BACKEND``, ``AXIOMME_QUERY_NORMALIZER``, ``AXIOMME_RERANKER`` ...) are read
+before anything is opened, so a bad value fails fast with one line.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.context.search import ContextRetriever, RetrievalResult
+    from services.context.traces import Trace
 
 
 def register_search_commands(sub: Any) -> None:
     """Add find, search and trace to the ``context`` parser's sub-parsers."""
+    find = sub.add_parser("find", help="flat ranked lookup over the context index (files, best chunk each)")
+    _query_options(find)
+    find.set_defaults(func=handle_find)
+    search = sub.add_parser("search", help="directory-aware recursive retrieval, with a trace")
+    _query_options(search)
+    search.add_argument("--session", metavar="ID", help="expand the query with this session's recent messages")
+    search.set_defaults(func=handle_search)
+    trace = sub.add_parser("trace", help="list recent retrieval traces, or show one")
+    workspace_option(trace)
+    trace.add_argument("id", nargs="?", help="the trace to show (default: list recent ones)")
+    trace.add_argument("-n", type=int, default=20, metavar="N", help="how many to list (default 20)")
+    trace.add_argument("--json", action="store_true", help="print JSON")
+    trace.set_defaults(func=handle_trace)
+
+
+def workspace_option(parser: argparse.ArgumentParser) -> None:
+    """``-w/--workspace`` as :func:`app.cli_context.workspace_option` makes it (a copy: importing that
+    module from here is an import cycle, since it imports this one, and lint-imports refuses it)."""
+    parser.add_argument(
+        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
+    )
+
+
+def _query_options(parser: argparse.ArgumentParser) -> None:
+    workspace_option(parser)
+    parser.add_argument("query", help="what to look for")
+    parser.add_argument("--target", metavar="URI", help="only below this axiom:// URI")
+    parser.add_argument("-n", "--limit", type=int, default=10, metavar="N", help="most hits (default 10)")
+    parser.add_argument("--threshold", type=float, metavar="X", help="drop hits scoring below X (0..1)")
+    parser.add_argument("--scope", help="only this scope (resources, user, agent, session)")
+    parser.add_argument("--type", dest="types", action="append", metavar="EXT", help="only files ending .EXT")
+    parser.add_argument("--max-ms", type=float, metavar="N", help="time budget in ms")
+    parser.add_argument("--max-nodes", type=int, metavar="N", help="most directories (search) or files (find)")
+    parser.add_argument("--max-depth", type=int, metavar="N", help="most levels below a start point / the target")
+    parser.add_argument("--sync", action="store_true", help="bring the index up to date with the tree first")
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+
+@contextmanager
+def _retriever(args: argparse.Namespace) -> Iterator[ContextRetriever]:
+    from services.context.index import sync_index
+    from services.context.search import ContextRetriever
+    from services.context.settings import ContextSettings
+    from services.context.tree import ContextTree
+    from services.retrieval import RetrievalEngine
+    from services.retrieval.settings import RetrievalSettings
+    from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
+
+    retrieval = RetrievalSettings.from_env()  # ConfigError before anything is opened
+    settings = ContextSettings.from_env()
+    name = getattr(args, "workspace", None)
+    workspace: Workspace
+    if name:
+        workspace, _ = WorkspaceManager().open(name)
+    else:
+        workspace = ephemeral_workspace()
+        sys.stderr.write("aries: no workspace given (-w NAME): using an empty ephemeral workspace\n")
+    engine = RetrievalEngine(workspace, retrieval)
+    retriever: ContextRetriever | None = None
+    try:
+        tree = ContextTree(workspace.root / "context")
+        if getattr(args, "sync", False):
+            sync_index(tree, engine)
+        retriever = ContextRetriever(tree, engine, settings=settings)
+        yield retriever
+    finally:
+        if retriever is not None:
+            retriever.close()
+        engine.close()
+        workspace.close()
+
+
+def _budget(args: argparse.Namespace) -> Any:
+    from services.context.traces import Budget
+
+    given = {key: getattr(args, key) for key in ("max_ms", "max_nodes", "max_depth") if getattr(args, key) is not None}
+    return Budget(**given)
+
+
+def _filter(args: argparse.Namespace) -> Any:
+    from services.context.search import SearchFilter
+
+    if args.scope is None and not args.types:
+        return None
+    types = tuple(t.lower().lstrip(".") for t in args.types or ())
+    return SearchFilter(scope=args.scope, file_types=types)
+
+
+def handle_find(args: argparse.Namespace) -> int:
+    """Flat ranked lookup: one row per file (its best chunk)."""
+    budget, flt = _budget(args), _filter(args)
+    with _retriever(args) as retriever:
+        result = retriever.find(
+            args.query, args.target, limit=args.limit, score_threshold=args.threshold, filter=flt, budget=budget
+        )
+    return _print_result(result, args.json)
+
+
+def handle_search(args: argparse.Namespace) -> int:
+    """Directory-aware recursive retrieval from the best L0/L1 start points."""
+    budget, flt = _budget(args), _filter(args)
+    with _retriever(args) as retriever:
+        result = retriever.search(
+            args.query,
+            args.target,
+            session=args.session,
+            limit=args.limit,
+            score_threshold=args.threshold,
+            filter=flt,
+            budget=budget,
+        )
+    return _print_result(result, args.json)
+
+
+def handle_trace(args: argparse.Namespace) -> int:
+    """Recent traces (newest first), or one trace: start points, steps, stop reason."""
+    with _retriever(args) as retriever:
+        if args.id:
+            trace = retriever.trace(args.id)
+            if args.json:
+                _print_json(trace.to_dict())
+            else:
+                _print_trace(trace)
+            return 0
+        traces = retriever.recent_traces(args.n)
+    if args.json:
+        _print_json([t.to_dict() for t in traces])
+        return 0
+    if not traces:
+        print("no traces yet; run: aries context find|search QUERY")
+        return 0
+    print(f"{'id':<12}  {'when':<24}  {'kind':<6}  {'stop':<9}  {'hits':>4}  query")
+    for t in traces:
+        print(f"{t.id:<12}  {t.ts:<24}  {t.kind:<6}  {t.stop_reason:<9}  {len(t.hits):>4}  {_safe(t.query)}")
+    return 0
+
+
+def _print_result(result: RetrievalResult, as_json: bool) -> int:
+    if as_json:
+        _print_json(result.to_dict())
+        return 0
+    trace = result.trace
+    if not result.hits:
+        print("no hits")
+    else:
+        print(f"{'#':>3}  {'score':>7}  {'lvl':<3}  uri")
+        for rank, hit in enumerate(result.hits, start=1):
+            print(f"{rank:>3}  {hit.score:>7.4f}  {hit.level:<3}  {_safe(hit.uri)}")
+            print(f"{'':>3}  {'':>7}  {'':<3}  {_safe(hit.snippet)[:100]}")
+    used = trace.budget_used
+    print(
+        f"trace {trace.id}: stop {trace.stop_reason}, {used.get('nodes', 0)} nodes, "
+        f"{used.get('ms', 0):.1f} ms (aries context trace {trace.id})"
+    )
+    return 0
+
+
+def _print_trace(trace: Trace) -> None:
+    print(f"trace {trace.id}  {trace.kind}  {trace.ts}")
+    print(f"query: {_safe(trace.query)}")
+    print(f"normalized: {_safe(trace.normalized)}")
+    if trace.expansion:
+        print(f"session terms: {_safe(' '.join(trace.expansion))}")
+    if trace.target:
+        print(f"target: {_safe(trace.target)}")
+    print(f"settings: {trace.settings}  budget: {trace.budget}")
+    print("start points:")
+    for point in trace.start_points:
+        print(f"  {point['score']:.4f}  {_safe(point['uri'])}")
+    print("steps:")
+    for number, step in enumerate(trace.steps, start=1):
+        print(
+            f"  {number:>3}. depth {step['depth']}  {step['score']:.4f}  {_safe(step['directory'])}  "
+            f"({len(step['hits'])} hits, {len(step['children'])} children kept)"
+        )
+        for child in step["children"]:
+            print(f"         → {child['score']:.4f}  {_safe(child['uri'])}")
+    used = trace.budget_used
+    print(f"budget used: {used.get('ms', 0)} ms, {used.get('nodes', 0)} nodes, depth {used.get('depth', 0)}")
+    print(f"stop reason: {trace.stop_reason}")
+    print(f"timings: {trace.timings}")
+    print(f"hits: {len(trace.hits)}")
+    for hit in trace.hits:
+        print(f"  {hit['score']:.4f}  {hit['level']}  {_safe(hit['uri'])}")
+
+
+def _print_json(data: Any) -> None:
+    from app.cli import print_json  # control and bidi characters escaped, still valid JSON
+
+    print_json(data)
+
+
+def _safe(text: object) -> str:
+    from services.textsafe import neutralize
+
+    return neutralize(str(text), single_line=True)

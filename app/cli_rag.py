@@ -225,7 +225,9 @@ def index_add(
 
     console = Console(stderr=True)
     cancel = threading.Event()
-    wait = {"wait_s": wait_s} if wait_s is not None else {}
+    from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
+
+    wait = DEFAULT_WRITE_WAIT_S if wait_s is None else wait_s
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -258,7 +260,7 @@ def index_add(
                 bar.update(task, description="written", completed=event.done, total=event.total, detail="")
 
         report: IngestReport = run_cancellable(
-            lambda: engine.index_add(path, name, progress=on_progress, cancel=cancel, **wait),
+            lambda: engine.index_add(path, name, progress=on_progress, cancel=cancel, wait_s=wait),
             cancel,
             "aries: cancelling after the current file…",
             console,

@@ -49,6 +49,9 @@ class RetrievalEngine(IngestingEngine):
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
         wait_s: float = DEFAULT_WRITE_WAIT_S,
+        include_hidden: tuple[str, ...] = (),
+        exclude_top: tuple[str, ...] = (),
+        activate: bool = True,
     ) -> IngestReport:
         """:meth:`IngestingEngine.index_add`, after rebuilding a damaged or missing vector store
         from the manifest (unchanged files are never re-embedded, so this is what brings them
@@ -68,7 +71,16 @@ class RetrievalEngine(IngestingEngine):
                         except Cancelled:
                             report = IngestReport(index=label, root=given.as_posix(), cancelled=True)
                             return report
-                report = super().index_add(path, name, progress=progress, cancel=cancel, wait_s=wait_s)
+                report = super().index_add(
+                    path,
+                    name,
+                    progress=progress,
+                    cancel=cancel,
+                    wait_s=wait_s,
+                    include_hidden=include_hidden,
+                    exclude_top=exclude_top,
+                    activate=activate,
+                )
         except IndexStorageError:
             self._forget(label)  # reopened on next use: the journal is replayed then
             raise

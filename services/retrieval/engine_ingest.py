@@ -46,6 +46,9 @@ class IngestingEngine(EngineBase):
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
         wait_s: float = DEFAULT_WRITE_WAIT_S,
+        include_hidden: tuple[str, ...] = (),
+        exclude_top: tuple[str, ...] = (),
+        activate: bool = True,
     ) -> IngestReport:
         """Index a file or a folder (recursively) into ``name``; incremental and whole-file atomic.
 
@@ -60,6 +63,11 @@ class IngestingEngine(EngineBase):
         One writer per index: while another Aries (process or thread) writes ``name``, this
         one reports a ``wait`` progress event (its ``path`` is the message to show), waits up
         to ``wait_s`` seconds and then raises :class:`IndexBusy`; ``cancel`` stops the wait.
+
+        The folder walk skips names beginning with ``.`` except the file names in
+        ``include_hidden``, and skips the top-level folders named in ``exclude_top`` (the context
+        index uses both: tier files in, ``temp``/``queue`` out).  ``activate=False`` leaves the
+        workspace's active index alone (by default a first index becomes the active one).
         """
         started = time.monotonic()
         given = Path(os.fspath(path)).expanduser()
@@ -67,7 +75,8 @@ class IngestingEngine(EngineBase):
             raise NotFound(f"{given}: no such file or folder")
         root = given.resolve(strict=True)
         name = validate_name(name, "index") if name is not None else derive_index_name(root)
-        candidates, skipped = self._scan(root)  # before anything is created: refuse a bad root cleanly
+        # before anything is created: refuse a bad root cleanly
+        candidates, skipped = self._scan(root, include_hidden, exclude_top)
         report = IngestReport(index=name, root=root.as_posix())
 
         def waiting(message: str) -> None:  # another Aries writes this index: say so, as a progress event
@@ -79,7 +88,9 @@ class IngestingEngine(EngineBase):
         held = locks.writer(wait_s=wait_s, on_wait=waiting, cancel=cancel) if locks else contextlib.nullcontext()
         try:
             with held:
-                return self._add_locked(root, name, candidates, skipped, report, started, progress, cancel)
+                return self._add_locked(
+                    root, name, candidates, skipped, report, started, progress, cancel, activate=activate
+                )
         except WaitCancelled:
             report.cancelled = True
             report.elapsed_s = round(time.monotonic() - started, 3)
@@ -95,6 +106,8 @@ class IngestingEngine(EngineBase):
         started: float,
         progress: ProgressCallback | None,
         cancel: threading.Event | None,
+        *,
+        activate: bool = True,
     ) -> IngestReport:
         store = self._store(name, create=True)
         self._check_model(store, record=True)  # records model, backend and quantization in a new index
@@ -202,15 +215,20 @@ class IngestingEngine(EngineBase):
                 report.cancelled = True
                 report.removed = [path for path in report.removed if store.file(path) is None]
         store.record_failures(failed, cleared=[*report.unchanged, *report.updated, *report.removed])
-        if not report.cancelled and self.active_index is None:
+        if activate and not report.cancelled and self.active_index is None:
             self._set_active(name)
             report.activated = True
         report.elapsed_s = round(time.monotonic() - started, 3)
         emit("done", len(candidates), len(candidates))
         return report
 
-    def _scan(self, root: Path) -> tuple[list[tuple[str, Path]], list[FileIssue]]:
-        """(relative POSIX path, real path) of the files to read, sorted; and what was skipped."""
+    def _scan(
+        self, root: Path, include_hidden: tuple[str, ...] = (), exclude_top: tuple[str, ...] = ()
+    ) -> tuple[list[tuple[str, Path]], list[FileIssue]]:
+        """(relative POSIX path, real path) of the files to read, sorted; and what was skipped.
+
+        Names beginning with ``.`` are skipped unless they are files named in ``include_hidden``;
+        folders named in ``exclude_top`` directly under ``root`` are skipped."""
         skipped: list[FileIssue] = []
         if root.is_file():
             if content_type_for(root.name) is None:
@@ -222,6 +240,8 @@ class IngestingEngine(EngineBase):
         for directory, dirnames, filenames in os.walk(root, followlinks=False):
             base = Path(directory)
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            if exclude_top and base == root:
+                dirnames[:] = [d for d in dirnames if d not in exclude_top]
             for dirname in list(dirnames):
                 link = base / dirname
                 if link.is_symlink():
@@ -235,7 +255,7 @@ class IngestingEngine(EngineBase):
                     )
                     skipped.append(_issue(rel, reason))
             for filename in sorted(filenames):
-                if filename.startswith("."):
+                if filename.startswith(".") and filename not in include_hidden:
                     continue
                 path = base / filename
                 rel = path.relative_to(root).as_posix()
