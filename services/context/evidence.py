@@ -47,13 +47,13 @@ HOSTILE_URIS: tuple[str, ...] = (
     "axiom://resources/\u2024\u2024/x",
     "axiom://resources//a",
     "axiom://resources/./a",
-    "axiom://resources/.hidden",
+    "axiom://resources/a/./b",
     "axiom://resources/a\x00b",
     "axiom://resources/a\x1bb",
     "axiom://resources/a\u202eb",
     "axiom://resources/a\x7fb",
     "axiom://nowhere/a",
-    "axiom://Resources/a",
+    "axiom://resources/%00",
     "axiom://",
     "axiom:resources/a",
     "file:///etc/passwd",
@@ -193,8 +193,10 @@ def _security(service: ContextService) -> list[Row]:
         "user write of a tier name": AxiomUri("resources", (".abstract.md",)),
     }
     for label, uri in attempts.items():
+        before = tree.read_bytes(uri) if tree.exists(uri) else None
         ok, code = _refused(lambda uri=uri: tree.write_text(uri, "x", actor="user"), ScopeReadOnly)  # type: ignore[misc]
-        rows.append((label, f"refused ({code})" if ok else code, ok and not tree.exists(uri)))
+        after = tree.read_bytes(uri) if tree.exists(uri) else None
+        rows.append((label, f"refused ({code})" if ok else code, ok and before == after))
     ok, code = _refused(lambda: tree.remove(AxiomUri("resources"), actor="user", recursive=True), ScopeReadOnly)
     rows.append(("user removal of a scope folder", f"refused ({code})" if ok else code, ok))
     rows.append(_package_check())
