@@ -19,6 +19,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from services.context.errors import ContextError, InvalidUri
@@ -66,6 +67,30 @@ class Collected:
     files: list[str] = field(default_factory=list)
     bytes: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class AddReport:
+    source: str
+    uri: str
+    kind: str
+    files: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    bytes: int = 0
+    replaced: bool = False
+    jobs: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "uri": self.uri,
+            "kind": self.kind,
+            "files": list(self.files),
+            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
+            "bytes": self.bytes,
+            "replaced": self.replaced,
+            "jobs": list(self.jobs),
+        }
 
 
 def _supported(name: str) -> bool:
@@ -195,11 +220,36 @@ def _type_of(name: str) -> str | None:
     return content_type_for(name)
 
 
+def fetch_url(session: Any, workspace: Any, url: str) -> tuple[bytes, str, str]:
+    """Fetch ``url`` through ``session``'s ``builtin:web:fetch`` (policy, approval, audit): the body,
+    the final URL and the content type.  A refusal is :class:`UrlRefused`; any other failure, an HTTP
+    error status or a body cut at the fetch limit (it would be incomplete) is :class:`UrlFetchFailed`."""
+    result = session.call_tool_sync("builtin:web:fetch", {"url": url})
+    if not result.ok:
+        message = result.error.message if result.error is not None else "the fetch failed"
+        rule = result.error.details.get("rule") if result.error is not None else None
+        if rule == "approval.no_approver":
+            raise UrlRefused(f"{url}: refused: the fetch needs approval (aries context add --approve): {message}")
+        if result.denied:
+            raise UrlRefused(f"{url}: refused: {message}")
+        raise UrlFetchFailed(f"{url}: {message}")
+    data = result.data or {}
+    if data.get("truncated"):
+        raise UrlFetchFailed(f"{url}: the body is over the fetch limit; not added (it would be incomplete)")
+    status = int(data.get("status") or 0)
+    if status >= 400:
+        raise UrlFetchFailed(f"{url}: the server answered HTTP {status}")
+    registry = workspace.artifacts
+    body: bytes = registry.read_bytes(registry.get(str(data["artifact_id"])))
+    return body, str(data.get("final_url") or url), str(data.get("content_type") or "")
+
+
 def is_url(source: str) -> bool:
     return source.lower().startswith(("http://", "https://"))
 
 
 __all__ = [
+    "AddReport",
     "Collected",
     "IngestError",
     "NothingToAdd",
@@ -209,6 +259,7 @@ __all__ = [
     "UrlRefused",
     "collect_local",
     "default_name",
+    "fetch_url",
     "is_url",
     "url_name",
 ]

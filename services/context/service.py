@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from services.context.errors import ResourceNotFound, WrongKind
 from services.context.ingest import (
+    AddReport,
     IngestError,
     Progress,
-    UrlFetchFailed,
-    UrlRefused,
     collect_local,
     default_name,
+    fetch_url,
     is_url,
     url_name,
 )
@@ -105,30 +105,6 @@ def _folder_of(source_path: str) -> str:
     """The folder URI of a path relative to the context root (``user/memories/x.md``)."""
     parts = Path(source_path).parts
     return str(AxiomUri(parts[0], tuple(parts[1:-1])))
-
-
-@dataclass
-class AddReport:
-    source: str
-    uri: str
-    kind: str
-    files: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    bytes: int = 0
-    replaced: bool = False
-    jobs: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "uri": self.uri,
-            "kind": self.kind,
-            "files": list(self.files),
-            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
-            "bytes": self.bytes,
-            "replaced": self.replaced,
-            "jobs": list(self.jobs),
-        }
 
 
 @dataclass
@@ -279,23 +255,8 @@ class ContextService:
         return exists
 
     def _add_url(self, url: str, to: AxiomUri | None, *, replace: bool, progress: Progress | None) -> AddReport:
-        session = self.session()
-        result = session.call_tool_sync("builtin:web:fetch", {"url": url})
-        if not result.ok:
-            message = result.error.message if result.error is not None else "the fetch failed"
-            rule = result.error.details.get("rule") if result.error is not None else None
-            if result.denied or rule == "approval.no_approver":
-                raise UrlRefused(f"{url}: refused: {message}")
-            raise UrlFetchFailed(f"{url}: {message}")
-        data = result.data or {}
-        if data.get("truncated"):
-            raise UrlFetchFailed(f"{url}: the body is over the fetch limit; not added (it would be incomplete)")
-        status = int(data.get("status") or 0)
-        if status >= 400:
-            raise UrlFetchFailed(f"{url}: the server answered HTTP {status}")
-        registry = self.workspace.artifacts
-        body = registry.read_bytes(registry.get(str(data["artifact_id"])))
-        name = url_name(str(data.get("final_url") or url), str(data.get("content_type") or ""))
+        body, final_url, content_type = fetch_url(self.session(), self.workspace, url)
+        name = url_name(final_url, content_type)
         dest = to if to is not None else AxiomUri("resources", (name,))
         existed = self._check_free(dest, replace)
         with self.tree.staging("user") as staging:
