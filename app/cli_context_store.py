@@ -224,19 +224,20 @@ def handle_session_commit(args: argparse.Namespace) -> int:
         report = service.session_commit(args.session, extractor)
         queue = _drain(service, args)
     root = service.tree.root
+    written = sorted("axiom://" + Path(p).relative_to(root).as_posix() for p in report.written)
     out = {
         "session_id": report.session_id,
         "archived": report.archived,
         "history": report.history.relative_to(root).as_posix() if report.history else None,
         "memories": [{"category": m.category, "scope": m.scope, "text": m.text} for m in report.memories],
-        "written": sorted("axiom://" + Path(p).relative_to(root).as_posix() for p in report.written),
+        "written": written,
         "queue": queue,
     }
     if args.json:
         _print_json(out)
     else:
         print(f"committed {report.archived} message(s); {len(report.memories)} memory(ies)")
-        for uri in out["written"]:
+        for uri in written:
             print(f"  {_safe(uri, single_line=True)}")
     return 0
 
