@@ -1,9 +1,309 @@
-"""``aries context add|ls|read|export|import|reconcile|evidence|session`` (ctx-ingest fills this in)."""
+"""``aries context add|ls|read|export|import|reconcile|evidence|session`` (over ``services.context.service``).
+
+Commands that write open the service and reconcile first (stale staging, pending commits, jobs left
+running), then do their work and, unless ``--no-wait``, run the queue before returning — so after
+``aries context add`` the tiers exist and the content is indexed, and after ``session commit`` the
+memories are searchable.  Typed errors: one line on stderr, the error's exit code.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.context.service import ContextService
+
+
+def workspace_option(parser: argparse.ArgumentParser) -> None:
+    """``-w/--workspace`` on a sub-command: the same as ``app.cli_context.workspace_option``, defined
+    here because importing that module from this one is an import cycle (cli_context imports us)."""
+    parser.add_argument(
+        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
+    )
+
+
+def _print_json(data: Any) -> None:
+    from app.cli import print_json
+
+    print_json(data)
+
+
+def _safe(text: object, *, single_line: bool = False) -> str:
+    from app.cli import safe
+
+    return safe(text, single_line=single_line)
+
+
+@contextmanager
+def _service(args: argparse.Namespace, *, write: bool = False, approver: Any = None) -> Iterator[ContextService]:
+    from services.context.service import ContextService
+    from services.workspaces import WorkspaceManager, ephemeral_workspace
+
+    name = getattr(args, "workspace", None)
+    if name:
+        workspace, _ = WorkspaceManager().open(name)
+    else:
+        workspace = ephemeral_workspace()
+        sys.stderr.write("aries: no workspace given (-w NAME): using an ephemeral workspace; nothing will persist\n")
+    try:
+        service = ContextService(workspace, approver=approver)
+        try:
+            if write:
+                service.reconcile(full=False)
+            yield service
+        finally:
+            service.close()
+    finally:
+        workspace.close()
+
+
+def _uri(text: str) -> Any:
+    from services.context.uri import parse_uri
+
+    return parse_uri(text)
+
+
+def _drain(service: ContextService, args: argparse.Namespace) -> dict[str, Any] | None:
+    if getattr(args, "no_wait", False):
+        return None
+    quiet = getattr(args, "json", False)
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if not quiet and sys.stderr.isatty():
+            sys.stderr.write(f"\r{stage} {done}/{total}")
+
+    report = service.process_queue(progress=progress).to_dict()
+    if not quiet and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    return report
+
+
+# -- add, ls, read ---------------------------------------------------------------------------------
+def handle_add(args: argparse.Namespace) -> int:
+    approver = None
+    if args.approve:
+        from services.tools.gateway import approve_all
+
+        approver = approve_all
+    to = _uri(args.to) if args.to else None
+    with _service(args, write=True, approver=approver) as service:
+        report = service.add(args.source, to, replace=args.replace)
+        queue = _drain(service, args)
+    out = report.to_dict()
+    out["queue"] = queue
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"added {_safe(report.uri, single_line=True)}: {len(report.files)} file(s), {report.bytes} bytes")
+        for path, reason in report.skipped:
+            print(f"  skipped {_safe(path, single_line=True)}: {_safe(reason, single_line=True)}")
+        if queue is None:
+            print(f"queued: {', '.join(report.jobs)} (run `aries context reconcile` or a later command to process)")
+        else:
+            print(f"processed {len(queue['processed'])} job(s); {queue['remaining']} left")
+    return 3 if queue is not None and queue["failed"] else 0
+
+
+def handle_ls(args: argparse.Namespace) -> int:
+    uri = _uri(args.uri)
+    with _service(args) as service:
+        entries = service.ls(uri, hidden=args.all)
+    if args.json:
+        _print_json([{"uri": str(e.uri), "name": e.name, "kind": e.kind, "size": e.size} for e in entries])
+        return 0
+    for entry in entries:
+        suffix = "/" if entry.kind == "dir" else ""
+        size = "" if entry.kind == "dir" else f"  {entry.size}"
+        print(f"{_safe(entry.name, single_line=True)}{suffix}{size}")
+    return 0
+
+
+def handle_read(args: argparse.Namespace) -> int:
+    uri = _uri(args.uri)
+    with _service(args) as service:
+        text = service.read(uri, args.tier)
+    sys.stdout.write(_safe(text))
+    if text and not text.endswith("\n"):
+        sys.stdout.write("\n")
+    return 0
+
+
+# -- packages --------------------------------------------------------------------------------------
+def handle_export(args: argparse.Namespace) -> int:
+    from services.context.packages import describe
+
+    with _service(args) as service:
+        report = service.export(_uri(args.uri), Path(args.path), overwrite=args.overwrite)
+    out = describe(report)
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"exported {_safe(args.uri, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
+    return 0
+
+
+def handle_import(args: argparse.Namespace) -> int:
+    from services.context.packages import describe
+
+    with _service(args, write=True) as service:
+        report, jobs = service.import_package(
+            Path(args.path), _uri(args.to), force=args.force, vectorize=args.vectorize
+        )
+        queue = _drain(service, args)
+    out = {**describe(report), "jobs": jobs, "queue": queue}
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"imported into {_safe(args.to, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
+    return 0
+
+
+# -- reconcile, evidence ---------------------------------------------------------------------------
+def handle_reconcile(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        report = service.reconcile()
+    out = report.to_dict()
+    if args.json:
+        _print_json(out)
+    else:
+        for key in ("staging_removed", "package_staging_removed", "commits_recovered", "jobs_rerun", "tiers_changed"):
+            print(f"{key.replace('_', ' ')}: {len(out[key])}")
+        print(f"jobs processed: {out['jobs_processed']}; queue remaining: {out['queue_remaining']}")
+        print("consistent" if report.consistent else "NOT consistent: see the failed jobs with --json")
+    return 0 if report.consistent else 3
+
+
+def handle_evidence(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        paths = service.evidence(Path(args.out))
+    for path in paths:
+        print(_safe(str(path), single_line=True))
+    return 0
+
+
+# -- sessions --------------------------------------------------------------------------------------
+def handle_session_new(args: argparse.Namespace) -> int:
+    with _service(args, write=True) as service:
+        session = service.session_new(args.id)
+    print(session.session_id)
+    return 0
+
+
+def handle_session_append(args: argparse.Namespace) -> int:
+    with _service(args, write=True) as service:
+        count = service.session_append(args.session, Path(args.file))
+    print(f"appended {count} message(s) to {_safe(args.session, single_line=True)}")
+    return 0
+
+
+def _extractor(args: argparse.Namespace) -> Any:
+    if args.model is None:
+        return None
+    from services.context.memory import model_extractor
+    from services.errors import ConfigError
+    from services.models.config import make_provider, resolve_model
+
+    env = dict(os.environ)
+    if args.model:
+        env["ARIES_MODEL"] = args.model
+    config = resolve_model(None, env)
+    if config.provider == "offline":
+        raise ConfigError("--model: no model is configured (set ARIES_MODEL or give --model provider:model)")
+    return model_extractor(make_provider(config), token_budget=args.token_budget)
+
+
+def handle_session_commit(args: argparse.Namespace) -> int:
+    extractor = _extractor(args)
+    with _service(args, write=True) as service:
+        report = service.session_commit(args.session, extractor)
+        queue = _drain(service, args)
+    root = service.tree.root
+    written = sorted("axiom://" + Path(p).relative_to(root).as_posix() for p in report.written)
+    out = {
+        "session_id": report.session_id,
+        "archived": report.archived,
+        "history": report.history.relative_to(root).as_posix() if report.history else None,
+        "memories": [{"category": m.category, "scope": m.scope, "text": m.text} for m in report.memories],
+        "written": written,
+        "queue": queue,
+    }
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"committed {report.archived} message(s); {len(report.memories)} memory(ies)")
+        for uri in written:
+            print(f"  {_safe(uri, single_line=True)}")
+    return 0
 
 
 def register_store_commands(sub: Any) -> None:
     """Add the store-side sub-commands to the ``context`` parser's sub-parsers."""
+    add = sub.add_parser("add", help="add a file, folder or http(s) URL (staged in axiom://temp, then moved)")
+    add.add_argument("source", metavar="PATH|URL")
+    add.add_argument("--to", metavar="URI", help="destination (default: axiom://resources/<name>)")
+    add.add_argument("--replace", action="store_true", help="replace an existing destination")
+    add.add_argument("--no-wait", action="store_true", help="queue the tiers/index jobs and return")
+    add.add_argument("--approve", action="store_true", help="approve the URL fetch if the policy asks for approval")
+    add.add_argument("--json", action="store_true")
+    add.set_defaults(func=handle_add)
+
+    ls = sub.add_parser("ls", help="list a folder of the context tree")
+    ls.add_argument("uri", nargs="?", default="axiom://resources", metavar="URI")
+    ls.add_argument("--all", action="store_true", help="also the names beginning with '.' (tier files)")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=handle_ls)
+
+    read = sub.add_parser("read", help="print a file (L2), or a folder's L0/L1 tier")
+    read.add_argument("uri", metavar="URI")
+    read.add_argument("--tier", choices=("L0", "L1", "L2"))
+    read.set_defaults(func=handle_read)
+
+    export = sub.add_parser("export", help="write a folder of the tree to a package file")
+    export.add_argument("uri", metavar="URI")
+    export.add_argument("path", metavar="PATH")
+    export.add_argument("--overwrite", action="store_true")
+    export.add_argument("--json", action="store_true")
+    export.set_defaults(func=handle_export)
+
+    imp = sub.add_parser("import", help="unpack a package into the tree (checked whole first)")
+    imp.add_argument("path", metavar="PATH")
+    imp.add_argument("--to", required=True, metavar="URI")
+    imp.add_argument("--force", action="store_true", help="replace a destination that holds something")
+    imp.add_argument("--vectorize", action="store_true", help="also index the imported files")
+    imp.add_argument("--no-wait", action="store_true")
+    imp.add_argument("--json", action="store_true")
+    imp.set_defaults(func=handle_import)
+
+    rec = sub.add_parser("reconcile", help="bring staging, queue, tiers and index back to a consistent state")
+    rec.add_argument("--json", action="store_true")
+    rec.set_defaults(func=handle_reconcile)
+
+    evidence = sub.add_parser("evidence", help="write operability, reliability and security reports (Markdown)")
+    evidence.add_argument("--out", default="evidence", metavar="DIR")
+    evidence.set_defaults(func=handle_evidence)
+
+    session = sub.add_parser("session", help="context sessions: new, append, commit")
+    ssub = session.add_subparsers(dest="session_command", metavar="COMMAND", required=True)
+    new = ssub.add_parser("new", help="create a session (prints its id)")
+    new.add_argument("id", nargs="?", metavar="ID")
+    new.set_defaults(func=handle_session_new)
+    append = ssub.add_parser("append", help="append the messages of a JSONL file")
+    append.add_argument("session", metavar="SESSION")
+    append.add_argument("file", metavar="FILE.jsonl")
+    append.set_defaults(func=handle_session_append)
+    commit = ssub.add_parser("commit", help="archive the messages and extract memories")
+    commit.add_argument("session", metavar="SESSION")
+    commit.add_argument("--model", nargs="?", const="", default=None, metavar="PROVIDER:MODEL")
+    commit.add_argument("--token-budget", type=int, default=4000)
+    commit.add_argument("--no-wait", action="store_true")
+    commit.add_argument("--json", action="store_true")
+    commit.set_defaults(func=handle_session_commit)
+
+    for parser in (add, ls, read, export, imp, rec, evidence, session, new, append, commit):
+        workspace_option(parser)

@@ -1,0 +1,393 @@
+"""The context service of a workspace: add resources, run the queue, sessions, packages, reconcile.
+
+``ContextService(workspace, engine_factory=…, indexer=…)`` opens ``ContextTree(workspace.root /
+"context")``.  Every surface (CLI, TUI, tools) goes through it:
+
+* :meth:`ContextService.add` stages a local file/folder or a fetched URL under ``axiom://temp``
+  (:mod:`services.context.ingest`), moves it into place with one rename
+  (:meth:`ContextTree.finalize`) only when it is complete, and enqueues a ``tiers`` and an ``index``
+  job (:mod:`services.context.queue`); it returns at once.  A URL is fetched through the session's
+  ``builtin:web:fetch`` tool, so the policy (and the approval step) decide: a refused URL is
+  :class:`~services.context.ingest.UrlRefused` and nothing is written.
+* :meth:`ContextService.process_queue` is the worker: tiers (:func:`synthesize_tiers`) then
+  ``indexer(tree)``; idempotent and replay-safe (see :mod:`services.context.queue`).
+* :attr:`ContextService.sessions` is the :class:`SessionStore` of the ``session`` scope whose
+  ``on_written`` enqueues a ``commit-index`` job for the new memory files.
+* :meth:`ContextService.reconcile` (:mod:`services.context.reconcile`) and
+  :meth:`ContextService.evidence` (:mod:`services.context.evidence`).
+
+Who indexes: ``indexer(tree)`` when given; else ``sync_index(tree, engine)`` from
+``services.context.index`` when that module exists; else :func:`scope_indexer` (one retrieval
+index per memory/resource scope, ``context-<scope>``).  The engine comes from ``engine_factory``
+(default: a :class:`~services.retrieval.RetrievalEngine` on the workspace, opened on first use).
+
+``ARIES_CONTEXT_INGEST_FAULT=<step>[:kill|:sleep=<s>]`` stops the process at a named step
+(``staged``, ``finalized``, ``enqueued``, ``running``, ``worked``) for crash tests; it does nothing
+unless set.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.context.errors import ResourceNotFound, WrongKind
+from services.context.ingest import (
+    AddReport,
+    IngestError,
+    Progress,
+    collect_local,
+    default_name,
+    fetch_url,
+    is_url,
+    url_name,
+)
+from services.context.queue import Job, JobQueue
+from services.context.scopes import check_write
+from services.context.sessions import ContextSession, Extractor, SessionStore
+from services.context.settings import ContextSettings
+from services.context.tiers import ABSTRACT, OVERVIEW, synthesize_tiers
+from services.context.tree import ContextTree, Entry
+from services.context.uri import AxiomUri
+
+if TYPE_CHECKING:
+    from services.context.packages import PackageReport
+    from services.context.reconcile import ReconcileReport
+    from services.context.session_commit import CommitReport
+    from services.session import Session
+    from services.workspaces import Workspace
+
+Indexer = Callable[[ContextTree], object]
+FAULT_ENV = "ARIES_CONTEXT_INGEST_FAULT"
+INDEXED_SCOPES = ("resources", "user", "agent")
+"""Scopes :func:`scope_indexer` indexes (sessions hold JSONL, which no loader reads)."""
+TIER_SCOPES = ("resources", "user", "agent")
+
+
+def fault(step: str) -> None:
+    """The crash-test hook: stop here when ``ARIES_CONTEXT_INGEST_FAULT`` names this step."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    name, _, action = spec.partition(":")
+    if name != step:
+        return
+    if action.startswith("sleep="):
+        time.sleep(float(action.removeprefix("sleep=")))
+        return
+    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+    time.sleep(10)  # pragma: no cover - the signal is delivered before this returns
+
+
+def scope_indexer(engine_factory: Callable[[], Any]) -> Indexer:
+    """An indexer that adds each of :data:`INDEXED_SCOPES` to its own index ``context-<scope>``."""
+
+    def index(tree: ContextTree) -> dict[str, Any]:
+        engine = engine_factory()
+        out: dict[str, Any] = {}
+        for scope in INDEXED_SCOPES:
+            folder = tree.path_of(AxiomUri(scope))
+            if not any(not name.startswith(".") for name in os.listdir(folder)):
+                continue
+            report = engine.index_add(folder, f"context-{scope}")
+            out[scope] = report.to_dict() if hasattr(report, "to_dict") else str(report)
+        return out
+
+    return index
+
+
+def _folder_of(source_path: str) -> str:
+    """The folder URI of a path relative to the context root (``user/memories/x.md``)."""
+    parts = Path(source_path).parts
+    return str(AxiomUri(parts[0], tuple(parts[1:-1])))
+
+
+@dataclass
+class QueueReport:
+    processed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    tiers_changed: list[str] = field(default_factory=list)
+    index: object = None
+    remaining: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        index = self.index
+        return {
+            "processed": list(self.processed),
+            "failed": [{"job": job, "error": error} for job, error in self.failed],
+            "tiers_changed": list(self.tiers_changed),
+            "index": index if isinstance(index, dict | list | str | int | type(None)) else repr(index),
+            "remaining": self.remaining,
+        }
+
+
+class ContextService:
+    """The ``axiom://`` context filesystem of one workspace (see the module docstring)."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        engine_factory: Callable[[], Any] | None = None,
+        indexer: Indexer | None = None,
+        session: Session | None = None,
+        approver: Any = None,
+        settings: ContextSettings | None = None,
+        embedder: Any = None,
+    ) -> None:
+        self.workspace = workspace
+        self.settings = settings or ContextSettings.from_env()
+        self.tree = ContextTree(Path(workspace.root) / "context")
+        self.queue = JobQueue(self.tree)
+        self._engine_factory = engine_factory
+        self._engine: Any = None
+        self._session = session
+        self._own_session: Session | None = None
+        self._approver = approver
+        self._embedder = embedder
+        self.indexer: Indexer = indexer if indexer is not None else self._default_indexer()
+        self.sessions = SessionStore(self.tree.root, on_written=self._memory_written)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def engine(self) -> Any:
+        if self._engine is None:
+            if self._engine_factory is not None:
+                self._engine = self._engine_factory()
+            elif self._session is not None:
+                self._engine = self._session.engine()
+            else:
+                from services.retrieval import RetrievalEngine
+
+                self._engine = RetrievalEngine(self.workspace)
+        return self._engine
+
+    def _default_indexer(self) -> Indexer:
+        import importlib
+
+        try:
+            sync_index = importlib.import_module("services.context.index").sync_index
+        except (ImportError, AttributeError):
+            return scope_indexer(self.engine)
+        return lambda tree: sync_index(tree, self.engine())
+
+    def session(self) -> Session:
+        """The tool session URL fetches go through (the given one, else one made here)."""
+        if self._session is not None:
+            return self._session
+        if self._own_session is None:
+            from services.session import Session
+
+            self._own_session = Session(self.workspace, source="cli", interactive=False, approver=self._approver)
+        return self._own_session
+
+    def close(self) -> None:
+        if self._own_session is not None:
+            self._own_session.close()
+            self._own_session = None
+        if self._engine is not None and self._engine_factory is None and self._session is None:
+            self._engine.close()
+        self._engine = None
+
+    def __enter__(self) -> ContextService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _tier_mode(self) -> tuple[str, Any]:
+        mode = self.settings.tier_synthesis
+        if mode == "semantic-lite" and self._embedder is None:
+            self._embedder = self.engine().embedder
+        return mode, self._embedder
+
+    # -- browsing -----------------------------------------------------------------------------
+    def ls(self, uri: AxiomUri, *, hidden: bool = False) -> list[Entry]:
+        return self.tree.ls(uri, hidden=hidden)
+
+    def read(self, uri: AxiomUri, tier: str | None = None) -> str:
+        """The text of a file (L2), or of a folder's ``L0``/``L1`` tier file."""
+        if tier is None or tier == "L2":
+            return self.tree.read_text(uri)
+        if tier not in ("L0", "L1"):
+            raise WrongKind(f"tier {tier!r}: use L0, L1 or L2")
+        if self.tree.stat(uri).kind != "dir":
+            raise WrongKind(f"{uri} is a file: only folders have L0/L1 tiers (read it without --tier)")
+        tier_uri = uri.join(ABSTRACT if tier == "L0" else OVERVIEW)
+        if not self.tree.exists(tier_uri):
+            raise ResourceNotFound(f"{uri} has no {tier} tier yet (is the queue drained?)", uri=str(uri))
+        return self.tree.read_text(tier_uri)
+
+    # -- add ----------------------------------------------------------------------------------
+    def add(
+        self, source: str, to: AxiomUri | None = None, *, replace: bool = False, progress: Progress | None = None
+    ) -> AddReport:
+        """Stage ``source`` (path or http(s) URL), move it to ``to`` and enqueue its jobs."""
+        if to is not None:
+            check_write(to, "user")
+        if is_url(source):
+            return self._add_url(source, to, replace=replace, progress=progress)
+        path = Path(source).expanduser()
+        dest = to if to is not None else AxiomUri("resources", (default_name(path.absolute()),))
+        existed = self._check_free(dest, replace)
+        with self.tree.staging("user") as staging:
+            collected = collect_local(path, staging.path, progress)
+            fault("staged")
+            self.tree.finalize(staging, dest, replace=replace)
+        report = AddReport(source, str(dest), collected.kind, collected.files, collected.skipped, collected.bytes)
+        report.replaced = existed
+        fault("finalized")
+        report.jobs = self._enqueue_change(dest)
+        fault("enqueued")
+        return report
+
+    def _check_free(self, dest: AxiomUri, replace: bool) -> bool:
+        from services.context.errors import ResourceExists
+
+        check_write(dest, "user")
+        exists = self.tree.exists(dest)
+        if exists and not replace:
+            raise ResourceExists(f"{dest} already exists; add it elsewhere (--to) or use --replace", uri=str(dest))
+        return exists
+
+    def _add_url(self, url: str, to: AxiomUri | None, *, replace: bool, progress: Progress | None) -> AddReport:
+        body, final_url, content_type = fetch_url(self.session(), self.workspace, url)
+        name = url_name(final_url, content_type)
+        dest = to if to is not None else AxiomUri("resources", (name,))
+        existed = self._check_free(dest, replace)
+        with self.tree.staging("user") as staging:
+            staging.path.write_bytes(body)
+            if progress:
+                progress("fetch", 1, 1)
+            fault("staged")
+            self.tree.finalize(staging, dest, replace=replace)
+        report = AddReport(url, str(dest), "url", [name], [], len(body), existed)
+        fault("finalized")
+        report.jobs = self._enqueue_change(dest)
+        fault("enqueued")
+        return report
+
+    def _enqueue_change(self, uri: AxiomUri, *, index: bool = True) -> list[str]:
+        folder = uri if self.tree.exists(uri) and self.tree.stat(uri).kind == "dir" else uri.parent
+        jobs = [self.queue.enqueue("tiers", folder).id]
+        if index:
+            jobs.append(self.queue.enqueue("index").id)
+        return jobs
+
+    # -- the worker ---------------------------------------------------------------------------
+    def _tiers_of(self, target: str | None) -> list[str]:
+        from services.context.uri import parse_uri
+
+        uri = parse_uri(target) if target else AxiomUri("resources")
+        while not uri.is_root and (not self.tree.exists(uri) or self.tree.stat(uri).kind != "dir"):
+            uri = uri.parent  # gone or a file meanwhile: its nearest folder
+        mode, embedder = self._tier_mode()
+        return [str(changed) for changed in synthesize_tiers(self.tree, uri, mode=mode, embedder=embedder)]
+
+    def process_queue(self, limit: int | None = None, progress: Progress | None = None) -> QueueReport:
+        """Run the queued jobs (oldest first; at most ``limit``): tiers, then one indexer call."""
+        report = QueueReport()
+        with self.queue.worker():
+            jobs = [job for job in self.queue.jobs() if job.state != "failed"]
+            if limit is not None:
+                jobs = jobs[: max(0, limit)]
+            indexing: list[Job] = []
+            for number, job in enumerate(jobs, 1):
+                self.queue.mark(job, "running")
+                fault("running")
+                try:
+                    if job.kind == "tiers":
+                        report.tiers_changed.extend(self._tiers_of(job.target))
+                    elif job.kind == "commit-index":
+                        for target in sorted({_folder_of(f) for f in job.detail.get("files", [])}):
+                            report.tiers_changed.extend(self._tiers_of(target))
+                except Exception as exc:  # the job fails; the others go on
+                    self._fail(job, exc, report)
+                    continue
+                if job.kind == "tiers":
+                    fault("worked")
+                    self.queue.done(job)
+                    report.processed.append(job.id)
+                else:
+                    indexing.append(job)
+                if progress:
+                    progress("queue", number, len(jobs))
+            if indexing:
+                try:
+                    report.index = self.indexer(self.tree)
+                except Exception as exc:
+                    for job in indexing:
+                        self._fail(job, exc, report)
+                else:
+                    fault("worked")
+                    for job in indexing:
+                        self.queue.done(job)
+                        report.processed.append(job.id)
+            report.remaining = len(self.queue.jobs())
+        return report
+
+    def _fail(self, job: Job, exc: Exception, report: QueueReport) -> None:
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        self.queue.mark(job, "failed", str(message)[:500])
+        report.failed.append((job.id, str(message)[:500]))
+
+    # -- sessions -----------------------------------------------------------------------------
+    def _memory_written(self, paths: list[Path]) -> None:
+        files = sorted(Path(os.path.abspath(p)).relative_to(self.tree.root).as_posix() for p in paths)
+        if files:
+            self.queue.enqueue("commit-index", None, files=files)
+
+    def session_new(self, session_id: str | None = None) -> ContextSession:
+        return self.sessions.create(session_id)
+
+    def session_append(self, session_id: str, jsonl: Path) -> int:
+        return len(self.sessions.load(session_id).append_jsonl(Path(jsonl)))
+
+    def session_commit(self, session_id: str, extractor: Extractor | None = None) -> CommitReport:
+        session = self.sessions.load(session_id)
+        return session.commit(extractor) if extractor is not None else session.commit()
+
+    # -- packages -----------------------------------------------------------------------------
+    def export(self, uri: AxiomUri, out: Path, *, overwrite: bool = False) -> PackageReport:
+        from services.context.packages import export_tree
+
+        if self.tree.stat(uri).kind != "dir":
+            raise WrongKind(f"{uri} is not a folder: export a folder", uri=str(uri))
+        return export_tree(self.tree.path_of(uri), Path(out), root_label=str(uri), overwrite=overwrite)
+
+    def import_package(
+        self, package: Path, to: AxiomUri, *, force: bool = False, vectorize: bool = False
+    ) -> tuple[PackageReport, list[str]]:
+        from services.context.packages import import_tree
+
+        check_write(to, "user")
+        if to.is_root or to.scope == "temp":
+            raise IngestError(f"import into a folder below a scope, not {to}")
+        jobs: list[str] = []
+        report = import_tree(
+            Path(package),
+            self.tree.path_of(to, follow=False),
+            force=force,
+            vectorize=vectorize,
+            on_imported=lambda _dest, vec: jobs.extend(self._enqueue_change(to, index=vec)),
+        )
+        return report, jobs
+
+    # -- reconcile, evidence ------------------------------------------------------------------
+    def reconcile(self, *, full: bool = True) -> ReconcileReport:
+        from services.context.reconcile import reconcile
+
+        return reconcile(self, full=full)
+
+    def evidence(self, out_dir: Path) -> list[Path]:
+        from services.context.evidence import write_evidence
+
+        paths: list[Path] = write_evidence(self, Path(out_dir))
+        return paths
+
+
+__all__ = ["FAULT_ENV", "AddReport", "ContextService", "Indexer", "QueueReport", "fault", "scope_indexer"]
