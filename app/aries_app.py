@@ -125,7 +125,7 @@ class AriesApp(App[int]):
         self._bundles: BundleController | None = None
         self._history: HistoryController | None = None
         self._profiles: ProfileController | None = None
-        self._context: ContextController | None = None
+        self._context_controller: ContextController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -177,11 +177,11 @@ class AriesApp(App[int]):
 
     @property
     def context(self) -> ContextController:
-        if self._context is None:
+        if self._context_controller is None:
             from app.context_controller import ContextController
 
-            self._context = ContextController(self)
-        return self._context
+            self._context_controller = ContextController(self)
+        return self._context_controller
 
     @property
     def assistant(self) -> AssistantController:

@@ -160,7 +160,7 @@ class ContextBrowser(Screen[None]):
             self.app.notify(message.error, title="Context", severity="error", timeout=8)
         target = tree.node_for(message.select) if message.select is not None else None
         if target is not None:
-            tree.move_cursor(target)
+            self.call_after_refresh(tree.move_cursor, target)  # its line is known once the tree is laid out
 
     # -- preview ---------------------------------------------------------------------
     @on(Tree.NodeHighlighted, "#context-tree")

@@ -149,12 +149,18 @@ class ContextPreview(VerticalScroll):
     ContextPreview { padding: 0 1; }
     """
 
+    rendered: Any = None
+    """What the preview shows now (a Rich renderable), for tests and copy."""
+
     def compose(self) -> Any:
-        yield Static(plain("Select a folder to read its L0 and L1, or a file to read its start.", "dim"), id="preview")
+        self.rendered = plain("Select a folder to read its L0 and L1, or a file to read its start.", "dim")
+        yield Static(self.rendered, id="preview")
 
     def show(self, data: PreviewData) -> None:
-        self.query_one("#preview", Static).update(render_preview(data))
+        self.rendered = render_preview(data)
+        self.query_one("#preview", Static).update(self.rendered)
         self.scroll_home(animate=False)
 
     def show_message(self, text: str) -> None:
-        self.query_one("#preview", Static).update(plain(text, "dim"))
+        self.rendered = plain(text, "dim")
+        self.query_one("#preview", Static).update(self.rendered)

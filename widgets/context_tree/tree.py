@@ -90,7 +90,7 @@ class ContextTreeView(Tree[NodeInfo]):
         super().__init__("axiom://", id=id)
         self.show_root = False
         self.guide_depth = 3
-        self._nodes: dict[AxiomUri, TreeNode[NodeInfo]] = {}
+        self._by_uri: dict[AxiomUri, TreeNode[NodeInfo]] = {}
 
     def on_mount(self) -> None:
         self.reset()
@@ -98,14 +98,14 @@ class ContextTreeView(Tree[NodeInfo]):
     def reset(self) -> None:
         """Back to the six scopes, nothing listed."""
         self.clear()
-        self._nodes = {}
+        self._by_uri = {}
         for scope in CORE_SCOPES + INTERNAL_SCOPES:
             info = NodeInfo(AxiomUri.root(scope), "dir")
-            self._nodes[info.uri] = self.root.add(node_label(info), data=info, allow_expand=True)
+            self._by_uri[info.uri] = self.root.add(node_label(info), data=info, allow_expand=True)
         self.cursor_line = 0
 
     def node_for(self, uri: AxiomUri) -> TreeNode[NodeInfo] | None:
-        return self._nodes.get(uri)
+        return self._by_uri.get(uri)
 
     @property
     def cursor_info(self) -> NodeInfo | None:
@@ -114,7 +114,7 @@ class ContextTreeView(Tree[NodeInfo]):
 
     def fill(self, uri: AxiomUri, entries: list[Entry]) -> None:
         """Show ``entries`` as the children of the folder ``uri`` (replacing what it showed)."""
-        node = self._nodes.get(uri)
+        node = self._by_uri.get(uri)
         if node is None or node.data is None:
             return
         for child in list(node.children):
@@ -122,7 +122,7 @@ class ContextTreeView(Tree[NodeInfo]):
         node.remove_children()
         for entry in entries:
             info = NodeInfo(entry.uri, entry.kind, entry.size)
-            self._nodes[entry.uri] = node.add(node_label(info), data=info, allow_expand=entry.kind == "dir")
+            self._by_uri[entry.uri] = node.add(node_label(info), data=info, allow_expand=entry.kind == "dir")
         node.data.loaded = True
         if not entries:
             node.add_leaf(plain("(empty)", "dim italic"), data=None)
@@ -131,11 +131,11 @@ class ContextTreeView(Tree[NodeInfo]):
         for child in node.children:
             self._forget(child)
         if node.data is not None:
-            self._nodes.pop(node.data.uri, None)
+            self._by_uri.pop(node.data.uri, None)
 
     def reload(self, uri: AxiomUri) -> None:
         """Ask again for the entries of ``uri`` (after a change on disk)."""
-        node = self._nodes.get(uri)
+        node = self._by_uri.get(uri)
         if node is not None and node.data is not None:
             self.post_message(self.Expand(uri))
 
