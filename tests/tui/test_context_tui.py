@@ -42,14 +42,19 @@ TRACE: dict[str, Any] = {
     ],
     "budget": {"max_ms": 120, "max_nodes": 200, "max_depth": 4, "used_ms": 7, "nodes": 3, "depth": 1},
     "stop_reason": "exhausted",
-    "hits": [{"uri": "axiom://resources/guides/rivers.md", "score": 0.88, "level": "L2", "snippet": "Rivers carry silt"}],
+    "hits": [
+        {"uri": "axiom://resources/guides/rivers.md", "score": 0.88, "level": "L2", "snippet": "Rivers carry silt"}
+    ],
 }
+
+
+RIVERS = "# Rivers\n\nRivers carry silt to the sea. Deltas form where they slow.\n"
 
 
 def build_tree(workspace: Workspace) -> ContextTree:
     tree = ContextTree(workspace.root / "context")
     files = {
-        "axiom://resources/guides/rivers.md": "# Rivers\n\nRivers carry silt to the sea. Deltas form where they slow.\n",
+        "axiom://resources/guides/rivers.md": RIVERS,
         "axiom://resources/guides/lakes.md": "# Lakes\n\nLakes hold still water.\n",
         "axiom://resources/readme.md": "# Readme\n\nAll about water.\n",
         "axiom://user/notes.md": "Prefers metric units.\n",
@@ -69,7 +74,9 @@ def workspace() -> Workspace:
 
 
 def text_of(renderable: Any, width: int = 100) -> str:
-    console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    import io
+
+    console = Console(width=width, record=True, color_system=None, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 
@@ -119,7 +126,8 @@ async def test_f6_opens_the_browser_on_the_scopes_and_expanding_lists_lazily(wor
         await pilot.press("f6")
         await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         tree = app.screen.query_one(ContextTreeView)
-        assert [c.data.uri.scope for c in tree.root.children] == ["resources", "user", "agent", "session", "temp", "queue"]
+        scopes = [c.data.uri.scope for c in tree.root.children]
+        assert scopes == ["resources", "user", "agent", "session", "temp", "queue"]
         assert all(not c.children for c in tree.root.children)  # nothing listed before it is expanded
         assert app.focused is tree
         await settle(pilot)
