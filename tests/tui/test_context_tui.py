@@ -28,7 +28,7 @@ from widgets.context_tree.tree import ContextTreeView
 
 SIZE = (120, 36)
 HOSTILE = "[red]boom[/red] \x1b[31mansi\x1b[0m bell\x07 [link=https://evil.example]click[/link] \u202eevil"
-HOSTILE_NAME = "[b]bold [i]it [link=https://evil.example]oops.md"
+HOSTILE_NAME = "[b]bold [i]it [link=evil]oops.md"
 
 TRACE: dict[str, Any] = {
     "id": "t-0001",

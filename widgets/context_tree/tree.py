@@ -93,9 +93,9 @@ class ContextTreeView(Tree[NodeInfo]):
         self._by_uri: dict[AxiomUri, TreeNode[NodeInfo]] = {}
 
     def on_mount(self) -> None:
-        self.reset()
+        self.show_scopes()
 
-    def reset(self) -> None:
+    def show_scopes(self) -> None:
         """Back to the six scopes, nothing listed."""
         self.clear()
         self._by_uri = {}
