@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from app.assistant_controller import AssistantController
     from app.bundle_controller import BundleController
+    from app.context_controller import ContextController
     from app.history_controller import HistoryController
     from app.profile_controller import ProfileController
     from app.rag_controller import RagController
@@ -83,6 +84,14 @@ class AriesApp(App[int]):
         ),
         Binding("f5", "focus_pane('artifacts')", "Artifacts", id="focus.artifacts", tooltip="Focus the Artifacts pane"),
         Binding(
+            "f6",
+            "context_browse",
+            "Context tree",
+            show=False,  # the workbench's key bar stays as it is; F1 and the palette list it
+            id="context.browse",
+            tooltip="Open the context browser: the axiom:// scopes, L0/L1 previews, files",
+        ),
+        Binding(
             "ctrl+x",
             "cancel",
             "Cancel",
@@ -116,6 +125,7 @@ class AriesApp(App[int]):
         self._bundles: BundleController | None = None
         self._history: HistoryController | None = None
         self._profiles: ProfileController | None = None
+        self._context_controller: ContextController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -164,6 +174,14 @@ class AriesApp(App[int]):
 
             self._profiles = ProfileController(self)
         return self._profiles
+
+    @property
+    def context(self) -> ContextController:
+        if self._context_controller is None:
+            from app.context_controller import ContextController
+
+            self._context_controller = ContextController(self)
+        return self._context_controller
 
     @property
     def assistant(self) -> AssistantController:
@@ -595,6 +613,12 @@ class AriesApp(App[int]):
         elif isinstance(widget, ContextPane | ApprovalsPane | ArtifactsPane):
             widget.focus_main()
 
+    def action_context_browse(self) -> None:
+        try:
+            self.context.browse()
+        except AriesError as exc:
+            self.report_error(exc.message, "Context")
+
     def action_focus_prompt(self) -> None:
         if isinstance(self.screen, MainScreen):
             self.screen.query_one("#prompt").focus()
@@ -708,6 +732,9 @@ class AriesApp(App[int]):
 
     def command_doctor(self, args: list[str], line: str) -> None:
         self.tools.doctor()
+
+    def command_context(self, args: list[str], line: str) -> None:
+        self.context.command(args)
 
     def command_profile(self, args: list[str], line: str) -> None:
         self.profiles.command(args)

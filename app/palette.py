@@ -37,6 +37,7 @@ class AriesCommands(Provider):
             ("workspace: switch…", app.action_switch_workspace, "Open the workspace switcher"),
             ("workspace: new…", partial(app.action_switch_workspace, True), "Create a workspace by name"),
             ("help: commands and keys", app.action_help, "Show every slash command and key"),
+            ("context: browse", app.action_context_browse, "Open the context browser (axiom:// scopes, L0/L1, files)"),
         ]
         for name in app.manager.list():
             if name != app.workspace_name:

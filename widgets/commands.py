@@ -85,6 +85,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "List the prompt profiles (broken ones marked), switch this workspace's profile, or read one's YAML.",
         "profile",
     ),
+    SlashCommand(
+        "context",
+        "/context [ls [URI] | read URI | find QUERY | search QUERY | trace ID]",
+        "Browse the axiom:// context tree (at URI), read a file; find/search and their traces.",
+        "context",
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
     SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),

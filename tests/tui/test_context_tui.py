@@ -1,0 +1,356 @@
+"""The context browser in the TUI, as an operator uses it: F6 and ``/context`` open it on the workspace's
+``axiom://`` tree (built here with the real ``ContextTree`` and ``synthesize_tiers``), folders list when
+expanded, a folder's L0/L1 preview, a file's start, Enter opens the file viewer; hostile names and
+contents stay inert; ``temp`` and ``queue`` are visible, dimmed and read-only; the trace view renders
+the agreed trace shape; the find/search hooks say they are not available yet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+
+from app.aries_app import AriesApp
+from screens.context_browser import ContextBrowser
+from screens.context_file_viewer import ContextFileViewer
+from screens.context_trace import ContextTraceScreen
+from services.context.scopes import can_write
+from services.context.tiers import synthesize_tiers
+from services.context.tree import ContextTree
+from services.context.uri import AxiomUri, parse_uri
+from services.workspaces import Workspace, WorkspaceManager
+from widgets.context_tree.preview import PREVIEW_BYTES, VIEWER_BYTES, ContextPreview
+from widgets.context_tree.trace import TraceView, render_trace
+from widgets.context_tree.tree import ContextTreeView
+
+SIZE = (120, 36)
+HOSTILE = "[red]boom[/red] \x1b[31mansi\x1b[0m bell\x07 [link=https://evil.example]click[/link] \u202eevil"
+HOSTILE_NAME = "[b]bold [i]it [link=evil]oops.md"
+
+TRACE: dict[str, Any] = {
+    "id": "t-0001",
+    "query": "rivers silt",
+    "start_points": [
+        {"uri": "axiom://resources/guides", "score": 0.91, "level": "L0"},
+        {"uri": "axiom://resources", "score": 0.42, "level": "L1"},
+    ],
+    "steps": [
+        {"uri": "axiom://resources/guides", "depth": 1, "score": 0.91, "kept": ["axiom://resources/guides/rivers.md"]},
+    ],
+    "budget": {"max_ms": 120, "max_nodes": 200, "max_depth": 4, "used_ms": 7, "nodes": 3, "depth": 1},
+    "stop_reason": "exhausted",
+    "hits": [
+        {"uri": "axiom://resources/guides/rivers.md", "score": 0.88, "level": "L2", "snippet": "Rivers carry silt"}
+    ],
+}
+
+
+RIVERS = "# Rivers\n\nRivers carry silt to the sea. Deltas form where they slow.\n"
+
+
+def build_tree(workspace: Workspace) -> ContextTree:
+    tree = ContextTree(workspace.root / "context")
+    files = {
+        "axiom://resources/guides/rivers.md": RIVERS,
+        "axiom://resources/guides/lakes.md": "# Lakes\n\nLakes hold still water.\n",
+        "axiom://resources/readme.md": "# Readme\n\nAll about water.\n",
+        "axiom://user/notes.md": "Prefers metric units.\n",
+    }
+    for uri, text in files.items():
+        tree.write_text(parse_uri(uri), text, actor="user")
+    synthesize_tiers(tree, AxiomUri.root("resources"))
+    synthesize_tiers(tree, AxiomUri.root("user"))
+    return tree
+
+
+@pytest.fixture
+def workspace() -> Workspace:
+    workspace, _ = WorkspaceManager().create("demo")
+    build_tree(workspace)
+    return workspace
+
+
+def text_of(renderable: Any, width: int = 100) -> str:
+    import io
+
+    console = Console(width=width, record=True, color_system=None, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def preview_text(app: AriesApp) -> str:
+    return text_of(app.screen.query_one(ContextPreview).rendered)
+
+
+async def settle(pilot: Pilot[int]) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.1)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+
+
+async def wait_until(pilot: Pilot[int], check: Any, seconds: float = 15.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        await pilot.pause(0.05)
+        if check():
+            return
+    raise AssertionError("timed out waiting")
+
+
+async def command(pilot: Pilot[int], line: str) -> None:
+    await pilot.press(*line, "enter")
+    await settle(pilot)
+
+
+def labels(tree: ContextTreeView) -> dict[str, Any]:
+    """The plain text of each listed node's label, by URI."""
+    out = {}
+
+    def walk(node: Any) -> None:
+        for child in node.children:
+            if child.data is not None:
+                out[str(child.data.uri)] = child.label
+            walk(child)
+
+    walk(tree.root)
+    return out
+
+
+async def test_f6_opens_the_browser_on_the_scopes_and_expanding_lists_lazily(workspace: Workspace) -> None:
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press("f6")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        tree = app.screen.query_one(ContextTreeView)
+        scopes = [c.data.uri.scope for c in tree.root.children]
+        assert scopes == ["resources", "user", "agent", "session", "temp", "queue"]
+        assert all(not c.children for c in tree.root.children)  # nothing listed before it is expanded
+        assert app.focused is tree
+        await settle(pilot)
+        assert "resources holds 1 file and 1 folder" in preview_text(app)  # its L0, rendered
+        await pilot.press("right")
+        await settle(pilot)
+        shown = labels(tree)
+        assert {"axiom://resources/guides", "axiom://resources/readme.md"} <= set(shown)
+        assert not any(".abstract.md" in uri or ".overview.md" in uri for uri in shown)  # tiers are in the preview
+        await pilot.press("down")  # guides/
+        await settle(pilot)
+        text = preview_text(app)
+        assert "L0 · abstract" in text and "guides holds 2 files" in text
+        assert "L1 · overview" in text and "lakes.md" in text and "rivers.md" in text
+        await pilot.press("enter")  # a folder: Enter expands it
+        await settle(pilot)
+        assert "axiom://resources/guides/rivers.md" in labels(tree)
+        await pilot.press("down", "down")  # lakes.md, rivers.md
+        await settle(pilot)
+        assert tree.cursor_info is not None and str(tree.cursor_info.uri) == "axiom://resources/guides/rivers.md"
+        assert "Rivers carry silt to the sea" in preview_text(app)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        viewer = app.screen
+        assert "Deltas form where they slow" in str(viewer.query_one("#context-file-text").render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ContextBrowser)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ContextBrowser)
+
+
+async def test_slash_context_opens_at_a_uri_and_reads_files(workspace: Workspace) -> None:
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await command(pilot, "/context ls axiom://resources/guides")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await settle(pilot)
+        tree = app.screen.query_one(ContextTreeView)
+        assert tree.cursor_info is not None and str(tree.cursor_info.uri) == "axiom://resources/guides"
+        assert "axiom://resources/guides/lakes.md" in labels(tree)  # the folder at the URI is listed
+        assert "guides holds 2 files" in preview_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        await command(pilot, "/context read axiom://user/notes.md")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        assert "Prefers metric units." in str(app.screen.query_one("#context-file-text").render())
+        await pilot.press("escape")
+        await pilot.pause()
+        await command(pilot, "/context")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await pilot.press("escape")
+        await pilot.pause()
+
+
+async def test_bad_uris_and_hooks_are_one_line_errors(workspace: Workspace) -> None:
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        for line, expected in [
+            ("/context read axiom://resources/../etc/passwd", "'..'"),
+            ("/context read axiom://nowhere/x", "unknown scope"),
+            ("/context ls axiom://resources/missing", "nothing at axiom://resources/missing"),
+            ("/context find rivers", "/context find is not available yet"),
+            ("/context search rivers", "/context search is not available yet"),
+            ("/context trace t-0001", "/context trace is not available yet"),
+            ("/context bogus", "cannot read '/context bogus'"),
+        ]:
+            app.clear_notifications()
+            await command(pilot, line)
+            messages = [n.message for n in app._notifications]
+            assert any(expected in m for m in messages), (line, messages)
+            assert not isinstance(app.screen, ContextBrowser | ContextFileViewer)
+
+
+async def test_temp_and_queue_are_visible_dimmed_and_read_only(workspace: Workspace) -> None:
+    tree_on_disk = ContextTree(workspace.root / "context")
+    tree_on_disk.write_text(parse_uri("axiom://queue/job-1.json"), '{"op": "index"}\n', actor="system")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await command(pilot, "/context ls axiom://queue")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await settle(pilot)
+        tree = app.screen.query_one(ContextTreeView)
+        shown = labels(tree)
+        for scope in ("temp", "queue", "session"):
+            label = shown[f"axiom://{scope}"]
+            assert "(read-only)" in label.plain
+            assert not can_write(AxiomUri(scope, ("x",)), "user")
+        for scope in ("temp", "queue"):
+            assert "dim" in str(shown[f"axiom://{scope}"].style) or any(
+                "dim" in str(span.style) for span in shown[f"axiom://{scope}"].spans
+            )
+        for scope in ("resources", "user", "agent"):
+            assert "(read-only)" not in shown[f"axiom://{scope}"].plain
+        assert "axiom://queue/job-1.json" in shown
+        text = preview_text(app)
+        assert "read-only" in text and "internal scope" in text
+        await pilot.press("down")
+        await settle(pilot)
+        assert tree.cursor_info is not None and tree.cursor_info.read_only
+        assert "read-only" in preview_text(app)
+    assert tree_on_disk.read_text(parse_uri("axiom://queue/job-1.json")) == '{"op": "index"}\n'  # untouched
+
+
+async def test_hostile_names_and_contents_are_shown_inert(workspace: Workspace) -> None:
+    tree_on_disk = ContextTree(workspace.root / "context")
+    tree_on_disk.write_text(parse_uri("axiom://resources/hostile").join(HOSTILE_NAME), HOSTILE + "\n", actor="user")
+    (workspace.root / "context" / "resources" / "hostile" / "esc\x1b[2Jname.md").write_text("x")  # made outside Aries
+    synthesize_tiers(tree_on_disk, parse_uri("axiom://resources/hostile"))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await command(pilot, "/context ls axiom://resources/hostile")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await settle(pilot)
+        tree = app.screen.query_one(ContextTreeView)
+        shown = labels(tree)
+        hostile_uri = str(parse_uri("axiom://resources/hostile").join(HOSTILE_NAME))
+        assert hostile_uri in shown, sorted(shown)
+        assert shown[hostile_uri].plain == HOSTILE_NAME  # literally, markup not parsed
+        assert not any("\x1b" in uri for uri in shown)  # a name with an escape is not a valid name: skipped
+        text = preview_text(app)  # the folder's L0/L1 quote the hostile file
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+        await pilot.press("down")
+        await settle(pilot)
+        text = preview_text(app)
+        assert "[red]boom[/red]" in text and "[link=https://evil.example]click[/link]" in text
+        assert "\\x1b[31mansi" in text and "bell\\x07" in text and "<U+202E>evil" in text
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        body = app.screen.query_one("#context-file-text").render()
+        rendered = str(body)
+        assert "[red]boom[/red]" in rendered and "\\x1b[31mansi" in rendered and "\x1b" not in rendered
+        title = str(app.screen.query_one("#context-file-title").render())
+        assert HOSTILE_NAME in title
+
+
+async def test_long_files_are_cut_with_a_note(workspace: Workspace) -> None:
+    tree_on_disk = ContextTree(workspace.root / "context")
+    big = "".join(f"line {n:06d} of a long file\n" for n in range(12000))  # ~310 KB
+    tree_on_disk.write_text(parse_uri("axiom://resources/big.txt"), big, actor="user")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await command(pilot, "/context ls axiom://resources/big.txt")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await settle(pilot)
+        text = preview_text(app)
+        assert f"… {len(big) - PREVIEW_BYTES:,} more bytes" in text
+        await pilot.press("o")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        more = str(app.screen.query_one("#context-file-more").render())
+        assert f"… {len(big) - VIEWER_BYTES:,} more bytes" in more
+
+
+async def test_the_palette_browses_the_context(workspace: Workspace) -> None:
+    from textual.command import CommandPalette
+
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"context: browse")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+
+
+async def test_the_trace_view_renders_the_agreed_shape(workspace: Workspace) -> None:
+    text = text_of(render_trace(TRACE), width=140)
+    for expected in ("t-0001", "rivers silt", "stop reason: exhausted", "7 of 120 ms", "3 of 200 nodes",
+                     "depth 1 of 4", "axiom://resources/guides", "0.910", "axiom://resources/guides/rivers.md",
+                     "Rivers carry silt"):  # fmt: skip
+        assert expected in text, expected
+    partial = text_of(render_trace({"query": "[red]x[/red]\x1b[2J", "hits": "not a list"}))
+    assert "stop reason: –" in partial and "[red]x[/red]\\x1b[2J" in partial and "\x1b" not in partial
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        app.context.show_trace(TRACE)
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
+        assert app.screen.query_one(TraceView) is not None
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ContextTraceScreen)
+
+
+def _snapshot_workspace() -> None:
+    workspace, _ = WorkspaceManager().create("demo")
+    build_tree(workspace)
+
+
+def test_context_browser_snapshot(snap_compare, tmp_path: Path) -> None:
+    """You should see the context browser: "Context axiom:// · workspace demo" on top; the tree with
+    resources expanded (guides/ expanded with lakes.md and rivers.md, readme.md), user, agent, session
+    marked read-only, temp and queue dimmed and read-only; the cursor on guides/; the preview of
+    axiom://resources/guides with its L0 abstract and L1 overview (the list of files) rendered as
+    Markdown; and the keys Esc Close, Enter Open, r Refresh, Tab Tree/preview at the bottom."""
+    _snapshot_workspace()
+
+    async def run_before(pilot: Pilot[int]) -> None:
+        await pilot.app.ready()  # type: ignore[attr-defined]
+        await pilot.press(*"/context ls axiom://resources/guides", "enter")
+        await settle(pilot)
+        await settle(pilot)
+
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_context_file_viewer_snapshot_small(snap_compare) -> None:
+    """You should see, at 80×24, the file viewer over the workbench: "File rivers.md", its uri, scope,
+    size and "writable yes", the text of rivers.md, and "Esc closes" at the bottom."""
+    _snapshot_workspace()
+
+    async def run_before(pilot: Pilot[int]) -> None:
+        await pilot.app.ready()  # type: ignore[attr-defined]
+        await pilot.press(*"/context read axiom://resources/guides/rivers.md", "enter")
+        await settle(pilot)
+        await settle(pilot)
+
+    assert snap_compare(AriesApp("demo"), terminal_size=(80, 24), run_before=run_before)
