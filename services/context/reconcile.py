@@ -67,7 +67,7 @@ class ReconcileReport:
             "jobs_processed": self.jobs_processed,
             "jobs_failed": self.jobs_failed,
             "tiers_changed": self.tiers_changed,
-            "index": index if isinstance(index, dict | list | str | int | type(None)) else repr(index),
+            "index": _index_dict(index),
             "queue_remaining": self.queue_remaining,
             "consistent": self.consistent,
         }
@@ -129,3 +129,11 @@ def reconcile(service: ContextService, *, full: bool = True) -> ReconcileReport:
 
 
 __all__ = ["ReconcileReport", "reconcile"]
+
+
+def _index_dict(index: object) -> Any:
+    """The indexer's report as JSON data (an IngestReport's ``to_dict``)."""
+    to_dict = getattr(index, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return index if isinstance(index, dict | list | str | int | type(None)) else repr(index)

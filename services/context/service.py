@@ -16,9 +16,8 @@
 * :meth:`ContextService.reconcile` (:mod:`services.context.reconcile`) and
   :meth:`ContextService.evidence` (:mod:`services.context.evidence`).
 
-Who indexes: ``indexer(tree)`` when given; else ``sync_index(tree, engine)`` from
-``services.context.index`` when that module exists; else :func:`scope_indexer` (one retrieval
-index per memory/resource scope, ``context-<scope>``).  The engine comes from ``engine_factory``
+Who indexes: ``indexer(tree)`` when given; else ``sync_index(tree, engine)`` of
+:mod:`services.context.index` (the one ``context`` index of the workspace).  The engine comes from ``engine_factory``
 (default: a :class:`~services.retrieval.RetrievalEngine` on the workspace, opened on first use).
 
 ``ARIES_CONTEXT_INGEST_FAULT=<step>[:kill|:sleep=<s>]`` stops the process at a named step
@@ -64,8 +63,6 @@ if TYPE_CHECKING:
 
 Indexer = Callable[[ContextTree], object]
 FAULT_ENV = "ARIES_CONTEXT_INGEST_FAULT"
-INDEXED_SCOPES = ("resources", "user", "agent")
-"""Scopes :func:`scope_indexer` indexes (sessions hold JSONL, which no loader reads)."""
 TIER_SCOPES = ("resources", "user", "agent")
 
 
@@ -82,23 +79,6 @@ def fault(step: str) -> None:
         return
     os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
     time.sleep(10)  # pragma: no cover - the signal is delivered before this returns
-
-
-def scope_indexer(engine_factory: Callable[[], Any]) -> Indexer:
-    """An indexer that adds each of :data:`INDEXED_SCOPES` to its own index ``context-<scope>``."""
-
-    def index(tree: ContextTree) -> dict[str, Any]:
-        engine = engine_factory()
-        out: dict[str, Any] = {}
-        for scope in INDEXED_SCOPES:
-            folder = tree.path_of(AxiomUri(scope))
-            if not any(not name.startswith(".") for name in os.listdir(folder)):
-                continue
-            report = engine.index_add(folder, f"context-{scope}")
-            out[scope] = report.to_dict() if hasattr(report, "to_dict") else str(report)
-        return out
-
-    return index
 
 
 def _folder_of(source_path: str) -> str:
@@ -121,7 +101,7 @@ class QueueReport:
             "processed": list(self.processed),
             "failed": [{"job": job, "error": error} for job, error in self.failed],
             "tiers_changed": list(self.tiers_changed),
-            "index": index if isinstance(index, dict | list | str | int | type(None)) else repr(index),
+            "index": _index_dict(index),
             "remaining": self.remaining,
         }
 
@@ -167,12 +147,8 @@ class ContextService:
         return self._engine
 
     def _default_indexer(self) -> Indexer:
-        import importlib
+        from services.context.index import sync_index
 
-        try:
-            sync_index = importlib.import_module("services.context.index").sync_index
-        except (ImportError, AttributeError):
-            return scope_indexer(self.engine)
         return lambda tree: sync_index(tree, self.engine())
 
     def session(self) -> Session:
@@ -390,4 +366,12 @@ class ContextService:
         return paths
 
 
-__all__ = ["FAULT_ENV", "AddReport", "ContextService", "Indexer", "QueueReport", "fault", "scope_indexer"]
+__all__ = ["FAULT_ENV", "AddReport", "ContextService", "Indexer", "QueueReport", "fault"]
+
+
+def _index_dict(index: object) -> Any:
+    """The indexer's report as JSON data (an IngestReport's ``to_dict``)."""
+    to_dict = getattr(index, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return index if isinstance(index, dict | list | str | int | type(None)) else repr(index)

@@ -149,10 +149,15 @@ def test_sigkill_during_add_then_reconcile_is_consistent(
     assert [p.name for p in (demo / "context" / "queue").iterdir() if not p.name.startswith(".")] == []
     again = ok(aries("-w", "demo", "context", "reconcile", "--json", home=aries_home))
     assert again["tiers_changed"] == [] and again["jobs_processed"] == 0
-    indexed = again["index"].get("resources", {}) if again["index"] else {}
+    indexed = again["index"] or {}
     assert indexed.get("added", []) == [] and indexed.get("updated", []) == []
     if step != "staged":
-        assert sorted(indexed.get("unchanged", [])) == ["docs/README.md", "docs/guide/install.md", "docs/notes.txt"]
+        unchanged = [p for p in indexed.get("unchanged", []) if p.startswith("resources/") and "/." not in p]
+        assert sorted(unchanged) == [
+            "resources/docs/README.md",
+            "resources/docs/guide/install.md",
+            "resources/docs/notes.txt",
+        ]
 
 
 def test_scenario_c_session_through_the_cli(demo: Path, aries_home: Path, tmp_path: Path) -> None:
@@ -174,8 +179,8 @@ def test_scenario_c_session_through_the_cli(demo: Path, aries_home: Path, tmp_pa
     for uri in report["written"]:
         assert uri.startswith(("axiom://user/memories/", "axiom://agent/memories/"))
         ok(aries("-w", "demo", "context", "read", uri, home=aries_home))
-    indexed = [p for scope in report["queue"]["index"].values() for p in scope["added"]]
-    assert any(p.startswith("memories/") for p in indexed)
+    indexed = report["queue"]["index"]["added"]
+    assert any(p.startswith(("user/memories/", "agent/memories/")) for p in indexed)
     missing = aries("-w", "demo", "context", "session", "commit", "nope", home=aries_home)
     assert missing.returncode != 0 and one_line(missing)
 

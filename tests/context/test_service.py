@@ -1,7 +1,7 @@
 """The context service in-process: add (files, folders, URLs through the policy), the queue, sessions,
 reconcile and evidence — on a real workspace, a real RetrievalEngine (Tantivy + Chroma on a temp dir,
-hash embedder) and loopback HTTP servers.  The indexer is :func:`scope_indexer`: a real one that calls
-``engine.index_add`` on each scope folder (``services.context.index`` is ctx-search's)."""
+hash embedder) and loopback HTTP servers.  The indexer is :func:`services.context.index.sync_index`: the
+workspace's one ``context`` index."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 
 from services.context.errors import ResourceExists, ScopeReadOnly
 from services.context.ingest import NothingToAdd, UnsupportedSource, UrlRefused
-from services.context.service import ContextService, scope_indexer
+from services.context.index import sync_index
+from services.context.service import ContextService
 from services.context.tiers import ABSTRACT, OVERVIEW
 from services.context.uri import AxiomUri, parse_uri
 from services.tools.gateway import approve_all
@@ -36,7 +37,7 @@ def service(engine_env: None, aries_home: Path) -> Iterator[ContextService]:
 
     workspace = WorkspaceManager().create("demo")[0]
     engine = RetrievalEngine(workspace)
-    svc = ContextService(workspace, indexer=scope_indexer(lambda: engine), approver=approve_all)
+    svc = ContextService(workspace, indexer=lambda tree: sync_index(tree, engine), approver=approve_all)
     yield svc
     svc.close()
     engine.close()
@@ -75,20 +76,17 @@ def test_scenario_a_add_a_folder_then_read_tiers_and_an_l2_file(service: Context
     assert "Docs" in service.read(root, "L0")
     assert "install.md" in service.read(root.join("guide"), "L1")
     assert service.read(root.join("guide").join("install.md")).startswith("# Install")
-    assert isinstance(queued.index, dict) and queued.index["resources"]["added"] == [
-        "docs/README.md",
-        "docs/guide/install.md",
-        "docs/notes.txt",
-    ]
+    added = [path for path in queued.index.added if not path.rsplit("/", 1)[-1].startswith(".")]
+    assert added == ["resources/docs/README.md", "resources/docs/guide/install.md", "resources/docs/notes.txt"]
     # indexed for real: the engine finds the L2 text
-    result = service.engine().query("quokka", index="context-resources")
-    assert "docs/guide/install.md" in [hit.source_path for hit in result.hits]
+    result = service.engine().query("quokka", index="context")
+    assert "resources/docs/guide/install.md" in [hit.source_path for hit in result.hits]
     # replay-safe: processing the same work again changes nothing
     first = service.reconcile()  # the empty memory scopes get their tiers; nothing else changes
     assert first.consistent and first.tiers_changed == ["axiom://user", "axiom://agent"]
     again = service.reconcile()
     assert again.tiers_changed == [] and again.consistent
-    assert again.index["resources"]["added"] == [] and again.index["resources"]["updated"] == []
+    assert again.index is None or (again.index.added == [] and again.index.updated == [])
 
 
 def test_existing_destination_is_a_typed_error_unless_replace(service: ContextService, tmp_path: Path) -> None:
@@ -144,7 +142,7 @@ def test_a_job_run_twice_changes_nothing(service: ContextService, tmp_path: Path
         service.queue._save(job)
     second = service.process_queue()
     assert len(second.processed) == 2 and second.tiers_changed == []
-    assert second.index["resources"]["added"] == [] and second.index["resources"]["updated"] == []
+    assert second.index is None or (second.index.added == [] and second.index.updated == [])
     assert (overview.read_bytes(), overview.stat().st_mtime_ns) == before
 
 
@@ -166,8 +164,7 @@ def test_scenario_c_session_commit_enqueues_and_indexes_memories(service: Contex
     queued = service.process_queue()
     assert not queued.failed and queued.remaining == 0
     assert any(u.endswith("/memories") for u in queued.tiers_changed)
-    indexed = [p for scope in queued.index.values() for p in scope["added"]]
-    assert any(p.startswith("memories/") for p in indexed)
+    assert any(p.startswith(("user/memories/", "agent/memories/")) for p in queued.index.added)
 
 
 def _policy(workspace_root: Path, port: int) -> None:
