@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from services.context.errors import ResourceExists, ScopeReadOnly
-from services.context.ingest import NothingToAdd, UnsupportedSource, UrlRefused
 from services.context.index import sync_index
+from services.context.ingest import NothingToAdd, UnsupportedSource, UrlRefused
 from services.context.service import ContextService
 from services.context.tiers import ABSTRACT, OVERVIEW
 from services.context.uri import AxiomUri, parse_uri
