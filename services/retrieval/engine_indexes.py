@@ -79,6 +79,7 @@ class EngineBase:
         self._lock = threading.RLock()
         self._sandbox: LoaderSandbox | None = None
         self._memory_active: str | None = None
+        self._said_unaudited = False  # "not audited" is said once per engine (a read-only workspace)
 
     # -- life cycle ------------------------------------------------------------------------
     @property
