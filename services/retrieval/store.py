@@ -34,7 +34,8 @@ batch write (steps 1-5 above) — holds the store lock, so a query sees the stat
 after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
 manifest; a process whose embedded Chroma client is older than the generation reopens it
 before using it.  A new index's manifest is built in a temporary folder and renamed into
-place, so an index is either absent or whole.
+place, so an index is either absent or whole.  Where the index folder cannot be written the
+store opens for reading only (``read_only``; see :mod:`services.retrieval.readonly`).
 
 Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
 ``EphemeralClient`` with a collection of its own, SQLite ``:memory:``).
@@ -64,7 +65,7 @@ from services.retrieval.store_lexical import (
     LEXICAL_FORMAT,
     WRITER_HEAP,
     bm25_search,
-    fill_lexical,
+    open_lexical,
     query_analyzer,
     stopwords,
     tantivy_schema,
@@ -147,8 +148,7 @@ class IndexStore(Manifest):
         self._memory_lock = threading.RLock()
         self._closed = False
         self.locks: IndexLocks | None = None
-        self.read_only = False
-        """The index folder cannot be written: opened for reading only (:mod:`services.retrieval.readonly`)."""
+        self.read_only = False  # the folder cannot be written: see services.retrieval.readonly
         self._tantivy_index: tantivy.Index | None = None
         self._client_api: ClientAPI | None = None
         self._collection_api: Collection | None = None
@@ -193,16 +193,14 @@ class IndexStore(Manifest):
     # -- parts ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def store_locked(self, *, reader: bool = False) -> Iterator[None]:
-        """Hold the store lock (and this process's lock of the parts) without opening anything
-        (a ``reader`` goes on without the lock where it cannot be taken: see ``store_locks``)."""
+        """Hold the store lock (a ``reader`` goes on without it where it cannot be taken) without opening anything."""
         lock = self.locks.store(reader=reader) if self.locks is not None else contextlib.nullcontext()
         with self._memory_lock, lock:
             yield
 
     @contextlib.contextmanager
     def reading(self, *, write: bool = False) -> Iterator[None]:
-        """Hold the store lock (one query's worth, or one batch ``write``) with Tantivy and Chroma
-        open and current."""
+        """Hold the store lock (one query, or one batch ``write``) with Tantivy and Chroma open and current."""
         if self._closed:
             raise IndexCorrupt(f"index {self.name!r} is closed")
         with self.store_locked(reader=not write):
@@ -255,30 +253,18 @@ class IndexStore(Manifest):
 
     def _open_tantivy(self) -> tantivy.Index:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
-        import tantivy
+        current = self.get_meta("lexical_format") == LEXICAL_FORMAT
+        index, rebuilt = open_lexical(self.name, self.directory, current, self._all_chunks, read_only=self.read_only)
+        if rebuilt:
+            self.set_meta(lexical_format=LEXICAL_FORMAT)
+        return index
 
-        if self.directory is None:
-            return tantivy.Index(tantivy_schema())
-        path = self.directory / "tantivy"
-        if self.get_meta("lexical_format") == LEXICAL_FORMAT and path.is_dir():
-            try:
-                return tantivy.Index(tantivy_schema(), path=str(path), reuse=True)
-            except ValueError:
-                pass  # unreadable (or its lock file cannot be made): rebuilt below from the manifest
+    def _all_chunks(self) -> list[Chunk]:
         rows = self._query(
             "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
             "embedding_model FROM chunks ORDER BY source_path, ordinal"
         )
-        if self.read_only:  # in memory: the same chunks, so the same BM25 answers
-            index = tantivy.Index(tantivy_schema())
-            fill_lexical(index, [Chunk(*row) for row in rows], self.name)
-            return index
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir()
-        index = tantivy.Index(tantivy_schema(), path=str(path), reuse=False)
-        fill_lexical(index, [Chunk(*row) for row in rows], self.name)
-        self.set_meta(lexical_format=LEXICAL_FORMAT)
-        return index
+        return [Chunk(*row) for row in rows]
 
     def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
         """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
