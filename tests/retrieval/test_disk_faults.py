@@ -11,6 +11,7 @@ Mounting needs root (or CAP_SYS_ADMIN); the tests skip with the reason when it i
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import pytest
 
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.errors import IndexStorageError
+from services.retrieval.store_locks import IndexLocks
 from services.workspaces import Workspace, WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[2]
@@ -280,9 +282,19 @@ def test_read_only_file_system(small_fs: Path, tmp_path: Path, monkeypatch: pyte
             _reads_work(engine, keyword, 6, reason="read-only")
             with pytest.raises(IndexStorageError, match="read-only"):  # and writing still says so
                 engine.index_add(docs, "notes")
-        failed = _cli(small_fs, "rag", "index", "add", str(docs), "--name", "notes")
-        assert failed.returncode != 0
-        _one_clear_line(failed.stderr, reason="read-only")
+            with pytest.raises(IndexStorageError, match="read-only"):
+                engine.index_drop("notes")
+        # the store lock: a reader goes on without a lock file that cannot be made, a writer is refused
+        locks = IndexLocks(workspace.indexes_dir, "never-made")
+        with locks.store(reader=True):
+            pass
+        with pytest.raises(OSError) as refused, locks.store():
+            pass
+        assert refused.value.errno == errno.EROFS
+        for argv in (("rag", "index", "add", str(docs), "--name", "notes"), ("rag", "index", "drop", "notes")):
+            failed = _cli(small_fs, *argv)
+            assert failed.returncode != 0
+            _one_clear_line(failed.stderr, reason="read-only")
         _cli_reads_work(lambda *argv: _cli(small_fs, *argv), reason="read-only")
     with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:
         assert _answers(engine, "notes") == before  # untouched
