@@ -358,7 +358,10 @@ def test_read_only_wal_without_its_index_is_one_clear_line(
     with _read_only(small_fs):
         failed = _cli(small_fs, "rag", "query", "lighthouse", "--index", "notes")
         assert failed.returncode != 0
-        _one_clear_line(failed.stderr, reason="read-only")
+        _one_clear_line(failed.stderr, reason="manifest.db-wal")
+        assert "read-only" in failed.stderr and "nothing is lost" in failed.stderr
+    with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:  # writable again: the WAL is read
+        assert engine._store("notes").counts()[1] == 0
 
 
 def _as_nobody(path: Path) -> list[str]:
