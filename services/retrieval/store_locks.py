@@ -102,14 +102,14 @@ class _BlockingLock:
 
     def _flock(self, fcntl: Any, reader: bool) -> int | bool:
         """The locked descriptor, or ``False`` for a reader that goes on without a lock."""
-        from services.retrieval.readonly import refusal
-
         try:
             if not self._folder_made:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._folder_made = True
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
+            from services.retrieval.readonly import refusal
+
             if not reader or not refusal(exc, self.path.parent):
                 raise
             try:  # an existing lock file is still locked: flock needs no write access
