@@ -332,7 +332,9 @@ def handle_index_list(args: argparse.Namespace) -> int:
             )
             if info.status_detail:
                 print(_safe(f"    {info.status}: {info.status_detail}"))
-            if info.status.startswith("vectors"):
+            if info.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
+                print("    keyword-only while the index folder cannot be written")
+            elif info.status.startswith("vectors"):
                 print(_safe(f"    keyword-only until repaired: aries rag index repair {info.name}"))
             for root in info.roots:
                 print(f"    {_safe(root)}")

@@ -162,7 +162,9 @@ class RagController:
             )
             if i.status_detail:
                 rows.append(f"    {i.status}: {i.status_detail}")
-            if i.status.startswith("vectors"):
+            if i.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
+                rows.append("    keyword-only while the index folder cannot be written")
+            elif i.status.startswith("vectors"):
                 rows.append(f"    keyword-only until repaired: /rag index repair {i.name}")
             rows.extend(
                 f"    failed  {f['path']}: [{f['code']}] {f['message']} (its previous chunks are kept)"
@@ -252,7 +254,7 @@ class RagController:
         hits = [hit.to_dict() for hit in result.hits]
         caption = f"query: {text}  ·  index {result.index}  ·  k={k}"
         if result.mode == "keyword":
-            caption += "  ·  KEYWORD ONLY (vector store damaged)"
+            caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"
         for warning in result.warnings:
             self.app.call_from_thread(
                 self.app.notify, warning, title="retrieval", severity="warning", timeout=10, markup=False

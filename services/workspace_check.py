@@ -117,7 +117,7 @@ def _index(directory: Path) -> str:
     parts = [f"{info['files']} file(s), {info['chunks']} chunk(s)"]
     from services.retrieval.store_locks import IndexLocks
 
-    with IndexLocks(directory.parent, directory.name).store():  # never beside a write (embedded Chroma)
+    with IndexLocks(directory.parent, directory.name).store(reader=True):  # never beside a write (embedded Chroma)
         parts.append(_tantivy(directory))
         if os.environ.get("AXIOMME_CHROMA_URL", "").strip():
             parts.append("vectors on the Chroma server (not checked here)")

@@ -4,7 +4,9 @@ The database file is shared with other services (tool calls, plan runs), so this
 only ever creates and touches its own table.  WAL mode lets readers (``/rag last`` in the
 TUI, the CLI) run while another process writes.  Opening runs the checks of
 :mod:`services.audit_db` (integrity, schema version); every SQLite failure is one
-:class:`~services.audit_db.AuditStoreError` line.
+:class:`~services.audit_db.AuditStoreError` line.  Where the workspace cannot be written (a
+read-only file system, ``chmod a-w``) it is opened read-only: the entries are read, none is
+written (:meth:`RetrievalAudit.unwritable` says why; the engine answers the query unaudited).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import describe_sqlite_error, open_checked
+from services.audit_db import SCHEMA_VERSION, AuditStoreError, describe_sqlite_error, open_checked
 from services.clock import utc_now
 from services.retrieval.models import RetrievalRecord
+from services.retrieval.readonly import UnreadableWal, connect_readonly, why_unwritable, writable
 
 AUDIT_DB = "audit.db"
 
@@ -51,17 +54,48 @@ class RetrievalAudit:
         with self._lock:
             try:
                 if self._db is None:
-                    db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
-                    try:
-                        open_checked(db, self.db_path, migrate_tables=False)  # only its own table
-                        db.execute(_SCHEMA)
-                    except BaseException:
-                        db.close()
-                        raise
-                    self._db = db
+                    self._db = self._open_readonly() if self.unwritable() else self._open()
                 yield self._db
             except (sqlite3.Error, OSError) as exc:
                 raise describe_sqlite_error(self.db_path, exc) from None
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
+        try:
+            open_checked(db, self.db_path, migrate_tables=False)  # only its own table
+            db.execute(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """Where the workspace cannot be written: read what is there (writes fail, see :meth:`unwritable`)."""
+        try:
+            db = connect_readonly(self.db_path)
+        except UnreadableWal:
+            raise AuditStoreError(
+                f"cannot read the audit database {self.db_path}: its last writes are in {AUDIT_DB}-wal, which "
+                f"SQLite reads only with {AUDIT_DB}-shm, and that file is missing and cannot be made here",
+                path=str(self.db_path),
+            ) from None
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            db.close()
+            raise AuditStoreError(
+                f"{AUDIT_DB} was written by a newer Aries (schema {version}; this one knows {SCHEMA_VERSION}) "
+                f"({self.db_path})",
+                path=str(self.db_path),
+            )
+        return db
+
+    def unwritable(self) -> str | None:
+        """Why no retrieval can be recorded here (the workspace is on a read-only file system, or
+        its folder or ``audit.db`` cannot be written), or None when it can be."""
+        folder = self.db_path.parent
+        if writable(folder) and (not self.db_path.exists() or writable(self.db_path)):
+            return None
+        return why_unwritable(folder)
 
     def close(self) -> None:
         with self._lock:
@@ -114,6 +148,9 @@ class RetrievalAudit:
         if not self.db_path.exists():
             return []
         with self._connect() as db:
+            made = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'retrievals'").fetchone()
+            if made is None:
+                return []  # opened read-only: the table was never made
             rows = db.execute(
                 "SELECT id, ts, query, index_name, embedding_model, params, results, workspace "
                 "FROM retrievals ORDER BY id DESC LIMIT ?",

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from services.audit_db import AuditStoreError
 from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.engine_indexes import MAX_K, ProgressCallback, derive_index_name, parse_handle
@@ -137,13 +138,7 @@ class RetrievalEngine(IngestingEngine):
         }
         if warnings:
             params["warnings"] = warnings
-        audit_id = self.audit.record(
-            query=text,
-            index=name,
-            embedding_model=self.embedder.model_id,
-            params=params,
-            hits=[hit.to_dict(with_text=False) for hit in hits],
-        )
+        audit_id = self._record(text, name, params, hits, warnings)
         return QueryResult(
             query=text,
             index=name,
@@ -157,7 +152,32 @@ class RetrievalEngine(IngestingEngine):
             mode=mode,
             warnings=warnings,
             threshold=threshold,
+            audited=audit_id is not None,
         )
+
+    def _record(self, text: str, name: str, params: dict[str, Any], hits: list[Hit], warnings: list[str]) -> int | None:
+        """The audit row's id; None where the workspace cannot be written (the first time in this
+        engine, a line in ``warnings`` says so).  Any other audit failure is raised."""
+        try:
+            return self.audit.record(
+                query=text,
+                index=name,
+                embedding_model=self.embedder.model_id,
+                params=params,
+                hits=[hit.to_dict(with_text=False) for hit in hits],
+            )
+        except AuditStoreError:
+            why = self.audit.unwritable()
+            if why is None:
+                raise
+        with self._lock:
+            said, self._said_unaudited = self._said_unaudited, True
+        if not said:
+            warnings.append(
+                f"retrievals are not audited in this workspace: {self.audit.db_path.name} cannot be written here: "
+                f"{why}; rag last shows the last one recorded before"
+            )
+        return None
 
     def _hits(
         self,

@@ -79,6 +79,7 @@ class EngineBase:
         self._lock = threading.RLock()
         self._sandbox: LoaderSandbox | None = None
         self._memory_active: str | None = None
+        self._said_unaudited = False  # "not audited" is said once per engine (a read-only workspace)
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -369,13 +370,14 @@ class EngineBase:
     def index_drop(self, name: str) -> None:
         validate_name(name, "index")
         locks = self._locks(name)
-        if locks is not None and not locks.try_writer():
-            raise IndexBusy(f"index {name!r} is being written by another Aries ({locks.holder()}); drop it later")
-        try:
-            self._drop(name)
-        finally:
-            if locks is not None:
-                locks.release_writer()
+        with storage_guard(name, self._index_dir(name) if locks else None, "drop it"):
+            if locks is not None and not locks.try_writer():
+                raise IndexBusy(f"index {name!r} is being written by another Aries ({locks.holder()}); drop it later")
+            try:
+                self._drop(name)
+            finally:
+                if locks is not None:
+                    locks.release_writer()
 
     def _drop(self, name: str) -> None:
         with self._lock:

@@ -113,8 +113,13 @@ def storage_guard(index: str, directory: Path | None, action: str) -> Iterator[N
             reason = storage_fault(exc, directory)
         if reason is None:
             raise
-        raise IndexStorageError(
-            f"index {index!r}: cannot {action}: {reason}; the index keeps its previous state ({_hint(reason)})",
-            index=index,
-            reason=reason,
-        ) from None
+        raise storage_error(index, reason, action) from None
+
+
+def storage_error(index: str, reason: str, action: str) -> IndexStorageError:
+    """The one line for a storage fault ``reason`` while trying to ``action`` index ``index``."""
+    return IndexStorageError(
+        f"index {index!r}: cannot {action}: {reason}; the index keeps its previous state ({_hint(reason)})",
+        index=index,
+        reason=reason,
+    )

@@ -199,6 +199,9 @@ class QueryResult:
     warnings: list[str] = field(default_factory=list)
     threshold: dict[str, Any] | None = None
     """The relevance threshold in force (``min_score``, ``min_bm25``, the handles that pass: ``kept``)."""
+    audited: bool = True
+    """False where the workspace cannot be written: no audit row (``audit_id`` None), and the first
+    such query of an engine says so in ``warnings``."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -34,7 +34,8 @@ batch write (steps 1-5 above) — holds the store lock, so a query sees the stat
 after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
 manifest; a process whose embedded Chroma client is older than the generation reopens it
 before using it.  A new index's manifest is built in a temporary folder and renamed into
-place, so an index is either absent or whole.
+place, so an index is either absent or whole.  Where the index folder cannot be written the
+store opens for reading only (``read_only``; see :mod:`services.retrieval.readonly`).
 
 Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
 ``EphemeralClient`` with a collection of its own, SQLite ``:memory:``).
@@ -56,6 +57,7 @@ from typing import TYPE_CHECKING
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
 from services.retrieval.models import Chunk
+from services.retrieval.readonly import not_writable, writable
 from services.retrieval.store_check import Consistency, check_stores
 from services.retrieval.store_lexical import (
     BM25_WINDOW,
@@ -63,7 +65,7 @@ from services.retrieval.store_lexical import (
     LEXICAL_FORMAT,
     WRITER_HEAP,
     bm25_search,
-    fill_lexical,
+    open_lexical,
     query_analyzer,
     stopwords,
     tantivy_schema,
@@ -81,6 +83,7 @@ from services.retrieval.store_manifest import (
     create_manifest,
     initial_meta,
     migrate_schema,
+    open_manifest,
     read_index_info,
 )
 from services.retrieval.store_vectors import (
@@ -145,6 +148,7 @@ class IndexStore(Manifest):
         self._memory_lock = threading.RLock()
         self._closed = False
         self.locks: IndexLocks | None = None
+        self.read_only = False  # the folder cannot be written: see services.retrieval.readonly
         self._tantivy_index: tantivy.Index | None = None
         self._client_api: ClientAPI | None = None
         self._collection_api: Collection | None = None
@@ -155,9 +159,8 @@ class IndexStore(Manifest):
                 if not create:
                     raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
                 create_manifest(self.directory, name, chroma_url)
-            self._db = sqlite3.connect(self.directory / MANIFEST, check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self.read_only = not writable(self.directory)
+            self._db = open_manifest(self.directory / MANIFEST, name, read_only=self.read_only)
         else:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
             self._db.executescript(_SCHEMA)
@@ -165,7 +168,7 @@ class IndexStore(Manifest):
                 for key, value in initial_meta(name, chroma_url).items():
                     db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
         version = self.get_meta("schema_version")
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION and not (self.read_only and isinstance(version, int) and version < SCHEMA_VERSION):
             try:
                 if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
                     self._db.executescript(_SCHEMA)  # the tables added since (``failures``)
@@ -184,22 +187,23 @@ class IndexStore(Manifest):
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             raise
-        self._recover()
+        if not self.read_only:
+            self._recover()
 
     # -- parts ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def store_locked(self) -> Iterator[None]:
-        """Hold the store lock (and this process's lock of the parts) without opening anything."""
-        lock = self.locks.store() if self.locks is not None else contextlib.nullcontext()
+    def store_locked(self, *, reader: bool = False) -> Iterator[None]:
+        """Hold the store lock (a ``reader`` goes on without it where it cannot be taken) without opening anything."""
+        lock = self.locks.store(reader=reader) if self.locks is not None else contextlib.nullcontext()
         with self._memory_lock, lock:
             yield
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        """Hold the store lock (one query's worth) with Tantivy and Chroma open and current."""
+    def reading(self, *, write: bool = False) -> Iterator[None]:
+        """Hold the store lock (one query, or one batch ``write``) with Tantivy and Chroma open and current."""
         if self._closed:
             raise IndexCorrupt(f"index {self.name!r} is closed")
-        with self.store_locked():
+        with self.store_locked(reader=not write):
             self._fresh()
             yield
 
@@ -221,7 +225,7 @@ class IndexStore(Manifest):
             try:
                 self._client_api, self._collection_api = self._open_chroma(opening=first)
             except IndexCorrupt as exc:  # an embedded store that does not open: keyword-only until rebuilt
-                self.vector_health = unopenable(exc)
+                self.vector_health = unopenable(exc, self.directory if self.read_only else None)
             else:
                 if first or not self.vector_health.ok:
                     self.vector_health = self._vector_check()
@@ -249,26 +253,18 @@ class IndexStore(Manifest):
 
     def _open_tantivy(self) -> tantivy.Index:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
-        import tantivy
+        current = self.get_meta("lexical_format") == LEXICAL_FORMAT
+        index, rebuilt = open_lexical(self.name, self.directory, current, self._all_chunks, read_only=self.read_only)
+        if rebuilt:
+            self.set_meta(lexical_format=LEXICAL_FORMAT)
+        return index
 
-        if self.directory is None:
-            return tantivy.Index(tantivy_schema())
-        path = self.directory / "tantivy"
-        if self.get_meta("lexical_format") == LEXICAL_FORMAT and path.is_dir():
-            try:
-                return tantivy.Index(tantivy_schema(), path=str(path), reuse=True)
-            except ValueError:
-                pass  # unreadable: rebuilt below from the manifest, which holds every chunk's text
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir()
-        index = tantivy.Index(tantivy_schema(), path=str(path), reuse=False)
+    def _all_chunks(self) -> list[Chunk]:
         rows = self._query(
             "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
             "embedding_model FROM chunks ORDER BY source_path, ordinal"
         )
-        fill_lexical(index, [Chunk(*row) for row in rows], self.name)
-        self.set_meta(lexical_format=LEXICAL_FORMAT)
-        return index
+        return [Chunk(*row) for row in rows]
 
     def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
         """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
@@ -351,6 +347,8 @@ class IndexStore(Manifest):
     ) -> Iterator[Writer]:
         """Be the one writer of this index (waiting for another Aries up to ``wait_s``) for a series
         of :meth:`Writer.apply` calls; a journal left by an interrupted writer is replayed first."""
+        if self.read_only:
+            raise not_writable(self.name, self.directory, "write to it")
         locked = (
             self.locks.writer(wait_s=wait_s, on_wait=on_wait, cancel=cancel)
             if self.locks is not None

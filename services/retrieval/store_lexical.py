@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.retrieval.models import Chunk
@@ -131,3 +133,34 @@ def fill_lexical(index: tantivy.Index, chunks: Sequence[Chunk], name: str) -> No
     writer.commit()
     writer.wait_merging_threads()
     index.reload()
+
+
+def open_lexical(
+    name: str, directory: Path | None, current: bool, chunks: Callable[[], list[Chunk]], *, read_only: bool
+) -> tuple[tantivy.Index, bool]:
+    """The Tantivy index in ``directory/tantivy`` (in RAM when ``directory`` is None), opened when
+    it is ``current`` (of :data:`LEXICAL_FORMAT`) and readable, else rebuilt from ``chunks()``; and
+    whether it was rebuilt on disk (the caller records the format).
+
+    Tantivy takes a lock file to open an index; where the folder cannot be written (``read_only``)
+    that fails, and the index is rebuilt in memory instead: the same chunks, so the same BM25 answers.
+    """
+    import tantivy
+
+    if directory is None:
+        return tantivy.Index(tantivy_schema()), False
+    path = directory / "tantivy"
+    if current and path.is_dir():
+        try:
+            return tantivy.Index(tantivy_schema(), path=str(path), reuse=True), False
+        except ValueError:
+            pass  # unreadable (or its lock file cannot be made): rebuilt below from the manifest
+    if read_only:
+        index = tantivy.Index(tantivy_schema())
+        fill_lexical(index, chunks(), name)
+        return index, False
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+    index = tantivy.Index(tantivy_schema(), path=str(path), reuse=False)
+    fill_lexical(index, chunks(), name)
+    return index, True

@@ -19,19 +19,22 @@ holds them; one lock object per path is shared by every user in the process.  Th
 is a ``filelock.FileLock`` (polled, so a waiting writer can report and be cancelled); the store
 lock is a blocking ``flock`` (see :class:`_BlockingLock`), so a writer waiting between two
 queries gets it as soon as the query ends.  The kernel drops both when their process dies
-(``kill -9`` included): a lock is never left behind.
+(``kill -9`` included): a lock is never left behind.  Where the lock folder cannot be written
+(a read-only file system), a reader goes on without the store lock and a writer gets the error
+(see :mod:`services.retrieval.readonly`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text
 from services.clock import utc_now
@@ -78,8 +81,12 @@ class _BlockingLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        self._folder_made = False
 
-    def acquire(self) -> None:
+    def acquire(self, *, reader: bool = False) -> None:
+        """Take the lock (blocking).  A ``reader`` whose lock file cannot be created or opened
+        because its folder cannot be written (a read-only file system, ``chmod a-w``) goes on
+        without it: nobody can write there either.  Anyone else gets the ``OSError``."""
         depth = getattr(self._local, "depth", 0)
         if depth:
             self._local.depth = depth + 1
@@ -90,20 +97,46 @@ class _BlockingLock:
             _file_lock(self.path).acquire()
             self._local.fd = None
         else:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._local.fd = fd
+            self._local.fd = self._flock(fcntl, reader)
         self._local.depth = 1
+
+    def _flock(self, fcntl: Any, reader: bool) -> int | bool:
+        """The locked descriptor, or ``False`` for a reader that goes on without a lock."""
+        try:
+            if not self._folder_made:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._folder_made = True
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            from services.retrieval.readonly import refusal
+
+            if not reader or not refusal(exc, self.path.parent):
+                raise
+            try:  # an existing lock file is still locked: flock needs no write access
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError as again:
+                if again.errno in (errno.ENOENT, errno.EACCES, errno.EPERM):
+                    return False
+                raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            os.close(fd)
+            if reader and exc.errno == errno.EBADF:  # NFS emulates flock with write locks
+                return False
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def release(self) -> None:
         self._local.depth -= 1
         if self._local.depth:
             return
         fd = self._local.fd
+        if fd is False:  # a reader that went on without the lock
+            return
         if fd is None:  # pragma: no cover - Windows
             _file_lock(self.path).release()
             return
@@ -122,8 +155,7 @@ def _store_lock(path: Path) -> _BlockingLock:
     key = os.path.abspath(path)
     with _registry_lock:
         lock = _store_locks.get(key)
-        if lock is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if lock is None:  # its folder is made when it is first taken (a reader may not be able to)
             lock = _store_locks[key] = _BlockingLock(path)
         return lock
 
@@ -140,9 +172,11 @@ class IndexLocks:
 
     # -- store lock: one query or one batch write --------------------------------------------
     @contextlib.contextmanager
-    def store(self) -> Iterator[None]:
+    def store(self, *, reader: bool = False) -> Iterator[None]:
+        """Hold the store lock; a ``reader`` goes on without it where it cannot be created
+        (see :meth:`_BlockingLock.acquire`)."""
         lock = _store_lock(self.store_path)
-        lock.acquire()
+        lock.acquire(reader=reader)
         try:
             yield
         finally:

@@ -161,7 +161,12 @@ class Manifest:
 
     def failures(self) -> list[FileFailure]:
         """Files whose last load failed while their previous chunks stay searchable."""
-        rows = self._query("SELECT source_path, code, message, failed_at FROM failures ORDER BY source_path")
+        try:
+            rows = self._query("SELECT source_path, code, message, failed_at FROM failures ORDER BY source_path")
+        except sqlite3.OperationalError as exc:  # a version-1 manifest that could not be migrated (read-only)
+            if "no such table: failures" not in str(exc):
+                raise
+            return []
         return [FileFailure(*row) for row in rows]
 
     def record_failures(self, failed: dict[str, tuple[str, str]], cleared: Sequence[str] = ()) -> None:
@@ -221,12 +226,14 @@ class Manifest:
 
 def read_index_info(directory: Path) -> dict[str, Any] | None:
     """Meta, roots and counts of the index in ``directory``, read without opening Tantivy or Chroma."""
+    from services.retrieval.readonly import UnreadableWal, connect_readonly
+
     path = Path(directory) / MANIFEST
     if not path.is_file():
         return None
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    except sqlite3.Error:
+        db = connect_readonly(path)
+    except (sqlite3.Error, UnreadableWal):
         return None
     try:
         meta = {key: json.loads(value) for key, value in db.execute("SELECT key, value FROM meta")}
@@ -243,6 +250,30 @@ def read_index_info(directory: Path) -> dict[str, Any] | None:
         return None
     finally:
         db.close()
+
+
+def open_manifest(path: Path, name: str, *, read_only: bool) -> sqlite3.Connection:
+    """The connection of an index's manifest (WAL); ``read_only`` where its folder cannot be
+    written (see :func:`services.retrieval.readonly.connect_readonly`)."""
+    if not read_only:
+        db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+    from services.retrieval.errors import IndexStorageError
+    from services.retrieval.readonly import UnreadableWal, connect_readonly, why_unwritable
+
+    try:
+        return connect_readonly(path, timeout=30)
+    except UnreadableWal:
+        why = why_unwritable(path.parent)
+        raise IndexStorageError(
+            f"index {name!r}: cannot read it: its last writes are in {MANIFEST}-wal, which SQLite reads only "
+            f"with {MANIFEST}-shm, and that file is missing and cannot be made ({why}); make the index folder "
+            "writable once and open the index (nothing is lost)",
+            index=name,
+            reason=why,
+        ) from None
 
 
 def migrate_schema(manifest: Manifest, name: str) -> None:

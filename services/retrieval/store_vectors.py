@@ -95,11 +95,13 @@ def dense_search(collection: Collection, vector: list[float], top_n: int) -> lis
 OK = "ok"
 MISSING = "missing"
 DAMAGED = "damaged"
+UNAVAILABLE = "unavailable"
 
 
 @dataclass(frozen=True)
 class VectorHealth:
-    """``status`` is ``ok``, ``missing`` (no vectors at all) or ``damaged``; ``detail`` says why."""
+    """``status`` is ``ok``, ``missing`` (no vectors at all), ``damaged``, or ``unavailable`` (an
+    embedded store that cannot be opened where its folder cannot be written); ``detail`` says why."""
 
     status: str
     detail: str
@@ -110,6 +112,11 @@ class VectorHealth:
 
     def warning(self, index: str) -> str:
         """The one-line warning shown where keyword-only results are shown."""
+        if self.status == UNAVAILABLE:
+            return (
+                f"index {index!r}: vector store {self.status} ({self.detail}); keyword-only results. "
+                "Hybrid results come back where the index folder can be written"
+            )
         return (
             f"index {index!r}: vector store {self.status} ({self.detail}); keyword-only results. "
             f"Repair with: rag index repair {index} (or the next rag index add rebuilds it)"
@@ -146,5 +153,13 @@ def check_vectors(collection: Collection, expected: int) -> VectorHealth:
     return VectorHealth(OK, f"{count} vectors for {expected} chunks")
 
 
-def unopenable(exc: BaseException) -> VectorHealth:
+def unopenable(exc: BaseException, read_only: Path | None = None) -> VectorHealth:
+    """The health of an embedded store that did not open; ``read_only``: the index folder, which
+    cannot be written (the embedded Chroma writes to its own files when it opens)."""
+    if read_only is not None:
+        from services.retrieval.readonly import why_unwritable
+
+        return VectorHealth(
+            UNAVAILABLE, f"the embedded store opens only where it can write, and {why_unwritable(read_only)}"
+        )
     return VectorHealth(DAMAGED, f"the vector store does not open: {_short(exc)}")

@@ -44,7 +44,7 @@ class Writer:
         if self._tantivy_writer is not None:  # nested: the outer batch holds everything
             yield self
             return
-        with self.store.reading():
+        with self.store.reading(write=True):
             index = self.store._tantivy
             try:
                 tantivy_writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
