@@ -14,6 +14,8 @@ import argparse
 import sys
 from typing import Any
 
+from app.cli_options import workspace_option
+
 EXIT_CODES = """\
 exit codes:
   0    ok
@@ -73,7 +75,7 @@ def register(subparsers: Any) -> None:
     ask.add_argument("--stdin", action="store_true", help="read the question or the request JSON from stdin")
     ask.add_argument("-k", type=_positive, metavar="N", help="passages to retrieve (default: the request's, else 5)")
     ask.add_argument("--profile", metavar="P", help="answer under this prompt profile")
-    _workspace_option(ask)
+    workspace_option(ask)
     ask.add_argument("--json", action="store_true", help="print the response JSON")
     ask.add_argument(
         "--approve",
@@ -96,7 +98,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ingest.add_argument("path", metavar="PATH")
-    _workspace_option(ingest)
+    workspace_option(ingest)
     ingest.add_argument("--index", metavar="NAME", help="index name (default: the folder or file name)")
     ingest.add_argument("--json", action="store_true", help="print the ingest result JSON")
     ingest.set_defaults(func=handle_ingest)
@@ -107,17 +109,10 @@ def register(subparsers: Any) -> None:
         epilog="exit codes: 0 ok, 2 the configured model is invalid, 4 its provider does not answer "
         "(the report is printed in every case).",
     )
-    _workspace_option(status)
+    workspace_option(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.add_argument("--calls", type=_positive, default=10, metavar="N", help="last N tool calls (default 10)")
     status.set_defaults(func=handle_status)
-
-
-def _workspace_option(parser: argparse.ArgumentParser) -> None:
-    # SUPPRESS: without it, the sub-command's default would overwrite 'aries -w NAME ask ...'.
-    parser.add_argument(
-        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
-    )
 
 
 def _positive(text: str) -> int:

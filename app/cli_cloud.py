@@ -14,6 +14,8 @@ import argparse
 import sys
 from typing import Any
 
+from app.cli_options import workspace_option
+
 CLOUD_HELP = """\
 The cloud bridge is off unless the active profile's 'cloud:' block or the workspace setting 'cloud'
 turns it on (mode ask or auto, an OpenAI-compatible base_url, a model, api_key_env naming the
@@ -32,21 +34,15 @@ def register(subparsers: Any) -> None:
     )
     sub = cloud.add_subparsers(dest="cloud_command", metavar="COMMAND", required=True)
     status = sub.add_parser("status", help="the bridge in force and its last calls (hashes and counts only)")
-    _workspace_option(status)
+    workspace_option(status)
     status.add_argument("--calls", type=int, default=10, metavar="N", help="last N cloud calls (default 10)")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=handle_status)
     forget = sub.add_parser("forget", help="remove every kept cloud reply (or one) from the workspace and its index")
-    _workspace_option(forget)
+    workspace_option(forget)
     forget.add_argument("request_id", nargs="?", metavar="REQUEST_ID", help="only this reply (cloud-…)")
     forget.add_argument("--json", action="store_true", help="print JSON")
     forget.set_defaults(func=handle_forget)
-
-
-def _workspace_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
-    )
 
 
 def _open(args: argparse.Namespace) -> Any:

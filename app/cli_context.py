@@ -30,10 +30,34 @@ def register(subparsers: Any) -> None:
     sub = context.add_subparsers(dest="context_command", metavar="COMMAND", required=True)
     register_store_commands(sub)
     register_search_commands(sub)
+    _check_settings_first(sub)
 
 
-def workspace_option(parser: argparse.ArgumentParser) -> None:
-    """``-w/--workspace`` on a sub-command (SUPPRESS keeps 'aries -w NAME context …' working)."""
-    parser.add_argument(
-        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
-    )
+def _check_settings_first(sub: Any) -> None:
+    """Every ``aries context …`` handler first validates the retrieval and context settings, so a bad
+    ``AXIOMME_RETRIEVAL_BACKEND`` (or any ``AXIOMME_*``) fails fast with one line, whatever the command."""
+    for parser in sub.choices.values():
+        func = parser.get_default("func")
+        if func is not None:
+            parser.set_defaults(func=_checked(func))
+        for action in parser._actions:  # nested sub-commands (context session new|append|commit)
+            if isinstance(action, argparse._SubParsersAction):
+                _check_settings_first(action)
+
+
+def _checked(func: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        import sys
+
+        from services.context.settings import ContextSettings
+        from services.errors import AriesError
+
+        try:
+            ContextSettings.from_env()
+        except AriesError as exc:
+            sys.stderr.write(f"aries: {exc.message}\n")
+            return exc.exit_code
+        result: int = func(args)
+        return result
+
+    return run

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from app.cli_options import workspace_option
+
 if TYPE_CHECKING:
     from services.context.search import ContextRetriever, RetrievalResult
     from services.context.traces import Trace
@@ -35,14 +37,6 @@ def register_search_commands(sub: Any) -> None:
     trace.add_argument("-n", type=int, default=20, metavar="N", help="how many to list (default 20)")
     trace.add_argument("--json", action="store_true", help="print JSON")
     trace.set_defaults(func=handle_trace)
-
-
-def workspace_option(parser: argparse.ArgumentParser) -> None:
-    """``-w/--workspace`` as :func:`app.cli_context.workspace_option` makes it (a copy: importing that
-    module from here is an import cycle, since it imports this one, and lint-imports refuses it)."""
-    parser.add_argument(
-        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
-    )
 
 
 def _query_options(parser: argparse.ArgumentParser) -> None:

@@ -16,16 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli_options import workspace_option
+
 if TYPE_CHECKING:
     from services.context.service import ContextService
-
-
-def workspace_option(parser: argparse.ArgumentParser) -> None:
-    """``-w/--workspace`` on a sub-command: the same as ``app.cli_context.workspace_option``, defined
-    here because importing that module from this one is an import cycle (cli_context imports us)."""
-    parser.add_argument(
-        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
-    )
 
 
 def _print_json(data: Any) -> None:

@@ -3,15 +3,9 @@
 Thin: the context tree (``services.context.tree.ContextTree`` on ``<workspace>/context``) does the
 work; this parses arguments, opens screens and reports typed errors as one line.
 
-Hooks left for the retrieval work (ctx-search), to be wired by the lead — each raises
-:class:`ContextNotAvailable` ("… is not available yet") until then:
-
-* :meth:`ContextController.find` and :meth:`ContextController.search` (``/context find|search QUERY``):
-  call the service, show the hits in the Context pane, keep the trace;
-* :meth:`ContextController.open_trace` (``/context trace ID``): load a persisted trace by id.
-
-:meth:`ContextController.show_trace` already works: give it a trace dict (the agreed shape, see
-``widgets.context_tree.trace``) and it opens the trace view.
+``/context find|search QUERY`` run :class:`services.context.search.ContextRetriever` in a thread
+worker and open the trace view (start points, steps, budget use, stop reason, the ranked hits);
+``/context trace ID|last`` opens a persisted trace (the ``context_traces`` table of ``audit.db``).
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class ContextNotAvailable(AriesError):
-    """A ``/context`` feature whose service has not landed yet."""
+    """A ``/context`` request with nothing to show (no trace yet)."""
 
 
 class ContextController:
@@ -124,15 +118,75 @@ class ContextController:
 
         self.app.push_screen(ContextTraceScreen(trace))
 
-    # -- hooks for ctx-search (the lead wires them) -------------------------------------------
+    # -- find / search / traces ---------------------------------------------------------------
     def find(self, query: str) -> None:
-        """HOOK: ``/context find QUERY`` — flat ranked lookup; show hits, keep the trace."""
-        raise ContextNotAvailable("/context find is not available yet (the context search service is not wired)")
+        """``/context find QUERY`` — the flat ranked lookup; opens its trace view with the hits."""
+        self._retrieve("find", query)
 
     def search(self, query: str) -> None:
-        """HOOK: ``/context search QUERY`` — directory-aware search; show hits, keep the trace."""
-        raise ContextNotAvailable("/context search is not available yet (the context search service is not wired)")
+        """``/context search QUERY`` — the directory-aware search; opens its trace view with the hits."""
+        self._retrieve("search", query)
 
     def open_trace(self, trace_id: str) -> None:
-        """HOOK: ``/context trace ID`` — load a persisted trace, then :meth:`show_trace` it."""
-        raise ContextNotAvailable("/context trace is not available yet (traces are not persisted in this build)")
+        """``/context trace ID`` (or ``last``) — a persisted trace, in the trace view."""
+        session = self.app.require_session()
+
+        def work() -> None:
+            from services.context.traces import TraceStore
+            from services.retrieval.audit import AUDIT_DB
+
+            store = TraceStore(session.workspace.root / AUDIT_DB)
+            try:
+                if trace_id == "last":
+                    recent = store.recent(1)
+                    if not recent:
+                        raise ContextNotAvailable("no find or search has run in this workspace yet")
+                    trace = recent[0]
+                else:
+                    trace = store.get(trace_id)
+            except AriesError as exc:
+                self.app.call_from_thread(self.app.report_error, exc.message, "/context trace")
+                return
+            finally:
+                store.close()
+            self.app.call_from_thread(self.show_trace, trace_view(trace.to_dict()))
+
+        self.app.run_worker(work, thread=True, group="context-trace", exit_on_error=False)
+
+    def _retrieve(self, kind: str, query: str) -> None:
+        session = self.app.require_session()
+        tree = self.tree()
+        key = f"context-{kind}"
+
+        def work() -> None:
+            from services.context.search import ContextRetriever
+
+            try:
+                retriever = ContextRetriever(tree, session.engine())
+                try:
+                    result = retriever.find(query) if kind == "find" else retriever.search(query)
+                finally:
+                    retriever.close()
+            except AriesError as exc:
+                self.app.call_from_thread(self.app.report_error, exc.message, f"/context {kind}")
+                return
+            finally:
+                self.app.call_from_thread(self.app.status_stop, key)
+            data = trace_view(result.trace.to_dict())
+            snippets = {str(hit.uri): hit.snippet for hit in result.hits}
+            for row in data.get("hits", []):
+                row.setdefault("snippet", snippets.get(str(row.get("uri")), ""))
+            self.app.call_from_thread(self.show_trace, data)
+
+        self.app.status_start(key, f"context {kind}: {query}")
+        self.app.run_worker(work, thread=True, group=key, exit_on_error=False)
+
+
+def trace_view(trace: dict[str, Any]) -> dict[str, Any]:
+    """A persisted trace in the trace view's shape: the limits and the use in one ``budget``."""
+    limits = dict(trace.get("budget") or {})
+    used = dict(trace.get("budget_used") or {})
+    view = dict(trace)
+    view["budget"] = {**limits, "used_ms": used.get("ms"), "nodes": used.get("nodes"), "depth": used.get("depth")}
+    view["query"] = trace.get("normalized") or trace.get("query")
+    return view

@@ -253,3 +253,15 @@ def test_evidence_through_the_cli(demo: Path, aries_home: Path, tmp_path: Path) 
     for name in names:
         text = (tmp_path / "ev" / name).read_text()
         assert "| FAIL |" not in text and "Totals:" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("context", "ls"), ("context", "find", "rivers"), ("context", "session", "new"), ("context", "reconcile")],
+)
+def test_a_bad_backend_setting_fails_fast_from_every_context_command(
+    demo: Path, aries_home: Path, command: tuple[str, ...]
+) -> None:
+    done = aries("-w", "demo", *command, home=aries_home, AXIOMME_RETRIEVAL_BACKEND="postgres")
+    assert done.returncode == 2 and "AXIOMME_RETRIEVAL_BACKEND='postgres'" in one_line(done)
+    assert not (demo / "context" / "session").exists() or not any((demo / "context" / "session").iterdir())

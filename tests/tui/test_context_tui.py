@@ -2,7 +2,7 @@
 ``axiom://`` tree (built here with the real ``ContextTree`` and ``synthesize_tiers``), folders list when
 expanded, a folder's L0/L1 preview, a file's start, Enter opens the file viewer; hostile names and
 contents stay inert; ``temp`` and ``queue`` are visible, dimmed and read-only; the trace view renders
-the agreed trace shape; the find/search hooks say they are not available yet."""
+the agreed trace shape; ``/context find|search`` run the real retriever and open their trace."""
 
 from __future__ import annotations
 
@@ -193,9 +193,8 @@ async def test_bad_uris_and_hooks_are_one_line_errors(workspace: Workspace) -> N
             ("/context read axiom://resources/../etc/passwd", "'..'"),
             ("/context read axiom://nowhere/x", "unknown scope"),
             ("/context ls axiom://resources/missing", "nothing at axiom://resources/missing"),
-            ("/context find rivers", "/context find is not available yet"),
-            ("/context search rivers", "/context search is not available yet"),
-            ("/context trace t-0001", "/context trace is not available yet"),
+            ("/context trace t-0001", "t-0001"),
+            ("/context trace last", "no find or search has run"),
             ("/context bogus", "cannot read '/context bogus'"),
         ]:
             app.clear_notifications()
@@ -354,3 +353,26 @@ def test_context_file_viewer_snapshot_small(snap_compare) -> None:
         await settle(pilot)
 
     assert snap_compare(AriesApp("demo"), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_find_and_search_open_their_trace_and_trace_last_reopens_it(workspace: Workspace) -> None:
+    """You should see the search's trace view: its hits with rivers.md first, then the same trace
+    again from ``/context trace last``."""
+    from services.context.index import sync_index
+    from services.retrieval import RetrievalEngine
+
+    with RetrievalEngine(workspace) as engine:
+        sync_index(ContextTree(workspace.root / "context"), engine)
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        seen = []
+        for line in ("/context search rivers silt", "/context find rivers silt", "/context trace last"):
+            await command(pilot, line)
+            await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
+            shown = text_of(render_trace(app.screen.trace), width=160)  # type: ignore[attr-defined]
+            assert "axiom://resources/guides/rivers.md" in shown and "stop reason" in shown
+            seen.append(app.screen.trace["id"])  # type: ignore[attr-defined]
+            await pilot.press("escape")
+            await pilot.pause()
+        assert seen[1] == seen[2] and seen[0] != seen[1]
