@@ -189,4 +189,12 @@ def trace_view(trace: dict[str, Any]) -> dict[str, Any]:
     view = dict(trace)
     view["budget"] = {**limits, "used_ms": used.get("ms"), "nodes": used.get("nodes"), "depth": used.get("depth")}
     view["query"] = trace.get("normalized") or trace.get("query")
+    view["start_points"] = [
+        {**point, "level": point.get("level") or ("L0/L1" if point.get("tier") else "–")}
+        for point in trace.get("start_points") or []
+    ]
+    view["steps"] = [
+        {**step, "uri": step.get("uri") or step.get("directory"), "kept": step.get("kept", step.get("hits", []))}
+        for step in trace.get("steps") or []
+    ]
     return view

@@ -102,9 +102,19 @@ class ContextRetriever:
             Path(self.settings.aliases_file) if self.settings.aliases_file else engine.workspace.root / ALIASES_FILE
         )
         self.aliases = load_aliases(path) if self.settings.query_normalizer else {}
+        self._warm = False
 
     def close(self) -> None:
         self.traces.close()
+
+    def _warm_up(self) -> None:
+        """Load the embedding model once, before a call's clock starts: a request's ``max_ms`` budget
+        is for retrieving and walking, not for a cold start of the model (seconds, once per process)."""
+        if not self._warm:
+            from services.retrieval.embedders import preload
+
+            preload(self.engine.embedder)
+            self._warm = True
 
     # -- shared steps ----------------------------------------------------------------------
     def _start(self, kind: str, query: str, target: AxiomUri | str | None, limit: int, budget: Budget) -> Trace:
@@ -192,6 +202,7 @@ class ContextRetriever:
         budget: Budget | None = None,
     ) -> RetrievalResult:
         """The flat ranked lookup: the best chunk of each file, reranked, at most ``limit``."""
+        self._warm_up()
         started = time.perf_counter()
         budget = budget or Budget()
         target = _target(target_uri)
@@ -240,6 +251,7 @@ class ContextRetriever:
         budget: Budget | None = None,
     ) -> RetrievalResult:
         """Directory-aware recursive retrieval (see the module docstring); L2 hits only."""
+        self._warm_up()
         started = time.perf_counter()
         budget = budget or Budget()
         target = _target(target_uri)
