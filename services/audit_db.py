@@ -5,7 +5,10 @@ and :mod:`services.retrieval.audit` (retrievals), which keep their own tables in
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from services.errors import AriesError
@@ -151,3 +154,50 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+class OwnTable:
+    """A module's own table in ``audit.db``: one connection, opened on first use and shared by threads
+    under a lock, the file checked on open (:func:`open_checked`, other tables left alone), the
+    module's ``SCHEMA`` created, and every SQLite failure one :class:`AuditStoreError`.
+
+    Subclasses set ``SCHEMA`` (and ``ROWS = True`` for :class:`sqlite3.Row` rows); a store that must
+    open the file another way (read-only) overrides :meth:`_open`.
+    """
+
+    SCHEMA = ""
+    ROWS = False
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                if self._db is None:
+                    self._db = self._open()
+                yield self._db
+            except (sqlite3.Error, OSError) as exc:
+                raise describe_sqlite_error(self.db_path, exc) from None
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
+        try:
+            open_checked(db, self.db_path, migrate_tables=False)  # only its own table
+            db.execute(self.SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        if self.ROWS:
+            db.row_factory = sqlite3.Row
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

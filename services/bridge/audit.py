@@ -15,16 +15,12 @@ shared file (checked on open by :mod:`services.audit_db`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import sqlite3
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import AUDIT_FILE, describe_sqlite_error, open_checked
+from services.audit_db import AUDIT_FILE, OwnTable
 from services.clock import utc_now
 
 _SCHEMA = """
@@ -52,43 +48,19 @@ def sha256_text(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class CloudAudit:
+class CloudAudit(OwnTable):
     """Writes and reads ``cloud_calls``; one connection, shared by threads under a lock."""
 
+    SCHEMA = _SCHEMA
+    ROWS = True
+
     def __init__(self, db_path: Path, workspace: str | None = None) -> None:
-        self.db_path = Path(db_path)
+        super().__init__(db_path)
         self.workspace = workspace
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
 
     @classmethod
     def for_workspace(cls, root: Path, workspace: str | None = None) -> CloudAudit:
         return cls(Path(root) / AUDIT_FILE, workspace)
-
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                if self._db is None:
-                    self.db_path.parent.mkdir(parents=True, exist_ok=True)
-                    db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
-                    try:
-                        open_checked(db, self.db_path, migrate_tables=False)  # only its own table
-                        db.execute(_SCHEMA)
-                    except BaseException:
-                        db.close()
-                        raise
-                    db.row_factory = sqlite3.Row
-                    self._db = db
-                yield self._db
-            except (sqlite3.Error, OSError) as exc:
-                raise describe_sqlite_error(self.db_path, exc) from None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
 
     def record(
         self,

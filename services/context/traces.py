@@ -16,16 +16,11 @@ be listed (:meth:`TraceStore.recent`) and read by id (:meth:`TraceStore.get`).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
-import threading
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from services.audit_db import describe_sqlite_error, open_checked
+from services.audit_db import OwnTable
 from services.clock import utc_now
 from services.context.errors import ContextError
 from services.errors import InvalidInput, NotFound
@@ -104,36 +99,10 @@ class Trace:
         return cls(**{key: value for key, value in data.items() if key in known})
 
 
-class TraceStore:
-    """The ``context_traces`` table of one ``audit.db``; one connection shared by threads under a lock."""
+class TraceStore(OwnTable):
+    """The ``context_traces`` table of one ``audit.db``."""
 
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = Path(db_path)
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                if self._db is None:
-                    db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
-                    try:
-                        open_checked(db, self.db_path, migrate_tables=False)  # only its own table
-                        db.execute(_SCHEMA)
-                    except BaseException:
-                        db.close()
-                        raise
-                    self._db = db
-                yield self._db
-            except (sqlite3.Error, OSError) as exc:
-                raise describe_sqlite_error(self.db_path, exc) from None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+    SCHEMA = _SCHEMA
 
     def record(self, trace: Trace) -> None:
         with self._connect() as db:

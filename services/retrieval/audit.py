@@ -11,15 +11,12 @@ written (:meth:`RetrievalAudit.unwritable` says why; the engine answers the quer
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import SCHEMA_VERSION, AuditStoreError, describe_sqlite_error, open_checked
+from services.audit_db import SCHEMA_VERSION, AuditStoreError, OwnTable
 from services.clock import utc_now
 from services.retrieval.models import RetrievalRecord
 from services.retrieval.readonly import UnreadableWal, connect_readonly, why_unwritable, writable
@@ -40,34 +37,17 @@ CREATE TABLE IF NOT EXISTS retrievals (
 """
 
 
-class RetrievalAudit:
+class RetrievalAudit(OwnTable):
     """Writes and reads the ``retrievals`` table; one connection, shared by threads under a lock."""
 
-    def __init__(self, db_path: Path, workspace: str | None = None) -> None:
-        self.db_path = Path(db_path)
-        self.workspace = workspace
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+    SCHEMA = _SCHEMA
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                if self._db is None:
-                    self._db = self._open_readonly() if self.unwritable() else self._open()
-                yield self._db
-            except (sqlite3.Error, OSError) as exc:
-                raise describe_sqlite_error(self.db_path, exc) from None
+    def __init__(self, db_path: Path, workspace: str | None = None) -> None:
+        super().__init__(db_path)
+        self.workspace = workspace
 
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
-        try:
-            open_checked(db, self.db_path, migrate_tables=False)  # only its own table
-            db.execute(_SCHEMA)
-        except BaseException:
-            db.close()
-            raise
-        return db
+        return self._open_readonly() if self.unwritable() else super()._open()
 
     def _open_readonly(self) -> sqlite3.Connection:
         """Where the workspace cannot be written: read what is there (writes fail, see :meth:`unwritable`)."""
@@ -96,12 +76,6 @@ class RetrievalAudit:
         if writable(folder) and (not self.db_path.exists() or writable(self.db_path)):
             return None
         return why_unwritable(folder)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
 
     def record(
         self,
