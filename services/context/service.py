@@ -28,8 +28,6 @@ unless set.
 from __future__ import annotations
 
 import os
-import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +51,7 @@ from services.context.settings import ContextSettings
 from services.context.tiers import ABSTRACT, OVERVIEW, synthesize_tiers
 from services.context.tree import ContextTree, Entry
 from services.context.uri import AxiomUri
+from services.crashpoints import crash_point
 
 if TYPE_CHECKING:
     from services.context.packages import PackageReport
@@ -67,18 +66,8 @@ TIER_SCOPES = ("resources", "user", "agent")
 
 
 def fault(step: str) -> None:
-    """The crash-test hook: stop here when ``ARIES_CONTEXT_INGEST_FAULT`` names this step."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    name, _, action = spec.partition(":")
-    if name != step:
-        return
-    if action.startswith("sleep="):
-        time.sleep(float(action.removeprefix("sleep=")))
-        return
-    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
-    time.sleep(10)  # pragma: no cover - the signal is delivered before this returns
+    """Crash-test hook: stop here when ``ARIES_CONTEXT_INGEST_FAULT`` names this step."""
+    crash_point(FAULT_ENV, step)
 
 
 def _folder_of(source_path: str) -> str:

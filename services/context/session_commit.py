@@ -28,8 +28,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +38,7 @@ from services.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, re
 from services.context.errors import ContextError
 from services.context.memory import check_memory_files, write_memories
 from services.context.memory_types import CATEGORIES, MEMORY_DIR, SCOPES, Memory, SessionMessage
+from services.crashpoints import crash_point
 
 META = "meta.json"
 ACTIVE = "messages.jsonl"
@@ -217,18 +216,8 @@ def memory_lock(root: Path, scopes: Iterable[str] = SCOPES) -> Iterator[None]:
 
 
 def fault(step: str) -> None:
-    """The test hook: stop here when ``ARIES_CONTEXT_COMMIT_FAULT`` names this step."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    name, _, action = spec.partition(":")
-    if name != step:
-        return
-    if action.startswith("sleep="):
-        time.sleep(float(action.removeprefix("sleep=")))
-        return
-    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
-    time.sleep(10)  # pragma: no cover - the signal is delivered before this returns
+    """Crash-test hook: stop here when ``ARIES_CONTEXT_COMMIT_FAULT`` names this step."""
+    crash_point(FAULT_ENV, step)
 
 
 def _sha(data: bytes) -> str:
