@@ -52,7 +52,7 @@ def _service(args: argparse.Namespace, *, write: bool = False, approver: Any = N
         workspace = ephemeral_workspace()
         sys.stderr.write("aries: no workspace given (-w NAME): using an ephemeral workspace; nothing will persist\n")
     try:
-        service = ContextService(workspace, approver=approver)
+        service = ContextService(workspace, approver=approver, session_factory=_session_factory(workspace, approver))
         try:
             if write:
                 service.reconcile(full=False)
@@ -61,6 +61,15 @@ def _service(args: argparse.Namespace, *, write: bool = False, approver: Any = N
             service.close()
     finally:
         workspace.close()
+
+
+def _session_factory(workspace: Any, approver: Any) -> Any:
+    def make() -> Any:
+        from services.session import Session
+
+        return Session(workspace, source="cli", interactive=False, approver=approver)
+
+    return make
 
 
 def _uri(text: str) -> Any:

@@ -3,6 +3,8 @@
 ``ContextService(workspace, engine_factory=…, indexer=…)`` opens ``ContextTree(workspace.root /
 "context")``.  Every surface (CLI, TUI, tools) goes through it:
 
+* The tool session (URL fetches) is ``session=`` or, made on first use and closed with the service,
+  ``session_factory()`` (the CLI passes one; this package cannot import :mod:`services.session`).
 * :meth:`ContextService.add` stages a local file/folder or a fetched URL under ``axiom://temp``
   (:mod:`services.context.ingest`), moves it into place with one rename
   (:meth:`ContextTree.finalize`) only when it is complete, and enqueues a ``tiers`` and an ``index``
@@ -116,6 +118,7 @@ class ContextService:
         engine_factory: Callable[[], Any] | None = None,
         indexer: Indexer | None = None,
         session: Session | None = None,
+        session_factory: Callable[[], Session] | None = None,
         approver: Any = None,
         settings: ContextSettings | None = None,
         embedder: Any = None,
@@ -128,6 +131,7 @@ class ContextService:
         self._engine: Any = None
         self._session = session
         self._own_session: Session | None = None
+        self._session_factory = session_factory
         self._approver = approver
         self._embedder = embedder
         self.indexer: Indexer = indexer if indexer is not None else self._default_indexer()
@@ -156,9 +160,11 @@ class ContextService:
         if self._session is not None:
             return self._session
         if self._own_session is None:
-            from services.session import Session
-
-            self._own_session = Session(self.workspace, source="cli", interactive=False, approver=self._approver)
+            # Made by the caller: services.session imports this package (the context tools), so
+            # this one may not import it back (import-linter: no cycles between sibling packages).
+            if self._session_factory is None:
+                raise IngestError("adding a URL needs a tool session (the policy decides the fetch); none was given")
+            self._own_session = self._session_factory()
         return self._own_session
 
     def close(self) -> None:
