@@ -91,7 +91,7 @@ def _deadline_ms(ctx: ToolContext) -> float | None:
     "builtin:context:find",
     tier=RiskTier.READ_ONLY,
     description="Look up the workspace's axiom:// context tree (resources, memories, sessions): the best "
-    "matching files, flat and ranked, with their URI, score (0..1), tier level and a snippet, and the id "
+    "matching files, flat and ranked, with their URI, score (higher is better), tier level and a snippet, and the id "
     "of the retrieval trace. Read-only.",
     input_schema=schema_of(ContextFindArgs),
     output_schema=CONTEXT_OUT,
@@ -107,7 +107,7 @@ def context_find(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     tier=RiskTier.READ_ONLY,
     description="Search the workspace's axiom:// context tree directory by directory, from the best "
     "folder abstracts down (optionally expanded by a context session's recent messages): ranked hits "
-    "with URI, score (0..1), tier level and snippet, and the id of the retrieval trace. Read-only.",
+    "with URI, score (higher is better), tier level and snippet, and the id of the retrieval trace. Read-only.",
     input_schema=schema_of(ContextSearchArgs),
     output_schema=CONTEXT_OUT,
     registry=TOOLS,
