@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.context.requests import RequestLog
 from services.context.search import ContextRetriever, SearchFilter
 from services.context.settings import ContextSettings
 from services.context.traces import Budget
@@ -41,6 +42,7 @@ class ContextToolBackend:
         self._settings = settings
         self._retriever: ContextRetriever | None = None
         self._lock = threading.Lock()
+        self.requests = RequestLog(Path(root) / "audit.db")
 
     def retriever(self) -> ContextRetriever:
         with self._lock:
@@ -54,16 +56,23 @@ class ContextToolBackend:
             if self._retriever is not None:
                 self._retriever.close()
                 self._retriever = None
+        self.requests.close()
 
     # -- the two tools --------------------------------------------------------------------
     def find(self, args: dict[str, Any], *, deadline_ms: float | None = None) -> dict[str, Any]:
-        common = _common(args, deadline_ms)
-        result = self.retriever().find(args["query"], args.get("target_uri"), **common)
+        with self.requests.request("find", args.get("target_uri")) as req:
+            common = _common(args, deadline_ms)
+            result = self.retriever().find(args["query"], args.get("target_uri"), **common)
+            req.trace_id, req.counts = result.trace.id, {"hits": len(result.hits)}
         return _output("find", args, result)
 
     def search(self, args: dict[str, Any], *, deadline_ms: float | None = None) -> dict[str, Any]:
-        common = _common(args, deadline_ms)
-        result = self.retriever().search(args["query"], args.get("target_uri"), session=args.get("session"), **common)
+        with self.requests.request("search", args.get("target_uri")) as req:
+            common = _common(args, deadline_ms)
+            result = self.retriever().search(
+                args["query"], args.get("target_uri"), session=args.get("session"), **common
+            )
+            req.trace_id, req.counts = result.trace.id, {"hits": len(result.hits)}
         return _output("search", args, result)
 
 
