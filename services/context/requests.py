@@ -13,6 +13,7 @@ the row is dropped, :attr:`RequestLog.warning` says why, and ``on_warning`` is c
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import secrets
 import sqlite3
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from services.audit_db import open_checked
 from services.clock import utc_now
@@ -153,4 +154,47 @@ class RequestLog:
                 self._db = None
 
 
-__all__ = ["Request", "RequestLog"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def counts_of(result: Any) -> dict[str, int | float]:
+    """Counts and sizes of an operation's result (never contents)."""
+    if isinstance(result, list):
+        return {"items": len(result)}
+    if isinstance(result, str):
+        return {"chars": len(result)}
+    if isinstance(result, int):
+        return {"messages": result}
+    if isinstance(result, tuple):
+        result = result[0]
+    out: dict[str, int | float] = {}
+    for name in ("files", "skipped", "processed", "failed", "memories", "archived", "members", "written", "jobs"):
+        value = getattr(result, name, None)
+        if isinstance(value, list | tuple | dict):
+            out[name] = len(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+    size = getattr(result, "bytes", None)
+    if isinstance(size, int):
+        out["bytes"] = size
+    return out
+
+
+def logged(operation: str) -> Callable[[F], F]:
+    """Log every call of a method of an object with a ``requests`` :class:`RequestLog` as one row
+    (the call's first argument is the target)."""
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with self.requests.request(operation, args[0] if args else None) as req:
+                result = method(self, *args, **kwargs)
+                req.counts = counts_of(result)
+                return result
+
+        return cast("F", run)
+
+    return decorate
+
+
+__all__ = ["Request", "RequestLog", "counts_of", "logged"]

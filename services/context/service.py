@@ -29,14 +29,13 @@ unless set.
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from services.context.errors import ResourceNotFound, WrongKind
 from services.context.ingest import (
@@ -50,7 +49,7 @@ from services.context.ingest import (
     url_name,
 )
 from services.context.queue import Job, JobQueue
-from services.context.requests import RequestLog
+from services.context.requests import RequestLog, logged
 from services.context.scopes import check_write
 from services.context.sessions import ContextSession, Extractor, SessionStore
 from services.context.settings import ContextSettings
@@ -66,46 +65,6 @@ if TYPE_CHECKING:
     from services.workspaces import Workspace
 
 Indexer = Callable[[ContextTree], object]
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _counts(result: Any) -> dict[str, int | float]:
-    """Counts and sizes of an operation's result (never contents)."""
-    if isinstance(result, list):
-        return {"items": len(result)}
-    if isinstance(result, str):
-        return {"chars": len(result)}
-    if isinstance(result, int):
-        return {"messages": result}
-    if isinstance(result, tuple):
-        result = result[0]
-    out: dict[str, int | float] = {}
-    for name in ("files", "skipped", "processed", "failed", "memories", "archived", "members", "written", "jobs"):
-        value = getattr(result, name, None)
-        if isinstance(value, list | tuple | dict):
-            out[name] = len(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-    size = getattr(result, "bytes", None)
-    if isinstance(size, int):
-        out["bytes"] = size
-    return out
-
-
-def _logged(operation: str) -> Callable[[F], F]:
-    """Log every call of the method as one ``context_requests`` row (its first argument is the target)."""
-
-    def decorate(method: F) -> F:
-        @functools.wraps(method)
-        def run(self: ContextService, *args: Any, **kwargs: Any) -> Any:
-            with self.requests.request(operation, args[0] if args else None) as req:
-                result = method(self, *args, **kwargs)
-                req.counts = _counts(result)
-                return result
-
-        return cast("F", run)
-
-    return decorate
 
 
 FAULT_ENV = "ARIES_CONTEXT_INGEST_FAULT"
@@ -235,11 +194,11 @@ class ContextService:
         return mode, self._embedder
 
     # -- browsing -----------------------------------------------------------------------------
-    @_logged("ls")
+    @logged("ls")
     def ls(self, uri: AxiomUri, *, hidden: bool = False) -> list[Entry]:
         return self.tree.ls(uri, hidden=hidden)
 
-    @_logged("read")
+    @logged("read")
     def read(self, uri: AxiomUri, tier: str | None = None) -> str:
         """The text of a file (L2), or of a folder's ``L0``/``L1`` tier file."""
         if tier is None or tier == "L2":
@@ -254,7 +213,7 @@ class ContextService:
         return self.tree.read_text(tier_uri)
 
     # -- add ----------------------------------------------------------------------------------
-    @_logged("add")
+    @logged("add")
     def add(
         self, source: str, to: AxiomUri | None = None, *, replace: bool = False, progress: Progress | None = None
     ) -> AddReport:
@@ -320,7 +279,7 @@ class ContextService:
         mode, embedder = self._tier_mode()
         return [str(changed) for changed in synthesize_tiers(self.tree, uri, mode=mode, embedder=embedder)]
 
-    @_logged("process_queue")
+    @logged("process_queue")
     def process_queue(self, limit: int | None = None, progress: Progress | None = None) -> QueueReport:
         """Run the queued jobs (oldest first; at most ``limit``): tiers, then one indexer call."""
         report = QueueReport()
@@ -374,21 +333,21 @@ class ContextService:
         if files:
             self.queue.enqueue("commit-index", None, files=files)
 
-    @_logged("session.new")
+    @logged("session.new")
     def session_new(self, session_id: str | None = None) -> ContextSession:
         return self.sessions.create(session_id)
 
-    @_logged("session.append")
+    @logged("session.append")
     def session_append(self, session_id: str, jsonl: Path) -> int:
         return len(self.sessions.load(session_id).append_jsonl(Path(jsonl)))
 
-    @_logged("session.commit")
+    @logged("session.commit")
     def session_commit(self, session_id: str, extractor: Extractor | None = None) -> CommitReport:
         session = self.sessions.load(session_id)
         return session.commit(extractor) if extractor is not None else session.commit()
 
     # -- packages -----------------------------------------------------------------------------
-    @_logged("export")
+    @logged("export")
     def export(self, uri: AxiomUri, out: Path, *, overwrite: bool = False) -> PackageReport:
         from services.context.packages import export_tree
 
@@ -396,7 +355,7 @@ class ContextService:
             raise WrongKind(f"{uri} is not a folder: export a folder", uri=str(uri))
         return export_tree(self.tree.path_of(uri), Path(out), root_label=str(uri), overwrite=overwrite)
 
-    @_logged("import")
+    @logged("import")
     def import_package(
         self, package: Path, to: AxiomUri, *, force: bool = False, vectorize: bool = False
     ) -> tuple[PackageReport, list[str]]:
@@ -416,13 +375,13 @@ class ContextService:
         return report, jobs
 
     # -- reconcile, evidence ------------------------------------------------------------------
-    @_logged("reconcile")
+    @logged("reconcile")
     def reconcile(self, *, full: bool = True) -> ReconcileReport:
         from services.context.reconcile import reconcile
 
         return reconcile(self, full=full)
 
-    @_logged("evidence")
+    @logged("evidence")
     def evidence(self, out_dir: Path) -> list[Path]:
         from services.context.evidence import write_evidence
 
