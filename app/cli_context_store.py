@@ -46,7 +46,7 @@ def _service(args: argparse.Namespace, *, write: bool = False, approver: Any = N
         workspace = ephemeral_workspace()
         sys.stderr.write("aries: no workspace given (-w NAME): using an ephemeral workspace; nothing will persist\n")
     try:
-        service = ContextService(workspace, approver=approver)
+        service = ContextService(workspace, approver=approver, session_factory=_session_factory(workspace, approver))
         try:
             if write:
                 service.reconcile(full=False)
@@ -55,6 +55,15 @@ def _service(args: argparse.Namespace, *, write: bool = False, approver: Any = N
             service.close()
     finally:
         workspace.close()
+
+
+def _session_factory(workspace: Any, approver: Any) -> Any:
+    def make() -> Any:
+        from services.session import Session
+
+        return Session(workspace, source="cli", interactive=False, approver=approver)
+
+    return make
 
 
 def _uri(text: str) -> Any:
@@ -247,6 +256,11 @@ def register_store_commands(sub: Any) -> None:
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=handle_add)
 
+    log = sub.add_parser("log", help="the request log: one row per context operation and find/search")
+    log.add_argument("-n", type=int, default=20, metavar="N", help="how many rows, newest first (default 20)")
+    log.add_argument("--json", action="store_true")
+    log.set_defaults(func=handle_log)
+
     ls = sub.add_parser("ls", help="list a folder of the context tree")
     ls.add_argument("uri", nargs="?", default="axiom://resources", metavar="URI")
     ls.add_argument("--all", action="store_true", help="also the names beginning with '.' (tier files)")
@@ -299,5 +313,26 @@ def register_store_commands(sub: Any) -> None:
     commit.add_argument("--json", action="store_true")
     commit.set_defaults(func=handle_session_commit)
 
-    for parser in (add, ls, read, export, imp, rec, evidence, session, new, append, commit):
+    for parser in (add, ls, read, export, imp, rec, evidence, session, new, append, commit, log):
         workspace_option(parser)
+
+
+def handle_log(args: argparse.Namespace) -> int:
+    """The newest request-log rows: operation, target, duration, outcome, counts, trace id."""
+    with _service(args) as service:
+        rows = service.requests.recent(max(0, args.n))
+    if args.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        print("no requests logged yet")
+        return 0
+    print(f"{'when':<27}  {'operation':<15}  {'ms':>8}  {'outcome':<18}  target")
+    for row in rows:
+        counts = " ".join(f"{k}={v}" for k, v in sorted(row["counts"].items()))
+        trace = f" trace={row['trace_id']}" if row["trace_id"] else ""
+        print(
+            f"{row['ts']:<27}  {row['operation']:<15}  {row['duration_ms']:>8.1f}  {row['outcome']:<18}  "
+            f"{_safe(row['target'] or '-', single_line=True)}  {counts}{trace}"
+        )
+    return 0

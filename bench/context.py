@@ -8,7 +8,15 @@ the folders differ in what they are about.  Builds the L0/L1 tier files (``synth
 the context index (``sync_index``) once, then runs ~200 queries (two to four words from one
 subtopic's vocabulary, fixed seed) through ``find`` and ``search`` (limit 10, default budget) after
 one warm-up pass, and prints p50/p95/max of each, their ratio to the targets (find ≤ 60 ms, search
-≤ 120 ms), the build times and the machine load.  ``--embedder`` defaults to ``hash``; pass
+≤ 120 ms), the build times and the machine load.
+
+Then ``commit`` (target p95 ≤ 150 ms): ``--commits`` sessions (default 50) of ten mixed messages
+(user preferences, decisions, tasks and facts, assistant answers, a short ``key: value`` tool output;
+fixed seed) are created and filled, and each ``ContextService.session_commit`` (offline extraction,
+journal, history, memory files under ``user``/``agent``, meta, active list, and the ``commit-index``
+job enqueued for the memory files) is timed after two warm-up commits.  The queue's index job itself
+(tiers of the memory folders, then ``sync_index`` of the tree) runs asynchronously in the worker and
+is timed separately (``--index-jobs`` runs, default 3).  ``--embedder`` defaults to ``hash``; pass
 ``sentence-transformers`` for the real model (the index build then takes much longer).
 """
 
@@ -27,7 +35,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 SEED = 1313
-TARGETS = {"find": 60.0, "search": 120.0}
+TARGETS = {"find": 60.0, "search": 120.0, "commit": 150.0}
+SESSION_LINES = (
+    ("user", "I prefer {w} over {v} for the {t} notes."),
+    ("assistant", "Noted: {w} it is. The {t} folder has {n} notes on {v}."),
+    ("user", "We decided to keep the {t} archive in {w} format."),
+    ("assistant", "Understood, the archive stays in {w}."),
+    ("user", "TODO: review the {v} section of {t} before Friday."),
+    ("tool", "status: ok\nnotes: {n}\nformat: {w}"),
+    ("user", "Remember that my {t} project is called {w}-{n}."),
+    ("assistant", "I will remember the project name {w}-{n}."),
+    ("user", "I need to compare {v} and {w} next week."),
+    ("assistant", "Here is a short comparison of {v} and {w} for {t}."),
+)
 TOPICS = {
     "astronomy": "star galaxy orbit telescope nebula planet comet light spectrum gravity eclipse moon",
     "botany": "leaf root seed flower soil photosynthesis pollen stem moss fern bloom chlorophyll",
@@ -84,6 +104,40 @@ def generate(tree: object, docs: int) -> list[tuple[str, int]]:
     return made
 
 
+def bench_commits(
+    workspace: object, engine: object, commits: int, index_jobs: int
+) -> tuple[list[float], list[float], int]:
+    """Commit ``commits`` sessions of ten messages each (after 2 warm-up ones); time the index job too."""
+    from services.context.service import ContextService
+
+    rng = random.Random(SEED + 2)
+    service = ContextService(workspace, engine_factory=lambda: engine)  # type: ignore[arg-type]
+    timings: list[float] = []
+    index_ms: list[float] = []
+    memories = 0
+    try:
+        for number in range(commits + 2):
+            topic = rng.choice(sorted(TOPICS))
+            words = TOPICS[topic].split()
+            session = service.session_new(f"bench-{number:04d}")
+            for role, text in SESSION_LINES:
+                fields = {"t": topic, "w": rng.choice(words), "v": rng.choice(words), "n": rng.randint(2, 99)}
+                session.append(role, text.format(**fields), tool_name="fs" if role == "tool" else None)
+            begun = time.perf_counter()
+            report = service.session_commit(session.session_id)
+            elapsed = (time.perf_counter() - begun) * 1000
+            if number >= 2:
+                timings.append(elapsed)
+                memories += len(report.memories)
+            if len(index_ms) < index_jobs:
+                begun = time.perf_counter()
+                service.process_queue()
+                index_ms.append((time.perf_counter() - begun) * 1000)
+    finally:
+        service.close()
+    return timings, index_ms, memories
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -94,6 +148,8 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=5000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--embedder", default="hash")
+    parser.add_argument("--commits", type=int, default=50)
+    parser.add_argument("--index-jobs", type=int, default=3)
     args = parser.parse_args()
     os.environ["AXIOMME_EMBEDDER"] = args.embedder
 
@@ -145,6 +201,8 @@ def main() -> int:
                     if kind == "search":
                         reasons[result.trace.stop_reason] = reasons.get(result.trace.stop_reason, 0) + 1
             retriever.close()
+            commit_ms, index_ms, memories = bench_commits(workspace, engine, args.commits, args.index_jobs)
+            timings["commit"] = commit_ms
     load_after = os.getloadavg()
     print(f"documents: {args.docs} in {len(subtopics)} subtopics; embedder {args.embedder}")
     print(f"generate {generated_s:.1f} s, tiers {tiers_s:.1f} s, index {index_s:.1f} s ({report.summary()})")
@@ -158,6 +216,9 @@ def main() -> int:
             f"target p95 ≤ {target:.0f} ms: ratio {p95 / target:.2f}"
         )
     print(f"search stop reasons: {reasons}")
+    print(f"commit: {memories} memories written in {len(commit_ms)} timed commits")
+    if index_ms:
+        print(f"index job (queue worker, after a commit): {', '.join(f'{v:.0f}' for v in index_ms)} ms")
     return 0
 
 

@@ -35,6 +35,7 @@ from services.conversation import Conversation, Notice
 from services.errors import AriesError, ConfigError
 
 if TYPE_CHECKING:
+    from services.context.tools import ContextToolBackend
     from services.leases import WorkspaceLease
     from services.policy import Policy
     from services.profiles import ActiveProfile
@@ -82,6 +83,7 @@ class Session:
         self.conversation = Conversation(workspace.latest_transcript())
         self._policy: Policy | None = None
         self._gateway: ToolGateway | None = None
+        self._context_backend: ContextToolBackend | None = None
         self._engine: RetrievalEngine | None = None
         self._engine_lock = threading.Lock()
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -190,10 +192,18 @@ class Session:
         """The workspace's tool gateway, built on first use (keeps tools out of start-up)."""
         self._check_open()
         if self._gateway is None:
+            from services.context.tools import ContextToolBackend
             from services.tools.gateway import ToolGateway
 
+            # The context tools (builtin:context:find/search) work on this session's engine.
+            self._context_backend = ContextToolBackend(self.workspace.root, self.engine)
             self._gateway = ToolGateway(
-                self.workspace, policy=self.policy(), mode=self.mode, approver=self.approver, source=self.source
+                self.workspace,
+                policy=self.policy(),
+                mode=self.mode,
+                approver=self.approver,
+                source=self.source,
+                backends={"context": self._context_backend},
             )
         return self._gateway
 
@@ -406,6 +416,9 @@ class Session:
             if self._gateway is not None:
                 gateway, self._gateway = self._gateway, None
                 gateway.close()
+            if self._context_backend is not None:
+                backend, self._context_backend = self._context_backend, None
+                backend.close()
         finally:
             try:
                 with self._engine_lock:

@@ -3,6 +3,8 @@
 ``ContextService(workspace, engine_factory=…, indexer=…)`` opens ``ContextTree(workspace.root /
 "context")``.  Every surface (CLI, TUI, tools) goes through it:
 
+* The tool session (URL fetches) is ``session=`` or, made on first use and closed with the service,
+  ``session_factory()`` (the CLI passes one; this package cannot import :mod:`services.session`).
 * :meth:`ContextService.add` stages a local file/folder or a fetched URL under ``axiom://temp``
   (:mod:`services.context.ingest`), moves it into place with one rename
   (:meth:`ContextTree.finalize`) only when it is complete, and enqueues a ``tiers`` and an ``index``
@@ -45,6 +47,7 @@ from services.context.ingest import (
     url_name,
 )
 from services.context.queue import Job, JobQueue
+from services.context.requests import RequestLog, logged
 from services.context.scopes import check_write
 from services.context.sessions import ContextSession, Extractor, SessionStore
 from services.context.settings import ContextSettings
@@ -61,6 +64,8 @@ if TYPE_CHECKING:
     from services.workspaces import Workspace
 
 Indexer = Callable[[ContextTree], object]
+
+
 FAULT_ENV = "ARIES_CONTEXT_INGEST_FAULT"
 TIER_SCOPES = ("resources", "user", "agent")
 
@@ -105,9 +110,11 @@ class ContextService:
         engine_factory: Callable[[], Any] | None = None,
         indexer: Indexer | None = None,
         session: Session | None = None,
+        session_factory: Callable[[], Session] | None = None,
         approver: Any = None,
         settings: ContextSettings | None = None,
         embedder: Any = None,
+        on_log_warning: Callable[[str], None] | None = None,
     ) -> None:
         self.workspace = workspace
         self.settings = settings or ContextSettings.from_env()
@@ -117,10 +124,12 @@ class ContextService:
         self._engine: Any = None
         self._session = session
         self._own_session: Session | None = None
+        self._session_factory = session_factory
         self._approver = approver
         self._embedder = embedder
         self.indexer: Indexer = indexer if indexer is not None else self._default_indexer()
         self.sessions = SessionStore(self.tree.root, on_written=self._memory_written)
+        self.requests = RequestLog(Path(workspace.root) / "audit.db", on_warning=on_log_warning)
 
     # -- plumbing -----------------------------------------------------------------------------
     def engine(self) -> Any:
@@ -145,9 +154,11 @@ class ContextService:
         if self._session is not None:
             return self._session
         if self._own_session is None:
-            from services.session import Session
-
-            self._own_session = Session(self.workspace, source="cli", interactive=False, approver=self._approver)
+            # Made by the caller: services.session imports this package (the context tools), so
+            # this one may not import it back (import-linter: no cycles between sibling packages).
+            if self._session_factory is None:
+                raise IngestError("adding a URL needs a tool session (the policy decides the fetch); none was given")
+            self._own_session = self._session_factory()
         return self._own_session
 
     def close(self) -> None:
@@ -157,6 +168,7 @@ class ContextService:
         if self._engine is not None and self._engine_factory is None and self._session is None:
             self._engine.close()
         self._engine = None
+        self.requests.close()
 
     def __enter__(self) -> ContextService:
         return self
@@ -171,9 +183,11 @@ class ContextService:
         return mode, self._embedder
 
     # -- browsing -----------------------------------------------------------------------------
+    @logged("ls")
     def ls(self, uri: AxiomUri, *, hidden: bool = False) -> list[Entry]:
         return self.tree.ls(uri, hidden=hidden)
 
+    @logged("read")
     def read(self, uri: AxiomUri, tier: str | None = None) -> str:
         """The text of a file (L2), or of a folder's ``L0``/``L1`` tier file."""
         if tier is None or tier == "L2":
@@ -188,6 +202,7 @@ class ContextService:
         return self.tree.read_text(tier_uri)
 
     # -- add ----------------------------------------------------------------------------------
+    @logged("add")
     def add(
         self, source: str, to: AxiomUri | None = None, *, replace: bool = False, progress: Progress | None = None
     ) -> AddReport:
@@ -253,6 +268,7 @@ class ContextService:
         mode, embedder = self._tier_mode()
         return [str(changed) for changed in synthesize_tiers(self.tree, uri, mode=mode, embedder=embedder)]
 
+    @logged("process_queue")
     def process_queue(self, limit: int | None = None, progress: Progress | None = None) -> QueueReport:
         """Run the queued jobs (oldest first; at most ``limit``): tiers, then one indexer call."""
         report = QueueReport()
@@ -306,17 +322,21 @@ class ContextService:
         if files:
             self.queue.enqueue("commit-index", None, files=files)
 
+    @logged("session.new")
     def session_new(self, session_id: str | None = None) -> ContextSession:
         return self.sessions.create(session_id)
 
+    @logged("session.append")
     def session_append(self, session_id: str, jsonl: Path) -> int:
         return len(self.sessions.load(session_id).append_jsonl(Path(jsonl)))
 
+    @logged("session.commit")
     def session_commit(self, session_id: str, extractor: Extractor | None = None) -> CommitReport:
         session = self.sessions.load(session_id)
         return session.commit(extractor) if extractor is not None else session.commit()
 
     # -- packages -----------------------------------------------------------------------------
+    @logged("export")
     def export(self, uri: AxiomUri, out: Path, *, overwrite: bool = False) -> PackageReport:
         from services.context.packages import export_tree
 
@@ -324,6 +344,7 @@ class ContextService:
             raise WrongKind(f"{uri} is not a folder: export a folder", uri=str(uri))
         return export_tree(self.tree.path_of(uri), Path(out), root_label=str(uri), overwrite=overwrite)
 
+    @logged("import")
     def import_package(
         self, package: Path, to: AxiomUri, *, force: bool = False, vectorize: bool = False
     ) -> tuple[PackageReport, list[str]]:
@@ -343,11 +364,13 @@ class ContextService:
         return report, jobs
 
     # -- reconcile, evidence ------------------------------------------------------------------
+    @logged("reconcile")
     def reconcile(self, *, full: bool = True) -> ReconcileReport:
         from services.context.reconcile import reconcile
 
         return reconcile(self, full=full)
 
+    @logged("evidence")
     def evidence(self, out_dir: Path) -> list[Path]:
         from services.context.evidence import write_evidence
 

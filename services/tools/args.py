@@ -216,6 +216,61 @@ class FsAddArtifactArgs(ToolArgs):
     """What it is, for the artifact browser."""
 
 
+# -- context (the workspace's axiom:// context filesystem; read-only) -----------------------------
+ContextUri = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^axiom://")]
+"""An ``axiom://`` URI (``axiom://resources/docs``)."""
+
+
+class ContextFilterArgs(ToolArgs):
+    """Which files may be hits."""
+
+    scope: Literal["resources", "user", "agent", "session"] | MISSING = MISSING
+    """Only this scope."""
+    prefix: ContextUri | MISSING = MISSING
+    """Only files at or below this URI."""
+    file_types: Annotated[list[Annotated[str, Field(min_length=1, max_length=16)]], Field(max_length=32)] | MISSING = (
+        MISSING
+    )
+    """Only files with these suffixes (``md``, ``txt``; no dot)."""
+    levels: Annotated[list[Literal["L0", "L1", "L2"]], Field(max_length=3)] | MISSING = MISSING
+    """Only these tiers: L0 abstracts, L1 overviews, L2 original files."""
+
+
+class ContextBudgetArgs(ToolArgs):
+    """Per-request limits; the stop reason says which one ended the walk."""
+
+    max_ms: Annotated[float, Field(gt=0, le=60000)] | MISSING = MISSING
+    """Wall time in milliseconds (also capped by the call's own deadline)."""
+    max_nodes: Annotated[int, Field(ge=1, le=100000)] | MISSING = MISSING
+    """Most directories visited (search) or files examined (find)."""
+    max_depth: Annotated[int, Field(ge=0, le=256)] | MISSING = MISSING
+    """Most folder levels below a start point (search) or the target (find)."""
+
+
+class ContextFindArgs(ToolArgs):
+    """Arguments of ``builtin:context:find``."""
+
+    query: Annotated[str, Field(min_length=1, max_length=2000)]
+    """What to look for."""
+    target_uri: ContextUri | MISSING = MISSING
+    """Only below this ``axiom://`` folder or file (default: every scope)."""
+    limit: Annotated[int, Field(ge=1, le=100)] | MISSING = MISSING
+    """Most hits (default 10)."""
+    score_threshold: Annotated[float, Field(ge=0, le=1)] | MISSING = MISSING
+    """Drop hits scoring below this (scores are 0..1; 1 is a perfect match)."""
+    filter: ContextFilterArgs | MISSING = MISSING
+    """Scope, URI prefix, file types and tiers the hits must match."""
+    budget: ContextBudgetArgs | MISSING = MISSING
+    """Time, node and depth limits of this request."""
+
+
+class ContextSearchArgs(ContextFindArgs):
+    """Arguments of ``builtin:context:search``."""
+
+    session: Annotated[str, Field(min_length=1, max_length=128)] | MISSING = MISSING
+    """A context session id: its recent messages expand the query."""
+
+
 ARGS_MODELS: dict[str, type[ToolArgs]] = {
     "builtin:fs:add_artifact": FsAddArtifactArgs,
     "builtin:fs:list_dir": FsListDirArgs,
@@ -230,5 +285,7 @@ ARGS_MODELS: dict[str, type[ToolArgs]] = {
     "builtin:web:search": WebSearchArgs,
     "builtin:web:fetch": WebFetchArgs,
     "builtin:web:extract": WebExtractArgs,
+    "builtin:context:find": ContextFindArgs,
+    "builtin:context:search": ContextSearchArgs,
 }
 """Each builtin tool id → its argument model."""

@@ -13,6 +13,8 @@ from typing import Any
 from services.policy import Policy
 
 BUILTIN_TOOL_IDS = (
+    "builtin:context:find",
+    "builtin:context:search",
     "builtin:fs:add_artifact",
     "builtin:fs:apply_patch",
     "builtin:fs:list_dir",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from services.audit import AuditStore
@@ -63,6 +64,7 @@ class ToolGateway:
         source: str = "operator",
         run_mode: str = "interactive",
         check_outputs: bool = False,
+        backends: Mapping[str, Any] | None = None,
     ) -> None:
         self.workspace = workspace
         self.policy = policy or default_policy()
@@ -75,6 +77,8 @@ class ToolGateway:
         self.approver = approver
         self.source = source
         self.check_outputs = check_outputs
+        # What the session lends its tools (e.g. ``"context"``, see services.tools.context).
+        self.backends: Mapping[str, Any] = dict(backends or {})
         self.audit = AuditStore.for_workspace(workspace.root)
         self.run_mode = run_mode
         self.run_id = self._start_run()

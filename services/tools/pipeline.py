@@ -83,6 +83,7 @@ def _context(gateway: ToolGateway, spec: ToolSpec, call_id: str, decision: Polic
         processes=gateway.processes if spec.tool_class == "shell" else None,
         facts=decision.facts,
         deadline=time.monotonic() + timeout,
+        backends=gateway.backends,
     )
 
 

@@ -20,7 +20,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,6 +101,9 @@ class ToolContext:
     # it (``ctx.cancelled()``) and stop: shell kills the process tree, web aborts the request, fs
     # walks stop early. A thread cannot be killed, so honouring it is each tool's duty.
     cancel: threading.Event = field(default_factory=threading.Event)
+    # Services the session lends its tools (``"context"``: the context backend of
+    # ``services.context.tools``); given to the gateway, which passes them to every call.
+    backends: Mapping[str, Any] = field(default_factory=dict)
 
     def cancelled(self) -> bool:
         """True once the call is cancelled or past its deadline."""

@@ -18,6 +18,7 @@ from services.context.ingest import NothingToAdd, UnsupportedSource, UrlRefused
 from services.context.service import ContextService
 from services.context.tiers import ABSTRACT, OVERVIEW
 from services.context.uri import AxiomUri, parse_uri
+from services.session import Session
 from services.tools.gateway import approve_all
 from services.workspaces import WorkspaceManager
 from tests.tools.conftest import policy_data
@@ -37,7 +38,11 @@ def service(engine_env: None, aries_home: Path) -> Iterator[ContextService]:
 
     workspace = WorkspaceManager().create("demo")[0]
     engine = RetrievalEngine(workspace)
-    svc = ContextService(workspace, indexer=lambda tree: sync_index(tree, engine), approver=approve_all)
+    svc = ContextService(
+        workspace,
+        indexer=lambda tree: sync_index(tree, engine),
+        session_factory=lambda: Session(workspace, source="cli", interactive=False, approver=approve_all),
+    )
     yield svc
     svc.close()
     engine.close()

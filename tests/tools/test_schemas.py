@@ -164,6 +164,28 @@ TABLE: list[tuple[str, Any, bool]] = [
     ("builtin:web:extract", {"artifact_id": "a" * 81}, _BAD),
     ("builtin:web:extract", {"artifact_id": "a1", "max_chars": 0}, _BAD),
     ("builtin:web:extract", {"url": "http://x"}, _BAD),
+    ("builtin:context:find", {"query": "tantivy"}, _OK),
+    (
+        "builtin:context:find",
+        {
+            "query": "q",
+            "target_uri": "axiom://resources/docs",
+            "limit": 100,
+            "score_threshold": 0.5,
+            "filter": {"scope": "user", "prefix": "axiom://user/memories", "file_types": ["md"], "levels": ["L2"]},
+            "budget": {"max_ms": 50.0, "max_nodes": 10, "max_depth": 0},
+        },
+        _OK,
+    ),
+    ("builtin:context:find", {"query": ""}, _BAD),
+    ("builtin:context:find", {"query": "q", "target_uri": "/etc/passwd"}, _BAD),
+    ("builtin:context:find", {"query": "q", "limit": 0}, _BAD),
+    ("builtin:context:find", {"query": "q", "filter": {"scope": "temp"}}, _BAD),
+    ("builtin:context:find", {"query": "q", "budget": {"max_ms": 0}}, _BAD),
+    ("builtin:context:find", {"query": "q", "session": "s1"}, _BAD),
+    ("builtin:context:search", {"query": "q", "session": "s1", "filter": {"levels": ["L0", "L1"]}}, _OK),
+    ("builtin:context:search", {"query": "q", "filter": {"levels": ["L3"]}}, _BAD),
+    ("builtin:context:search", {"query": "q", "budget": {"max_nodes": 1, "extra": 1}}, _BAD),
 ]
 
 
