@@ -108,24 +108,42 @@ def handle_find(args: argparse.Namespace) -> int:
     """Flat ranked lookup: one row per file (its best chunk)."""
     budget, flt = _budget(args), _filter(args)
     with _retriever(args) as retriever:
-        result = retriever.find(
-            args.query, args.target, limit=args.limit, score_threshold=args.threshold, filter=flt, budget=budget
+        result = _logged(
+            retriever,
+            "find",
+            args.target,
+            lambda: retriever.find(
+                args.query, args.target, limit=args.limit, score_threshold=args.threshold, filter=flt, budget=budget
+            ),
         )
     return _print_result(result, args.json)
+
+
+def _logged(retriever: Any, kind: str, target: Any, run: Any) -> Any:
+    """The call, as one row of the workspace's context request log."""
+    from services.context.requests import log_retrieval
+    from services.retrieval.audit import AUDIT_DB
+
+    return log_retrieval(retriever.engine.workspace.root / AUDIT_DB, kind, target, run)
 
 
 def handle_search(args: argparse.Namespace) -> int:
     """Directory-aware recursive retrieval from the best L0/L1 start points."""
     budget, flt = _budget(args), _filter(args)
     with _retriever(args) as retriever:
-        result = retriever.search(
-            args.query,
+        result = _logged(
+            retriever,
+            "search",
             args.target,
-            session=args.session,
-            limit=args.limit,
-            score_threshold=args.threshold,
-            filter=flt,
-            budget=budget,
+            lambda: retriever.search(
+                args.query,
+                args.target,
+                session=args.session,
+                limit=args.limit,
+                score_threshold=args.threshold,
+                filter=flt,
+                budget=budget,
+            ),
         )
     return _print_result(result, args.json)
 

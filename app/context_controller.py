@@ -159,12 +159,15 @@ class ContextController:
         key = f"context-{kind}"
 
         def work() -> None:
+            from services.context.requests import log_retrieval
             from services.context.search import ContextRetriever
+            from services.retrieval.audit import AUDIT_DB
 
             try:
                 retriever = ContextRetriever(tree, session.engine())
                 try:
-                    result = retriever.find(query) if kind == "find" else retriever.search(query)
+                    run = (lambda: retriever.find(query)) if kind == "find" else (lambda: retriever.search(query))
+                    result = log_retrieval(session.workspace.root / AUDIT_DB, kind, None, run)
                 finally:
                     retriever.close()
             except AriesError as exc:

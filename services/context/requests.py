@@ -197,4 +197,17 @@ def logged(operation: str) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["Request", "RequestLog", "counts_of", "logged"]
+def log_retrieval(db_path: Path, kind: str, target: object, run: Callable[[], Any]) -> Any:
+    """``run()`` (a find or search returning a ``RetrievalResult``) logged as one request with its
+    trace id and hit count: the CLI and the TUI call find/search through this."""
+    log = RequestLog(db_path)
+    try:
+        with log.request(kind, target) as req:
+            result = run()
+            req.trace_id, req.counts = result.trace.id, {"hits": len(result.hits)}
+        return result
+    finally:
+        log.close()
+
+
+__all__ = ["Request", "RequestLog", "counts_of", "log_retrieval", "logged"]

@@ -60,6 +60,10 @@ def test_find_search_and_trace_through_the_cli(aries_home: Path) -> None:
     assert "start points:" in shown.stdout and "steps:" in shown.stdout and "stop reason:" in shown.stdout
     missing = aries("-w", "demo", "context", "trace", "nope", home=aries_home)
     assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and "nope" in missing.stderr
+    # every find/search is one row of the request log, with its trace id
+    log = json.loads(aries("-w", "demo", "context", "log", "--json", home=aries_home).stdout)
+    rows = [row for row in log if row["operation"] in ("find", "search")]
+    assert [row["operation"] for row in rows][:2] == ["search", "find"] and rows[0]["trace_id"] == trace_id
 
 
 def test_bad_settings_fail_fast_from_every_search_command(aries_home: Path) -> None:
