@@ -51,6 +51,8 @@ class ContextController:
             self.browse(rest[0] if rest else None)
         elif action == "read" and len(rest) == 1:
             self.read(rest[0])
+        elif action == "add" and 1 <= len(rest) <= 2:
+            self.add(rest[0], rest[1] if len(rest) == 2 else None)
         elif action in ("find", "search") and rest:
             (self.find if action == "find" else self.search)(" ".join(rest))
         elif action == "trace" and len(rest) == 1:
@@ -117,6 +119,55 @@ class ContextController:
         from screens.context_trace import ContextTraceScreen
 
         self.app.push_screen(ContextTraceScreen(trace))
+
+    # -- adding ------------------------------------------------------------------------------
+    def add(self, source: str, to: str | None = None) -> None:
+        """``/context add PATH [URI]``: stage, move into place, then run the queued tier and index jobs
+        in a thread worker, with progress in the status line (``Ctrl+X`` is not needed: each step is
+        short and the queue is replay-safe). URLs are added from the CLI (``aries context add URL
+        --approve``), where the fetch's approval is asked for."""
+        from pathlib import Path
+
+        from services.context.ingest import is_url
+
+        if is_url(source):
+            raise CommandError(
+                f"add URLs from the command line: aries -w {self.app.workspace_name} context add {source} --approve"
+            )
+        session = self.app.require_session()
+        path = Path(source).expanduser()
+        if not path.is_absolute():
+            path = session.workspace.root / path  # relative paths resolve against the workspace root
+        target = self.parse(to) if to else None
+        key = "context-add"
+
+        def progress(stage: str, done: int, total: int) -> None:
+            label = f"context add: {stage} {done}/{total}" if total else f"context add: {stage}"
+            self.app.call_from_thread(self.app.status_start, key, label)
+
+        def work() -> None:
+            from services.context.service import ContextService
+
+            service = ContextService(session.workspace, session=session)
+            try:
+                added = service.add(str(path), target, progress=progress)
+                queued = service.process_queue(progress=progress)
+            except AriesError as exc:
+                self.app.call_from_thread(self.app.report_error, exc.message, "/context add")
+                return
+            finally:
+                service.close()
+                self.app.call_from_thread(self.app.status_stop, key)
+            skipped = f", {len(added.skipped)} skipped" if added.skipped else ""
+            failed = f"; {len(queued.failed)} job(s) failed" if queued.failed else ""
+            self.app.call_from_thread(
+                self.app.say,
+                f"Added {added.uri}: {len(added.files)} file(s){skipped}; tiers and index updated{failed}.",
+                "context",
+            )
+
+        self.app.status_start(key, f"context add: {source}")
+        self.app.run_worker(work, thread=True, group=key, exit_on_error=False)
 
     # -- find / search / traces ---------------------------------------------------------------
     def find(self, query: str) -> None:

@@ -87,8 +87,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand(
         "context",
-        "/context [ls [URI] | read URI | find QUERY | search QUERY | trace ID]",
-        "Browse the axiom:// context tree (at URI), read a file; find/search and their traces.",
+        "/context [ls [URI] | read URI | add PATH [URI] | find QUERY | search QUERY | trace ID|last]",
+        "Browse the axiom:// context tree (at URI), read a file, add a file or folder; find/search and their traces.",
         "context",
     ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),

@@ -376,3 +376,35 @@ async def test_find_and_search_open_their_trace_and_trace_last_reopens_it(worksp
             await pilot.press("escape")
             await pilot.pause()
         assert seen[1] == seen[2] and seen[0] != seen[1]
+
+
+async def test_context_add_from_the_prompt_stages_indexes_and_says_so(workspace: Workspace, tmp_path: Path) -> None:
+    """You should see a transcript notice "Added axiom://resources/field: 1 file(s)…", after which the
+    file is in the tree with its folder's tiers and ``/context find`` finds it."""
+
+    def said() -> bool:
+        assert app.session is not None
+        return any(
+            "Added axiom://resources/field" in str(e.get("content")) for e in app.session.conversation.read().entries
+        )
+
+    field = tmp_path / "field"
+    field.mkdir()
+    (field / "otters.md").write_text("# Otters\n\nOtters juggle pebbles on riverbanks.\n", encoding="utf-8")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await command(pilot, f"/context add {field}")
+        tree = ContextTree(workspace.root / "context")
+        await wait_until(pilot, said, seconds=60)
+        assert tree.exists(parse_uri("axiom://resources/field/otters.md"))
+        assert tree.exists(parse_uri("axiom://resources/field/.abstract.md"))
+        await command(pilot, "/context find juggling otters")
+        await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen), seconds=30)
+        shown = text_of(render_trace(app.screen.trace), width=160)  # type: ignore[attr-defined]
+        assert "axiom://resources/field/otters.md" in shown
+        await pilot.press("escape")
+        await command(pilot, "/context add http://127.0.0.1:9/x.html")
+        assert any(
+            "aries -w demo context add http://127.0.0.1:9/x.html --approve" in n.message for n in app._notifications
+        )
