@@ -158,6 +158,9 @@ def test_sigkill_during_add_then_reconcile_is_consistent(
             "resources/docs/guide/install.md",
             "resources/docs/notes.txt",
         ]
+    # no orphan chunk in either store: the manifest, Tantivy and Chroma agree chunk by chunk
+    checked = aries("-w", "demo", "rag", "index", "check", "context", home=aries_home)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_scenario_c_session_through_the_cli(demo: Path, aries_home: Path, tmp_path: Path) -> None:
