@@ -230,6 +230,12 @@ class ContextController:
             snippets = {str(hit.uri): hit.snippet for hit in result.hits}
             for row in data.get("hits", []):
                 row.setdefault("snippet", snippets.get(str(row.get("uri")), ""))
+            rows = [
+                {"rank": rank, "handle": hit.handle, "source_path": str(hit.uri), "score": hit.score}
+                for rank, hit in enumerate(result.hits, start=1)
+            ]
+            caption = f"context {kind}: {query}  ·  trace {result.trace.id} (/context trace last)"
+            self.app.call_from_thread(self.app.show_hits, caption, rows)
             self.app.call_from_thread(self.show_trace, data)
 
         self.app.status_start(key, f"context {kind}: {query}")

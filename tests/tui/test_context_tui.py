@@ -376,6 +376,9 @@ async def test_find_and_search_open_their_trace_and_trace_last_reopens_it(worksp
             await pilot.press("escape")
             await pilot.pause()
         assert seen[1] == seen[2] and seen[0] != seen[1]
+        # the Context pane keeps the last find/search: its hits by handle, the trace named in the caption
+        pane_text = str(app.query_one("#context-caption").render())
+        assert f"trace {seen[1]}" in pane_text
 
 
 async def test_context_add_from_the_prompt_stages_indexes_and_says_so(workspace: Workspace, tmp_path: Path) -> None:
