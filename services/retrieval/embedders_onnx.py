@@ -17,11 +17,12 @@ input tensor as a whole and a batched text's vector would depend on its neighbou
 and the same text as a query get the same vector).  Nothing here imports torch: only the export
 subprocess does.
 
-First use: exporting takes a while (~15 s of CPU; about a minute of wall time on a loaded 2-core
-machine), once per machine.  Listeners added with :func:`add_export_listener` hear ``start``
-(:data:`PREPARING`) before it begins, and ``done`` or ``failed`` after: the CLI prints the start on
-stderr, the TUI shows a status line.  A failed export is one :class:`OnnxExportError` naming the
-way around it (``AXIOMME_EMBEDDER_BACKEND=torch``).
+First use: exporting takes a while (19 s wall, 14.5 s user + 3.6 s system CPU at load ~2 on this
+2-core machine; about a minute under heavy load), once per machine.  Listeners of
+:mod:`services.notices` hear ``start`` (:data:`PREPARING`, key :data:`EXPORT_NOTICE`) before it
+begins and ``done`` or ``failed`` after: the CLI prints them on stderr, the TUI shows a status
+line.  A failed export is one :class:`OnnxExportError` naming the way around it
+(``AXIOMME_EMBEDDER_BACKEND=torch``).
 
 Threads: queries run on a session with one intra-op thread (one short text gains nothing from a
 second thread on a 2-core machine, and waiting for a preempted worker is what makes latency spike);
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,11 +77,10 @@ PREPARING = "preparing the ONNX encoder (once per machine)…"
 FIX = "set AXIOMME_EMBEDDER_BACKEND=torch to use torch instead"
 """The way around a failed export, ending every :class:`OnnxExportError`."""
 
-ExportListener = Callable[[str, str], None]
-"""``listener(stage, message)``: ``start`` (:data:`PREPARING`), then ``done`` or ``failed``."""
+EXPORT_NOTICE = "onnx-export"
+"""The key of the export's notices (:mod:`services.notices`)."""
 
 _LOCK = threading.Lock()
-_LISTENERS: list[ExportListener] = []
 _SESSIONS: dict[tuple[str, int], InferenceSession] = {}
 _TOKENIZERS: dict[str, Tokenizer] = {}
 
@@ -111,34 +111,17 @@ def _complete(directory: Path) -> bool:
     return (directory / MARKER).is_file() and (directory / FP32_FILE).is_file() and (directory / INT8_FILE).is_file()
 
 
-def add_export_listener(listener: ExportListener) -> Callable[[], None]:
-    """Tell ``listener`` when an export starts and ends (from the thread that exports); returns its remover."""
-    with _LOCK:
-        _LISTENERS.append(listener)
-
-    def remove() -> None:
-        with _LOCK:
-            if listener in _LISTENERS:
-                _LISTENERS.remove(listener)
-
-    return remove
-
-
 def _tell(stage: str, message: str) -> None:
-    with _LOCK:
-        listeners = list(_LISTENERS)
-    for listener in listeners:
-        try:
-            listener(stage, message)
-        except Exception:  # a listener (a closed terminal, a gone UI) never stops the export
-            pass
+    from services.notices import tell
+
+    tell(EXPORT_NOTICE, stage, message)
 
 
 def ensure_onnx_models(model_dir: Path, cache_root: Path | None = None, *, version: str | None = None) -> Path:
     """The cache directory holding both exported models for the installed package; exports them if needed.
 
     Safe when several processes call it at once: one exports, the others wait on the lock and
-    then find the files.  Listeners (:func:`add_export_listener`) hear ``start`` before an export
+    then find the files.  Listeners (:func:`services.notices.add_listener`) hear ``start`` before an export
     (or the wait for another process's) and ``done``/``failed`` after.  Raises
     :class:`OnnxExportError` (one line, ending with :data:`FIX`) when the export fails.
     """
@@ -346,9 +329,8 @@ __all__ = [
     "EXPORT_SETTINGS",
     "FIX",
     "PREPARING",
-    "ExportListener",
+    "EXPORT_NOTICE",
     "OnnxEmbedder",
-    "add_export_listener",
     "cache_key",
     "clear_sessions",
     "default_cache_root",
