@@ -9,6 +9,7 @@ slash commands to two small controllers (``RagController``, ``ToolController``).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -198,7 +199,27 @@ class AriesApp(App[int]):
     async def on_mount(self) -> None:
         # The first frame comes first: the workspace (lease, repair, transcript, panes) opens right
         # after it. Anything that needs the session waits for ``ready()``.
+        from services.notices import add_listener
+
+        self._remove_notices = add_listener(self._preparing)
         self.call_after_refresh(self._open_initial)
+
+    def _preparing(self, key: str, stage: str, message: str) -> None:
+        """A one-time preparation (the ONNX encoder's first export) runs in a worker: a status line
+        while it lasts, and a notice when it starts and ends."""
+        if threading.get_ident() == self._thread_id:
+            self._show_preparing(key, stage, message)
+        else:
+            self.call_from_thread(self._show_preparing, key, stage, message)
+
+    def _show_preparing(self, key: str, stage: str, message: str) -> None:
+        if stage == "start":
+            self.status_start(key, message)
+            self.notify(f"{message} Retrieval waits for it.", title="retrieval", timeout=10)
+        else:
+            self.status_stop(key)
+            if stage == "done":
+                self.notify(message, title="retrieval", timeout=5)
 
     async def _open_initial(self) -> None:
         try:
@@ -219,6 +240,9 @@ class AriesApp(App[int]):
         await self._session_ready.wait()
 
     async def on_unmount(self) -> None:
+        remove = getattr(self, "_remove_notices", None)
+        if remove is not None:
+            remove()
         await self._close_session("Aries quit")
 
     def notify(

@@ -189,12 +189,26 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if func is None:
             parser.parse_args([*arguments, "--help"])
             return 2
-        return int(func(args))
+        from services.notices import add_listener
+
+        remove = add_listener(_say_preparing)  # e.g. the ONNX encoder's first export: it takes a while
+        try:
+            return int(func(args))
+        finally:
+            remove()
     except AriesError as error:
         return fail(error)
     except KeyboardInterrupt:
         sys.stderr.write("aries: interrupted\n")
         return 130
+
+
+def _say_preparing(key: str, stage: str, message: str) -> None:
+    """A one-time preparation (services.notices) on stderr: its start and its end (a failure is the
+    command's own error line)."""
+    if stage != "failed":
+        sys.stderr.write(f"aries: {message}\n")
+        sys.stderr.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

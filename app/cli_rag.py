@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
-    from services.retrieval.models import IngestReport, ProgressEvent
+    from services.retrieval.models import IndexInfo, IngestReport, ProgressEvent
     from services.workspaces import Workspace
 
 T = TypeVar("T")
@@ -183,6 +183,16 @@ def _engine(args: argparse.Namespace, *, announce: bool = True) -> Iterator[Retr
         workspace.close()
 
 
+def _backend_note(info: IndexInfo) -> str:
+    """`` onnx-int8``, or `` onnx (built with torch)`` where the index is served by another backend
+    of its vector space than the one that built it (AXIOMME_EMBEDDER_BACKEND unset)."""
+    if not info.embedding_backend:
+        return ""
+    if info.built_backend and info.built_backend != info.embedding_backend:
+        return f" {info.embedding_backend} (built with {info.built_backend})"
+    return f" {info.embedding_backend}"
+
+
 def _where(page: int | None, section: str | None) -> str:
     parts = []
     if page is not None:
@@ -327,7 +337,7 @@ def handle_index_list(args: argparse.Namespace) -> int:
             print(
                 _safe(
                     f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  "
-                    f"{info.status:<16} {info.embedding_model or '-'}"
+                    f"{info.status:<16} {info.embedding_model or '-'}{_backend_note(info)}"
                 )
             )
             if info.status_detail:
@@ -446,7 +456,8 @@ def handle_query(args: argparse.Namespace) -> int:
         print(
             _safe(
                 f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
-                f"({result.embedding_model}{', KEYWORD ONLY' if result.mode == 'keyword' else ''})"
+                f"({result.embedding_model} {result.embedding_backend}"
+                f"{', KEYWORD ONLY' if result.mode == 'keyword' else ''})"
             )
         )
         for hit in result.hits:

@@ -158,7 +158,7 @@ class RagController:
         for i in infos:
             rows.append(
                 f"{'*' if i.active else ' '} {i.name}  {i.files} files  {i.chunks} chunks  {i.status}  "
-                f"{i.embedding_model or '?'}"
+                f"{i.embedding_model or '?'} {i.embedding_backend or ''}".rstrip()
             )
             if i.status_detail:
                 rows.append(f"    {i.status}: {i.status_detail}")

@@ -38,8 +38,9 @@ class EnvSettings(BaseModel):
     )
     """Embedding model: all-MiniLM-L6-v2 (default), ``semantic-lite`` (local heuristic, no model), ``hash``
     (deterministic fallback) or ``semantic-model-http`` (a local model server)."""
-    embedder_backend: Literal["torch", "onnx", "onnx-int8"] = Field("torch", alias="AXIOMME_EMBEDDER_BACKEND")
-    """How all-MiniLM-L6-v2 runs: torch (sentence-transformers), ``onnx`` (fp32) or ``onnx-int8``."""
+    embedder_backend: Literal["torch", "onnx", "onnx-int8"] | None = Field(None, alias="AXIOMME_EMBEDDER_BACKEND")
+    """How all-MiniLM-L6-v2 runs: torch (sentence-transformers), ``onnx`` (fp32) or ``onnx-int8``; unset:
+    *auto* (new indexes ``onnx-int8``, existing ones in their own vector space, no rebuild)."""
     embedder_cache: Path | None = Field(None, alias="AXIOMME_EMBEDDER_CACHE")
     """Where the exported ONNX models are kept; unset: ``<data dir>/cache/onnx``."""
     embedder_endpoint: str | None = Field(None, alias="AXIOMME_EMBEDDER_MODEL_ENDPOINT")

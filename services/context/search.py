@@ -142,10 +142,10 @@ class ContextRetriever:
         if not engine._exists(INDEX_NAME):
             return []
         store = engine._store(INDEX_NAME)
-        engine._check_model(store)
-        vector = engine.embedder.embed_query(text) if store.vector_health.ok else None
+        embedder = engine._check_model(store)  # the index's own vector space (AXIOMME_EMBEDDER_BACKEND unset)
+        vector = embedder.embed_query(text) if store.vector_health.ok else None
         with store.reading():
-            hits, _warnings = engine._hits(store, INDEX_NAME, text, vector, top_n, top_n, None)
+            hits, _warnings = engine._hits(store, INDEX_NAME, text, vector, top_n, top_n, None, embedder=embedder)
         return hits
 
     def _collect(

@@ -18,7 +18,10 @@
 
 * ``AXIOMME_EMBEDDER_BACKEND`` says how the sentence-transformers model runs: ``torch`` (above),
   or ONNX Runtime — ``onnx`` (fp32) and ``onnx-int8`` (dynamic int8) — in
-  :mod:`services.retrieval.embedders_onnx`, which never imports torch.  fp32 ONNX gives the torch
+  :mod:`services.retrieval.embedders_onnx`, which never imports torch.  Unset, it is *auto*
+  (:func:`follows_index`): :func:`create_embedder` gives ``onnx-int8`` (for new indexes) and the
+  engine reads and updates an existing index with the backend of its recorded space
+  (:func:`backend_for_space`).  fp32 ONNX gives the torch
   vectors to within 2e-7 (max abs difference on SciFact texts), so the two share a vector space
   and one index may be written by both; int8 vectors differ (cosine ≈ 0.99 to torch's) and an
   index is built with it or without it, never both (:func:`vector_space`).
@@ -62,9 +65,10 @@ from services.retrieval.embedders_http import (
     run_sync as run_sync,
 )
 from services.retrieval.embedders_lite import SemanticLiteEmbedder as SemanticLiteEmbedder  # re-exported
+from services.retrieval.embedders_onnx import QUANTIZATION
 from services.retrieval.embedders_onnx import OnnxEmbedder as OnnxEmbedder  # re-exported
 from services.retrieval.errors import EmbedderError
-from services.retrieval.settings import RetrievalSettings
+from services.retrieval.settings import NEW_INDEX_BACKEND, RetrievalSettings
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -280,13 +284,35 @@ def create_embedder(settings: RetrievalSettings | None = None) -> Embedder:
         return HttpEmbedder(
             settings.http_endpoint, settings.http_model, settings.http_timeout_ms, strict=settings.embedder_strict
         )
-    path = minilm_path()  # fail fast (ConfigError) if the package is missing; the model loads later
-    if settings.embedder_backend == "torch":
+    return create_minilm(settings.embedder_backend or NEW_INDEX_BACKEND, settings)
+
+
+def create_minilm(backend: str, settings: RetrievalSettings) -> Embedder:
+    """all-MiniLM-L6-v2 on ``backend`` (``torch``, ``onnx``, ``onnx-int8``), threads and cache from ``settings``.
+
+    Cheap: the package is checked now (ConfigError if it is missing), the model loads (or is
+    exported) on first use.
+    """
+    path = minilm_path()
+    if backend == "torch":
         return SentenceTransformerEmbedder(threads=settings.threads)
     cache = Path(settings.embedder_cache).expanduser() if settings.embedder_cache else None
-    return OnnxEmbedder(
-        path, quantized=settings.embedder_backend == "onnx-int8", threads=settings.threads, cache_root=cache
-    )
+    return OnnxEmbedder(path, quantized=backend == "onnx-int8", threads=settings.threads, cache_root=cache)
+
+
+def follows_index(settings: RetrievalSettings) -> bool:
+    """True for *auto*: the sentence-transformers model with ``AXIOMME_EMBEDDER_BACKEND`` unset, whose
+    backend follows each index's recorded vector space (see :func:`backend_for_space`)."""
+    return settings.embedder == "sentence-transformers" and settings.embedder_backend is None
+
+
+def backend_for_space(quantization: str | None) -> str:
+    """The ONNX backend that writes and reads vectors of an index's recorded ``quantization``.
+
+    ``none`` (torch, fp32 ONNX, or an index from before backends were recorded) → ``onnx``: the
+    torch vectors to ~2e-7, without importing torch; ``int8-dynamic`` → ``onnx-int8``.
+    """
+    return "onnx-int8" if quantization == QUANTIZATION["onnx-int8"] else "onnx"
 
 
 def backend_of(embedder: Embedder) -> tuple[str, str]:

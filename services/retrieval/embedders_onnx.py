@@ -17,6 +17,13 @@ input tensor as a whole and a batched text's vector would depend on its neighbou
 and the same text as a query get the same vector).  Nothing here imports torch: only the export
 subprocess does.
 
+First use: exporting takes a while (19 s wall, 14.5 s user + 3.6 s system CPU at load ~2 on this
+2-core machine; about a minute under heavy load), once per machine.  Listeners of
+:mod:`services.notices` hear ``start`` (:data:`PREPARING`, key :data:`EXPORT_NOTICE`) before it
+begins and ``done`` or ``failed`` after: the CLI prints them on stderr, the TUI shows a status
+line.  A failed export is one :class:`OnnxExportError` naming the way around it
+(``AXIOMME_EMBEDDER_BACKEND=torch``).
+
 Threads: queries run on a session with one intra-op thread (one short text gains nothing from a
 second thread on a 2-core machine, and waiting for a preempted worker is what makes latency spike);
 batches (ingest, evaluation) run on a second session with ``AXIOMME_EMBEDDER_THREADS`` intra-op
@@ -34,12 +41,13 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text, fsync_dir
-from services.retrieval.errors import EmbedderError
+from services.retrieval.errors import EmbedderError, OnnxExportError
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
@@ -63,6 +71,14 @@ EXPORT_SETTINGS: dict[str, Any] = {
 FP32_BATCH = 8
 """Texts per fp32 call: batches of 32 texts of 256 tokens held ~750 MB of activations; 8 hold ~140 MB."""
 QUANTIZATION = {"onnx": "none", "onnx-int8": "int8-dynamic"}
+
+PREPARING = "preparing the ONNX encoder (once per machine)…"
+"""What a user is told when the export starts (it takes a while: see the module docstring)."""
+FIX = "set AXIOMME_EMBEDDER_BACKEND=torch to use torch instead"
+"""The way around a failed export, ending every :class:`OnnxExportError`."""
+
+EXPORT_NOTICE = "onnx-export"
+"""The key of the export's notices (:mod:`services.notices`)."""
 
 _LOCK = threading.Lock()
 _SESSIONS: dict[tuple[str, int], InferenceSession] = {}
@@ -95,19 +111,40 @@ def _complete(directory: Path) -> bool:
     return (directory / MARKER).is_file() and (directory / FP32_FILE).is_file() and (directory / INT8_FILE).is_file()
 
 
+def _tell(stage: str, message: str) -> None:
+    from services.notices import tell
+
+    tell(EXPORT_NOTICE, stage, message)
+
+
 def ensure_onnx_models(model_dir: Path, cache_root: Path | None = None, *, version: str | None = None) -> Path:
     """The cache directory holding both exported models for the installed package; exports them if needed.
 
     Safe when several processes call it at once: one exports, the others wait on the lock and
-    then find the files.  Raises :class:`EmbedderError` (one line) when the export fails.
+    then find the files.  Listeners (:func:`services.notices.add_listener`) hear ``start`` before an export
+    (or the wait for another process's) and ``done``/``failed`` after.  Raises
+    :class:`OnnxExportError` (one line, ending with :data:`FIX`) when the export fails.
     """
-    from filelock import FileLock, Timeout
-
     root = cache_root or default_cache_root()
     key = cache_key(version)
     directory = root / key
     if _complete(directory):
         return directory
+    _tell("start", PREPARING)
+    started = time.monotonic()
+    try:
+        _prepare(model_dir, root, key, directory)
+    except EmbedderError as exc:
+        message = f"{exc.message.rstrip('.')}; {FIX}"
+        _tell("failed", message)
+        raise OnnxExportError(message) from None
+    _tell("done", f"ONNX encoder ready ({time.monotonic() - started:.0f} s; cached in {root})")
+    return directory
+
+
+def _prepare(model_dir: Path, root: Path, key: str, directory: Path) -> None:
+    from filelock import FileLock, Timeout
+
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -115,7 +152,7 @@ def ensure_onnx_models(model_dir: Path, cache_root: Path | None = None, *, versi
     try:
         with FileLock(str(root / ".export.lock"), timeout=EXPORT_TIMEOUT_S):
             if _complete(directory):
-                return directory
+                return
             try:
                 _export(model_dir, directory, key)
             except OSError as exc:  # disk full, read-only cache: nothing half-written is left behind
@@ -126,7 +163,6 @@ def ensure_onnx_models(model_dir: Path, cache_root: Path | None = None, *, versi
         raise EmbedderError(f"another process has been exporting the ONNX model into {root} for too long") from None
     except OSError as exc:  # the lock file cannot be created (read-only cache)
         raise EmbedderError(f"cannot lock the ONNX model cache {root}: {exc.strerror or exc}") from None
-    return directory
 
 
 def _export(model_dir: Path, directory: Path, key: str) -> None:
@@ -291,6 +327,9 @@ def clear_sessions() -> None:
 
 __all__ = [
     "EXPORT_SETTINGS",
+    "FIX",
+    "PREPARING",
+    "EXPORT_NOTICE",
     "OnnxEmbedder",
     "cache_key",
     "clear_sessions",

@@ -25,6 +25,7 @@ from typing import Any
 from services.audit_db import AuditStoreError
 from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
+from services.retrieval.embedders import Embedder, backend_of
 from services.retrieval.engine_indexes import MAX_K, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import IngestingEngine
 from services.retrieval.errors import HandleNotFound, IndexStorageError, NoActiveIndex, VectorStoreDamaged
@@ -118,12 +119,13 @@ class RetrievalEngine(IngestingEngine):
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
         store = self._store(name)
-        self._check_model(store)
+        embedder = self._check_model(store)  # the index's own vector space (auto), or refused
+        backend, quantization = backend_of(embedder)
         candidates = max(top_n, k)
         # The query is embedded before the store lock is taken (unless the index is keyword-only).
-        vector = self.embedder.embed_query(text) if store.vector_health.ok else None
+        vector = embedder.embed_query(text) if store.vector_health.ok else None
         with store.reading():  # one state of the index: before or after a batch write, never during
-            hits, warnings = self._hits(store, name, text, vector, candidates, k, score_threshold)
+            hits, warnings = self._hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
         threshold = relevance_for(self.workspace).to_dict([hit.to_dict(with_text=False) for hit in hits])
@@ -134,15 +136,18 @@ class RetrievalEngine(IngestingEngine):
             "threshold": threshold,
             "fusion": fusion,
             "backend": self.settings.backend,
+            "embedding_backend": backend,
+            "embedding_quantization": quantization,
             "mode": mode,
         }
         if warnings:
             params["warnings"] = warnings
-        audit_id = self._record(text, name, params, hits, warnings)
+        audit_id = self._record(text, name, params, hits, warnings, embedder.model_id)
         return QueryResult(
             query=text,
             index=name,
-            embedding_model=self.embedder.model_id,
+            embedding_model=embedder.model_id,
+            embedding_backend=backend,
             k=k,
             top_n=top_n,
             fusion=fusion,
@@ -155,14 +160,16 @@ class RetrievalEngine(IngestingEngine):
             audited=audit_id is not None,
         )
 
-    def _record(self, text: str, name: str, params: dict[str, Any], hits: list[Hit], warnings: list[str]) -> int | None:
+    def _record(
+        self, text: str, name: str, params: dict[str, Any], hits: list[Hit], warnings: list[str], model: str
+    ) -> int | None:
         """The audit row's id; None where the workspace cannot be written (the first time in this
         engine, a line in ``warnings`` says so).  Any other audit failure is raised."""
         try:
             return self.audit.record(
                 query=text,
                 index=name,
-                embedding_model=self.embedder.model_id,
+                embedding_model=model,
                 params=params,
                 hits=[hit.to_dict(with_text=False) for hit in hits],
             )
@@ -188,14 +195,17 @@ class RetrievalEngine(IngestingEngine):
         candidates: int,
         k: int,
         score_threshold: float | None,
+        *,
+        embedder: Embedder | None = None,
     ) -> tuple[list[Hit], list[str]]:
-        """The hits (under the store lock) and the warnings of a keyword-only answer."""
+        """The hits (under the store lock) and the warnings of a keyword-only answer; ``embedder``
+        (default: :meth:`_embedder_for` the store) embeds the query if ``vector`` is None."""
         bm25 = store.bm25(text, candidates)
         dense: list[tuple[str, float]] = []
         warnings: list[str] = []
         if store.vector_health.ok:
             if vector is None:  # repaired by another process since the query began
-                vector = self.embedder.embed_query(text)
+                vector = (embedder or self._embedder_for(store)).embed_query(text)
             try:
                 dense = store.dense(vector, candidates)
             except VectorStoreDamaged as exc:  # found damaged now: keyword-only, and said so

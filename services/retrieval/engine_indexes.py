@@ -17,8 +17,9 @@ from services.errors import AriesError, InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import AUDIT_DB, RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
-from services.retrieval.embedders import Embedder, backend_of, create_embedder, preload
-from services.retrieval.errors import IndexBusy, IndexMismatch, IndexNotFound, IndexStorageError, IngestError
+from services.retrieval.embedders import Embedder, preload
+from services.retrieval.engine_spaces import SPACE_KEYS, VectorSpaces
+from services.retrieval.errors import IndexBusy, IndexNotFound, IndexStorageError, IngestError
 from services.retrieval.faults import storage_guard
 from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
 from services.retrieval.settings import RetrievalSettings
@@ -72,7 +73,9 @@ class EngineBase:
             settings = settings.with_(chroma_url=chroma_url)
         self.settings = settings
         self.workspace = workspace
-        self.embedder = embedder or create_embedder(settings)
+        self.spaces = VectorSpaces(settings, embedder)
+        self.embedder = self.spaces.default
+        """The embedder of new indexes; an index is served by :meth:`_embedder_for` (*auto*: its own space)."""
         self.chunk_config = chunk_config or ChunkConfig(max_chars=settings.limits.max_chunk_chars)
         self.audit = RetrievalAudit(workspace.root / AUDIT_DB, workspace=workspace.name)
         self._stores: dict[str, IndexStore] = {}
@@ -159,36 +162,13 @@ class EngineBase:
                 self._sandbox = LoaderSandbox(self.settings.limits)
             return self._sandbox
 
-    def _check_model(self, store: IndexStore, *, record: bool = False) -> None:
-        """Refuse an index whose vectors the embedder cannot be compared with; ``record`` (writers)
-        notes the model, backend and quantization in an index that has none yet.
+    def _embedder_for(self, store: IndexStore) -> Embedder:
+        """The embedder for ``store``'s vectors (see :class:`~services.retrieval.engine_spaces.VectorSpaces`)."""
+        return self.spaces.embedder_for(store)
 
-        Indexes written before the backend was recorded hold torch (unquantized) vectors.  torch
-        and fp32 ONNX share a vector space; an int8 index takes int8 vectors only, and the other
-        way round: anything else is an :class:`IndexMismatch` saying a rebuild is needed.
-        """
-        built_with = store.get_meta("embedding_model")
-        if built_with is not None and built_with != self.embedder.model_id:
-            raise IndexMismatch(
-                f"index {store.name!r} was built with {built_with}, but the embedder now is {self.embedder.model_id}; "
-                f"set AXIOMME_EMBEDDER to match, or drop and re-add the index",
-                index=store.name,
-            )
-        backend, quantization = backend_of(self.embedder)
-        built_backend = store.get_meta("embedding_backend")
-        built_quantization = store.get_meta("embedding_quantization")
-        if built_with is not None and (built_quantization or "none") != quantization:
-            was = built_backend or "torch"
-            raise IndexMismatch(
-                f"index {store.name!r} holds {was} vectors (quantization {built_quantization or 'none'}), but the "
-                f"embedder now is {backend} (quantization {quantization}): rebuild needed — drop and re-add the "
-                f"index, or set AXIOMME_EMBEDDER_BACKEND={was}",
-                index=store.name,
-            )
-        if record and (built_with is None or built_backend is None):
-            store.set_meta(
-                embedding_model=self.embedder.model_id, embedding_backend=backend, embedding_quantization=quantization
-            )
+    def _check_model(self, store: IndexStore, *, record: bool = False) -> Embedder:
+        """The embedder for ``store``, or :class:`IndexMismatch` (see :meth:`VectorSpaces.check`)."""
+        return self.spaces.check(store, record=record)
 
     # -- index lifecycle -------------------------------------------------------------------
     def index_list(self, *, check: bool = True) -> list[IndexInfo]:
@@ -229,6 +209,7 @@ class EngineBase:
             status=status,
             status_detail=detail,
             failed=list(info.get("failed", [])),
+            **self.spaces.describe(*(info.get(key) for key in SPACE_KEYS)),
         )
 
     def _from_store(self, name: str, store: IndexStore, active: str | None) -> IndexInfo:
@@ -247,6 +228,7 @@ class EngineBase:
             status="ok" if health.ok else f"vectors {health.status}",
             status_detail=None if health.ok else health.detail,
             failed=[failure.to_dict() for failure in store.failures()],
+            **self.spaces.describe(*(store.get_meta(key) for key in SPACE_KEYS)),
         )
 
     def _health(self, name: str) -> tuple[str, str | None]:
@@ -281,7 +263,7 @@ class EngineBase:
         from services.retrieval.store_health import rebuild_vectors
 
         store = self._store(name)
-        self._check_model(store)
+        embedder = self._check_model(store)
 
         def step(done: int, total: int) -> None:
             if progress is not None:
@@ -293,9 +275,7 @@ class EngineBase:
 
         with storage_guard(name, store.directory, "rebuild its vectors"):
             try:
-                return rebuild_vectors(
-                    store, self.embedder, progress=step, cancel=cancel, wait_s=wait_s, on_wait=waiting
-                )
+                return rebuild_vectors(store, embedder, progress=step, cancel=cancel, wait_s=wait_s, on_wait=waiting)
             except WaitCancelled:
                 raise Cancelled from None
             except (IndexStorageError, IndexBusy):

@@ -110,7 +110,7 @@ class IngestingEngine(EngineBase):
         activate: bool = True,
     ) -> IngestReport:
         store = self._store(name, create=True)
-        self._check_model(store, record=True)  # records model, backend and quantization in a new index
+        embedder = self._check_model(store, record=True)  # records model, backend and quantization in a new index
         counter = default_counter()
         chunk_key = self.chunk_config.key(counter)
         limits = self.settings.limits
@@ -138,7 +138,7 @@ class IngestingEngine(EngineBase):
         def write(writer: Any) -> None:
             nonlocal embedded
             embedded = 0
-            report.chunks_removed += flush(writer, self.embedder, batch, cancel, on_group)
+            report.chunks_removed += flush(writer, embedder, batch, cancel, on_group)
             for source_path, is_new, count in pending:
                 (report.added if is_new else report.updated).append(source_path)
                 report.chunks_added += count
@@ -176,7 +176,7 @@ class IngestingEngine(EngineBase):
                         chunks = chunk_document(
                             document,
                             rel,
-                            embedding_model=self.embedder.model_id,
+                            embedding_model=embedder.model_id,
                             config=self.chunk_config,
                             max_chunks=limits.max_chunks,
                             deadline=time.monotonic() + limits.timeout_s,

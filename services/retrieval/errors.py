@@ -133,6 +133,12 @@ class EmbedderError(AriesError):
     code = "embedder_error"
 
 
+class OnnxExportError(EmbedderError):
+    """The ONNX encoder could not be prepared (exported into its cache); the message names the fix."""
+
+    code = "onnx_export"
+
+
 class IndexCorrupt(AriesError):
     code = "index_corrupt"
 

@@ -202,6 +202,9 @@ class QueryResult:
     audited: bool = True
     """False where the workspace cannot be written: no audit row (``audit_id`` None), and the first
     such query of an engine says so in ``warnings``."""
+    embedding_backend: str = ""
+    """How the query was embedded (``onnx-int8``, ``onnx``, ``torch``, ``hash``, …): under *auto*,
+    the backend of the index's own vector space."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -250,6 +253,10 @@ class IndexInfo:
     status_detail: str | None = None
     failed: list[dict[str, str]] = field(default_factory=list)
     """Files whose last load failed (``path``, ``code``, ``message``, ``failed_at``); their old chunks are kept."""
+    embedding_backend: str | None = None
+    """The backend this engine reads and updates the index with (under *auto*: its space's own)."""
+    built_backend: str | None = None
+    """The backend recorded when the index was built (``torch`` for one from before backends were recorded)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,10 +18,16 @@
 ``AXIOMME_EMBEDDER_STRICT``         ``1|true|yes|on`` (``0|false|no|off`` or unset: off): model
                                     failures are recorded as ``embedding_strict_error`` in the
                                     evaluation run environment and fail a release-profile gate.
-``AXIOMME_EMBEDDER_BACKEND``        how all-MiniLM-L6-v2 runs: ``torch`` (default; sentence-transformers),
-                                    ``onnx`` (ONNX Runtime, fp32: the same vectors as torch) or
-                                    ``onnx-int8`` (dynamic int8 quantization: a vector space of its
-                                    own, so an index is built with it or not at all).
+``AXIOMME_EMBEDDER_BACKEND``        how all-MiniLM-L6-v2 runs.  Unset (default): *auto* — new
+                                    indexes are built with ``onnx-int8``, and an existing index is
+                                    read and updated in its own vector space: ``onnx`` for one built
+                                    unquantized (torch, fp32 ONNX, or before backends were
+                                    recorded), ``onnx-int8`` for an int8 one; no rebuild, no torch.
+                                    Set, it is used for every index, strictly: ``torch``
+                                    (sentence-transformers), ``onnx`` (ONNX Runtime, fp32: the same
+                                    vectors as torch) or ``onnx-int8`` (dynamic int8 quantization:
+                                    a vector space of its own, so an index in another space says
+                                    "rebuild needed").
 ``AXIOMME_EMBEDDER_CACHE``          where the exported ONNX models are kept (default:
                                     ``<data dir>/cache/onnx``).
 ``AXIOMME_EMBEDDER_THREADS``        encoder intra-op threads for batches (default: the number of CPUs).
@@ -57,7 +63,10 @@ FusionMethod = Literal["rrf", "bm25", "dense"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 EMBEDDERS: tuple[str, ...] = get_args(Embedder)
 EMBEDDER_BACKENDS: tuple[str, ...] = get_args(EmbedderBackend)
-DEFAULT_EMBEDDER_BACKEND: EmbedderBackend = "torch"
+DEFAULT_EMBEDDER_BACKEND: EmbedderBackend | None = None
+"""Unset: *auto* (new indexes with :data:`NEW_INDEX_BACKEND`, existing ones in their own vector space)."""
+NEW_INDEX_BACKEND: EmbedderBackend = "onnx-int8"
+"""What *auto* builds new indexes with: within 0.005 nDCG@10 of torch, ~1.4x its ingest (docs/BENCHMARKS.md)."""
 DEFAULT_HTTP_ENDPOINT = "http://127.0.0.1:11434/api/embeddings"
 DEFAULT_HTTP_MODEL = "nomic-embed-text"
 DEFAULT_HTTP_TIMEOUT_MS = 3000
@@ -202,8 +211,9 @@ class RetrievalSettings:
     """``AXIOMME_RETRIEVAL_BACKEND``: ``sqlite`` keeps index state in the workspace, ``memory`` keeps none."""
     embedder: Embedder = "sentence-transformers"
     """``AXIOMME_EMBEDDER``: which embedder computes the dense vectors."""
-    embedder_backend: EmbedderBackend = DEFAULT_EMBEDDER_BACKEND
-    """``AXIOMME_EMBEDDER_BACKEND``: how the ``sentence-transformers`` model runs (torch, onnx, onnx-int8)."""
+    embedder_backend: EmbedderBackend | None = DEFAULT_EMBEDDER_BACKEND
+    """``AXIOMME_EMBEDDER_BACKEND``: how the ``sentence-transformers`` model runs (torch, onnx, onnx-int8);
+    ``None`` (unset): *auto*, each index in its own vector space and new ones with ``onnx-int8``."""
     embedder_cache: Annotated[str, Field(min_length=1)] | None = None
     """``AXIOMME_EMBEDDER_CACHE``: the exported ONNX models (``None``: ``<data dir>/cache/onnx``)."""
     http_endpoint: Annotated[str, Field(min_length=1)] = DEFAULT_HTTP_ENDPOINT

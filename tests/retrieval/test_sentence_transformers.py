@@ -24,6 +24,12 @@ from .test_chunking import ADVERSARIAL
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.fixture(autouse=True)
+def _torch_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about torch: say so (unset, the backend is auto, which never loads torch)."""
+    monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", "torch")
+
+
 def test_model_loads_offline_once_from_the_package() -> None:
     model = load_sentence_transformer()
     assert os.environ["HF_HUB_OFFLINE"] == "1"
@@ -63,7 +69,7 @@ def test_engine_with_the_model(workspace: Workspace, docs: Path, monkeypatch: py
         engine.preload()
         engine.index_add(docs)
         result = engine.query("which animal makes a rumbling sound when happy?", k=3)
-        assert result.embedding_model == MINILM_ID
+        assert result.embedding_model == MINILM_ID and result.embedding_backend == "torch"
         top = result.hits[0]
         assert top.source_path == "cats.md" and top.dense_rank == 1
         assert engine.show(top.handle).embedding_model == MINILM_ID
