@@ -40,7 +40,7 @@ class EnvSettings(BaseModel):
     (deterministic fallback) or ``semantic-model-http`` (a local model server)."""
     embedder_backend: Literal["torch", "onnx", "onnx-int8"] | None = Field(None, alias="AXIOMME_EMBEDDER_BACKEND")
     """How all-MiniLM-L6-v2 runs: torch (sentence-transformers), ``onnx`` (fp32) or ``onnx-int8``; unset:
-    *auto* (new indexes ``onnx-int8``, existing ones in their own vector space, no rebuild)."""
+    *auto* (new indexes ``onnx`` fp32, existing ones in their own vector space, no rebuild)."""
     embedder_cache: Path | None = Field(None, alias="AXIOMME_EMBEDDER_CACHE")
     """Where the exported ONNX models are kept; unset: ``<data dir>/cache/onnx``."""
     embedder_endpoint: str | None = Field(None, alias="AXIOMME_EMBEDDER_MODEL_ENDPOINT")

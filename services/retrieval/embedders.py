@@ -19,7 +19,7 @@
 * ``AXIOMME_EMBEDDER_BACKEND`` says how the sentence-transformers model runs: ``torch`` (above),
   or ONNX Runtime — ``onnx`` (fp32) and ``onnx-int8`` (dynamic int8) — in
   :mod:`services.retrieval.embedders_onnx`, which never imports torch.  Unset, it is *auto*
-  (:func:`follows_index`): :func:`create_embedder` gives ``onnx-int8`` (for new indexes) and the
+  (:func:`follows_index`): :func:`create_embedder` gives ``onnx`` (fp32, for new indexes) and the
   engine reads and updates an existing index with the backend of its recorded space
   (:func:`backend_for_space`).  fp32 ONNX gives the torch
   vectors to within 2e-7 (max abs difference on SciFact texts), so the two share a vector space

@@ -5,7 +5,7 @@ With ``AXIOMME_EMBEDDER_BACKEND`` set (or an embedder passed in, or an embedder 
 made in another space is an :class:`~services.retrieval.errors.IndexMismatch` ("rebuild needed").
 
 Unset, it is *auto* (:func:`~services.retrieval.embedders.follows_index`): a new index is built
-with the default embedder (``onnx-int8``), and an existing all-MiniLM-L6-v2 index is read and
+with the default embedder (``onnx``, fp32), and an existing all-MiniLM-L6-v2 index is read and
 updated in the space it records — ``onnx`` (fp32) for unquantized vectors (torch's, fp32 ONNX's,
 or an index from before backends were recorded: the same vectors to ~2e-7, and no torch import),
 ``onnx-int8`` for int8 ones.  So switching the default never makes an existing index say

@@ -1,4 +1,4 @@
-"""``AXIOMME_EMBEDDER_BACKEND`` unset (*auto*): new indexes are built with onnx-int8, existing ones
+"""``AXIOMME_EMBEDDER_BACKEND`` unset (*auto*): new indexes are built with fp32 onnx, existing ones
 are read and updated in their own vector space — no "rebuild needed", no torch import.
 
 The model runs through the session's ONNX cache (``onnx_cache``: exported once per test worker);
@@ -90,11 +90,11 @@ def _forget_backend(index_dir: Path) -> None:
         db.close()
 
 
-def test_unset_backend_means_auto_and_new_indexes_get_int8(onnx_cache: Path) -> None:
+def test_unset_backend_means_auto_and_new_indexes_get_fp32_onnx(onnx_cache: Path) -> None:
     settings = RetrievalSettings.from_env({"AXIOMME_EMBEDDER": "sentence-transformers"})
-    assert settings.embedder_backend is None and NEW_INDEX_BACKEND == "onnx-int8"
+    assert settings.embedder_backend is None and NEW_INDEX_BACKEND == "onnx"
     default = create_embedder(settings.with_(embedder_cache=str(onnx_cache)))
-    assert isinstance(default, OnnxEmbedder) and default.backend == "onnx-int8"
+    assert isinstance(default, OnnxEmbedder) and default.backend == "onnx"
     explicit = RetrievalSettings.from_env({"AXIOMME_EMBEDDER_BACKEND": "torch"})
     assert isinstance(create_embedder(explicit), SentenceTransformerEmbedder)
 
@@ -144,39 +144,48 @@ def test_torch_indexes_are_served_under_auto_without_torch(tmp_path: Path, docs:
     workspace.close()
 
 
-def test_new_index_under_auto_is_int8_and_explicit_torch_says_rebuild(
+def test_new_index_under_auto_is_fp32_and_int8_stays_in_its_own_space(
     workspace: Workspace, docs: Path, onnx_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A new index under auto is fp32 ONNX (torch reads it as its own); an int8 index built on purpose
+    is served under auto by int8, and explicit torch/onnx on it say "rebuild needed"."""
     with RetrievalEngine(workspace) as engine:
         assert engine.settings.embedder_backend is None
         engine.index_add(docs, name="fresh")
         store = engine._store("fresh")
         assert store.get_meta("embedding_model") == MINILM_ID
-        assert (store.get_meta("embedding_backend"), store.get_meta("embedding_quantization")) == (
-            "onnx-int8",
-            "int8-dynamic",
-        )
+        assert (store.get_meta("embedding_backend"), store.get_meta("embedding_quantization")) == ("onnx", "none")
         result = engine.query(QUERY, k=3, index="fresh")
         assert result.hits[0].source_path == "cats.md"
-        assert result.embedding_backend == "onnx-int8" and result.to_dict()["embedding_backend"] == "onnx-int8"
+        assert result.embedding_backend == "onnx" and result.to_dict()["embedding_backend"] == "onnx"
         record = engine.last()
-        assert record is not None and record.params["embedding_backend"] == "onnx-int8"
-        assert record.params["embedding_quantization"] == "int8-dynamic"
+        assert record is not None and record.params["embedding_backend"] == "onnx"
+        assert record.params["embedding_quantization"] == "none"
         info = engine.index_info("fresh")
-        assert (info.embedding_backend, info.built_backend) == ("onnx-int8", "onnx-int8")
-        assert [(i.name, i.embedding_backend) for i in engine.index_list()] == [("fresh", "onnx-int8")]
+        assert (info.embedding_backend, info.built_backend) == ("onnx", "onnx")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", "torch")  # the same vector space: torch reads it
+    with RetrievalEngine(workspace) as engine:
+        assert engine.query(QUERY, k=1, index="fresh").hits[0].source_path == "cats.md"
+    monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", "onnx-int8")
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(docs, name="small")
+        with pytest.raises(IndexMismatch) as caught:
+            engine.query("cats", index="fresh")
+        assert "rebuild needed" in str(caught.value) and "\n" not in str(caught.value)
+    monkeypatch.delenv("AXIOMME_EMBEDDER_BACKEND")
+    with RetrievalEngine(workspace) as engine:  # auto: each index in its own space
+        assert engine.query(QUERY, k=1, index="small").embedding_backend == "onnx-int8"
+        assert engine.query(QUERY, k=1, index="fresh").embedding_backend == "onnx"
+        listed = {i.name: i.embedding_backend for i in engine.index_list()}
+        assert listed == {"fresh": "onnx", "small": "onnx-int8"}
     for backend in ("torch", "onnx"):
         monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", backend)
         with RetrievalEngine(workspace) as engine:
-            for call in (lambda: engine.query("cats", index="fresh"), lambda: engine.index_add(docs, name="fresh")):
+            for call in (lambda: engine.query("cats", index="small"), lambda: engine.index_add(docs, name="small")):
                 with pytest.raises(IndexMismatch) as caught:
                     call()
                 message = str(caught.value)
                 assert "rebuild needed" in message and "AXIOMME_EMBEDDER_BACKEND=onnx-int8" in message
-                assert "\n" not in message
-    monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", "onnx-int8")  # explicit int8: its own index answers
-    with RetrievalEngine(workspace) as engine:
-        assert engine.query(QUERY, k=1, index="fresh").hits[0].source_path == "cats.md"
 
 
 def test_auto_follows_only_the_sentence_transformers_family(
@@ -191,7 +200,10 @@ def test_auto_follows_only_the_sentence_transformers_family(
     with RetrievalEngine(workspace) as engine:
         with pytest.raises(IndexMismatch, match="was built with hash"):
             engine.query("cats", index="hashed")
+    monkeypatch.setenv("AXIOMME_EMBEDDER_BACKEND", "onnx-int8")
+    with RetrievalEngine(workspace) as engine:
         engine.index_add(docs, name="int8")
+    monkeypatch.delenv("AXIOMME_EMBEDDER_BACKEND")
     given = OnnxEmbedder(minilm_path(), quantized=False, cache_root=onnx_env)
     with RetrievalEngine(workspace, embedder=given) as engine:
         with pytest.raises(IndexMismatch, match="rebuild needed"):  # given, so not swapped for int8

@@ -23,7 +23,7 @@ async def test_tui_says_the_encoder_is_being_prepared(tmp_path: Path, monkeypatc
     cache.mkdir()
     (cache / cache_key()).write_text("not a folder", encoding="utf-8")  # the export cannot write there
     monkeypatch.setenv("AXIOMME_EMBEDDER", "sentence-transformers")
-    monkeypatch.delenv("AXIOMME_EMBEDDER_BACKEND", raising=False)  # auto: new indexes are onnx-int8
+    monkeypatch.delenv("AXIOMME_EMBEDDER_BACKEND", raising=False)  # auto: new indexes are fp32 onnx
     monkeypatch.setenv("AXIOMME_EMBEDDER_CACHE", str(cache))
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
