@@ -87,6 +87,12 @@ class BoundPolicy:
             if real not in roots:
                 roots.append(real)
         self.roots = roots
+        # ``shell.visible_paths`` with their variables substituted (for a hidden outside_root).
+        self.sandbox_visible: list[str] = []
+        for template in policy.sandbox.visible:
+            value = _subst(template, variables)
+            if value is not None:
+                self.sandbox_visible.append(os.path.normpath(value))
         self.guard = PathGuard(policy, roots, self.workspace_root)
 
     # -- web ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from services.errors import ConfigError
 from services.policy.exec_table import DEFAULT_ENV_ALLOW
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
-from services.policy.model import MODES, PATH_OPS, Limits
+from services.policy.model import DEFAULT_VISIBLE, MODES, PATH_OPS, Limits, ShellSandbox
 from services.policy.network import NetworkRules
 from services.policy.schema import POLICY_SCHEMA
 
@@ -133,6 +133,15 @@ class Policy:
         self.inert_programs: tuple[str, ...] = tuple(sh.get("inert_programs") or ())
         self.check_path_arguments = bool(sh.get("check_path_arguments", True))
         self.search_path: list[str] | None = sh.get("search_path")
+        self.sandbox = ShellSandbox(
+            mode=str(sh.get("sandbox", "auto")),
+            network=bool(sh.get("network", False)),
+            outside_root=str(sh.get("outside_root", "read_only")),
+            visible=tuple(sh.get("visible_paths", DEFAULT_VISIBLE)),
+        )
+        for i, visible in enumerate(self.sandbox.visible):
+            if not visible.startswith(("/", "${")):
+                raise self._error(("shell", "visible_paths", i), f"visible path {visible!r} must be absolute")
         self.network = NetworkRules(data.get("web") or {}, self._error)
         self.searxng_url = self.network.searxng_url
         self.schemes = self.network.schemes

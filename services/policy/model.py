@@ -145,6 +145,24 @@ class PolicyDecision:
         }
 
 
+# -- the OS sandbox of shell commands ------------------------------------------------------
+SANDBOX_MODES = ("auto", "bubblewrap", "landlock", "off")
+OUTSIDE_ROOT = ("read_only", "hidden")
+DEFAULT_VISIBLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+
+
+@dataclass(frozen=True)
+class ShellSandbox:
+    """``shell.sandbox`` / ``shell.network`` / ``shell.outside_root`` / ``shell.visible_paths``:
+    which OS sandbox shell commands run in (``services.tools.sandbox``).  The allowed roots are
+    writable; the rest of the file system is read-only, or hidden except ``visible``."""
+
+    mode: str = "auto"  # auto | bubblewrap | landlock | off
+    network: bool = False  # may shell commands open network sockets
+    outside_root: str = "read_only"  # read_only | hidden
+    visible: tuple[str, ...] = DEFAULT_VISIBLE  # readable when outside_root is hidden
+
+
 # -- limits ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Limits:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from services.policy.model import MODES, PATH_OPS, Limits
+from services.policy.model import MODES, OUTSIDE_ROOT, PATH_OPS, SANDBOX_MODES, Limits
 
 _RULE_EXAMPLES = {
     "match": {"type": "array", "items": {"type": "string"}},
@@ -101,6 +101,10 @@ POLICY_SCHEMA: dict[str, Any] = {
                 "inert_programs": _STRINGS,
                 "check_path_arguments": {"type": "boolean"},
                 "search_path": {"oneOf": [{"type": "null"}, _STRINGS]},
+                "sandbox": {"enum": list(SANDBOX_MODES)},
+                "network": {"type": "boolean"},
+                "outside_root": {"enum": list(OUTSIDE_ROOT)},
+                "visible_paths": _STRINGS,
             },
         },
         "web": {

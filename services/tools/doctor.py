@@ -2,7 +2,8 @@
 
 Checks that the builtin tools are registered with valid schemas, that the policy loads and
 binds, and that the gateway works end to end: a harmless READ_ONLY call in a temporary
-workspace, recorded in its audit store with the decision and rule.
+workspace, recorded in its audit store with the decision and rule; and which OS sandbox shell
+commands run in (``shell.sandbox``), or which fallback applies when there is none.
 """
 
 from __future__ import annotations
@@ -94,7 +95,20 @@ def doctor(
         report.checks.append(_end_to_end(chosen))
     except Exception as exc:
         report.checks.append(Check("gateway end to end", False, f"{type(exc).__name__}: {exc}"))
+    report.checks.append(_shell_sandbox(chosen))
     return report
+
+
+def _shell_sandbox(policy: Policy) -> Check:
+    """Which OS sandbox shell commands get under ``policy`` (``shell.sandbox``), or which
+    fallback applies; fails when the policy requires a sandbox this machine cannot provide."""
+    try:
+        from services.tools.sandbox import describe_choice
+
+        ok, detail = describe_choice(policy.sandbox)
+    except Exception as exc:
+        return Check("shell sandbox", False, f"{type(exc).__name__}: {exc}")
+    return Check("shell sandbox", ok, detail)
 
 
 def _end_to_end(policy: Policy) -> Check:

@@ -5,7 +5,8 @@ ending a process ends its whole tree: the process group, psutil's view of its de
 and every process still carrying the marker (which finds grandchildren that double-forked or
 called ``setsid``).  Termination is graceful (SIGTERM, ``grace_s``) then forced (SIGKILL),
 repeated until nothing is left.  Children get the policy's resource limits
-(``services.tools.childlimits``).
+(``services.tools.childlimits``) and run in the OS sandbox the policy chose
+(``services.tools.sandbox``): the sandbox is the child, so the tree is managed the same way.
 
 A ``ProcessManager`` belongs to a session, not to a policy binding: rebinding the policy (an
 approval-mode change) keeps it and its background processes.
@@ -22,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
@@ -30,6 +31,11 @@ from services.clock import utc_now
 from services.errors import NotFound, TooLarge
 from services.policy.model import ToolPermissionDenied
 from services.tools.childlimits import ChildLimits, preexec
+from services.tools.sandbox import child_steps as _child_steps
+from services.tools.sandbox import discard as _discard
+
+if TYPE_CHECKING:
+    from services.tools.sandbox import SandboxPlan
 
 ENV_TAG = "ARIES_PROC_TAG"
 _KEEP_FINISHED = 64
@@ -79,6 +85,7 @@ class ManagedProcess:
     killed: bool = False
     limits: ChildLimits | None = None
     limit_hit: str | None = None  # set when the manager stopped the tree for a limit (watchdog)
+    sandbox: SandboxPlan | None = None  # the OS sandbox it runs in (None: policy and rlimits only)
 
     @property
     def pid(self) -> int:
@@ -86,6 +93,12 @@ class ManagedProcess:
 
     def running(self) -> bool:
         return self.popen.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code, -N for signal N (also when a bwrap sandbox reported it as 128+N)."""
+        code = self.popen.returncode
+        return self.sandbox.exit_signal(code) if self.sandbox is not None else code
 
 
 class ProcessManager:
@@ -109,6 +122,7 @@ class ProcessManager:
         stall_after_s: float,
         max_processes: int,
         limits: ChildLimits | None = None,
+        sandbox: SandboxPlan | None = None,
     ) -> ManagedProcess:
         with self._lock:
             running = sum(1 for p in self._procs.values() if p.popen.poll() is None)
@@ -117,19 +131,22 @@ class ProcessManager:
             self._counter += 1
             process_id = f"p{self._counter}-{secrets.token_hex(3)}"
         tag = f"{self.session}:{process_id}"
+        command, program = argv, executable
+        if sandbox is not None:  # the sandbox (bwrap) or its restriction (Landlock) runs the command
+            command, program, env = sandbox.argv, sandbox.executable, sandbox.env
         env = {**env, ENV_TAG: tag}
         kwargs: dict[str, Any] = {}
         if _POSIX:
             kwargs["start_new_session"] = True
-            apply = preexec(limits) if limits is not None else None
+            apply = _child_steps(preexec(limits) if limits is not None else None, sandbox)
             if apply is not None:
-                kwargs["preexec_fn"] = apply  # setrlimit + prctl only: resolved before the fork
+                kwargs["preexec_fn"] = apply  # setrlimit + prctl + Landlock only: resolved before the fork
         else:  # pragma: no cover - Windows
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         try:
             popen = subprocess.Popen(  # argv only (no shell); the executable comes from the allowlist
-                argv,
-                executable=executable,
+                command,
+                executable=program,
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -139,11 +156,16 @@ class ProcessManager:
                 **kwargs,
             )
         except FileNotFoundError:
+            _discard(sandbox)
             raise NotFound(f"executable {argv[0]!r} was not found") from None
         except PermissionError:
+            _discard(sandbox)
             raise ToolPermissionDenied(f"executable {argv[0]!r} cannot be run (permission denied)") from None
         except subprocess.SubprocessError as exc:  # the preexec step failed in the child
+            _discard(sandbox)
             raise ToolPermissionDenied(f"executable {argv[0]!r} could not be started with its limits: {exc}") from None
+        if sandbox is not None:
+            sandbox.started()
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
@@ -163,6 +185,7 @@ class ProcessManager:
             stall_after_s=stall_after_s,
             last_output_mono=now,
             limits=limits,
+            sandbox=sandbox,
         )
         for stream, tail in ((popen.stdout, proc.stdout), (popen.stderr, proc.stderr)):
             reader = threading.Thread(
@@ -181,7 +204,7 @@ class ProcessManager:
             self._procs[process_id] = proc
             finished = [k for k, p in self._procs.items() if p.popen.returncode is not None]
             for key in finished[:-_KEEP_FINISHED] if len(finished) > _KEEP_FINISHED else []:
-                del self._procs[key]
+                _discard(self._procs.pop(key).sandbox)
         return proc
 
     def _watch_processes(self, proc: ManagedProcess, limit: int) -> None:
@@ -237,7 +260,7 @@ class ProcessManager:
             data = {
                 "process_id": proc.process_id,
                 "running": running,
-                "exit_code": proc.popen.returncode,
+                "exit_code": proc.exit_code,
                 "stdout_tail": proc.stdout.text(tail_bytes),
                 "stderr_tail": proc.stderr.text(tail_bytes),
                 "stdout_bytes": proc.stdout.total,
@@ -349,9 +372,11 @@ class ProcessManager:
         for reader in proc.readers:
             reader.join(timeout=2)
         left = [p.pid for p in self.tree(proc)]
+        if not left:
+            _discard(proc.sandbox)
         return {
             "process_id": proc.process_id,
-            "exit_code": proc.popen.returncode,
+            "exit_code": proc.exit_code,
             "terminated": sorted(terminated - forced),
             "forced": sorted(forced),
             "survivors": sorted(left),
@@ -361,6 +386,7 @@ class ProcessManager:
         for proc in self.processes():
             if proc.running() or self.tree(proc):
                 self.kill(proc, grace_s=1.0)
+            _discard(proc.sandbox)
 
 
 def _stop_group_now(pgid: int) -> None:

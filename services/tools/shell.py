@@ -3,9 +3,11 @@
 Commands run without a shell (``argv`` only), with the executable resolved from the policy's
 allowlist, a cwd inside the allowed roots, an environment reduced to the policy's pass-through
 list plus the variables the call may set (``shell.env_allow``), and the policy's resource
-limits (rlimits, no-new-privileges).  ``run`` watches the call's cancel token: when the gateway
-cancels the call or its deadline passes, the whole process tree is ended, so a timed-out call
-leaves nothing running.  Processes from ``start`` live until ``kill`` or the session ends.
+limits (rlimits, no-new-privileges), inside the OS sandbox the policy's ``shell.sandbox`` chooses
+(``services.tools.sandbox``: bubblewrap or Landlock; the allowed roots writable, the rest read-only
+or hidden, a private ``/tmp``, no network unless ``shell.network``).  ``run`` watches the call's
+cancel token: when the gateway cancels the call or its deadline passes, the whole process tree is
+ended, so a timed-out call leaves nothing running.  Processes from ``start`` live until ``kill`` or the session ends.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from services.tools.childlimits import plan, stopped_by
 from services.tools.processes import ENV_TAG, ManagedProcess, ProcessManager
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput, ToolTimeout
+from services.tools.sandbox import SandboxPlan, discard, prepare
 
 __all__ = ["ENV_TAG", "TOOLS", "ManagedProcess", "ProcessManager", "kill", "poll", "run", "start"]
 
@@ -59,15 +62,35 @@ def _start(ctx: ToolContext, args: dict[str, Any]) -> ManagedProcess:
         raise NotFound(f"executable {facts['executable_name']!r} is not on the search path")
     stall = float(args.get("stall_after_s", ctx.limits.shell_stall_after_s))
     manager: ProcessManager = ctx.processes
+    env = _child_env(ctx, args.get("env"))
+    argv = list(args["argv"])
+    sandbox = prepare(ctx.policy, argv=argv, executable=facts["executable"], cwd=facts["cwd"], env=env)
+    try:
+        return _launch(ctx, manager, argv, facts, env, stall, sandbox)
+    except BaseException:
+        discard(sandbox)
+        raise
+
+
+def _launch(
+    ctx: ToolContext,
+    manager: ProcessManager,
+    argv: list[str],
+    facts: dict[str, Any],
+    env: dict[str, str],
+    stall: float,
+    sandbox: SandboxPlan | None,
+) -> ManagedProcess:
     return manager.start(
-        list(args["argv"]),
+        argv,
         executable=facts["executable"],
         cwd=facts["cwd"],
-        env=_child_env(ctx, args.get("env")),
+        env=env,
         output_cap=ctx.limits.shell_output_max_bytes,
         stall_after_s=stall,
         max_processes=ctx.limits.shell_max_processes,
         limits=plan(ctx.limits),
+        sandbox=sandbox,
     )
 
 
@@ -128,9 +151,7 @@ def poll(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     truncated = status.pop("_truncated")
     meta: dict[str, Any] = {"truncated": truncated}
     if proc.limits is not None and not status["running"]:
-        hit = stopped_by(
-            proc.limits, proc.popen.returncode, status["stderr_tail"], watchdog_hit=proc.limit_hit == "processes"
-        )
+        hit = stopped_by(proc.limits, proc.exit_code, status["stderr_tail"], watchdog_hit=proc.limit_hit == "processes")
         if hit is not None:
             meta["limit"] = hit  # e.g. {"limit": "cpu", "message": "stopped: CPU time limit of 2 s"}
     return ToolOutput(status, meta)
@@ -198,9 +219,11 @@ def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         cleaned = sorted(set(report["terminated"]) | set(report["forced"]))
     for reader in proc.readers:
         reader.join(timeout=2)
+    if not leftovers:
+        discard(proc.sandbox)  # its private directory (kill() discards it otherwise)
     with proc.lock:
         data = {
-            "exit_code": proc.popen.returncode,
+            "exit_code": proc.exit_code,
             "stdout": proc.stdout.text(),
             "stderr": proc.stderr.text(),
             "stdout_bytes": proc.stdout.total,
@@ -211,15 +234,24 @@ def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         truncated = proc.stdout.truncated or proc.stderr.truncated
         stdout_tail, stderr_tail = proc.stdout.text(4096), proc.stderr.text(4096)
     if proc.limits is not None:
-        hit = stopped_by(proc.limits, proc.popen.returncode, stderr_tail, watchdog_hit=proc.limit_hit == "processes")
+        hit = stopped_by(proc.limits, proc.exit_code, stderr_tail, watchdog_hit=proc.limit_hit == "processes")
         if hit is not None:
             raise TooLarge(
                 f"{args['argv'][0]} {hit['message']}",
                 limit=hit["limit"],
-                exit_code=proc.popen.returncode,
+                exit_code=proc.exit_code,
                 process_id=proc.process_id,
                 stdout_tail=stdout_tail,
                 stderr_tail=stderr_tail,
             )
     meta = {"truncated": truncated, "bytes": proc.stdout.total + proc.stderr.total}
-    return ToolOutput(data, {**meta, "sandbox": proc.limits.describe() if proc.limits is not None else None})
+    return ToolOutput(data, {**meta, "sandbox": _sandbox_meta(proc)})
+
+
+def _sandbox_meta(proc: ManagedProcess) -> dict[str, Any] | None:
+    """The limits the command ran under, and its OS sandbox (``os``: None when there was none)."""
+    if proc.limits is None and proc.sandbox is None:
+        return None
+    described: dict[str, Any] = proc.limits.describe() if proc.limits is not None else {}
+    described["os"] = proc.sandbox.describe() if proc.sandbox is not None else None
+    return described
