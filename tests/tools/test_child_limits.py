@@ -119,7 +119,9 @@ def test_children_run_with_no_new_privs(sandbox: Sandbox, gateway_factory: Calla
     assert result.ok and result.data is not None, result.to_dict()
     assert result.data["stdout"].strip() == "1"
     assert result.meta["sandbox"]["no_new_privs"] is True and result.meta["sandbox"]["cpu_s"] == 300
-    off = _gateway(sandbox, gateway_factory, child_no_new_privs=False)
+    # Off in the policy, and no OS sandbox (Landlock and bubblewrap set no-new-privileges themselves).
+    limits = {"shell_kill_grace_s": 1, "child_no_new_privs": False}
+    off = gateway_factory(make_policy(sandbox.root, shell__executables=SHELL, shell__sandbox="off", limits=limits))
     plain = off.execute_sync("builtin:shell:run", {"argv": ["python3", "-c", code]})
     assert plain.ok and plain.data is not None and plain.data["stdout"].strip() == "0"
 
