@@ -116,7 +116,8 @@ def select(mode: str, found: SandboxSupport | None = None) -> tuple[str | None, 
         why = found.bwrap_error or "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
         raise SandboxUnavailable(f"the policy requires the bubblewrap sandbox (shell.sandbox) but {why}")
     if found.landlock_abi >= 1:
-        return "landlock", f"Landlock ABI {found.landlock_abi}"
+        skipped = f" (bubblewrap not used: {found.bwrap_error})" if found.bwrap_error and mode == "auto" else ""
+        return "landlock", f"Landlock ABI {found.landlock_abi}{skipped}"
     if mode == "landlock":
         raise SandboxUnavailable(
             "the policy requires the Landlock sandbox (shell.sandbox) but this kernel does not offer Landlock"
@@ -135,7 +136,8 @@ def describe_choice(settings: ShellSandbox) -> tuple[bool, str]:
         return True, why
     network = "network allowed" if settings.network else "no network"
     outside = "outside the roots read-only" if settings.outside_root == "read_only" else "outside the roots hidden"
-    return True, f"{why}: allowed roots writable, {outside}, private /tmp, {network}"
+    tmp = "private /tmp" if kind == "bubblewrap" else "a private TMPDIR (/tmp itself not writable)"
+    return True, f"{why}: allowed roots writable, {outside}, {tmp}, {network}"
 
 
 @dataclass
