@@ -134,5 +134,6 @@ def test_plan_runs_pass_their_own_run_and_step(gateway: ToolGateway) -> None:
 def test_doctor_passes(sandbox: Sandbox) -> None:
     report = doctor()
     assert report.ok, report.to_dict()
-    assert [c.name for c in report.checks] == ["tools registered", "policy in force", "gateway end to end"]
+    names = [c.name for c in report.checks]
+    assert names == ["tools registered", "policy in force", "gateway end to end", "shell sandbox"]
     assert doctor(make_policy(sandbox.root)).ok

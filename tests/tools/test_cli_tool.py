@@ -116,3 +116,5 @@ def test_call_in_a_named_workspace_is_audited(policy_file: Path, capsys: pytest.
 def test_doctor(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["tool", "doctor"], capsys)
     assert code == 0 and out["ok"] is True
+    sandbox = next(c for c in out["checks"] if c["name"] == "shell sandbox")  # which one, or the fallback
+    assert sandbox["ok"] and sandbox["detail"].startswith(("bubblewrap", "Landlock ABI", "none:")), sandbox

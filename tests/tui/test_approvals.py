@@ -228,6 +228,7 @@ async def test_doctor_and_policy_mode_from_the_prompt() -> None:
         assert app.session is not None
         report = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
         assert report.startswith("Doctor:") and "All checks passed." in report
+        assert "ok    shell sandbox: " in report  # the sandbox in use, or the fallback that applies
         await pilot.press(*"/policy mode strict", "enter")
         await pilot.pause()
         assert workspace.meta_path.read_text().count("approval_mode: strict") == 1
