@@ -14,7 +14,7 @@ is private; the network is off unless ``shell.network: true``.
 - bubblewrap: new mount, pid, ipc, uts (and, without network, net) namespaces; ``/`` (or only the
   visible paths) bound read-only, the roots bound writable, a fresh tmpfs on ``/tmp``, the
   workspace's own files (audit store, policy, transcripts...) bound read-only on top, all
-  capabilities dropped, the sandbox ending with its parent.  ``bwrap`` reports a command killed by
+  capabilities dropped.  ``bwrap`` reports a command killed by
   signal N as exit code 128+N.
 - Landlock: the roots and a fresh private directory (``TMPDIR``) writable, everything else
   readable or (hidden) not even that; TCP bind/connect refused without network (ABI >= 4; UDP and
@@ -80,7 +80,7 @@ class SandboxSupport:
 
 def _probe_bwrap(bwrap: str) -> tuple[str | None, bool]:
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"]
+    argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]
     try:
@@ -206,7 +206,9 @@ def _bubblewrap(
     settings = bound.policy.sandbox
     found = support()
     assert found.bwrap is not None
-    args = [found.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    # No --die-with-parent: its parent-death signal fires when the *thread* that started bwrap
+    # ends (a gateway worker thread), which would end every shell:start process.
+    args = [found.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if not settings.network:
         args.append("--unshare-net")
     if os.geteuid() == 0:
