@@ -137,12 +137,24 @@ def test_timed_out_call_leaves_no_process_running(sandbox: Sandbox, gateway_fact
     assert result.error is not None and result.error.type == "Timeout", result.to_dict()
     assert time.monotonic() - started < 10
     session = gateway.processes.session
-    background_pid = background.data["pid"]
+    # The background process's own tree (with the OS sandbox: bwrap and its command) carries its tag.
+    background_tag = f"{session}:{background.data['process_id']}"
+
+    def others() -> list[psutil.Process]:
+        found = []
+        for process in _tagged(session):
+            try:
+                if process.environ().get(ENV_TAG) != background_tag:
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
     deadline = time.monotonic() + 5
-    left = [p for p in _tagged(session) if p.pid != background_pid]
+    left = others()
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = [p for p in _tagged(session) if p.pid != background_pid]
+        left = others()
     assert left == [], [p.cmdline() for p in left]
     # A process from builtin:shell:start is not the timed-out call's: it keeps running.
     polled = gateway.execute_sync("builtin:shell:poll", {"process_id": background.data["process_id"]})

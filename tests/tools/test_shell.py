@@ -96,7 +96,15 @@ def _assert_all_dead(pids: dict[str, int]) -> None:
     assert not survivors, f"still alive: {survivors}"
 
 
-def test_kill_ends_a_tree_that_forks_and_daemonizes(sandbox: Sandbox, gateway: ToolGateway) -> None:
+def _host_pids(sandbox: Sandbox, gateway_factory: Callable[..., Any]) -> ToolGateway:
+    """A gateway without the OS sandbox: these tests check pids the children write themselves,
+    which inside bubblewrap's pid namespace are not the host's (the sandboxed tree is covered by
+    tests/tools/test_sandbox.py)."""
+    return gateway_factory(make_policy(sandbox.root, shell__sandbox="off"))
+
+
+def test_kill_ends_a_tree_that_forks_and_daemonizes(sandbox: Sandbox, gateway_factory: Callable[..., Any]) -> None:
+    gateway = _host_pids(sandbox, gateway_factory)
     _write_script(sandbox)
     started = gateway.execute_sync("builtin:shell:start", {"argv": ["python3", "tree.py", "pids.txt"]})
     assert started.ok and started.data is not None, started.to_dict()
@@ -122,7 +130,8 @@ def test_kill_ends_a_tree_that_forks_and_daemonizes(sandbox: Sandbox, gateway: T
     assert after.data is not None and after.data["running"] is False and after.data["exit_code"] is not None
 
 
-def test_run_timeout_ends_the_whole_tree(sandbox: Sandbox, gateway: ToolGateway) -> None:
+def test_run_timeout_ends_the_whole_tree(sandbox: Sandbox, gateway_factory: Callable[..., Any]) -> None:
+    gateway = _host_pids(sandbox, gateway_factory)
     _write_script(sandbox)
     result = gateway.execute_sync("builtin:shell:run", {"argv": ["python3", "tree.py", "pids.txt"], "timeout_s": 2})
     pids = _wait_for_pids(sandbox.root / "pids.txt", 5, timeout=1)
@@ -133,14 +142,15 @@ def test_run_timeout_ends_the_whole_tree(sandbox: Sandbox, gateway: ToolGateway)
 
 def test_closing_the_gateway_ends_started_processes(sandbox: Sandbox, gateway_factory: Callable[..., Any]) -> None:
     _write_script(sandbox)
-    gateway = gateway_factory()
+    gateway = _host_pids(sandbox, gateway_factory)
     assert gateway.execute_sync("builtin:shell:start", {"argv": ["python3", "tree.py", "pids.txt"]}).ok
     pids = _wait_for_pids(sandbox.root / "pids.txt", 5)
     gateway.close()
     _assert_all_dead(pids)
 
 
-def test_run_cleans_up_background_processes_left_behind(sandbox: Sandbox, gateway: ToolGateway) -> None:
+def test_run_cleans_up_background_processes_left_behind(sandbox: Sandbox, gateway_factory: Callable[..., Any]) -> None:
+    gateway = _host_pids(sandbox, gateway_factory)
     (sandbox.root / "bg.py").write_text(
         "import os, sys, time\n"
         "if os.fork() == 0:\n"
@@ -217,7 +227,8 @@ def test_child_environment_is_reduced_and_tagged(
     assert "ARIES_TEST_SECRET_TOKEN" not in env
     assert env["TZ"] == "UTC" and env["ARIES_PROC_TAG"].endswith(":" + result.data["process_id"])
     assert env["PAGER"] == "cat" and env["GIT_CONFIG_KEY_0"] == "core.fsmonitor"
-    assert set(env) <= {"PATH", "HOME", "LANG", "TZ", "ARIES_PROC_TAG", *HARDENED_ENV}
+    # PWD (bubblewrap sets it) and TMPDIR (the sandbox's private one) come from the OS sandbox.
+    assert set(env) <= {"PATH", "HOME", "LANG", "TZ", "ARIES_PROC_TAG", "PWD", "TMPDIR", *HARDENED_ENV}
 
 
 @pytest.mark.parametrize("env", [{"LD_PRELOAD": "/tmp/x.so"}, {"ARIES_PROC_TAG": "spoof"}, {"BASH_ENV": "x"}])
