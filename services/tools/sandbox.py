@@ -15,7 +15,9 @@ is private; the network is off unless ``shell.network: true``.
   visible paths) bound read-only, the roots bound writable, a fresh tmpfs on ``/tmp``, the
   workspace's own files (audit store, policy, transcripts...) bound read-only on top, all
   capabilities dropped.  ``bwrap`` reports a command killed by
-  signal N as exit code 128+N.
+  signal N as exit code 128+N (``SandboxPlan.exit_signal`` maps it back).  The pid namespace is
+  what keeps ``/proc/<host pid>/root`` (a way around read-only binds) out of reach; so the pids a
+  command sees are not the host's, and the ``pid`` of ``shell:start`` is bwrap's.
 - Landlock: the roots and a fresh private directory (``TMPDIR``) writable, everything else
   readable or (hidden) not even that; TCP bind/connect refused without network (ABI >= 4; UDP and
   unix sockets are not covered); signals and abstract unix sockets scoped to the sandbox (ABI
