@@ -203,7 +203,7 @@ class ToolController:
 
 
 def _key_argument(args: dict[str, Any]) -> str:
-    for key in ("argv", "path", "url", "query", "process_id", "artifact_id"):
+    for key in ("argv", "path", "paths", "url", "query", "process_id", "artifact_id"):
         if key in args:
             value = args[key]
             text = " ".join(map(str, value)) if isinstance(value, list) else str(value)

@@ -113,7 +113,7 @@ class ArtifactsPane(Vertical):
         self.border_subtitle = f"{len(artifacts)} item{'s' if len(artifacts) != 1 else ''}" if artifacts else ""
         if artifacts:
             ids = [a.id for a in artifacts]
-            options.highlighted = ids.index(select) if select in ids else len(artifacts) - 1
+            options.highlighted = ids.index(select) if select is not None and select in ids else len(ids) - 1
         else:
             self.query_one("#artifact-preview", Static).update("")
         options.display = bool(artifacts)
