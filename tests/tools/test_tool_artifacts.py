@@ -252,7 +252,7 @@ def test_undo_denied_by_the_policy_changes_nothing(
         )
     )
     denied = strict.execute_sync(RESTORE_ID, args)
-    assert denied.denied and denied.error is not None and denied.error.details["rule"] == "no-hello"
+    assert denied.denied and denied.error is not None and denied.error.details["rule"] == "fs.deny.no-hello"
     assert target.read_text() == "kept\n"
     row = strict.audit.get_call(denied.meta["call_id"])
     assert row is not None and row["status"] == "denied" and row["tool_name"] == RESTORE_ID
