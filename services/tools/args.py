@@ -288,6 +288,7 @@ ARGS_MODELS: dict[str, type[ToolArgs]] = {
     "builtin:fs:write_text": FsWriteTextArgs,
     "builtin:fs:search_text": FsSearchTextArgs,
     "builtin:fs:apply_patch": FsApplyPatchArgs,
+    "builtin:fs:restore": FsRestoreArgs,
     "builtin:shell:start": ShellStartArgs,
     "builtin:shell:poll": ShellPollArgs,
     "builtin:shell:kill": ShellKillArgs,
