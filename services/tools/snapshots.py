@@ -90,7 +90,7 @@ def store_change(
     """Keep the snapshot of ``path`` before the call, its content after it and the diff; return
     their links (``before``/``after`` None: the file did not exist before / does not after)."""
     name = Path(rel).name or "file"
-    change = {
+    change: dict[str, Any] = {
         "path": str(path),
         "existed": before is not None,
         "after_sha256": None if after is None else _sha256(after),

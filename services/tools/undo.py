@@ -81,7 +81,8 @@ def last_undoable(audit: AuditStore) -> dict[str, Any] | None:
             continue
         if row["tool_name"] in UNDOABLE_TOOLS and row.get("status") == "success":
             if any(isinstance(a, dict) and a.get("role") == "snapshot" for a in row.get("artifacts") or []):
-                return row
+                found: dict[str, Any] = row
+                return found
     return None
 
 
