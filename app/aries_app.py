@@ -584,10 +584,11 @@ class AriesApp(App[int]):
         if pane is not None:
             pane.clear_progress()
 
-    def reload_artifacts(self) -> None:
+    def reload_artifacts(self, select: str | None = None) -> None:
+        """Reload the Artifacts pane; ``select``: the artifact to highlight (default: the newest)."""
         screen = self._main_screen()
         if screen is not None and self.workspace is not None:
-            screen.query_one(ArtifactsPane).load(self.workspace.artifacts)
+            screen.query_one(ArtifactsPane).load(self.workspace.artifacts, select=select)
 
     def status_start(self, key: str, label: str) -> None:
         """A line above the prompt while something runs (elapsed time ticking, the cancel key)."""
@@ -735,6 +736,9 @@ class AriesApp(App[int]):
 
     def command_rag(self, args: list[str], line: str) -> None:
         self.rag.command(args)
+
+    def command_undo(self, args: list[str], line: str) -> None:
+        self.tools.undo(args)
 
     def command_fs(self, args: list[str], line: str) -> None:
         self.tools.fs(args)

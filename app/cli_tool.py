@@ -2,6 +2,7 @@
 
     aries [-w NAME] tool list [--policy FILE]
     aries [-w NAME] tool call TOOL_ID --args JSON [--policy FILE] [--mode MODE] [--approve]
+    aries [-w NAME] tool undo [CALL_ID] [--policy FILE] [--mode MODE] [--approve]
     aries [-w NAME] tool doctor
 
 Calls go through the same policy gateway as the TUI and are recorded in the workspace's
@@ -37,6 +38,17 @@ def register(subparsers: Any) -> None:
     call.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
     call.add_argument("--approve", action="store_true", help="approve this call if the policy asks for approval")
     call.set_defaults(func=handle_call)
+
+    undo = tool_sub.add_parser(
+        "undo",
+        help="undo a write or patch call (default: the last one not yet undone) through builtin:fs:restore; "
+        "refused, with the diff, if a file changed since",
+    )
+    undo.add_argument("call_id", metavar="CALL_ID", nargs="?", help="the call to undo (its audit id)")
+    undo.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
+    undo.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
+    undo.add_argument("--approve", action="store_true", help="approve the restore if the policy asks for approval")
+    undo.set_defaults(func=handle_undo)
 
     doctor = tool_sub.add_parser("doctor", help="self-check: tools registered, policy loads, gateway works")
     doctor.add_argument("--policy", metavar="FILE")
@@ -119,6 +131,37 @@ def handle_call(args: argparse.Namespace) -> int:
     _emit(result.to_dict())
     if result.error is not None and result.error.details.get("rule") == "approval.no_approver":
         sys.stderr.write(f"aries: {args.tool_id} needs approval; rerun with --approve to approve this call\n")
+    if result.ok:
+        return EXIT_OK
+    return EXIT_DENIED if result.denied else EXIT_ERROR
+
+
+def handle_undo(args: argparse.Namespace) -> int:
+    from services.errors import AriesError
+    from services.textsafe import neutralize
+    from services.tools.gateway import approve_all
+    from services.tools.undo import RESTORE_ID, undo_arguments
+
+    try:
+        session = _session(args, mode=args.mode, approver=approve_all if args.approve else None)
+    except AriesError as exc:
+        return _error(exc.message)
+    try:
+        session.policy()
+        restore_args = undo_arguments(session.gateway().audit, args.call_id)
+        result = session.call_tool_sync(RESTORE_ID, restore_args)
+    except AriesError as exc:
+        return _error(exc.message)
+    finally:
+        _close(session)
+    _emit(result.to_dict())
+    if result.error is not None:
+        sys.stderr.write(f"aries: {neutralize(result.error.message)}\n")
+        diff = result.error.details.get("diff")
+        if isinstance(diff, str) and diff:
+            sys.stderr.write(neutralize(diff))
+        if result.error.details.get("rule") == "approval.no_approver":
+            sys.stderr.write("aries: the restore needs approval; rerun with --approve to approve it\n")
     if result.ok:
         return EXIT_OK
     return EXIT_DENIED if result.denied else EXIT_ERROR

@@ -1,4 +1,4 @@
-"""Operator tool commands for the App: ``/fs /shell /web /tool /artifact /policy /grants /doctor``.
+"""Operator tool commands for the App: ``/fs /shell /web /tool /undo /artifact /policy /grants /doctor``.
 
 A small controller instead of a mixin. Every call goes through the session (``Session.call_tool``:
 the one gateway, the approval queue, the audit store, the conversation). Calls run in async
@@ -8,6 +8,7 @@ only reports failures and keeps the status line.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -68,8 +69,11 @@ class ToolController:
         finally:
             self.app.status_stop(key)
         if result.ok:
-            if tool_id in {"builtin:web:fetch", "builtin:fs:add_artifact"}:
-                self.app.reload_artifacts()
+            links = [a for a in result.meta.get("artifacts") or [] if isinstance(a, dict)]
+            if links or tool_id in {"builtin:web:fetch", "builtin:fs:add_artifact"}:
+                # The pane shows what the call kept; for a write, patch or undo: its diff.
+                diffs = [str(a["id"]) for a in links if a.get("role") == "diff"]
+                self.app.reload_artifacts(select=diffs[-1] if diffs else None)
         elif result.error is not None:
             self.app.notify(
                 result.error.message,
@@ -80,7 +84,28 @@ class ToolController:
             )
         return result
 
+    async def _undo(self, call_id: str | None) -> ToolResult | None:
+        from services.textsafe import neutralize
+        from services.tools.undo import RESTORE_ID, undo_arguments
+
+        try:
+            restore_args = await asyncio.to_thread(undo_arguments, self.session.gateway().audit, call_id)
+        except AriesError as exc:
+            self.app.report_error(exc.message, "undo")
+            return None
+        result = await self._run(RESTORE_ID, restore_args)
+        if result is not None and result.error is not None:
+            diff = result.error.details.get("diff")
+            if isinstance(diff, str) and diff:
+                self.app.say(f"Not undone: {neutralize(result.error.message)}\n{neutralize(diff)}", "undo")
+        return result
+
     # -- slash commands ---------------------------------------------------------------------
+    def undo(self, args: list[str]) -> None:
+        if len(args) > 1:
+            raise CommandError("/undo takes at most one call id.")
+        self.app.run_worker(self._undo(args[0] if args else None), group="tools", exit_on_error=False)
+
     def fs(self, args: list[str]) -> None:
         self.call(*fs_call(args))
 
@@ -178,7 +203,7 @@ class ToolController:
 
 
 def _key_argument(args: dict[str, Any]) -> str:
-    for key in ("argv", "path", "url", "query", "process_id", "artifact_id"):
+    for key in ("argv", "path", "paths", "url", "query", "process_id", "artifact_id"):
         if key in args:
             value = args[key]
             text = " ".join(map(str, value)) if isinstance(value, list) else str(value)

@@ -162,10 +162,12 @@ class AuditStore:
         output_hash: str | None,
         workspace: str | None,
         tier: str | None = None,
+        artifacts: list[dict[str, Any]] | None = None,
     ) -> None:
         """Record the end of a call.  ``tier`` is the tier the decision used (arguments can raise
         a tool's fixed tier); when given it replaces the tier on the call row, in the same
-        transaction as the result row."""
+        transaction as the result row.  ``artifacts`` are the links to what the call stored in the
+        artifact registry (``services.tools.snapshots``), kept as ``artifacts_json``."""
         statements: list[tuple[str, tuple[Any, ...]]] = []
         if tier is not None:
             statements.append(("UPDATE tool_calls SET tier = ? WHERE call_id = ?", (tier, call_id)))
@@ -183,6 +185,7 @@ class AuditStore:
                 input_hash=input_hash,
                 output_hash=output_hash,
                 workspace=workspace,
+                artifacts=artifacts,
             )
         )
         self._write_all(statements)
@@ -202,11 +205,12 @@ class AuditStore:
         input_hash: str,
         output_hash: str | None,
         workspace: str | None,
+        artifacts: list[dict[str, Any]] | None = None,
     ) -> tuple[str, tuple[Any, ...]]:
         return (
             "INSERT INTO tool_results(call_id, run_id, status, output_json, error_json, policy_decision_json,"
-            " decision, rule_id, approved_by, started_at, ended_at, duration_ms, input_hash, output_hash, workspace)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " decision, rule_id, approved_by, started_at, ended_at, duration_ms, input_hash, output_hash, workspace,"
+            " artifacts_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 call_id,
                 run_id,
@@ -223,6 +227,7 @@ class AuditStore:
                 input_hash,
                 output_hash,
                 workspace,
+                canonical_json(artifacts) if artifacts else None,
             ),
         )
 
@@ -259,13 +264,13 @@ class AuditStore:
     _CALL_SQL = (
         "SELECT c.call_id, c.run_id, c.step_index, c.tool_name, c.args_json, c.created_at, c.source, c.tier,"
         " r.status, r.output_json, r.error_json, r.policy_decision_json, r.decision, r.rule_id, r.approved_by,"
-        " r.started_at, r.ended_at, r.duration_ms, r.input_hash, r.output_hash"
-        " FROM tool_calls c LEFT JOIN tool_results r ON r.call_id = c.call_id"
+        " r.started_at, r.ended_at, r.duration_ms, r.input_hash, r.output_hash,"
+        " r.artifacts_json FROM tool_calls c LEFT JOIN tool_results r ON r.call_id = c.call_id"
     )
 
     @staticmethod
     def _decode(row: dict[str, Any]) -> dict[str, Any]:
-        for key in ("args_json", "output_json", "error_json", "policy_decision_json"):
+        for key in ("args_json", "output_json", "error_json", "policy_decision_json", "artifacts_json"):
             value = row.pop(key, None)
             row[key.removesuffix("_json")] = json.loads(value) if value is not None else None
         return row

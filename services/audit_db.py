@@ -14,9 +14,11 @@ from pathlib import Path
 from services.errors import AriesError
 
 AUDIT_FILE = "audit.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The audit tables' schema version, kept in ``PRAGMA user_version`` (0: a file from before
-versioning or one that only holds other services' tables; migrated to 1 by creating the tables)."""
+versioning or one that only holds other services' tables; migrated to 1 by creating the tables;
+2 adds ``tool_results.artifacts_json``, the artifacts a call stored: fetched bodies, extracted
+text, file snapshots and diffs)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_meta (
@@ -60,7 +62,8 @@ CREATE TABLE IF NOT EXISTS tool_results (
     duration_ms REAL NOT NULL,
     input_hash  TEXT NOT NULL,
     output_hash TEXT,
-    workspace   TEXT
+    workspace   TEXT,
+    artifacts_json TEXT
 );
 CREATE INDEX IF NOT EXISTS tool_calls_run ON tool_calls(run_id, step_index);
 CREATE INDEX IF NOT EXISTS tool_results_run ON tool_results(run_id);
@@ -146,6 +149,9 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
             conn.execute(
                 "INSERT OR IGNORE INTO audit_meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+        columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(tool_results)").fetchall()}
+        if "artifacts_json" not in columns:  # schema 1 (or a file from before versioning)
+            conn.execute("ALTER TABLE tool_results ADD COLUMN artifacts_json TEXT")
         if current < SCHEMA_VERSION:
             conn.execute("UPDATE audit_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")

@@ -69,7 +69,7 @@ ROWS = [
         "import services.session, services.assistant, services.conversation, services.tools.gateway, "
         "services.policy, services.audit\n"
         "from services.tools.builtin import default_registry\n"
-        "assert len(default_registry().list()) == 15",
+        "assert len(default_registry().list()) == 16",
         ["aiohttp", *UI],
     ),
     (WALK_SERVICES, UI),

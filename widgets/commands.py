@@ -58,6 +58,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand("tool", "/tool TOOL_ID [JSON]", "Call any registered tool with JSON arguments.", "tool"),
     SlashCommand(
+        "undo",
+        "/undo [CALL_ID]",
+        "Undo a write or patch (default: the last one not yet undone) if its files are unchanged since; "
+        "otherwise show what changed.",
+        "undo",
+    ),
+    SlashCommand(
         "policy",
         "/policy explain-last | show | reload | mode [guide|commander|strict]",
         "Explain the last decision and its rule; show which policy file is in force; reload it after an edit; "

@@ -21,7 +21,7 @@ TIER_STYLES = {
     "NETWORK": "bold magenta",
 }
 
-_KEY_LISTS = ("command", "argv", "cmd")
+_KEY_LISTS = ("command", "argv", "cmd", "paths")
 _KEY_SCALARS = ("url", "path", "query", "process_id", "artifact_id", "handle")
 
 

@@ -119,6 +119,9 @@ class ToolCallRecord(_Event):
     summary: str
     tool_call_id: str | None = None
     source: str | None = None
+    # Links to what the call stored in the artifact registry (web bodies, extracted text, file
+    # snapshots and diffs): ``{"role", "id", "name", "hash", ...}``, as on the audit row.
+    artifacts: list[dict[str, Any]] | None = None
     role = "tool"
 
     @property
@@ -139,6 +142,8 @@ class ToolCallRecord(_Event):
             fields["tool_call_id"] = self.tool_call_id
         if self.source is not None:
             fields["source"] = self.source
+        if self.artifacts:
+            fields["artifacts"] = self.artifacts
         return fields
 
 

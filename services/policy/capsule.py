@@ -40,7 +40,7 @@ _TOOLS: dict[str, str] = {
 _RULE_KEYS = {"allow_paths", "max_size_bytes", "allow_executables", "allow_domains"}
 _ALL_TOOLS = sorted(set(_TOOLS.values()) | {
     "builtin:fs:add_artifact", "builtin:fs:apply_patch", "builtin:shell:start", "builtin:shell:poll",
-    "builtin:shell:kill", "builtin:web:extract",
+    "builtin:shell:kill", "builtin:web:extract", "builtin:fs:restore",
 })  # fmt: skip
 
 

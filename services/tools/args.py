@@ -216,6 +216,16 @@ class FsAddArtifactArgs(ToolArgs):
     """What it is, for the artifact browser."""
 
 
+class FsRestoreArgs(ToolArgs):
+    """Arguments of ``builtin:fs:restore``."""
+
+    call_id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
+    """The write or patch call to undo (its id in the audit store)."""
+    paths: Annotated[list[PathStr], Field(min_length=1, max_length=1024)]
+    """Every file that call changed (what ``/undo`` and ``aries tool undo`` fill in); checked by the
+    policy like any write."""
+
+
 # -- context (the workspace's axiom:// context filesystem; read-only) -----------------------------
 ContextUri = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^axiom://")]
 """An ``axiom://`` URI (``axiom://resources/docs``)."""
@@ -278,6 +288,7 @@ ARGS_MODELS: dict[str, type[ToolArgs]] = {
     "builtin:fs:write_text": FsWriteTextArgs,
     "builtin:fs:search_text": FsSearchTextArgs,
     "builtin:fs:apply_patch": FsApplyPatchArgs,
+    "builtin:fs:restore": FsRestoreArgs,
     "builtin:shell:start": ShellStartArgs,
     "builtin:shell:poll": ShellPollArgs,
     "builtin:shell:kill": ShellKillArgs,

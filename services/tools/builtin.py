@@ -1,4 +1,4 @@
-"""The builtin tool provider (fs, artifact, shell, web, context) and the default registry.
+"""The builtin tool provider (fs, undo, artifact, shell, web, context) and the default registry.
 
 Kept apart from ``registry.py`` so that the registry does not import the tools that register
 themselves with it (no import cycle).
@@ -6,7 +6,7 @@ themselves with it (no import cycle).
 
 from __future__ import annotations
 
-from services.tools import artifact, context, fs, shell, web
+from services.tools import artifact, context, fs, shell, undo, web
 from services.tools.registry import ToolRegistry, ToolSpec
 
 
@@ -14,7 +14,7 @@ class BuiltinProvider:
     name = "builtin"
 
     def tools(self) -> list[ToolSpec]:
-        return [*fs.TOOLS, *artifact.TOOLS, *shell.TOOLS, *web.TOOLS, *context.TOOLS]
+        return [*fs.TOOLS, *undo.TOOLS, *artifact.TOOLS, *shell.TOOLS, *web.TOOLS, *context.TOOLS]
 
 
 _DEFAULT_REGISTRY: ToolRegistry | None = None

@@ -19,7 +19,7 @@ from typing import Any
 
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.policy import PathUse, Resource, RiskTier
-from services.tools import fs_patch, schemas
+from services.tools import fs_patch, schemas, snapshots
 from services.tools.fsio import (
     atomic_replace,
     decode_text,
@@ -237,7 +237,13 @@ def write_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             raise NotFound(f"directory of {target.raw!r} does not exist (set create_dirs to create it)")
         ctx.guard.resolve(str(parent), "write", arg="directory")
         os.makedirs(parent, exist_ok=True)
+    before, note = snapshots.before_write(ctx, target)
     created = atomic_replace(ctx, target, data, exclusive=args.get("if_exists") == "error")
+    meta: dict[str, Any] = {"bytes": len(data), "normalized_path": str(target.path)}
+    if note is None:
+        meta["artifacts"] = snapshots.store_change(ctx, target.path, target.rel, None if created else before, data)
+    else:
+        meta["snapshot"] = note
     return ToolOutput(
         {
             "path": str(target.path),
@@ -245,7 +251,7 @@ def write_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "created": created,
             "sha256": hashlib.sha256(data).hexdigest(),
         },
-        {"bytes": len(data), "normalized_path": str(target.path)},
+        meta,
     )
 
 

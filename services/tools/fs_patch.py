@@ -19,7 +19,7 @@ from typing import Any
 
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.policy import PathUse, ResolvedPath, Resource, RiskTier
-from services.tools import schemas
+from services.tools import schemas, snapshots
 from services.tools.fsio import atomic_replace, read_checked, stop_if_cancelled, unlink_checked
 from services.tools.patching import FilePatch, apply_hunks, parse_patch, split_lines
 from services.tools.registry import ToolContext, ToolSpec, tool
@@ -176,4 +176,9 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             else:
                 atomic_replace(ctx, fresh, original)
         raise
-    return ToolOutput({"files": summary, "applied": True}, {"bytes": written})
+    links = [
+        link
+        for _, target, original, updated in plan
+        for link in snapshots.store_change(ctx, target.path, target.rel, original, updated)
+    ]
+    return ToolOutput({"files": summary, "applied": True}, {"bytes": written, "artifacts": links})

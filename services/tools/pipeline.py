@@ -219,6 +219,7 @@ async def execute_tool_call_with_policy(
             output_hash=_sha256(data_json) if data_json is not None else None,
             workspace=gateway.workspace.name,
             tier=str(decision.tier),  # the tier the decision used (arguments may raise it)
+            artifacts=meta.get("artifacts") or None,  # links to what the call stored (snapshots.py)
         )
     except Exception as exc:  # the result still reaches the caller, flagged
         meta["audit_error"] = str(exc)[:300]

@@ -88,6 +88,7 @@ def _append_transcript(recorder: Recorder, result: ToolResult, request: ToolCall
         source=request.source,
         turn_id=request.turn_id,
         step=request.turn_step,
+        artifacts=result.meta.get("artifacts") or None,
     )
     try:
         conversation.record(event)

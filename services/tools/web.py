@@ -23,7 +23,7 @@ from urllib.parse import urlencode, urlsplit
 from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
 from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
-from services.tools import schemas
+from services.tools import schemas, snapshots
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import PolicyDenied, ToolInternalError, ToolOutput, ToolTimeout
 from services.tools.webclient import USER_AGENT, Fetched, http_get
@@ -156,7 +156,12 @@ async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "artifact_id": artifact.id,
             "citation": f"web:{artifact.id}",
         },
-        {"bytes": len(fetched.body), "truncated": len(raw_results) > len(results), "result_count": len(results)},
+        {
+            "bytes": len(fetched.body),
+            "truncated": len(raw_results) > len(results),
+            "result_count": len(results),
+            "artifacts": [snapshots.link(artifact, "results")],
+        },
     )
 
 
@@ -225,6 +230,7 @@ async def fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "bytes_read": len(fetched.body),
             "truncated": fetched.truncated,
             "limit": max_bytes,
+            "artifacts": [snapshots.link(artifact, "body", url=fetched.final_url)],
         },
     )
 
@@ -376,6 +382,16 @@ def extract(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         text = text[:max_chars]
         truncated = True
     source = artifact.provenance.get("final_url") or artifact.provenance.get("url")
+    stem = artifact.name.rsplit(".", 1)[0] or "page"
+    stored = snapshots.store(
+        ctx,
+        text.encode("utf-8"),
+        f"{stem}.extract.txt",
+        "text",
+        description=f"text of artifact {artifact.id}" + (f" ({source[:200]})" if isinstance(source, str) else ""),
+        provenance={"source_artifact": artifact.id, "url": source if isinstance(source, str) else None},
+        source=artifact.id,
+    )
     return ToolOutput(
         {
             "artifact_id": artifact.id,
@@ -386,5 +402,5 @@ def extract(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "truncated": truncated,
             "source_url": source if isinstance(source, str) else None,
         },
-        {"truncated": truncated, "bytes": len(data)},
+        {"truncated": truncated, "bytes": len(data), "artifacts": [snapshots.link(artifact, "source"), stored]},
     )

@@ -417,7 +417,7 @@ def test_closed_gateway_refuses(gateway_factory: Callable[..., ToolGateway]) -> 
 def test_list_tools_reflects_the_policy(sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]) -> None:
     gateway = gateway_factory(make_policy(sandbox.root, tool_classes={"fs": "enabled", "web": "disabled"}))
     tools = {t["id"]: t for t in gateway.list_tools()}
-    assert len(tools) == 15
+    assert len(tools) == 16
     assert tools["builtin:fs:read_text"]["enabled"] and not tools["builtin:web:fetch"]["enabled"]
     assert not tools["builtin:shell:run"]["enabled"]
     assert tools["builtin:shell:poll"]["tier"] == "READ_ONLY"

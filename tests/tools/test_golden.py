@@ -194,7 +194,11 @@ def test_golden_web_search_and_fetch(
     citations = {a.id: a.provenance for a in sandbox.workspace.artifacts.list()}
     assert citations[fetched.data["artifact_id"]]["url"] == url
     # The stored search results name the server's (random) port, so their artifact id varies.
-    volatile_ids = {web_server.url: "<server>", found.data["artifact_id"]: "<search_artifact>"}
+    volatile_ids = {
+        web_server.url: "<server>",
+        found.data["artifact_id"]: "<search_artifact>",
+        found.meta["artifacts"][0]["hash"]: "sha256:<search_artifact_hash>",
+    }
     check_golden("web_search_and_fetch", gateway, transcript, {**replacements, **volatile_ids})
 
 

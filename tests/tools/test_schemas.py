@@ -50,6 +50,9 @@ TABLE: list[tuple[str, Any, bool]] = [
     ("builtin:fs:list_dir", {"recursive": 1}, _BAD),
     ("builtin:fs:list_dir", {"depth": 2}, _BAD),
     # fs:add_artifact
+    ("builtin:fs:restore", {"call_id": "call-20260101-000000-abcd1234", "paths": ["a.txt"]}, _OK),
+    ("builtin:fs:restore", {"call_id": "call-1", "paths": []}, _BAD),
+    ("builtin:fs:restore", {"call_id": "../x", "paths": ["a.txt"]}, _BAD),
     ("builtin:fs:add_artifact", {"path": "a.txt"}, _OK),
     ("builtin:fs:add_artifact", {"path": "a.txt", "name": "b.txt", "description": "notes"}, _OK),
     ("builtin:fs:add_artifact", {}, _BAD),

@@ -1,4 +1,8 @@
-"""The Artifacts pane: the workspace's registry, with a preview of the highlighted text artifact."""
+"""The Artifacts pane: the workspace's registry, with a preview of the highlighted text artifact.
+
+Tool calls keep their outputs here (fetched bodies, extracted text, file snapshots and diffs, see
+``services.tools.snapshots``); after a write, patch or undo the pane highlights the call's diff.
+"""
 
 from __future__ import annotations
 
@@ -91,7 +95,7 @@ class ArtifactsPane(Vertical):
         )
         return options
 
-    def load(self, registry: ArtifactRegistry) -> None:
+    def load(self, registry: ArtifactRegistry, *, select: str | None = None) -> None:
         self._registry = registry
         artifacts = registry.list()
         self._artifacts = {a.id: a for a in artifacts}
@@ -108,7 +112,8 @@ class ArtifactsPane(Vertical):
         self.set_class(bool(artifacts), "-has-items")
         self.border_subtitle = f"{len(artifacts)} item{'s' if len(artifacts) != 1 else ''}" if artifacts else ""
         if artifacts:
-            options.highlighted = len(artifacts) - 1
+            ids = [a.id for a in artifacts]
+            options.highlighted = ids.index(select) if select is not None and select in ids else len(ids) - 1
         else:
             self.query_one("#artifact-preview", Static).update("")
         options.display = bool(artifacts)
