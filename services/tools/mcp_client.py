@@ -234,17 +234,25 @@ class McpHub:
         task = server.task
         assert task is not None
         call = asyncio.ensure_future(session.call_tool(tool, arguments))
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            done, _ = await asyncio.wait({call, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            while not call.done():  # watch the answer, the connection's task and the process
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                await asyncio.wait({call, task}, timeout=min(0.25, remaining), return_when=asyncio.FIRST_COMPLETED)
+                if not call.done() and (task.done() or not _alive(server)):
+                    break
         except asyncio.CancelledError:
             call.cancel()
             raise
-        if call not in done:
+        if not call.done():
             call.cancel()
-            if task in done:
-                raise McpServerError(
-                    f"MCP server {name!r} exited during the call: {server.error or 'connection ended'}", retryable=True
-                )
+            if task.done() or not _alive(server):
+                server.state = "failed"
+                server.error = self._with_stderr(server, server.error or "the server process exited")
+                asyncio.ensure_future(self._stop_locked(server))  # the next call restarts it
+                raise McpServerError(f"MCP server {name!r} exited during the call: {server.error}", retryable=True)
             server.state, server.error = "failed", f"{tool} did not answer within {timeout:g} s"
             asyncio.ensure_future(self._stop_locked(server))  # the next call restarts it
             raise ToolTimeout(f"MCP server {name!r}: {tool} did not answer within {timeout:g} s", server=name)
