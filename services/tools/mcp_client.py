@@ -89,6 +89,13 @@ class McpHub:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._background: set[asyncio.Future[None]] = set()
+
+    def _later(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` on the hub's loop without waiting (a reference is kept until it ends)."""
+        future = asyncio.ensure_future(coro)
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
 
     # -- the loop -------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -251,17 +258,17 @@ class McpHub:
             if task.done() or not _alive(server):
                 server.state = "failed"
                 server.error = self._with_stderr(server, server.error or "the server process exited")
-                asyncio.ensure_future(self._stop_locked(server))  # the next call restarts it
+                self._later(self._stop_locked(server, task))  # the next call restarts it
                 raise McpServerError(f"MCP server {name!r} exited during the call: {server.error}", retryable=True)
             server.state, server.error = "failed", f"{tool} did not answer within {timeout:g} s"
-            asyncio.ensure_future(self._stop_locked(server))  # the next call restarts it
+            self._later(self._stop_locked(server, task))  # the next call restarts it
             raise ToolTimeout(f"MCP server {name!r}: {tool} did not answer within {timeout:g} s", server=name)
         try:
             result = call.result()
         except Exception as exc:
             if task.done() or server.state != "running" or not _alive(server):
                 server.state, server.error = "failed", self._with_stderr(server, _describe_exception(exc))
-                asyncio.ensure_future(self._stop_locked(server))  # the next call restarts it
+                self._later(self._stop_locked(server, task))  # the next call restarts it
                 raise McpServerError(
                     f"MCP server {name!r} exited during the call: {_describe_exception(exc)}", retryable=True
                 ) from None
@@ -274,9 +281,11 @@ class McpHub:
             raise McpServerError(f"MCP server {name!r} sent a malformed result (no content list)")
         return data
 
-    async def _stop_locked(self, server: ServerState) -> None:
+    async def _stop_locked(self, server: ServerState, task: asyncio.Task[None] | None) -> None:
+        """Stop the connection ``task`` (unless a later call already replaced it)."""
         async with server.lock:
-            await self._stop(server)
+            if server.task is task:
+                await self._stop(server)
 
     async def _stop(self, server: ServerState) -> None:
         task = server.task
