@@ -49,6 +49,7 @@ class ServerState:
     tools: list[dict[str, Any]] | None = None  # the cached tools/list (wire JSON)
     error: str | None = None
     pid: int | None = None
+    group: int | None = None  # the process group still to be killed (see McpHub._kill_group)
     starts: int = 0
     session: Any = None
     task: asyncio.Task[None] | None = None
@@ -172,16 +173,17 @@ class McpHub:
         server.stop = asyncio.Event()
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         server.task = asyncio.create_task(self._serve(server, ready), name=f"mcp:{cfg.name}")
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody waits
         try:
             await asyncio.wait_for(asyncio.shield(ready), cfg.start_timeout_s)
         except TimeoutError:
+            server.error = self._with_stderr(server, f"did not start within {cfg.start_timeout_s:g} s")
             await self._stop(server)
             server.state = "failed"
-            server.error = f"did not start within {cfg.start_timeout_s:g} s"
         except Exception as exc:
+            server.error = self._with_stderr(server, _describe_exception(exc))
             await self._stop(server)
             server.state = "failed"
-            server.error = self._with_stderr(server, _describe_exception(exc))
         if server.state != "running":
             raise McpServerError(f"MCP server {cfg.name!r} failed to start: {server.error}", retryable=True)
 
@@ -232,7 +234,7 @@ class McpHub:
         before = {p.pid for p in psutil.Process().children()}
         server.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         async with stdio_client(params, errlog=server.stderr) as streams:
-            server.pid = _new_group_leader(before)
+            server.pid = server.group = _new_group_leader(before)
             yield streams
 
     async def _call(self, server: ServerState, tool: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -307,12 +309,16 @@ class McpHub:
             server.stderr = None
 
     def _kill_group(self, server: ServerState) -> None:
-        """SIGKILL the server's process group (the SDK started it as a group leader): no orphans."""
-        pid = server.pid
-        if pid is None or os.name != "posix":
+        """SIGKILL the server's process group (the SDK started it as a group leader): no orphans.
+
+        Done once per started server (``group`` is then forgotten), so a group id the system later
+        hands to another process is never signalled.
+        """
+        group, server.group = server.group, None
+        if group is None or os.name != "posix":
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(group, signal.SIGKILL)
 
     @staticmethod
     def _with_stderr(server: ServerState, message: str) -> str:
