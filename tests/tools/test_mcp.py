@@ -198,7 +198,7 @@ def test_a_server_killed_with_sigkill_mid_call_is_contained(
     assert time.monotonic() - started < 20
     assert result.error is not None and result.error.type == "InternalError" and result.error.retryable
     assert "exited" in result.error.message
-    assert gone(child), "the killed server's child was left behind"
+    assert gone(child, timeout=20), "the killed server's child was left behind"
     pidfile.unlink()
     assert gateway.execute_sync("mcp:bad:echo", {"text": "restarted"}).ok
     new_server, _ = read_pids(pidfile)
