@@ -238,3 +238,34 @@ def test_server_urls_must_be_loopback_and_mistakes_name_the_line(sandbox: Sandbo
         parse_policy(text, source="<p>")
     ok = "version: 1\nproviders:\n  mcp:\n    servers:\n      t: {url: 'http://127.0.0.1:9/mcp'}\n"
     assert parse_policy(ok, source="<p>").providers["mcp"] is False
+
+
+def test_no_server_or_child_is_left_after_aries_crashes(sandbox: Sandbox, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "pids"
+    policy = mcp_policy(sandbox.root, {"bad": misbehaving("--child", "--pidfile", str(pidfile))}, classes=BAD)
+    (tmp_path / "policy.json").write_text(json.dumps(policy.data))
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from services.policy import parse_policy\n"
+        "from services.tools.gateway import ToolGateway\n"
+        "from services.workspaces import Workspace\n"
+        "base = Path(sys.argv[1])\n"
+        "policy = parse_policy((base / 'policy.json').read_text(), source='p')\n"
+        "workspace = Workspace(base / 'crash-ws', 'crash')\n"
+        "workspace.ensure_layout()\n"
+        "gateway = ToolGateway(workspace, policy=policy)\n"
+        "assert gateway.execute_sync('mcp:bad:echo', {'text': 'x'}).ok\n"
+        "raise RuntimeError('Aries crashed')\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 1 and "Aries crashed" in done.stderr
+    server, child = read_pids(pidfile)
+    assert gone(server) and gone(child), "a server or its child outlived the crashed Aries"
