@@ -39,6 +39,9 @@ class McpServerError(ToolInternalError):
 
     code = "mcp_server_error"
 
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message, **{"code": self.code, **details})  # the kind reaches the tool result
+
 
 @dataclass
 class ServerState:

@@ -22,7 +22,7 @@ from services.policy.mcp import McpServerConfig, tool_tier
 from services.textsafe import neutralize
 from services.tools.mcp_client import McpHub, McpServerError
 from services.tools.registry import ToolContext, ToolSpec, guard_impl
-from services.tools.results import ToolInternalError, ToolOutput
+from services.tools.results import ToolOutput
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 MAX_DESCRIPTION = 1000
@@ -41,7 +41,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-class McpToolError(ToolInternalError):
+class McpToolError(McpServerError):
     """The MCP tool ran and reported a failure (``isError: true``)."""
 
     code = "mcp_tool_error"
