@@ -235,7 +235,7 @@ class McpHub:
         assert cfg.command is not None
         params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=cfg.env(), cwd=cfg.cwd)
         before = {p.pid for p in psutil.Process().children()}
-        server.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        server.stderr = tempfile.TemporaryFile("w+b")  # the server's stderr; its tail explains failures
         async with stdio_client(params, errlog=server.stderr) as streams:
             server.pid = server.group = _new_group_leader(before)
             yield streams
@@ -329,12 +329,13 @@ class McpHub:
         handle = server.stderr
         if handle is None:
             return message
-        try:
-            handle.flush()
-            handle.seek(0)
-            lines = [line.strip() for line in handle.read()[-4000:].splitlines() if line.strip()]
+        try:  # only the file's tail: a server may write a lot to stderr
+            fd = handle.fileno()
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, 4000, max(0, size - 4000)).decode("utf-8", errors="replace")
         except (OSError, ValueError):
             return message
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
         return f"{message} (stderr: {_one_line(lines[-1], 200)})" if lines else message
 
     # -- lifecycle --------------------------------------------------------------------------
