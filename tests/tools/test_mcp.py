@@ -269,3 +269,32 @@ def test_no_server_or_child_is_left_after_aries_crashes(sandbox: Sandbox, tmp_pa
     assert done.returncode == 1 and "Aries crashed" in done.stderr
     server, child = read_pids(pidfile)
     assert gone(server) and gone(child), "a server or its child outlived the crashed Aries"
+
+
+def test_a_loopback_streamable_http_server(sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = MISBEHAVING.parent / "http_greeter.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as conn:
+                if conn.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.1)
+        servers = {"web": {"url": f"http://127.0.0.1:{port}/mcp", "tools": {"greet": "READ_ONLY"}}}
+        gateway = gateway_factory(mcp_policy(sandbox.root, servers, classes={"mcp:web": "enabled"}), approver=None)
+        result = gateway.execute_sync("mcp:web:greet", {"name": "Ada"})
+        assert result.ok and result.data is not None, result.to_dict()
+        assert result.data["text"] == "Hello, Ada!"
+        assert gateway.mcp_status()[0]["transport"] == "http"
+    finally:
+        proc.terminate()
+        proc.wait(10)
