@@ -298,6 +298,8 @@ class McpHub:
             return
         if server.stop is not None:
             server.stop.set()
+        if server.state == "starting":  # stuck in the handshake: it never waits for the stop event
+            task.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(task), _STOP_WAIT_S)
         except BaseException:  # noqa: S110 - stuck or failed: cancel it; the group is killed below
