@@ -298,3 +298,16 @@ def test_a_loopback_streamable_http_server(sandbox: Sandbox, gateway_factory: Ca
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_server_that_never_answers_the_handshake_is_stopped(
+    sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]
+) -> None:
+    mute = {"command": "sleep", "args": ["301"], "start_timeout_s": 1}
+    gateway = gateway_factory(mcp_policy(sandbox.root, {"mute": mute}, classes={"mcp:mute": "enabled"}))
+    started = time.monotonic()
+    failed = gateway.registry.load_all()
+    assert "did not start within 1 s" in failed["mcp:mute"]
+    assert time.monotonic() - started < 15
+    [status] = gateway.mcp_status()
+    assert status["state"] == "failed" and status["pid"] and gone(status["pid"])
