@@ -302,7 +302,7 @@ class McpHub:
             task.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(task), _STOP_WAIT_S)
-        except BaseException:  # noqa: S110 - stuck or failed: cancel it; the group is killed below
+        except BaseException:  # stuck or failed: cancel it; the group is killed below
             task.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(task, 2.0)
@@ -358,7 +358,7 @@ class McpHub:
 
         try:
             asyncio.run_coroutine_threadsafe(stop_all(), loop).result(_STOP_WAIT_S + 5)
-        except Exception:  # noqa: S110 - a stuck stop: the groups are killed below all the same
+        except Exception:  # a stuck stop: the groups are killed below all the same
             pass
         for server in self._servers.values():
             self._kill_group(server)
