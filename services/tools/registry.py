@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 import secrets
 import threading
 import time

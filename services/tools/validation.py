@@ -5,6 +5,7 @@ Split from ``registry.py``; built once, on first use (jsonschema is imported laz
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 

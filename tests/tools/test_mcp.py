@@ -77,7 +77,8 @@ def test_mcp_tools_are_denied_until_the_policy_allows_them(
     closed = gateway_factory(mcp_policy(sandbox.root, {"bad": misbehaving()}))
     result = closed.execute_sync("mcp:bad:echo", {"text": "x"})
     assert result.denied and result.error is not None and result.error.details["rule"] == "default.deny"
-    by_name = gateway_factory(mcp_policy(sandbox.root, {"bad": misbehaving()}, tools={"mcp:bad:echo": {"enabled": True}}))
+    named = {"mcp:bad:echo": {"enabled": True}}
+    by_name = gateway_factory(mcp_policy(sandbox.root, {"bad": misbehaving()}, tools=named))
     assert by_name.execute_sync("mcp:bad:echo", {"text": "x"}).ok
     other = by_name.execute_sync("mcp:bad:wipe", {})
     assert other.denied and other.error is not None and other.error.details["rule"] == "default.deny"

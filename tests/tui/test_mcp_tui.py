@@ -41,7 +41,8 @@ async def test_an_mcp_call_is_approved_in_the_modal_and_audited_with_its_rule() 
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
-        command = '/tool mcp:time:convert_time {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}'
+        args = '{"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}'
+        command = f"/tool mcp:time:convert_time {args}"
         await pilot.press(*command, "enter")
         await wait_for_pending(app, pilot)
         await pilot.press("f4", "enter")

@@ -1,6 +1,6 @@
 """A streamable-HTTP MCP server built with the official SDK's server, on 127.0.0.1:PORT/mcp.
 
-    python http_greeter.py PORT
+python http_greeter.py PORT
 """
 
 from __future__ import annotations
