@@ -63,6 +63,7 @@ def own_descendants() -> list[psutil.Process]:
     for proc in psutil.Process().children(recursive=True):
         try:
             if proc.status() != psutil.STATUS_ZOMBIE:
+                proc.info = {"cmdline": proc.cmdline()}
                 alive.append(proc)
         except psutil.Error:
             pass

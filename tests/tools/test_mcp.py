@@ -41,7 +41,7 @@ def test_disabled_mcp_starts_nothing_and_its_tools_do_not_exist(
     assert result.error is not None and result.error.details["rule"] == "registry.unknown_tool"
     assert not [t for t in gateway.list_tools() if t["id"].startswith("mcp:")]
     started = [p for p in own_descendants() if p.pid not in before]
-    assert not [p for p in started if str(MISBEHAVING) in " ".join(p.cmdline())]
+    assert not [p for p in started if str(MISBEHAVING) in " ".join(p.info.get("cmdline") or [])]
 
 
 def test_the_shipped_default_policy_keeps_mcp_off() -> None:
