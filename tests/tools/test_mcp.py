@@ -208,7 +208,8 @@ def test_a_server_killed_with_sigkill_mid_call_is_contained(
 
 def test_closing_the_gateway_leaves_no_server_or_child_process(sandbox: Sandbox, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
-    policy = mcp_policy(sandbox.root, {"bad": misbehaving("--child", "--pidfile", str(pidfile), tier="READ_ONLY")}, classes=BAD)
+    server = misbehaving("--child", "--pidfile", str(pidfile), tier="READ_ONLY")
+    policy = mcp_policy(sandbox.root, {"bad": server}, classes=BAD)
     gateway = ToolGateway(sandbox.workspace, policy=policy)
     assert gateway.execute_sync("mcp:bad:echo", {"text": "x"}).ok
     server, child = read_pids(pidfile)
@@ -246,7 +247,8 @@ def test_no_server_or_child_is_left_after_aries_crashes(sandbox: Sandbox, tmp_pa
     import sys
 
     pidfile = tmp_path / "pids"
-    policy = mcp_policy(sandbox.root, {"bad": misbehaving("--child", "--pidfile", str(pidfile), tier="READ_ONLY")}, classes=BAD)
+    server = misbehaving("--child", "--pidfile", str(pidfile), tier="READ_ONLY")
+    policy = mcp_policy(sandbox.root, {"bad": server}, classes=BAD)
     (tmp_path / "policy.json").write_text(json.dumps(policy.data))
     script = (
         "import sys\n"
