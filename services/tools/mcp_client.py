@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from services.policy.mcp import McpServerConfig, McpSettings
 from services.textsafe import neutralize
+from services.tools.mcp_procs import new_group_leader, process_alive
 from services.tools.results import ToolInternalError, ToolTimeout
 
 T = TypeVar("T")
@@ -237,7 +238,7 @@ class McpHub:
         before = {p.pid for p in psutil.Process().children()}
         server.stderr = tempfile.TemporaryFile("w+b")  # the server's stderr; its tail explains failures
         async with stdio_client(params, errlog=server.stderr) as streams:
-            server.pid = server.group = _new_group_leader(before)
+            server.pid = server.group = new_group_leader(before)
             yield streams
 
     async def _call(self, server: ServerState, tool: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -386,27 +387,7 @@ async def _list_all(session: Any) -> list[dict[str, Any]]:
 
 def _alive(server: ServerState) -> bool:
     """False once a stdio server's process has exited (a streamable-HTTP server is not watched)."""
-    if server.config.url is not None or server.pid is None:
-        return True
-    import psutil
-
-    try:
-        return bool(psutil.Process(server.pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def _new_group_leader(before: set[int]) -> int | None:
-    """The pid of the server just started: a new child of ours that leads its own process group."""
-    import psutil
-
-    for child in psutil.Process().children():
-        if child.pid in before:
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            if os.getpgid(child.pid) == child.pid:
-                return child.pid
-    return None
+    return server.config.url is not None or process_alive(server.pid)
 
 
 __all__ = ["McpHub", "McpServerError", "ServerState"]
