@@ -172,6 +172,8 @@ class McpHub:
 
     async def _start(self, server: ServerState) -> None:
         cfg = server.config
+        # The SDK's first import takes about a second: outside the server's start-up time, off the loop.
+        await asyncio.to_thread(_import_sdk, cfg.transport)
         server.state, server.error, server.pid = "starting", None, None
         server.starts += 1
         server.stop = asyncio.Event()
@@ -383,6 +385,13 @@ async def _list_all(session: Any) -> list[dict[str, Any]]:
         tools.extend(page.get("tools") or [])
         cursor = page.get("nextCursor")
     return tools
+
+
+def _import_sdk(transport: str) -> None:
+    import importlib
+
+    importlib.import_module("mcp.client.session")
+    importlib.import_module("mcp.client.streamable_http" if transport == "http" else "mcp.client.stdio")
 
 
 def _alive(server: ServerState) -> bool:
