@@ -89,7 +89,6 @@ def _close(session: Any) -> None:
 
 def handle_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.tools.builtin import default_registry
     from services.tools.gateway import describe_tools
 
     try:
@@ -98,8 +97,11 @@ def handle_list(args: argparse.Namespace) -> int:
         return _error(exc.message)
     try:
         policy = session.policy()
-        out = describe_tools(default_registry(), policy)
-        _emit({"policy": session.policy_source, "mode": session.mode, "tools": out})
+        gateway = session.gateway()
+        failed = gateway.registry.load_all()  # starts the enabled MCP servers to list their tools
+        out = describe_tools(gateway.registry, policy)
+        servers = [{**s, "error": failed.get(f"mcp:{s['name']}", s["error"])} for s in gateway.mcp_status()]
+        _emit({"policy": session.policy_source, "mode": session.mode, "tools": out, "mcp_servers": servers})
     except AriesError as exc:
         return _error(exc.message)
     finally:

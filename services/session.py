@@ -350,8 +350,18 @@ class Session:
             report = doctor(source=self.policy_source, policy_error=exc.message)
         else:
             report = doctor(policy, source=self.policy_source, mode=self.mode)
+            report.checks.extend(self._mcp_checks(policy))
         report.checks.extend(self._index_checks())
         return report
+
+    def _mcp_checks(self, policy: Policy) -> list[Any]:
+        """The MCP servers of the policy in force and their state (started here if enabled)."""
+        from services.tools.doctor import Check, mcp_checks
+
+        try:
+            return mcp_checks(policy, self.gateway)
+        except Exception as exc:  # the doctor reports, it does not crash
+            return [Check("mcp provider", False, f"{type(exc).__name__}: {exc}"[:300])]
 
     def _index_checks(self) -> list[Any]:
         """One check per index of the workspace: does it open, are its vectors sound, which files failed."""

@@ -27,6 +27,7 @@ HEAVY = [
     "numpy",
     "transformers",
     "tokenizers",
+    "mcp",
 ]
 UI = ["textual", "app", "screens", "widgets"]
 WALK_SERVICES = (

@@ -105,7 +105,7 @@ class TurnLoop:
         """Exactly the tools the policy in force enables, with their registry schemas (built once per
         registry and policy)."""
         gateway = self.session.gateway()
-        key = (id(gateway.registry), gateway.policy.hash)
+        key = (id(gateway.registry), gateway.policy.hash, len(gateway.registry.list()))
         cached = _OFFERED.get(key)
         if cached is None:
             cached = _OFFERED[key] = _offer(gateway)
@@ -146,6 +146,9 @@ class TurnLoop:
                 )
             self._emit(Retrieved(turn_id, text, index, prompt.kept_hits, prompt.dropped_handles))
             offers_tools = getattr(self.provider, "supports_tools", self.provider.name != "offline")
+            if offers_tools and self.session.gateway().mcp is not None:
+                # Enabled MCP servers start here, off the event loop, so their tools can be offered.
+                await asyncio.to_thread(self.session.gateway().registry.load_all)
             tools, names = self.offered_tools() if offers_tools else ([], None)
             messages = list(prompt.messages)
             from services.models.base import ChatMessage, ModelOptions, ModelRequest, ToolCallEvent, Usage
@@ -386,7 +389,7 @@ class TurnLoop:
         )
 
 
-_OFFERED: dict[tuple[int, str], tuple[list[ToolSchema], ToolNameMap]] = {}
+_OFFERED: dict[tuple[int, str, int], tuple[list[ToolSchema], ToolNameMap]] = {}
 
 
 def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:

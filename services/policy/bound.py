@@ -149,13 +149,16 @@ class BoundPolicy:
             )
         if not self.policy.providers.get(tool.provider, False):
             return decide("deny", f"providers.{tool.provider}", f"provider {tool.provider!r} is not enabled")
-        if tool.tool_class not in self.policy.tool_classes:
+        override = self.policy.tools.get(tool.tool_id, {})
+        # An MCP tool (class ``mcp:<server>``) runs when its server's class is enabled, or when the
+        # policy names the tool itself with ``enabled: true``; otherwise it is denied by default.
+        named = tool.provider == "mcp" and override.get("enabled") is True
+        if tool.tool_class not in self.policy.tool_classes and not named:
             return decide(
                 "deny", "default.deny", f"tool class {tool.tool_class!r} is not enabled by the policy (deny by default)"
             )
-        if not self.policy.tool_classes[tool.tool_class]:
+        if tool.tool_class in self.policy.tool_classes and not self.policy.tool_classes[tool.tool_class]:
             return decide("deny", f"tool_classes.{tool.tool_class}", f"tool class {tool.tool_class!r} is disabled")
-        override = self.policy.tools.get(tool.tool_id, {})
         if override.get("enabled") is False:
             return decide("deny", f"tools.{tool.tool_id}", f"tool {tool.tool_id} is disabled by the policy")
         facts: dict[str, Any] = {}

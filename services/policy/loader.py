@@ -92,6 +92,12 @@ class Policy:
         self.hash = "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
         self.mode: str = data.get("mode", "guide")
         self.providers = {name: bool(v.get("enabled", False)) for name, v in (data.get("providers") or {}).items()}
+        try:  # the MCP servers' block: URLs must be loopback (the schema checked the rest)
+            from services.policy.mcp import mcp_settings
+
+            mcp_settings(data)
+        except ConfigError as exc:
+            raise self._error(("providers", "mcp", "servers"), exc.message) from None
         self.tool_classes = {name: _switch(v) for name, v in (data.get("tool_classes") or {}).items()}
         self.tools: dict[str, dict[str, bool]] = dict(data.get("tools") or {})
         kinds = {f.name: {"int": int, "bool": bool}.get(str(f.type), float) for f in fields(Limits)}

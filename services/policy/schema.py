@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from services.policy.mcp import MCP_SCHEMA
 from services.policy.model import MODES, OUTSIDE_ROOT, PATH_OPS, SANDBOX_MODES, Limits
 
 _RULE_EXAMPLES = {
@@ -30,6 +31,7 @@ POLICY_SCHEMA: dict[str, Any] = {
         "mode": {"enum": list(MODES)},
         "providers": {
             "type": "object",
+            "properties": {"mcp": MCP_SCHEMA},
             "additionalProperties": {
                 "type": "object",
                 "additionalProperties": False,

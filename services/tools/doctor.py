@@ -8,6 +8,7 @@ commands run in (``shell.sandbox``), or which fallback applies when there is non
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,33 @@ def _shell_sandbox(policy: Policy) -> Check:
     except Exception as exc:
         return Check("shell sandbox", False, f"{type(exc).__name__}: {exc}")
     return Check("shell sandbox", ok, detail)
+
+
+def mcp_checks(policy: Policy, gateway: Callable[[], Any]) -> list[Check]:
+    """One check per configured MCP server (started if needed), or one saying MCP is off.
+
+    ``gateway`` returns the session's gateway; it is only asked for when MCP is enabled.
+    """
+    from services.policy.mcp import mcp_settings
+    from services.textsafe import neutralize
+
+    settings = mcp_settings(policy.data)
+    if not settings.enabled:
+        return [Check("mcp provider", True, "disabled (providers.mcp.enabled: false): no MCP server is started")]
+    if not settings.servers:
+        return [Check("mcp provider", True, "enabled, but no servers are configured (providers.mcp.servers)")]
+    live = gateway()
+    failed = live.registry.load_all()
+    checks = []
+    for server in live.mcp_status():
+        problem = failed.get(f"mcp:{server['name']}")
+        where = f"{server['transport']} {server['target']}"
+        if problem is None:
+            detail = f"{where}: {server['state']}, {server['tools']} tools, pid {server['pid']}"
+        else:
+            detail = f"{where}: {problem}"
+        checks.append(Check(f"mcp server {server['name']}", problem is None, neutralize(detail, single_line=True)))
+    return checks
 
 
 def _end_to_end(policy: Policy) -> Check:

@@ -42,6 +42,7 @@ from services.tools.results import ToolResult
 
 if TYPE_CHECKING:
     from services.conversation import Conversation
+    from services.tools.mcp_client import McpHub
     from services.tools.shell import ProcessManager
     from services.transcripts import Transcript
     from services.workspaces import Workspace
@@ -69,11 +70,10 @@ class ToolGateway:
         self.workspace = workspace
         self.policy = policy or default_policy()
         self.bound: BoundPolicy = self.policy.bind(workspace.root, mode=mode)
-        if registry is None:
-            from services.tools.builtin import default_registry
-
-            registry = default_registry()
-        self.registry = registry
+        self.mcp: McpHub | None = None  # the MCP servers, when the policy enables the provider
+        self._mcp_key: str | None = None
+        self.registry = registry if registry is not None else self._build_registry()
+        self._own_registry = registry is None
         self.approver = approver
         self.source = source
         self.check_outputs = check_outputs
@@ -88,6 +88,35 @@ class ToolGateway:
         self._step = 0
         self._lock = threading.Lock()
         self._closed = False
+
+    def _build_registry(self) -> ToolRegistry:
+        """The builtin tools, plus the MCP provider when the policy enables it with servers.
+
+        With ``providers.mcp.enabled: false`` (the default) no MCP code runs and nothing starts.
+        """
+        from services.policy.mcp import mcp_settings
+        from services.tools.builtin import BuiltinProvider, default_registry
+
+        settings = mcp_settings(self.policy.data, self.workspace.root)
+        self._mcp_key = settings.key
+        if not (settings.enabled and settings.servers):
+            return default_registry()
+        from services.tools.mcp_client import McpHub
+        from services.tools.mcp_provider import McpProvider
+
+        self.mcp = McpHub(settings)
+        atexit.register(self.mcp.close)
+        return ToolRegistry([BuiltinProvider(), McpProvider(self.mcp)])
+
+    def _close_mcp(self) -> None:
+        hub, self.mcp = self.mcp, None
+        if hub is not None:
+            hub.close()
+            atexit.unregister(hub.close)
+
+    def mcp_status(self) -> list[dict[str, Any]]:
+        """The configured MCP servers and their state (starts nothing); [] when MCP is off."""
+        return self.mcp.status() if self.mcp is not None else []
 
     def _start_run(self) -> str:
         run_id = _new_id("r")
@@ -113,6 +142,12 @@ class ToolGateway:
         bound = policy.bind(self.workspace.root, mode=mode)
         with self._lock:
             self.policy, self.bound = policy, bound
+            if self._own_registry:
+                from services.policy.mcp import mcp_settings
+
+                if mcp_settings(policy.data, self.workspace.root).key != self._mcp_key:
+                    self._close_mcp()  # other servers: stop these, start the new ones on demand
+                    self.registry = self._build_registry()
             old, self.run_id = self.run_id, self._start_run()
             self._known_runs.add(self.run_id)
         self.audit.end_run(old)
@@ -224,6 +259,7 @@ class ToolGateway:
         if self._closed:
             return
         self._closed = True
+        self._close_mcp()
         if self._processes is not None:
             self._processes.close()
             atexit.unregister(self._processes.close)

@@ -139,6 +139,8 @@ async def execute_tool_call_with_policy(
     if gateway._closed:
         raise RuntimeError("this tool gateway is closed")
     step = request.step_index if request.step_index is not None else gateway._next_step()
+    if gateway.registry.lazy and isinstance(tool_id, str) and tool_id not in gateway.registry:
+        await asyncio.to_thread(gateway.registry.load_for, tool_id)  # an MCP server starts on first use
     spec: ToolSpec | None = gateway.registry.get(tool_id) if tool_id in gateway.registry else None
     try:
         gateway.ensure_run(run_id)
@@ -250,16 +252,18 @@ async def _decide_and_dispatch(
     output: ToolOutput | None = None
     error: ToolError | None = None
     if spec is None:
+        why = gateway.registry.missing_reason(tool_id)  # e.g. its MCP server failed to start
         decision = PolicyDecision(
             "deny",
-            "registry.unknown_tool",
-            f"no tool {tool_id!r} is registered",
+            "registry.unknown_tool" if why is None else "registry.provider_failed",
+            f"no tool {tool_id!r} is registered" if why is None else f"{tool_id} is unavailable: {why}",
             str(tool_id),
             RiskTier.READ_ONLY,
             gateway.mode,
-            "NotFound",
+            "NotFound" if why is None else "InternalError",
         )
-        error = ToolError(ErrorType.NOT_FOUND, decision.reason, False, {"rule": decision.rule})
+        kind = ErrorType.NOT_FOUND if why is None else ErrorType.INTERNAL_ERROR
+        error = ToolError(kind, decision.reason, why is not None, {"rule": decision.rule})
     else:
         problem = _schema_problem(gateway.registry, spec, args)
         if problem is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 import secrets
 import threading
 import time
@@ -238,22 +237,86 @@ class ToolProvider(Protocol):
     def tools(self) -> list[ToolSpec]: ...
 
 
+class LazyToolProvider(ToolProvider, Protocol):
+    """A provider whose tools come in groups loaded on demand (the MCP provider: one per server)."""
+
+    def groups(self) -> list[str]: ...
+    def group_for(self, tool_id: str) -> str | None: ...
+    def load(self, group: str) -> list[ToolSpec]: ...
+
+
 class ToolRegistry:
     def __init__(self, providers: list[ToolProvider] | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._validators: dict[str, Validator] = {}
         self.providers: list[ToolProvider] = []
+        self._lazy: list[LazyToolProvider] = []
+        self._loaded: dict[tuple[str, str], str | None] = {}  # None: loaded; else why it failed
+        self._load_lock = threading.Lock()
         for provider in providers or []:
             self.add_provider(provider)
 
     def add_provider(self, provider: ToolProvider) -> None:
-        for spec in provider.tools():
-            if spec.provider != provider.name:
-                raise ValueError(f"{spec.tool_id}: provider {provider.name!r} may only register its own ids")
+        self._register(provider.name, provider.tools())
+        self.providers.append(provider)
+        if all(callable(getattr(provider, name, None)) for name in ("groups", "group_for", "load")):
+            self._lazy.append(provider)  # type: ignore[arg-type]
+
+    def _register(self, provider: str, specs: list[ToolSpec]) -> None:
+        for spec in specs:
+            if spec.provider != provider:
+                raise ValueError(f"{spec.tool_id}: provider {provider!r} may only register its own ids")
             if spec.tool_id in self._tools:
                 raise ValueError(f"tool {spec.tool_id} is registered twice")
             self._tools[spec.tool_id] = spec
-        self.providers.append(provider)
+
+    # -- lazily loaded groups (MCP servers) ------------------------------------------------
+    @property
+    def lazy(self) -> bool:
+        return bool(self._lazy)
+
+    def load_for(self, tool_id: Any) -> None:
+        """Load the group ``tool_id`` belongs to, if a lazy provider claims it (may start a server)."""
+        if not isinstance(tool_id, str) or tool_id in self._tools:
+            return
+        for provider in self._lazy:
+            group = provider.group_for(tool_id)
+            if group is not None:
+                self._load(provider, group)
+
+    def load_all(self) -> dict[str, str]:
+        """Load every lazy group; returns ``{"provider:group": why}`` for those that failed."""
+        failed: dict[str, str] = {}
+        for provider in self._lazy:
+            for group in provider.groups():
+                problem = self._load(provider, group)
+                if problem is not None:
+                    failed[f"{provider.name}:{group}"] = problem
+        return failed
+
+    def missing_reason(self, tool_id: Any) -> str | None:
+        """Why ``tool_id`` is not registered when its group failed to load, else None."""
+        for provider in self._lazy:
+            group = provider.group_for(tool_id) if isinstance(tool_id, str) else None
+            if group is not None and self._loaded.get((provider.name, group)):
+                return self._loaded[(provider.name, group)]
+        return None
+
+    def _load(self, provider: LazyToolProvider, group: str) -> str | None:
+        from services.errors import AriesError
+
+        key = (provider.name, group)
+        with self._load_lock:
+            if key in self._loaded and self._loaded[key] is None:
+                return None
+            try:
+                specs = provider.load(group)
+            except AriesError as exc:  # tried again on the next look-up
+                self._loaded[key] = exc.message
+                return exc.message
+            self._register(provider.name, [s for s in specs if s.tool_id not in self._tools])
+            self._loaded[key] = None
+            return None
 
     def get(self, tool_id: str) -> ToolSpec:
         try:
@@ -276,7 +339,9 @@ class ToolRegistry:
         validator = self._validators.get(tool_id)
         if validator is None:
             schema = copy.deepcopy(self.get(tool_id).input_schema)
-            cls = _validator_class()
+            from services.tools.validation import validator_class
+
+            cls = validator_class()
             cls.check_schema(schema)
             validator = cls(schema)
             self._validators[tool_id] = validator
@@ -320,43 +385,3 @@ def tool_schemas_for_model(registry: ToolRegistry, enabled: Iterable[str]) -> li
             }
         )
     return offered
-
-
-_VALIDATOR_CLASS: Any = None
-
-
-def _validator_class() -> Any:
-    """Draft 2020-12, built once on first use, with two changes for tool arguments.
-
-    ``number`` means a finite number; and a message quotes at most ~60 characters of the value it
-    is about, so that ``path: '…' is too long`` still says what is wrong after any cut to one line.
-    """
-    global _VALIDATOR_CLASS
-    if _VALIDATOR_CLASS is None:
-        from jsonschema import Draft202012Validator, validators
-
-        base = Draft202012Validator.TYPE_CHECKER
-
-        def is_finite_number(checker: Any, instance: Any) -> bool:
-            return bool(base.is_type(instance, "number")) and math.isfinite(instance)
-
-        _VALIDATOR_CLASS = validators.extend(  # type: ignore[no-untyped-call]
-            Draft202012Validator,
-            validators={name: _short_messages(fn) for name, fn in Draft202012Validator.VALIDATORS.items()},
-            type_checker=base.redefine("number", is_finite_number),
-        )
-    return _VALIDATOR_CLASS
-
-
-def _short_messages(keyword: Callable[..., Any]) -> Callable[..., Any]:
-    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        for error in keyword(validator, value, instance, schema) or ():
-            # Only this keyword's own errors (jsonschema fills in ``validator`` after we yield them);
-            # errors from nested subschemas were shortened where they arose.
-            if not isinstance(error.validator, str) and isinstance(instance, (str, list, dict)):
-                quoted = repr(instance)
-                if len(quoted) > 60 and quoted in error.message:
-                    error.message = error.message.replace(quoted, f"{quoted[:48]}…{quoted[-1]}")
-            yield error
-
-    return check
