@@ -72,7 +72,8 @@ def handle_desktop(args: argparse.Namespace) -> int:
         check_plan(session, plan)
         if not args.yes:
             if args.json:
-                sys.stdout.write(json.dumps({"plan": plan.to_dict(), "ran": False}, indent=2, ensure_ascii=False) + "\n")
+                shown = {"plan": plan.to_dict(), "ran": False}
+                sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
             else:
                 _say(plan.render())
             sys.stderr.write(f"aries: rerun with --yes to run these {len(plan.steps)} step(s)\n")

@@ -53,16 +53,16 @@ _START = {"start", "launch", "spawn", "background"}
 _POLL = {"poll", "check", "status"}
 _KILL = {"kill", "stop", "terminate", "end"}
 _FETCH = {"fetch", "download", "get", "curl"}
-_NO_TOOL = {
-    "delete": "delete files",
-    "remove": "delete files",
-    "rm": "delete files",
-    "move": "move files",
-    "mv": "move files",
-    "rename": "rename files",
-    "copy": "copy files",
-    "cp": "copy files",
-    "chmod": "change permissions",
+_NO_TOOL = {  # verbs with no builtin tool: what they would do, and the command that does it
+    "delete": ("delete files", "rm PATH"),
+    "remove": ("delete files", "rm PATH"),
+    "rm": ("delete files", "rm PATH"),
+    "move": ("move files", "mv FROM TO"),
+    "mv": ("move files", "mv FROM TO"),
+    "rename": ("rename files", "mv FROM TO"),
+    "copy": ("copy files", "cp FROM TO"),
+    "cp": ("copy files", "cp FROM TO"),
+    "chmod": ("change permissions", "chmod MODE PATH"),
 }
 _FILLER = {"a", "an", "the", "new", "empty", "file", "note", "text", "called", "named", "at"}
 _LIST_FILLER = {"the", "files", "file", "contents", "content", "of", "in", "directory", "folder", "dir", "everything"}
@@ -75,7 +75,7 @@ def parse_request(request: str) -> DesktopPlan:
     """The plan for ``request``, or ``DesktopError`` naming what is missing or not supported."""
     text = " ".join(request.split())
     if not text:
-        raise DesktopError(f"say what to do, e.g. /desktop {EXAMPLES[0]}")
+        raise DesktopError(f"say what to do, e.g. {EXAMPLES[0]}")
     try:
         tokens = shlex.split(text)
     except ValueError:
@@ -83,7 +83,7 @@ def parse_request(request: str) -> DesktopPlan:
     while tokens and tokens[0].lower() in _POLITE:
         tokens = tokens[1:]
     if not tokens:
-        raise DesktopError(f"say what to do, e.g. /desktop {EXAMPLES[0]}")
+        raise DesktopError(f"say what to do, e.g. {EXAMPLES[0]}")
     verb, rest = tokens[0].lower(), tokens[1:]
     if verb in _CREATE or verb in _WRITE:
         return _write(text, verb, rest)
@@ -108,9 +108,8 @@ def parse_request(request: str) -> DesktopPlan:
     if verb in _FETCH:
         return _fetch(text, rest)
     if verb in _NO_TOOL:
-        raise DesktopError(
-            f"Desktop Ops has no tool to {_NO_TOOL[verb]}; run a command for it instead, e.g. /desktop run {verb} …"
-        )
+        what, command = _NO_TOOL[verb]
+        raise DesktopError(f"Desktop Ops has no tool to {what}; run a command for it instead: run {command}")
     raise DesktopError(f"cannot tell what to do with {tokens[0]!r}. {UNDERSTOOD}.")
 
 
@@ -125,7 +124,7 @@ def _write(text: str, verb: str, rest: list[str]) -> DesktopPlan:
             if marker in lowered[1:]:
                 at = len(lowered) - 1 - lowered[::-1].index(marker)
                 if at + 1 == len(rest):
-                    raise DesktopError(f"{verb} needs a file after {marker!r}: write \"buy milk\" to notes/todo.md")
+                    raise DesktopError(f'{verb} needs a file after {marker!r}: write "buy milk" to notes/todo.md')
                 if at + 2 < len(rest):
                     break  # more than one word after the marker: not this shape
                 return _write_step(text, "write", rest[at + 1], " ".join(rest[:at]), overwrite=True)

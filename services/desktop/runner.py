@@ -131,7 +131,5 @@ async def run_desktop_plan(
                 kind = result.error.type if result.error is not None else "error"
                 run.stopped = f"step {n} ({step.tool_id}) ended in {kind}; steps {n + 1}–{len(plan.steps)} did not run"
             break
-    session.conversation.record(
-        Notice(text=run.summary(), title="desktop", level="info" if run.ok else "warning")
-    )
+    session.conversation.record(Notice(text=run.summary(), title="desktop", level="info" if run.ok else "warning"))
     return run
