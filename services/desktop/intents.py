@@ -73,7 +73,7 @@ _PROCESS_ID = re.compile(r"^p\d+-[0-9a-f]{6}$")
 
 def parse_request(request: str) -> DesktopPlan:
     """The plan for ``request``, or ``DesktopError`` naming what is missing or not supported."""
-    text = " ".join(request.split())
+    text = request.strip()  # quoted text keeps its spacing and newlines
     if not text:
         raise DesktopError(f"say what to do, e.g. {EXAMPLES[0]}")
     try:
@@ -145,6 +145,8 @@ def _write(text: str, verb: str, rest: list[str]) -> DesktopPlan:
 
 
 def _write_step(text: str, intent: str, path: str, body: str, *, overwrite: bool) -> DesktopPlan:
+    if body and not body.endswith("\n"):
+        body += "\n"  # a text file ends with a newline (as /fs write writes it)
     args = {"path": path, "text": body, "create_dirs": True, "if_exists": "overwrite" if overwrite else "error"}
     why = f"{'write' if overwrite else 'create'} {path} ({len(body.encode())} bytes)"
     return DesktopPlan(text, intent, (PlanStep("builtin:fs:write_text", args, why),))
