@@ -129,7 +129,8 @@ async def run_desktop_plan(
         if not result.ok:
             if n < len(plan.steps):
                 kind = result.error.type if result.error is not None else "error"
-                run.stopped = f"step {n} ({step.tool_id}) ended in {kind}; steps {n + 1}–{len(plan.steps)} did not run"
+                left = f"step {n + 1}" if n + 1 == len(plan.steps) else f"steps {n + 1}–{len(plan.steps)}"
+                run.stopped = f"step {n} ({step.tool_id}) ended in {kind}; {left} did not run"
             break
     session.conversation.record(Notice(text=run.summary(), title="desktop", level="info" if run.ok else "warning"))
     return run

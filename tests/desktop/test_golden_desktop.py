@@ -140,4 +140,4 @@ def test_a_failed_step_stops_the_plan_with_a_reason(desk: Desk) -> None:
     run = desk.run("search the web for aries and fetch the first result")  # no searxng_url in this policy
     assert not run.ok and len(run.outcomes) == 1
     assert run.stopped is not None and run.stopped.startswith("step 1 (builtin:web:search) ended in")
-    assert "steps 2–2 did not run" in run.stopped
+    assert run.stopped.endswith("; step 2 did not run")
