@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Any
 
 from services.desktop.plan import DesktopError, DesktopPlan, PlanStep, StepRef
 
@@ -171,7 +172,7 @@ def _list(text: str, rest: list[str]) -> DesktopPlan:
             words.append(token)
     if len(words) > 1:
         raise DesktopError(f"list takes one directory, not {' '.join(words)!r}: list notes")
-    args: dict[str, object] = {"path": words[0]} if words else {}
+    args: dict[str, Any] = {"path": words[0]} if words else {}
     if recursive:
         args["recursive"] = True
     where = words[0] if words else "the workspace root"
@@ -191,7 +192,7 @@ def _search(text: str, verb: str, rest: list[str]) -> DesktopPlan:
     query = " ".join(rest)
     if not query:
         raise DesktopError('search needs the text to find: search for "TODO" in src')
-    args: dict[str, object] = {"query": query}
+    args: dict[str, Any] = {"query": query}
     if path is not None:
         args["path"] = path
     why = f"search {path or 'the workspace root'} for {query!r}"
