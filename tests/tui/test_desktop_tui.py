@@ -95,3 +95,34 @@ async def test_desktop_request_that_cannot_be_planned_is_one_notification() -> N
         assert any(m.startswith("cannot tell what to do with 'dance'") for m in messages), messages
         await submit(app, pilot, "/desktop")
         assert any(m.startswith("say what to do") for m in (n.message for n in app._notifications))
+
+
+async def test_desktop_with_a_model_is_one_turn_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a model configured no plan is parsed: the request is a turn, its tool call governed as usual."""
+    from services.audit import AuditStore
+    from tests.models.servers import Call, Reply, ScriptedServer
+    from tests.tui.test_assistant_tui import tool_name
+
+    workspace = make_workspace()
+    server = ScriptedServer("ollama").start()
+    try:
+        monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2:3b")
+        monkeypatch.setenv("OLLAMA_HOST", server.url)
+        server.add(
+            Reply(tool_calls=[Call(tool_name("builtin:fs:list_dir"), {"path": "."}, id="c1")]),
+            Reply(text="One file: notes.txt."),
+        )
+        app = AriesApp("demo")
+        async with app.run_test(size=SIZE) as pilot:
+            await app.ready()
+            await submit(app, pilot, "/desktop what files are here? (no parser phrasing)")
+            assert not isinstance(app.screen, ConfirmScreen)
+            await wait_for_tools(app, pilot)
+            kinds = [(e["role"], e.get("tool_name")) for e in entries(app)]
+            assert ("user", None) in kinds and ("tool", "builtin:fs:list_dir") in kinds
+            assert entries(app)[-1]["role"] == "assistant" and "One file: notes.txt." in entries(app)[-1]["content"]
+    finally:
+        server.stop()
+    with AuditStore.for_workspace(workspace.root) as audit:
+        [row] = audit.calls(limit=10)
+    assert row["tool_name"] == "builtin:fs:list_dir" and row["source"] == "model"
