@@ -117,7 +117,8 @@ def parse_request(request: str) -> DesktopPlan:
 # -- files ------------------------------------------------------------------------------------------
 def _write(text: str, verb: str, rest: list[str]) -> DesktopPlan:
     example = 'create notes/todo.md with "buy milk"'
-    if rest and rest[0].lower() in {"directory", "folder", "dir"}:
+    head = [t.lower() for t in rest if t.lower() not in {"a", "an", "the", "new", "empty"}][:1]
+    if head and head[0] in {"directory", "folder", "dir"} and verb in _CREATE:
         raise DesktopError(f"Desktop Ops creates files, not empty directories: {example} creates notes/ too")
     if verb in _WRITE:  # write "TEXT" to PATH
         lowered = [t.lower() for t in rest]
@@ -216,7 +217,7 @@ def _run(text: str, rest: list[str]) -> DesktopPlan:
 
 def _start(text: str, rest: list[str]) -> DesktopPlan:
     lowered = [t.lower() for t in rest]
-    for n in range(len(rest) - 1, 0, -1):  # "... and poll it" / "... then watch it"
+    for n in range(len(rest) - 1, -1, -1):  # "... and poll it" / "... then watch it"
         if lowered[n] in {"and", "then"} and n + 1 < len(rest) and lowered[n + 1] in {"poll", "watch", "check"}:
             rest = rest[:n]
             break
@@ -250,7 +251,10 @@ def _is_web(rest: list[str]) -> bool:
 
 def _web_search(text: str, rest: list[str]) -> DesktopPlan:
     words = list(rest)
-    while words and words[0].lower() in {"the", "web", "internet", "online", "search", "searxng", "on", "for"}:
+    while words and (
+        words[0].lower() in {"the", "web", "internet", "online", "on", "for"}
+        or (len(words) > 1 and words[0].lower() in {"search", "searxng"})
+    ):
         words = words[1:]
     fetch_index: int | None = None
     lowered = [w.lower() for w in words]
