@@ -32,6 +32,15 @@ PHRASINGS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
         ],
     ),
     (
+        "create notes/dir.md with dir",
+        [
+            (
+                "builtin:fs:write_text",
+                {"path": "notes/dir.md", "text": "dir\n", "create_dirs": True, "if_exists": "error"},
+            )
+        ],
+    ),
+    (
         "touch empty.txt",
         [("builtin:fs:write_text", {"path": "empty.txt", "text": "", "create_dirs": True, "if_exists": "error"})],
     ),
