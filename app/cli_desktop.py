@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -32,7 +33,13 @@ def register(subparsers: Any) -> None:
     desktop = subparsers.add_parser(
         "desktop", help="do a common task from a plain request (create/read/list/search files, run, web)"
     )
-    desktop.add_argument("request", nargs="+", metavar="REQUEST", help='e.g. create notes/todo.md with "buy milk"')
+    desktop.add_argument(
+        "request",
+        nargs=argparse.REMAINDER,
+        metavar="REQUEST",
+        help='e.g. create notes/todo.md with "buy milk"; everything after the options (put them first, or last; '
+        "after -- nothing is taken as an option: -- run pytest --json)",
+    )
     desktop.add_argument("--yes", action="store_true", help="run the plan (without it, the plan is only shown)")
     desktop.add_argument("--approve", action="store_true", help="approve the steps the policy asks approval for")
     desktop.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
@@ -52,6 +59,29 @@ def _error(message: str, code: int = EXIT_ERROR) -> int:
     return code
 
 
+FLAGS = {"--yes": "yes", "--approve": "approve", "--json": "json"}
+VALUED = {"--policy": "policy", "--mode": "mode"}
+
+
+def _take_trailing_options(args: argparse.Namespace) -> list[str]:
+    """The request's words, with this command's options written after it moved onto ``args``
+    (``aries desktop list --yes``); after a leading ``--`` every word is the request's."""
+    words = list(args.request)
+    if words[:1] == ["--"]:
+        return words[1:]
+    while words:
+        if words[-1] in FLAGS:
+            setattr(args, FLAGS[words.pop()], True)
+        elif len(words) >= 2 and words[-2] in VALUED:
+            value, name = words.pop(), words.pop()
+            if name == "--mode" and value not in ("guide", "commander", "strict"):
+                raise ValueError(f"--mode is one of guide, commander, strict, not {value!r}")
+            setattr(args, VALUED[name], value)
+        else:
+            break
+    return words
+
+
 def handle_desktop(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -59,7 +89,12 @@ def handle_desktop(args: argparse.Namespace) -> int:
     from services.errors import AriesError
     from services.tools.gateway import approve_all
 
-    request = " ".join(args.request)
+    try:
+        words = _take_trailing_options(args)
+    except ValueError as exc:
+        return _error(str(exc), EXIT_REQUEST)
+    # One word: the request was quoted whole (its own quotes kept); several: quoted again for the parser.
+    request = words[0] if len(words) == 1 else shlex.join(words)
     try:
         session = _session(args, mode=args.mode, approver=approve_all if args.approve else None)
     except AriesError as exc:

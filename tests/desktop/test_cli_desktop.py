@@ -61,7 +61,7 @@ def test_plan_is_shown_and_nothing_runs_without_yes(
     )
     assert code == 0
     assert out.splitlines() == [
-        "Plan for: create notes/todo.md with buy milk",
+        "Plan for: create notes/todo.md with 'buy milk'",
         "1. builtin:fs:write_text  create notes/todo.md (9 bytes)",
         '   {"create_dirs": true, "if_exists": "error", "path": "notes/todo.md", "text": "buy milk\\n"}',
     ]
@@ -184,3 +184,15 @@ def test_with_a_model_the_request_is_one_turn_of_the_loop(
     with AuditStore.for_workspace(workspace.root) as audit:
         [row] = audit.calls(limit=10)
     assert row["tool_name"] == "builtin:fs:list_dir" and row["status"] == "success"
+
+
+def test_options_before_the_request_and_after_a_double_dash(
+    root: Path, policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(["desktop", "--yes", "--policy", str(policy_file), "read", "a.txt"], capsys)
+    assert code == 0 and "alpha" in out
+    argv = ["desktop", "--policy", str(policy_file), "--", "run", "echo", "--yes"]
+    code, out, err = _run(argv, capsys)
+    assert code == 0 and '"argv": ["echo", "--yes"]' in out and "rerun with --yes" in err  # shown, not run
+    code, _, err = _run(["desktop", "list", "--mode", "reckless"], capsys)
+    assert code == 2 and "--mode is one of guide, commander, strict" in err
