@@ -81,7 +81,7 @@ async def test_desktop_list_runs_without_approval() -> None:
         await wait_for_tools(app, pilot)
         [tool] = [e for e in entries(app) if e["role"] == "tool"]
         assert tool["tool_name"] == "builtin:fs:list_dir" and tool["status"] == "success"
-        assert "notes.txt" in tool["content"]
+        assert "notes.txt" in [e["name"] for e in tool["output"]["data"]["entries"]]
 
 
 async def test_desktop_request_that_cannot_be_planned_is_one_notification() -> None:
@@ -125,4 +125,4 @@ async def test_desktop_with_a_model_is_one_turn_of_the_loop(monkeypatch: pytest.
         server.stop()
     with AuditStore.for_workspace(workspace.root) as audit:
         [row] = audit.calls(limit=10)
-    assert row["tool_name"] == "builtin:fs:list_dir" and row["source"] == "model"
+    assert row["tool_name"] == "builtin:fs:list_dir" and row["source"] == "assistant"
