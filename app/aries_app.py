@@ -749,6 +749,11 @@ class AriesApp(App[int]):
     def command_web(self, args: list[str], line: str) -> None:
         self.tools.web(args)
 
+    def command_desktop(self, args: list[str], line: str) -> None:
+        from app.desktop_controller import DesktopController
+
+        DesktopController(self).request(line)
+
     def command_tool(self, args: list[str], line: str) -> None:
         self.tools.tool(args, line)
 

@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES = (
     "app.cli_workspace",
     "app.cli_rag",
     "app.cli_tool",
+    "app.cli_desktop",
     "app.cli_model",
     "app.cli_ask",
     "app.cli_plan",

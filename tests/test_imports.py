@@ -40,6 +40,7 @@ ROWS = [
     ("import app", HEAVY),
     ("import app.aries_app, app.cli\napp.cli.build_parser()", HEAVY),
     ("import app.cli_tool", ["aiohttp", "psutil", "textual", "jsonschema"]),
+    ("import app.cli_desktop, services.desktop", ["aiohttp", "psutil", "textual", "jsonschema", *HEAVY]),
     # `aries [-w NAME]` before its first frame: no subcommand parsers, no session, no controllers
     # (the workspace opens right after the first frame; the controllers on first use).
     (
@@ -58,6 +59,9 @@ ROWS = [
             "app.assistant_controller",
             "app.rag_controller",
             "app.tool_controller",
+            "app.desktop_controller",
+            "app.cli_desktop",
+            "services.desktop",
             "app.palette",
             "services.session",
             "services.leases",

@@ -56,6 +56,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "Web tools (SearXNG search, fetch into artifacts), through the policy gateway.",
         "web",
     ),
+    SlashCommand(
+        "desktop",
+        "/desktop REQUEST…",
+        'A task in plain words (create notes/todo.md with "buy milk", list notes, run pytest, search the web for X '
+        "and fetch the first result): the plan of tool steps is shown, then run through the policy gateway.",
+        "desktop",
+    ),
     SlashCommand("tool", "/tool TOOL_ID [JSON]", "Call any registered tool with JSON arguments.", "tool"),
     SlashCommand(
         "undo",

@@ -1,0 +1,78 @@
+"""``/desktop REQUEST``: Desktop Ops in the TUI.
+
+With a model configured the request is one turn of the assistant's loop (the ``AssistantController``,
+with the tools the policy allows). Without one, ``services.desktop`` parses it into a plan of tool
+steps; the plan is shown on a confirmation screen and, on ``y``, runs step by step through the
+session's gateway (the approval modal appears where the policy says). A request that cannot be
+planned is one clear error notification, never an empty plan.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from services.errors import AriesError
+
+if TYPE_CHECKING:
+    from app.aries_app import AriesApp
+    from services.desktop import DesktopPlan, DesktopRun
+
+ARTIFACT_TOOLS = {"builtin:fs:write_text", "builtin:web:fetch", "builtin:web:search", "builtin:fs:add_artifact"}
+
+
+def request_text(line: str) -> str:
+    """The request as typed after ``/desktop`` (quotes kept: the parser reads them itself)."""
+    words = line.strip()[1:].split(None, 1)
+    return words[1].strip() if len(words) == 2 else ""
+
+
+class DesktopController:
+    def __init__(self, app: AriesApp) -> None:
+        self.app = app
+
+    def request(self, line: str) -> None:
+        from services.desktop import check_plan, desktop_route, parse_request
+
+        session = self.app.require_session()
+        text = request_text(line)
+        if desktop_route(session, os.environ) == "model" and text:
+            self.app.assistant.ask(text)
+            return
+        plan = parse_request(text)  # DesktopError: reported by the App as one line
+        check_plan(session, plan)
+        self.confirm(plan)
+
+    def confirm(self, plan: DesktopPlan) -> None:
+        from screens.confirm import ConfirmScreen
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.run_worker(self._run(plan), group="desktop", exit_on_error=False)
+            else:
+                self.app.say(f"Plan not run: {plan.request}", "desktop")
+
+        count = len(plan.steps)
+        title = f"Run this plan? ({count} step{'s' if count != 1 else ''}, each through the policy gateway)"
+        self.app.push_screen(ConfirmScreen(title, plan.render()), answered)
+
+    async def _run(self, plan: DesktopPlan) -> DesktopRun | None:
+        from services.desktop import run_desktop_plan
+
+        session = self.app.require_session()
+        key = f"desktop-{id(plan)}"
+        self.app.status_start(key, f"desktop  {plan.request[:60]}")
+        try:
+            run = await run_desktop_plan(session, plan)
+        except AriesError as exc:
+            self.app.report_error(exc.message, "/desktop")
+            return None
+        finally:
+            self.app.status_stop(key)
+        if any(o.result.ok and o.step.tool_id in ARTIFACT_TOOLS for o in run.outcomes):
+            self.app.reload_artifacts()
+        if not run.ok:
+            self.app.notify(
+                run.summary(), title="/desktop", severity="warning" if run.denied else "error", timeout=8, markup=False
+            )
+        return run
