@@ -61,7 +61,9 @@ class DesktopRun:
         if self.stopped is not None:
             lines.append(f"Stopped: {self.stopped}")
         else:
-            lines.append(f"Done: {len(self.outcomes)} step(s) ran.")
+            failed = sum(1 for o in self.outcomes if not o.result.ok)
+            tail = f", {failed} of them failed or denied" if failed else ""
+            lines.append(f"Done: {len(self.outcomes)} step(s) ran{tail}.")
         return neutralize("\n".join(lines))
 
     def to_dict(self) -> dict[str, Any]:

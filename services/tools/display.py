@@ -32,7 +32,8 @@ def _block(value: Any) -> str:
 
 
 def _listing(data: dict[str, Any]) -> list[str]:
-    lines = [f"{_one(data.get('path', ''))}: {data.get('count', len(data['entries']))} entries"]
+    count = data.get("count", len(data["entries"]))
+    lines = [f"{_one(data.get('path', ''))}: {count} {'entry' if count == 1 else 'entries'}"]
     for entry in data["entries"]:
         kind = entry.get("type", "")
         suffix = "/" if kind == "dir" else " -> (symlink)" if kind == "symlink" else ""

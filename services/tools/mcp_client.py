@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from services.policy.mcp import McpServerConfig, McpSettings
 from services.textsafe import neutralize
-from services.tools.mcp_procs import new_group_leader, process_alive
+from services.tools.mcp_procs import new_group_leader, process_alive, resolve_command
 from services.tools.results import ToolInternalError, ToolTimeout
 
 T = TypeVar("T")
@@ -236,7 +236,9 @@ class McpHub:
 
         cfg = server.config
         assert cfg.command is not None
-        params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=cfg.env(), cwd=cfg.cwd)
+        params = StdioServerParameters(
+            command=resolve_command(cfg.command), args=list(cfg.args), env=cfg.env(), cwd=cfg.cwd
+        )
         before = {p.pid for p in psutil.Process().children()}
         server.stderr = tempfile.TemporaryFile("w+b")  # the server's stderr; its tail explains failures
         async with stdio_client(params, errlog=server.stderr) as streams:

@@ -32,3 +32,17 @@ def new_group_leader(before: set[int]) -> int | None:
 
 
 __all__ = ["new_group_leader", "process_alive"]
+
+
+def resolve_command(command: str) -> str:
+    """A bare server command (``mcp-server-time``) is looked up on ``PATH``, then beside the Python
+    that runs Aries, so a server installed into Aries's own ``.venv`` is found without activating
+    it. A path, or a name found nowhere, is returned as it is (the start then fails naming it)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    if os.sep in command or shutil.which(command) is not None:
+        return command
+    beside = Path(sys.executable).parent / command
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else command

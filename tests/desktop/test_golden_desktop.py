@@ -130,7 +130,12 @@ def test_golden_web_search_and_fetch(
         citations = {a.id: a.provenance for a in sandbox.workspace.artifacts.list()}
         assert citations[fetched["artifact_id"]]["url"] == found["results"][1]["url"]  # a citation, stored
         assert [r.tool_id for r in desk.asked] == ["builtin:web:search", "builtin:web:fetch"]  # NETWORK: approved
-        volatile = {web_server.url: "<server>", found["artifact_id"]: "<search_artifact>"}
+        search_hash = run.outcomes[0].result.meta["artifacts"][0]["hash"]  # the results name the server's port
+        volatile = {
+            web_server.url: "<server>",
+            search_hash: "sha256:<search_artifact_hash>",
+            found["artifact_id"]: "<search_artifact>",
+        }
         desk.check("web_search_and_fetch", {**replacements, **volatile})
     finally:
         desk.session.close()

@@ -134,3 +134,31 @@ def test_cli_doctor_says_mcp_is_off_by_default(tmp_path: Path) -> None:
     doctor = _cli(["tool", "doctor"], tmp_path / "home")
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert checks["mcp provider"]["ok"] and "disabled" in checks["mcp provider"]["detail"]
+
+
+def test_a_bare_server_command_is_found_beside_aries_python(tmp_path: Path) -> None:
+    """`command: mcp-server-time` as a user writes it, with the venv not on PATH: the server
+    installed into Aries's own environment is found beside its Python and starts."""
+    if not (Path(sys.executable).parent / "mcp-server-time").exists():
+        pytest.skip("mcp-server-time's script is not beside this Python")
+    root = tmp_path / "root"
+    root.mkdir()
+    servers = {"time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}}
+    data = policy_data(root)
+    data["providers"] = {"builtin": {"enabled": True}, "mcp": {"enabled": True, "servers": servers}}
+    data["tool_classes"] = {**data["tool_classes"], **TIME}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(json.dumps(data))
+    home = tmp_path / "home"
+    env = {**os.environ, "ARIES_HOME": str(home), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    listing = subprocess.run(
+        [sys.executable, "-m", "app", "tool", "list", "--policy", str(policy)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=REPO,
+    )
+    assert listing.returncode == 0, listing.stderr
+    [server] = json.loads(listing.stdout)["mcp_servers"]
+    assert server["state"] == "running" and server["error"] is None, server
