@@ -144,7 +144,7 @@ class Guard:
 
     def assert_clean(self) -> None:
         outside = [url for _, url in self.requests if not self.local(url)]
-        assert not outside, f"requests left {self.origin}: {outside}"
+        assert not outside, f"requests (made or attempted) to other hosts than {self.origin}: {outside}"
         assert not self.blocked, f"requests blocked: {self.blocked}"
         assert not self.errors, f"page errors: {self.errors}"
         assert not self.dialogs, f"dialogs opened: {self.dialogs}"

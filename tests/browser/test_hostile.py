@@ -21,6 +21,8 @@ LAST_LINE = "The last line of the hostile document."
 INSPECT = """() => {
     const preview = document.querySelector('#preview');
     const found = [];
+    if (!preview) return {found: ['#preview is gone: ' + location.href], pwned: null, title: document.title,
+                          visible: false, bodyBackground: 'none'};
     const banned = 'script,iframe,frame,object,embed,style,link,meta,base,form,input,button,svg,math';
     for (const el of preview.querySelectorAll(banned)) found.push('element ' + el.tagName.toLowerCase());
     for (const el of preview.querySelectorAll('*')) {
@@ -68,12 +70,12 @@ async def poke(page: Any) -> None:
 
 async def check_inert(page: Any, guard: Guard, title: str) -> None:
     report = await page.evaluate(INSPECT)
+    guard.assert_clean()
     assert report["pwned"] is None, f"the hostile document ran code: {report['pwned']}"
     assert report["title"] == title
     assert report["found"] == [], report["found"]
     assert report["visible"], "the document's <style> hid the preview"
     assert report["bodyBackground"] in ("none", ""), report["bodyBackground"]
-    guard.assert_clean()
 
 
 async def test_a_hostile_document_renders_inert(viewer: Any, open_page: OpenPage) -> None:
