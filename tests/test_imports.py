@@ -60,6 +60,8 @@ ROWS = [
             "app.palette",
             "services.session",
             "services.leases",
+            "app.serve_controller",
+            "services.web",
             *HEAVY,
         ],
     ),
@@ -78,6 +80,8 @@ ROWS = [
         "import services.profiles, services.profiles.audit, app.profile_controller, app.cli_profile",
         ["pydantic", "jsonschema", *HEAVY],
     ),
+    # /serve: the controller (made when the palette opens) brings no aiohttp; the server comes on start.
+    ("import app.serve_controller", ["aiohttp", "services.web", "services.web.viewer", *HEAVY]),
     # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"

@@ -47,14 +47,15 @@ ROWS = '{"id": 1, "text": "alpha"}\n{"id": 2, "text": "beta"}\n'
 HOSTILE = Path(__file__).with_name("hostile.md").read_text(encoding="utf-8")
 
 
-def chromium_path() -> str | None:
+def chromium_path() -> tuple[str | None, str]:
+    """The Chromium to drive, or None and why not."""
     explicit = os.environ.get("ARIES_CHROMIUM")
     if explicit:
-        return explicit if Path(explicit).is_file() else None
+        return (explicit, "") if Path(explicit).is_file() else (None, f"ARIES_CHROMIUM={explicit} is not a file")
     for candidate in ("/usr/bin/chromium", shutil.which("chromium") or ""):
         if candidate and Path(candidate).is_file():
-            return candidate
-    return None
+            return candidate, ""
+    return None, "Chromium is not installed (apt-get install chromium; see the README)"
 
 
 def _unavailable(reason: str) -> None:
@@ -69,9 +70,9 @@ async def browser() -> AsyncIterator[Any]:
         from playwright.async_api import async_playwright
     except ImportError:
         _unavailable("playwright is not installed (pip install -e '.[test]')")
-    executable = chromium_path()
+    executable, why = chromium_path()
     if executable is None:
-        _unavailable("Chromium is not installed (apt-get install chromium; see the README)")
+        _unavailable(why)
     async with async_playwright() as playwright:
         try:
             launched = await playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
