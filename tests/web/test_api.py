@@ -106,7 +106,12 @@ async def test_host_must_name_this_server(served: Any) -> None:
 
 async def test_origin_must_be_this_server(served: Any) -> None:
     client, state = served
-    for origin in ("http://evil.example", "null", f"http://localhost:{state.port + 1}", f"https://127.0.0.1:{state.port}"):
+    for origin in (
+        "http://evil.example",
+        "null",
+        f"http://localhost:{state.port + 1}",
+        f"https://127.0.0.1:{state.port}",
+    ):
         response = await client.get("/api/tree", headers={**AUTH, "Origin": origin})
         assert response.status == 403, origin
         _check_headers(response, api=True)
