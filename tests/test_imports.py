@@ -66,6 +66,8 @@ ROWS = [
         ],
     ),
     ("import app, app.cli_rag, services.retrieval", HEAVY),
+    # the web viewer: aiohttp, markdown-it and nh3 load only when a server is built or a preview rendered
+    ("import app.cli_serve, services.web.viewer, services.web.documents", [*HEAVY, "nh3", "markdown_it", "textual"]),
     ("import services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, *UI]),
     (
         "import services.session, services.assistant, services.conversation, services.tools.gateway, "

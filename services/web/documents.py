@@ -240,7 +240,8 @@ class DocumentSet:
         if kind in EDITABLE_KINDS and index in self.readonly_indexes:
             note = f"read-only: {self.readonly_indexes[index]}"
         editable = kind in EDITABLE_KINDS and note is None
-        return Document(f"{RAG_PREFIX}{index}/{rel}", f"{index}/{rel}", kind, editable, size, path, index, root, rel)
+        doc_id, shown = f"{RAG_PREFIX}{index}/{rel}", f"{index}/{rel}"
+        return Document(doc_id, shown, kind, editable, size, path, index, root, rel, note=note)
 
     def _context_document(self, uri: AxiomUri, path: Path, size: int) -> Document:
         from services.context.scopes import can_write
