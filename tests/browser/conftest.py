@@ -9,7 +9,8 @@
 - ``viewer``: a real ``ViewerServer`` on a temp workspace whose ``docs`` index is built with the hash
   embedder; ``viewer_factory(reindex_delay=…)`` for a slow save.
 - ``open_page()``: a page in its own browser context whose every request, console message, page
-  error and dialog is recorded by a :class:`Guard`; requests anywhere but ``127.0.0.1:PORT`` are
+  error and dialog is recorded by a :class:`Guard` (``open_page(server, tab_of=page)``: a second tab
+  of the same context, same guard); requests anywhere but ``127.0.0.1:PORT`` are
   aborted and recorded, and ``guard.assert_clean()`` fails the test on any of them.
 """
 
@@ -165,11 +166,24 @@ async def open_page(browser: Any) -> AsyncIterator[OpenPage]:
     """``page, guard = await open_page(server)``: a new context and page at the server's URL."""
     contexts: list[Any] = []
 
-    async def open_one(server: Any, *, wait_tree: bool = True) -> tuple[Any, Guard]:
+    guards: dict[int, Guard] = {}
+
+    async def open_one(server: Any, *, tab_of: Any = None, wait_tree: bool = True) -> tuple[Any, Guard]:
+        """A page in a new context, or (``tab_of=page``) another tab of that page's context, whose
+        guard it shares."""
+        if tab_of is not None:
+            guard = guards[id(tab_of.context)]
+            page = await tab_of.context.new_page()
+            watch(page, guard)
+            await page.goto(server.url)
+            if wait_tree:
+                await page.wait_for_selector("#tree [data-doc-id]")
+            return page, guard
         origin = f"http://127.0.0.1:{server.port}"
         guard = Guard(origin)
         context = await browser.new_context(viewport={"width": 1280, "height": 800}, service_workers="block")
         contexts.append(context)
+        guards[id(context)] = guard
 
         async def route(route: Any) -> None:
             url = route.request.url
@@ -181,7 +195,18 @@ async def open_page(browser: Any) -> AsyncIterator[OpenPage]:
 
         await context.route("**/*", route)
         context.on("request", lambda request: guard.requests.append((request.method, request.url)))
+        context.on("page", lambda opened: watch(opened, guard))  # a popup is watched too
         page = await context.new_page()
+        watch(page, guard)  # (the "page" event may come after new_page() returns)
+        await page.goto(server.url)
+        if wait_tree:
+            await page.wait_for_selector("#tree [data-doc-id]")
+        return page, guard
+
+    def watch(page: Any, guard: Guard) -> None:
+        if getattr(page, "_aries_watched", False):
+            return
+        page._aries_watched = True
         page.on("console", lambda message: guard.console.append((message.type, message.text)))
         page.on("pageerror", lambda error: guard.errors.append(str(error)))
 
@@ -191,10 +216,6 @@ async def open_page(browser: Any) -> AsyncIterator[OpenPage]:
 
         page.on("dialog", dialog)
         page.on("framenavigated", lambda frame: guard.navigations.append(frame.url))
-        await page.goto(server.url)
-        if wait_tree:
-            await page.wait_for_selector("#tree [data-doc-id]")
-        return page, guard
 
     yield open_one
     for context in contexts:
@@ -208,5 +229,6 @@ async def screenshot(page: Any, name: str) -> Path:
     with tempfile.NamedTemporaryFile(dir=SCREENSHOTS, suffix=".png.tmp", delete=False) as handle:
         temporary = Path(handle.name)
     await page.screenshot(path=str(temporary), full_page=True, type="png")
+    temporary.chmod(0o644)
     temporary.replace(path)  # two xdist workers never leave a half-written PNG
     return path

@@ -76,8 +76,8 @@ async def test_open_edit_save_preview_and_search(
 async def test_second_tab_saves_first_so_the_first_gets_the_conflict(
     viewer: Any, open_page: OpenPage, tmp_path: Path
 ) -> None:
-    first, first_guard = await open_page(viewer)
-    second, second_guard = await open_page(viewer)
+    first, guard = await open_page(viewer)
+    second, _ = await open_page(viewer, tab_of=first)
     await open_document(first, "notes.md")
     await open_document(second, "notes.md")
 
@@ -93,21 +93,21 @@ async def test_second_tab_saves_first_so_the_first_gets_the_conflict(
     assert (tmp_path / "docs" / "notes.md").read_text(encoding="utf-8") == "# Second tab\n\nsaved first\n"
     assert await editor_value(first) == "# First tab\n\nsaved second\n"  # the user's text is not thrown away
     await screenshot(first, "conflict")
-    first_guard.assert_clean()
-    second_guard.assert_clean()
+    guard.assert_clean()
 
 
 async def test_a_save_during_a_slow_reindex_gets_the_lock_message(
     viewer_factory: Any, open_page: OpenPage, tmp_path: Path
 ) -> None:
     viewer = viewer_factory(reindex_delay=3.0)
-    first, first_guard = await open_page(viewer)
-    second, second_guard = await open_page(viewer)
+    first, guard = await open_page(viewer)
+    second, _ = await open_page(viewer, tab_of=first)
     await open_document(first, "notes.md")
     await open_document(second, "notes.md")
     target = tmp_path / "docs" / "notes.md"
 
     await type_into_editor(second, "# Second tab\n\nslow save\n")
+    await type_into_editor(first, "# First tab\n\nduring the reindex\n")
     async with second.expect_response(is_put) as slow:
         await second.click("#save")
         # The write lands first; the reindex (slowed by 3 s) then holds the document's lock.
@@ -115,7 +115,6 @@ async def test_a_save_during_a_slow_reindex_gets_the_lock_message(
             if target.read_text(encoding="utf-8") == "# Second tab\n\nslow save\n":
                 break
             await first.wait_for_timeout(50)
-        await type_into_editor(first, "# First tab\n\nduring the reindex\n")
         response = await save_with(first, "click")
         assert response.status == 423
         assert response.headers.get("retry-after")
@@ -125,8 +124,7 @@ async def test_a_save_during_a_slow_reindex_gets_the_lock_message(
     assert (await slow.value).status == 200
     await wait_state(second, "saved")
     assert target.read_text(encoding="utf-8") == "# Second tab\n\nslow save\n"
-    first_guard.assert_clean()
-    second_guard.assert_clean()
+    guard.assert_clean()
 
 
 async def test_invalid_json_is_refused_with_line_and_column(viewer: Any, open_page: OpenPage, tmp_path: Path) -> None:
