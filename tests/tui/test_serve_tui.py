@@ -120,3 +120,55 @@ async def test_quitting_stops_the_server() -> None:
         assert page(server.url)[0] == 200
         await command(pilot, "/quit")
     assert not server.running and port_closed(port)
+
+
+def api(url: str, token: str, method: str = "GET", body: Any = None, **headers: str) -> tuple[int, Any, str]:
+    import json
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("X-Aries-Token", token)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    for name, value in headers.items():
+        request.add_header(name.replace("_", "-"), value)
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status, json.loads(response.read()), response.headers.get("ETag", "")
+
+
+async def test_a_save_through_the_served_page_is_found_by_the_tuis_own_engine(tmp_path: Any) -> None:
+    """The TUI's session keeps its engine open while the server (same process, own engine) saves and
+    reindexes: the TUI's next query sees the new text."""
+    import urllib.parse
+
+    workspace, _ = WorkspaceManager().create("demo")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("# Notes\n\nThe heron waits.\n", encoding="utf-8")
+    from services.retrieval import RetrievalEngine
+
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(str(docs), "docs")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        session = app.session
+        assert session is not None
+        before = session.engine().query("quetzalkite", index="docs").hits  # the engine is open before the save
+        assert not any("quetzalkite" in hit.text for hit in before)
+        await command(pilot, "/serve")
+        await wait_until(pilot, lambda: app.serve.running)
+        server = app.serve.server
+        assert server is not None
+        base = f"http://127.0.0.1:{server.port}"
+        _, tree, _ = api(f"{base}/api/tree", server.token)
+        doc_id = next(d["id"] for d in tree["documents"] if d["path"].endswith("notes.md"))
+        doc_url = f"{base}/api/doc?id={urllib.parse.quote(doc_id)}"
+        _, _, etag = api(doc_url, server.token)
+        content = "# Notes\n\nThe heron waits for a quetzalkite.\n"
+        status, _, _ = api(doc_url, server.token, "PUT", {"content": content}, If_Match=etag)
+        assert status == 200
+        hits = session.engine().query("quetzalkite", index="docs").hits
+        assert hits and "quetzalkite" in hits[0].text and hits[0].bm25_rank == 1
+        await command(pilot, "/serve stop")
+        await wait_until(pilot, lambda: not app.serve.running)
