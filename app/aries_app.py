@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from app.history_controller import HistoryController
     from app.profile_controller import ProfileController
     from app.rag_controller import RagController
+    from app.serve_controller import ServeController
     from app.tool_controller import ToolController
     from services.leases import WorkspaceLease
     from services.retrieval.models import ProgressEvent
@@ -127,6 +128,7 @@ class AriesApp(App[int]):
         self._history: HistoryController | None = None
         self._profiles: ProfileController | None = None
         self._context_controller: ContextController | None = None
+        self._serve: ServeController | None = None
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -183,6 +185,14 @@ class AriesApp(App[int]):
 
             self._context_controller = ContextController(self)
         return self._context_controller
+
+    @property
+    def serve(self) -> ServeController:
+        if self._serve is None:
+            from app.serve_controller import ServeController
+
+            self._serve = ServeController(self)
+        return self._serve
 
     @property
     def assistant(self) -> AssistantController:
@@ -322,6 +332,10 @@ class AriesApp(App[int]):
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
+        if self._serve is not None:  # the web viewer served this workspace only
+            if session is not None and self._serve.running:
+                session.conversation.notice(f"Web viewer stopped: {reason}.", title="serve")
+            await self._serve.shutdown()
         if session is None:
             return
         if self._rag is not None and self._rag.ingest_cancel is not None:
@@ -368,7 +382,8 @@ class AriesApp(App[int]):
             model = "not configured (see /model)"
         profile = session.profile_name + (" (broken)" if session.profile_broken else "")
         line = subtitle(workspace=session.workspace.name, profile=profile, model=model, mode=session.mode)
-        return f"{line} · {policy}"
+        serving = self._serve.header_part() if self._serve is not None else ""
+        return f"{line} · {policy}" + (f" · {serving}" if serving else "")
 
     @on(WorkspaceChanged)
     @on(MainScreen.Ready)
@@ -768,6 +783,9 @@ class AriesApp(App[int]):
 
     def command_context(self, args: list[str], line: str) -> None:
         self.context.command(args)
+
+    def command_serve(self, args: list[str], line: str) -> None:
+        self.serve.command(args)
 
     def command_profile(self, args: list[str], line: str) -> None:
         self.profiles.command(args)

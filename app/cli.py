@@ -40,6 +40,7 @@ SUBCOMMAND_MODULES = (
     "app.cli_profile",
     "app.cli_cloud",
     "app.cli_context",
+    "app.cli_serve",
 )
 
 

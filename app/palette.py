@@ -38,6 +38,11 @@ class AriesCommands(Provider):
             ("workspace: new…", partial(app.action_switch_workspace, True), "Create a workspace by name"),
             ("help: commands and keys", app.action_help, "Show every slash command and key"),
             ("context: browse", app.action_context_browse, "Open the context browser (axiom:// scopes, L0/L1, files)"),
+            (
+                "viewer: start/stop the web viewer",
+                app.serve.toggle,
+                "Start/stop the web viewer of this workspace's documents (/serve); its URL goes to the transcript",
+            ),
         ]
         for name in app.manager.list():
             if name != app.workspace_name:

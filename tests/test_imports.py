@@ -65,10 +65,14 @@ ROWS = [
             "app.palette",
             "services.session",
             "services.leases",
+            "app.serve_controller",
+            "services.web",
             *HEAVY,
         ],
     ),
     ("import app, app.cli_rag, services.retrieval", HEAVY),
+    # the web viewer: aiohttp, markdown-it and nh3 load only when a server is built or a preview rendered
+    ("import app.cli_serve, services.web.viewer, services.web.documents", [*HEAVY, "nh3", "markdown_it", "textual"]),
     ("import services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, *UI]),
     (
         "import services.session, services.assistant, services.conversation, services.tools.gateway, "
@@ -83,6 +87,8 @@ ROWS = [
         "import services.profiles, services.profiles.audit, app.profile_controller, app.cli_profile",
         ["pydantic", "jsonschema", *HEAVY],
     ),
+    # /serve: the controller (made when the palette opens) brings no aiohttp; the server comes on start.
+    ("import app.serve_controller", ["aiohttp", "services.web", "services.web.viewer", *HEAVY]),
     # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"

@@ -105,6 +105,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "Browse the axiom:// context tree (at URI), read a file, add a file or folder; find/search and their traces.",
         "context",
     ),
+    SlashCommand(
+        "serve",
+        "/serve [start | stop | status]",
+        "Start the local web viewer/editor of this workspace's documents (127.0.0.1, a token in its URL), "
+        "stop it, or show its URL.",
+        "serve",
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
     SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),

@@ -225,6 +225,17 @@ class ContextService:
         fault("enqueued")
         return report
 
+    @logged("replace")
+    def replace_file(self, uri: AxiomUri, data: bytes) -> list[str]:
+        """The operator's full-document replace of the file ``uri`` (the web editor): the ``user``
+        scope rules, one atomic write, then its ``tiers`` and ``index`` jobs are queued (returned);
+        :meth:`process_queue` applies them."""
+        check_write(uri, "user")
+        if self.tree.stat(uri).kind != "file":
+            raise WrongKind(f"{uri} is not a file", uri=str(uri))
+        self.tree.write_bytes(uri, data, actor="user")
+        return self._enqueue_change(uri)
+
     def _check_free(self, dest: AxiomUri, replace: bool) -> bool:
         from services.context.errors import ResourceExists
 

@@ -96,6 +96,48 @@ class IngestingEngine(EngineBase):
             report.elapsed_s = round(time.monotonic() - started, 3)
             return report
 
+    def index_update(
+        self,
+        name: str,
+        root: str | os.PathLike[str],
+        paths: list[str],
+        *,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+    ) -> IngestReport:
+        """Re-read only ``paths`` (POSIX paths relative to ``root``, one of the roots index ``name``
+        was built from): changed files re-chunked and re-embedded, unchanged ones skipped, files
+        gone from ``root`` dropped, every other file of the index left alone.  The same whole-file
+        atomic ingest and one-writer lock as :meth:`index_add` (which walks the whole folder)."""
+        started = time.monotonic()
+        name = validate_name(name, "index")
+        if not self._exists(name):
+            raise NotFound(f"no index named {name!r}")
+        base = Path(os.fspath(root)).resolve(strict=True)
+        if base.as_posix() not in self._store(name).roots():
+            raise NotFound(f"{base} is not a root of index {name!r}")
+        candidates: list[tuple[str, Path]] = []
+        skipped: list[FileIssue] = []
+        for rel in sorted(set(paths)):
+            real = (base.parent / rel) if base.is_file() else (base / rel)
+            if base.is_file() and rel != base.name:
+                continue
+            if content_type_for(rel) is None:
+                skipped.append(_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
+                continue
+            resolved = real.resolve()
+            if resolved != base and not resolved.is_relative_to(base):
+                skipped.append(_issue(rel, UnsafePath(f"{rel}: the path leads outside the root ({resolved})")))
+                continue
+            if resolved.is_file():
+                candidates.append((rel, resolved))
+        report = IngestReport(index=name, root=base.as_posix())
+        locks = self._locks(name)
+        held = locks.writer(wait_s=wait_s) if locks else contextlib.nullcontext()
+        with held:
+            return self._add_locked(
+                base, name, candidates, skipped, report, started, None, None, activate=False, only=frozenset(paths)
+            )
+
     def _add_locked(
         self,
         root: Path,
@@ -108,6 +150,7 @@ class IngestingEngine(EngineBase):
         cancel: threading.Event | None,
         *,
         activate: bool = True,
+        only: frozenset[str] | None = None,
     ) -> IngestReport:
         store = self._store(name, create=True)
         embedder = self._check_model(store, record=True)  # records model, backend and quantization in a new index
@@ -207,6 +250,8 @@ class IngestingEngine(EngineBase):
                     if batch.full():
                         write(writer)
                 gone = sorted(set(known) - kept - set(batch.removals))
+                if only is not None:  # an update of a few files: only those may be dropped
+                    gone = [path for path in gone if path in only]
                 batch.removals.extend(gone)
                 report.removed.extend(gone)
                 if batch:

@@ -1,0 +1,125 @@
+"""``/serve [start] | stop | status`` and the palette's "Start/stop the web viewer".
+
+The App owns one ``services.web.viewer.ViewerServer`` for the current workspace: it serves from its
+own thread (aiohttp on its own event loop, 127.0.0.1 only, a random token per start), is started and
+stopped here in thread workers (starting binds and reconciles; stopping joins the thread), and is
+stopped when the workspace is switched or Aries quits (``AriesApp._close_session`` awaits
+:meth:`ServeController.shutdown`). Its URL is said in the transcript and kept in the header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.commands import CommandError
+from services.errors import AriesError
+
+if TYPE_CHECKING:
+    from app.aries_app import AriesApp
+    from services.web.viewer import ViewerServer
+
+
+class ServeController:
+    def __init__(self, app: AriesApp) -> None:
+        self.app = app
+        self.server: ViewerServer | None = None
+        self.workspace_name = ""
+        self._busy = False
+
+    @property
+    def running(self) -> bool:
+        return self.server is not None and self.server.running
+
+    def header_part(self) -> str:
+        """``web http://127.0.0.1:PORT/`` while serving (the token stays out of the header), else ''."""
+        server = self.server
+        if server is None or not server.running:
+            return ""
+        return f"web http://127.0.0.1:{server.port}/"
+
+    def command(self, args: list[str]) -> None:
+        action = args[0].lower() if args else "start"
+        if len(args) > 1 or action not in {"start", "stop", "status"}:
+            raise CommandError(f"cannot read '/serve {' '.join(args)}'.")
+        if action == "start":
+            self.start()
+        elif action == "stop":
+            self.stop()
+        else:
+            self.status()
+
+    def toggle(self) -> None:
+        """The palette's command: start the viewer, or stop it when it runs."""
+        try:
+            if self.running:
+                self.stop()
+            else:
+                self.start()
+        except AriesError as exc:
+            self.app.report_error(exc.message, "/serve")
+
+    def start(self) -> None:
+        session = self.app.require_session()
+        if self.running:
+            self.status()
+            return
+        if self._busy:
+            raise AriesError("the web viewer is starting or stopping; try again in a moment")
+        self._busy = True
+        self.app.run_worker(
+            self._start(session.workspace.root, session.workspace.name), group="serve", exit_on_error=False
+        )
+
+    async def _start(self, root: Path, name: str) -> None:
+        from services.web.viewer import ViewerServer
+
+        app = self.app
+        app.status_start("serve", "starting the web viewer…")
+        try:
+            server = ViewerServer(root)
+            await asyncio.to_thread(server.start)
+        except AriesError as exc:
+            app.report_error(exc.message, "/serve")
+            return
+        finally:
+            self._busy = False
+            app.status_stop("serve")
+        if app.workspace_name != name:  # the workspace changed while it started: not this one's any more
+            await asyncio.to_thread(server.stop)
+            return
+        self.server, self.workspace_name = server, name
+        app.say(
+            f"Web viewer for workspace {name}: {server.url}\n"
+            "Open it in a browser on this machine; the token in the link is needed, and changes with "
+            "every start. /serve stop stops it.",
+            "serve",
+        )
+        app.reload_panes(transcript=False)
+
+    def stop(self) -> None:
+        if not self.running:
+            self.server = None
+            self.app.say("The web viewer is not running. /serve starts it.", "serve")
+            return
+        self.app.run_worker(self._stop(), group="serve", exit_on_error=False)
+
+    async def _stop(self) -> None:
+        name = self.workspace_name
+        await self.shutdown()
+        self.app.say(f"Web viewer for workspace {name} stopped.", "serve")
+        self.app.reload_panes(transcript=False)
+
+    async def shutdown(self) -> None:
+        """Stop the server, if any (idempotent; the thread is joined off the App's loop)."""
+        server, self.server = self.server, None
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+    def status(self) -> None:
+        server = self.server
+        if server is not None and server.running:
+            self.app.say(f"The web viewer serves workspace {self.workspace_name} at {server.url}", "serve")
+        else:
+            self.app.say("The web viewer is not running. /serve starts it.", "serve")
