@@ -55,7 +55,7 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Permissions-Policy": (
-        "camera=(), microphone=(), geolocation=(), payment=(), usb=(), serial=(), bluetooth=(), "
+        "camera=(), microphone=(), geolocation=(), payment=(), usb=(), serial=(), "
         "clipboard-read=(), display-capture=(), fullscreen=(self)"
     ),
     "Cross-Origin-Opener-Policy": "same-origin",

@@ -137,6 +137,7 @@ class Guard:
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
     navigations: list[str] = field(default_factory=list)
+    responses: list[tuple[int, str]] = field(default_factory=list)
 
     def local(self, url: str) -> bool:
         return url.startswith(self.origin + "/") or url == self.origin or url.startswith("data:")
@@ -156,6 +157,13 @@ class Guard:
         # answer) is logged by Chromium as "Failed to load resource" and is not one of them.
         bad = [text for kind, text in self.console if kind == "error" and "Failed to load resource" not in text]
         assert not bad, f"console errors: {bad}"
+        # A header the browser does not understand (a Permissions-Policy feature, a CSP directive) is
+        # a warning; the page asks for nothing that is not there (a favicon, an asset): no 404, no 5xx.
+        headers = ("Permissions-Policy", "Content-Security-Policy", "Content Security Policy")
+        warned = [text for kind, text in self.console if kind == "warning" and any(h in text for h in headers)]
+        assert not warned, f"header warnings: {warned}"
+        missing = [(status, url) for status, url in self.responses if status == 404 or status >= 500]
+        assert not missing, f"failed loads: {missing}"
 
 
 OpenPage = Callable[..., Awaitable[tuple[Any, Guard]]]
@@ -195,6 +203,7 @@ async def open_page(browser: Any) -> AsyncIterator[OpenPage]:
 
         await context.route("**/*", route)
         context.on("request", lambda request: guard.requests.append((request.method, request.url)))
+        context.on("response", lambda response: guard.responses.append((response.status, response.url)))
         context.on("page", lambda opened: watch(opened, guard))  # a popup is watched too
         page = await context.new_page()
         watch(page, guard)  # (the "page" event may come after new_page() returns)

@@ -123,7 +123,7 @@
     editor.value = doc.content;
     editor.disabled = false;
     editor.readOnly = !doc.editable;
-    saveButton.disabled = !doc.editable;
+    saveButton.disabled = true; // nothing to save until the text changes
     title.textContent = doc.path;
     kindLabel.textContent = doc.kind + (doc.editable ? "" : " · read-only");
     markActive(doc.id);
@@ -186,13 +186,14 @@
       say("error", "Not saved: the server cannot be reached (" + e + ").");
     } finally {
       state.saving = false;
-      saveButton.disabled = !(state.doc && state.doc.editable);
+      saveButton.disabled = !(state.doc && state.doc.editable && state.dirty);
     }
   }
 
   // -- wiring --------------------------------------------------------------------------------------
   editor.addEventListener("input", () => {
     state.dirty = true;
+    saveButton.disabled = !(state.doc && state.doc.editable) || state.saving;
     schedulePreview();
   });
   saveButton.addEventListener("click", save);
