@@ -90,10 +90,11 @@ class ServeController:
             await asyncio.to_thread(server.stop)
             return
         self.server, self.workspace_name = server, name
+        app.copy_to_clipboard(server.url)  # OSC 52: the terminal's clipboard, where the terminal allows it
         app.say(
             f"Web viewer for workspace {name}: {server.url}\n"
-            "Open it in a browser on this machine; the token in the link is needed, and changes with "
-            "every start. /serve stop stops it.",
+            "Open it in a browser on this machine (the link is also on the clipboard where the terminal "
+            "allows it); the token in the link is needed, and changes with every start. /serve stop stops it.",
             "serve",
         )
         app.reload_panes(transcript=False)

@@ -67,6 +67,7 @@ async def test_serve_prints_a_url_that_answers_then_stop_stops_it() -> None:
         assert status == 200 and 'id="editor"' in body and 'id="tree"' in body
         assert f"web http://127.0.0.1:{port}/" in app.header_text()
         assert app.serve.running
+        assert app.clipboard == app.serve.server.url and "#token=" in app.clipboard  # type: ignore[union-attr]
 
         await command(pilot, "/serve status")
         await wait_until(pilot, lambda: "serves workspace demo" in notices(app)[-1])
