@@ -605,11 +605,12 @@ class AriesApp(App[int]):
         if screen is not None and self.workspace is not None:
             screen.query_one(ArtifactsPane).load(self.workspace.artifacts, select=select)
 
-    def status_start(self, key: str, label: str) -> None:
-        """A line above the prompt while something runs (elapsed time ticking, the cancel key)."""
+    def status_start(self, key: str, label: str, *, cancellable: bool = False) -> None:
+        """A line above the prompt while something runs (elapsed time ticking; the cancel key when
+        ``cancellable``: Ctrl+X cancels it)."""
         screen = self._main_screen()
         if screen is not None:
-            screen.run_status.start(key, label)
+            screen.run_status.start(key, label, cancellable=cancellable)
 
     def status_stop(self, key: str) -> None:
         screen = self._main_screen()

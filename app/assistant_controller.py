@@ -191,13 +191,15 @@ class AssistantController:
                 app.show_hits(
                     f"injected for: {event.query}  ·  index {event.index}  ·  turn {event.turn_id}", event.hits
                 )
-            app.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering")
+            app.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering", cancellable=True)
         elif isinstance(event, TextDelta):
             widget = await self._widget(event.turn_id)
             if widget is not None:
                 await widget.write(event.text)
         elif isinstance(event, ToolProposed):
-            app.status_start(f"call-{event.tool_call_id}", f"{event.tool_id} (asked by {self.model_label})")
+            app.status_start(
+                f"call-{event.tool_call_id}", f"{event.tool_id} (asked by {self.model_label})", cancellable=True
+            )
             if self.widget is not None:  # text after the tool call streams into a new block, below the call
                 await self.widget.finish(self.widget.text, [], None, "asked for a tool")
                 self.widget = None

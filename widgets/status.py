@@ -44,7 +44,7 @@ class RunStatus(Static):
         super().__init__("", id=id, markup=False)
         self.cancel_hint = cancel_hint
         self.clock = clock
-        self._items: dict[str, tuple[str, float]] = {}
+        self._items: dict[str, tuple[str, float, bool]] = {}
         self._timer: Any = None
 
     @property
@@ -52,9 +52,10 @@ class RunStatus(Static):
         """The keys of what runs now, oldest first."""
         return list(self._items)
 
-    def start(self, key: str, label: str) -> None:
-        """Show ``label`` (plain text, neutralised) as running from now; restarting a key restarts its clock."""
-        self._items[key] = (label, self.clock())
+    def start(self, key: str, label: str, *, cancellable: bool = False) -> None:
+        """Show ``label`` (plain text, neutralised) as running from now; restarting a key restarts its clock.
+        The cancel hint shows on the first line that ``cancellable`` (the key cancels it) only."""
+        self._items[key] = (label, self.clock(), cancellable)
         self._changed()
 
     def stop(self, key: str) -> None:
@@ -86,12 +87,14 @@ class RunStatus(Static):
     def render_items(self) -> Text:
         now = self.clock()
         text = Text(no_wrap=True, overflow="ellipsis")
-        for number, (label, started) in enumerate(self._items.values()):
+        hinted = False
+        for number, (label, started, cancellable) in enumerate(self._items.values()):
             if number:
                 text.append("\n")
             text.append("⏵ ", style="bold")
             text.append(clip(label, LABEL_WIDTH))
             text.append(f"  {elapsed_text(max(now - started, 0.0))}", style="bold")
-            if number == 0 and self.cancel_hint:
+            if cancellable and not hinted and self.cancel_hint:
                 text.append(f"  ·  {self.cancel_hint}", style="dim")
+                hinted = True
         return text

@@ -150,15 +150,18 @@ async def test_run_status_shows_what_runs_with_elapsed_time_and_hides_when_idle(
     status = RunStatus(clock=lambda: now[0])
     async with Harness(status).run_test() as pilot:
         assert not status.display or status.region.height == 0
-        status.start("call-1", "builtin:shell:run  `sleep 10`")
+        status.start("call-0", "builtin:fs:read_text  a.md")  # not cancellable: no hint
+        status.start("call-1", "builtin:shell:run  `sleep 10`", cancellable=True)
         now[0] = 104.2
         status.start("call-2", "builtin:web:fetch  http://127.0.0.1/")
         now[0] = 105.0
         await pilot.pause(0.3)
         shown = str(status.render())
         assert "builtin:shell:run  `sleep 10`  5.0 s  ·  Ctrl+X cancels" in shown
-        assert "builtin:web:fetch  http://127.0.0.1/  0.8 s" in shown
-        assert status.running == ["call-1", "call-2"] and status.region.height == 2
+        assert "builtin:web:fetch  http://127.0.0.1/  0.8 s" in shown and shown.count("Ctrl+X") == 1
+        assert "a.md  5.0 s\n" in shown  # the first line, not cancellable, has no hint
+        assert status.running == ["call-0", "call-1", "call-2"] and status.region.height == 3
+        status.stop("call-0")
         status.stop("call-1")
         status.stop("nothing")
         await pilot.pause()
