@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.approvals import ApprovalQueue
 from services.conversation import Conversation, Notice
-from services.errors import AriesError, ConfigError
+from services.errors import ConfigError
 
 if TYPE_CHECKING:
     from services.context.tools import ContextToolBackend
@@ -341,49 +341,11 @@ class Session:
         return self.conversation
 
     def doctor(self) -> Any:
-        """The tool runtime's self-check against the policy in force (fails when it does not load)."""
-        from services.tools.doctor import doctor
+        """The tool runtime's self-check against the policy in force, the MCP servers and the indexes
+        (``services.tools.doctor.session_doctor``)."""
+        from services.tools.doctor import session_doctor
 
-        try:
-            policy = self.policy()
-        except ConfigError as exc:
-            report = doctor(source=self.policy_source, policy_error=exc.message)
-        else:
-            report = doctor(policy, source=self.policy_source, mode=self.mode)
-            report.checks.extend(self._mcp_checks(policy))
-        report.checks.extend(self._index_checks())
-        return report
-
-    def _mcp_checks(self, policy: Policy) -> list[Any]:
-        """The MCP servers of the policy in force and their state (started here if enabled)."""
-        from services.tools.doctor import Check, mcp_checks
-
-        try:
-            return mcp_checks(policy, self.gateway)
-        except Exception as exc:  # the doctor reports, it does not crash
-            return [Check("mcp provider", False, f"{type(exc).__name__}: {exc}"[:300])]
-
-    def _index_checks(self) -> list[Any]:
-        """One check per index of the workspace: does it open, are its vectors sound, which files failed."""
-        from services.tools.doctor import Check
-
-        if not self.workspace.indexes_dir.is_dir() and not self.has_engine:
-            return []
-        try:
-            infos = self.engine().index_list()
-        except AriesError as exc:
-            return [Check("indexes", False, exc.message)]
-        checks = []
-        for info in infos:
-            detail = f"{info.files} file(s), {info.chunks} chunk(s), {info.status}"
-            if info.status_detail:
-                detail += f": {info.status_detail}"
-            if info.status.startswith("vectors"):
-                detail += f" (keyword-only until repaired: aries rag index repair {info.name})"
-            if info.failed:
-                detail += f"; {len(info.failed)} file(s) failed to re-load (old chunks kept): {info.failed[0]['path']}"
-            checks.append(Check(f"index {info.name}", info.status == "ok", detail))
-        return checks
+        return session_doctor(self)
 
     # -- closing --------------------------------------------------------------------------------
     @property
