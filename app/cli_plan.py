@@ -110,9 +110,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     workspace = _workspace(args)
     try:
-        plan = load_plan(args.plan, known_tools={spec.tool_id for spec in default_registry().list()})
+        known = {spec.tool_id for spec in default_registry().list()}
+        named = {step.tool_id for step in load_plan(args.plan).steps} - known
         session = _session(workspace, args.policy)
         try:
+            if named:  # MCP tools (mcp:<server>:<tool>): their servers load on demand, as for a call
+                registry = session.gateway().registry
+                for tool_id in sorted(named):
+                    registry.load_for(tool_id)
+                known |= {spec.tool_id for spec in registry.list()}
+            plan = load_plan(args.plan, known_tools=known)
             outcome = asyncio.run(run_plan(session, plan, approve=args.approve))
         finally:
             session.close()

@@ -162,3 +162,29 @@ def test_a_bare_server_command_is_found_beside_aries_python(tmp_path: Path) -> N
     assert listing.returncode == 0, listing.stderr
     [server] = json.loads(listing.stdout)["mcp_servers"]
     assert server["state"] == "running" and server["error"] is None, server
+
+
+def test_a_plan_step_names_an_mcp_tool(tmp_path: Path) -> None:
+    """`aries run` accepts `mcp:<server>:<tool>` steps (the server loads on demand, as for a call);
+    an MCP tool the server does not have is still refused with the plan's file:line."""
+    home = tmp_path / "home"
+    assert _cli(["workspace", "new", "demo"], home).returncode == 0
+    root = home / "workspaces" / "demo"
+    servers = {"time": time_server(tools={"get_current_time": "READ_ONLY"})}
+    data = policy_data(root)
+    data["providers"] = {"builtin": {"enabled": True}, "mcp": {"enabled": True, "servers": servers}}
+    data["tool_classes"] = {**data["tool_classes"], **TIME}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(json.dumps(data))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        'version: "1.0"\nsteps:\n  - tool: mcp:time:get_current_time\n    args: {timezone: UTC}\n', encoding="utf-8"
+    )
+    run = _cli(["-w", "demo", "run", str(plan), "--policy", str(policy), "--json"], home)
+    assert run.returncode == 0, run.stderr + run.stdout
+    outcome = json.loads(run.stdout)
+    assert outcome["status"] == "completed" and outcome["steps"][0]["tool_id"] == "mcp:time:get_current_time"
+
+    plan.write_text('version: "1.0"\nsteps:\n  - tool: mcp:time:no_such_tool\n    args: {}\n', encoding="utf-8")
+    bad = _cli(["-w", "demo", "run", str(plan), "--policy", str(policy)], home)
+    assert bad.returncode != 0 and f"{plan}:3" in bad.stderr and "mcp:time:no_such_tool" in bad.stderr
