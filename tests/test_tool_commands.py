@@ -49,3 +49,14 @@ def test_generic_tool_call_takes_json_from_the_raw_line() -> None:
         generic_call(["x"], "/tool x [1, 2]")
     with pytest.raises(CommandError):
         generic_call(["x"], "/tool x {nope")
+
+
+def test_a_desktop_request_with_an_apostrophe_reaches_its_parser() -> None:
+    """/desktop reads its request as typed: a lone apostrophe is a word, not an open quote (the
+    desktop parser itself says what it makes of it); other commands still refuse one."""
+    from app.commands import parse
+
+    command, args = parse("/desktop create notes/todo.md with don't forget")
+    assert command.name == "desktop" and args[-2:] == ["don't", "forget"]
+    with pytest.raises(CommandError, match="cannot parse the command"):
+        parse("/fs write notes/todo.md don't")

@@ -17,6 +17,7 @@ class SlashCommand:
     usage: str
     summary: str
     handler: str
+    raw: bool = False  # the handler reads the line as typed: an apostrophe in plain words is not a quote
 
 
 COMMANDS: tuple[SlashCommand, ...] = (
@@ -62,6 +63,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
         'A task in plain words (create notes/todo.md with "buy milk", list notes, run pytest, search the web for X '
         "and fetch the first result): the plan of tool steps is shown, then run through the policy gateway.",
         "desktop",
+        raw=True,
     ),
     SlashCommand("tool", "/tool TOOL_ID [JSON]", "Call any registered tool with JSON arguments.", "tool"),
     SlashCommand(
@@ -133,7 +135,9 @@ def parse(line: str) -> tuple[SlashCommand, list[str]]:
     try:
         words = shlex.split(text[1:])
     except ValueError as exc:
-        raise CommandError(f"cannot parse the command: {exc}") from exc
+        words = text[1:].split()
+        if not BY_NAME.get(words[0].lower(), COMMANDS[0]).raw:
+            raise CommandError(f"cannot parse the command: {exc}") from exc
     name, args = words[0].lower(), words[1:]
     command = BY_NAME.get(name)
     if command is None:
