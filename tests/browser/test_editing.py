@@ -179,3 +179,26 @@ async def test_a_read_only_jsonl_document_cannot_be_saved(viewer: Any, open_page
     assert status >= 400
     assert (tmp_path / "docs" / "rows.jsonl").read_text(encoding="utf-8") == ROWS
     guard.assert_clean()
+
+
+async def test_unsaved_text_is_not_dropped_by_one_click(viewer: Any, open_page: OpenPage, tmp_path: Path) -> None:
+    """With unsaved text, opening another document first says so and keeps the text; a second click
+    on it discards the changes; the Save button is off until the text changes."""
+    page, guard = await open_page(viewer)
+    await open_document(page, "notes.md")
+    assert not await page.locator("#save").is_enabled()  # nothing to save yet
+    edited = NOTES + "\nAn unsaved line about a marmotfinch.\n"
+    await type_into_editor(page, edited)
+    assert await page.locator("#save").is_enabled()
+
+    await page.click('#tree [data-doc-id$="/config.json"]')
+    sentence = await wait_state(page, "unsaved")
+    assert "notes.md" in sentence and "again" in sentence
+    assert await editor_value(page) == edited  # still there, still the same document
+    assert "notes.md" in await page.locator("#doc-title").inner_text()
+
+    await open_document(page, "config.json")  # the second click: changes discarded on purpose
+    assert await editor_value(page) == CONFIG
+    assert (tmp_path / "docs" / "notes.md").read_text(encoding="utf-8") == NOTES  # never saved
+    assert guard.puts() == []
+    guard.assert_clean()

@@ -18,7 +18,8 @@
     try { return sessionStorage.getItem("aries-token") || ""; } catch (e) { return ""; }
   })();
 
-  const state = { doc: null, etag: null, dirty: false, saving: false, previewSeq: 0, previewTimer: null };
+  const state = { doc: null, etag: null, dirty: false, saving: false, previewSeq: 0, previewTimer: null,
+    pendingDiscard: null };
 
   function say(kind, text) {
     status.dataset.state = kind;
@@ -106,6 +107,15 @@
 
   // -- one document ----------------------------------------------------------------------------------
   async function openDocument(id) {
+    // Unsaved text is never dropped by one click: the first says so, a second click on the same
+    // document discards the changes (no dialog: the page stays keyboard- and test-friendly).
+    if (state.dirty && state.doc && state.pendingDiscard !== id) {
+      state.pendingDiscard = id;
+      say("unsaved", "Unsaved changes in " + state.doc.path + ": save them (Ctrl+S) first, or open " +
+        id + " again to discard them.");
+      return;
+    }
+    state.pendingDiscard = null;
     say("loaded", "Opening " + id + "…");
     const result = await api("GET", "/api/doc?id=" + encodeURIComponent(id));
     if (result.status === 423) {
@@ -191,8 +201,12 @@
   }
 
   // -- wiring --------------------------------------------------------------------------------------
+  window.addEventListener("beforeunload", (event) => {
+    if (state.dirty) event.preventDefault(); // the browser asks before unsaved text is lost
+  });
   editor.addEventListener("input", () => {
     state.dirty = true;
+    state.pendingDiscard = null;
     saveButton.disabled = !(state.doc && state.doc.editable) || state.saving;
     schedulePreview();
   });
