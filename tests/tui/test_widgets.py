@@ -87,6 +87,21 @@ async def test_short_results_are_not_collapsible() -> None:
         await pilot.press("enter")
         assert not block.collapsible and not block.expanded
         assert "created a.txt" in block_text(block)
+        assert "kept:" not in block_text(block)  # no artifacts on this entry: no line for them
+
+
+async def test_a_write_block_names_the_artifacts_it_kept() -> None:
+    entry = tool_entry("builtin:fs:write_text", {"path": "a.txt", "text": "hi\n"}, {"path": "a.txt", "created": True})
+    entry["artifacts"] = [
+        {"name": "a.txt.before", "role": "snapshot"},
+        {"name": "a.txt.after", "role": "after"},
+        {"name": "a.txt.diff\x1b[31m", "role": "diff"},  # a name from disk: neutralised
+    ]
+    block = ToolCallBlock(entry)
+    async with Harness(block).run_test(size=(100, 10)):
+        shown = block_text(block)
+        assert "kept: a.txt.before · a.txt.after · a.txt.diff" in shown and "(F5 Artifacts)" in shown
+        assert "\x1b" not in shown
 
 
 def test_text_results_are_text_not_json() -> None:

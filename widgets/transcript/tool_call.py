@@ -406,6 +406,22 @@ def header_text(entry: Mapping[str, Any], *, expanded: bool | None) -> Text:
     return text
 
 
+def artifacts_text(entry: Mapping[str, Any]) -> Text:
+    """The artifacts this call kept (snapshots, diffs, fetched bodies), by name, for the Artifacts pane."""
+    links = entry.get("artifacts")
+    if not isinstance(links, list):
+        return Text()
+    names = [clean(str(link.get("name", "")), single_line=True) for link in links if isinstance(link, Mapping)]
+    names = [name for name in names if name]
+    if not names:
+        return Text()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("kept: ", style="dim")
+    text.append(" · ".join(names))
+    text.append("  (F5 Artifacts)", style="dim")
+    return text
+
+
 # -- the widget ----------------------------------------------------------------------------------
 class ToolCallBlock(Vertical):
     """One transcript tool entry. ``expanded`` toggles between the first lines and the whole result."""
@@ -418,6 +434,7 @@ class ToolCallBlock(Vertical):
     ToolCallBlock > .tool-body-scroll { height: auto; max-height: 30; }
     ToolCallBlock.-expanded > .tool-body-scroll { max-height: 70vh; }
     ToolCallBlock .tool-more { color: $text-muted; }
+    ToolCallBlock > .tool-artifacts { height: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -464,6 +481,9 @@ class ToolCallBlock(Vertical):
         scroll.can_focus = False
         yield scroll
         yield Static(self._more(), classes="tool-more")
+        kept = artifacts_text(self.entry)
+        if kept.plain:
+            yield Static(kept, classes="tool-artifacts")
 
     def _header(self) -> Text:
         return header_text(self.entry, expanded=self.expanded if self.collapsible else None)
