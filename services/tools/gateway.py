@@ -233,7 +233,9 @@ class ToolGateway:
         raise RuntimeError("execute_sync() called from a running event loop; use 'await gateway.execute(...)'")
 
     def explain(self, tool_id: str, args: Any) -> PolicyDecision:
-        """What the policy would decide for this call (nothing runs, nothing is recorded)."""
+        """What the policy would decide for this call (nothing runs, nothing is recorded). An MCP
+        tool's server is loaded first, as for a call."""
+        self.registry.load_for(tool_id)
         spec = self.registry.get(tool_id)
         problem = _schema_problem(self.registry, spec, args)
         if problem is not None:
