@@ -53,6 +53,13 @@ def test_time_server_tools_allowed_and_denied_calls(
     assert last is not None and last["status"] == "denied" and last["tool_name"] == "mcp:time:convert_time"
 
 
+def test_explain_loads_the_server_of_an_mcp_tool(sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]) -> None:
+    servers = {"time": time_server(tools={"get_current_time": "READ_ONLY"})}
+    gateway = gateway_factory(mcp_policy(sandbox.root, servers, classes=TIME), approver=None)
+    decision = gateway.explain("mcp:time:get_current_time", {"timezone": "UTC"})  # nothing loaded before
+    assert decision.action == "allow" and decision.rule == "mode.guide.read_only", decision
+
+
 def test_time_server_killed_is_restarted_on_the_next_call(
     sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]
 ) -> None:
