@@ -92,15 +92,17 @@ async def test_short_results_are_not_collapsible() -> None:
 
 async def test_a_write_block_names_the_artifacts_it_kept() -> None:
     entry = tool_entry("builtin:fs:write_text", {"path": "a.txt", "text": "hi\n"}, {"path": "a.txt", "created": True})
-    entry["artifacts"] = [
-        {"name": "a.txt.before", "role": "snapshot"},
-        {"name": "a.txt.after", "role": "after"},
-        {"name": "a.txt.diff\x1b[31m", "role": "diff"},  # a name from disk: neutralised
+    entry["artifacts"] = [  # the registry keeps identical content once: the before is named "x.after"
+        {"name": "x.after", "role": "snapshot", "path": "/w/notes/a.txt"},
+        {"name": "a.txt.after", "role": "after", "path": "/w/notes/a.txt"},
+        {"name": "a.txt.diff", "role": "diff", "path": "/w/notes/a.txt\x1b[31m"},  # from disk: neutralised
+        {"name": "page.html", "role": "body"},
     ]
     block = ToolCallBlock(entry)
     async with Harness(block).run_test(size=(100, 10)):
         shown = block_text(block)
-        assert "kept: a.txt.before · a.txt.after · a.txt.diff" in shown and "(F5 Artifacts)" in shown
+        assert "kept: a.txt before · after;  a.txt" in shown and "diff;  page.html page" in shown, shown
+        assert "(F5 Artifacts)" in shown
         assert "\x1b" not in shown
 
 

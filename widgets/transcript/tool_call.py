@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
@@ -406,18 +407,29 @@ def header_text(entry: Mapping[str, Any], *, expanded: bool | None) -> Text:
     return text
 
 
+ARTIFACT_ROLES = {"snapshot": "before", "after": "after", "diff": "diff", "body": "page", "results": "results"}
+
+
 def artifacts_text(entry: Mapping[str, Any]) -> Text:
-    """The artifacts this call kept (snapshots, diffs, fetched bodies), by name, for the Artifacts pane."""
+    """What this call kept in the artifact registry (snapshots, diffs, fetched bodies), by role and
+    file: ``kept: notes/todo.md before · after · diff  (F5 Artifacts)``. Names come from the
+    registry, which keeps identical content once under its first name, so the roles say what is what."""
     links = entry.get("artifacts")
     if not isinstance(links, list):
         return Text()
-    names = [clean(str(link.get("name", "")), single_line=True) for link in links if isinstance(link, Mapping)]
-    names = [name for name in names if name]
-    if not names:
+    groups: dict[str, list[str]] = {}
+    for link in links:
+        if not isinstance(link, Mapping):
+            continue
+        role = str(link.get("role", ""))
+        label = ARTIFACT_ROLES.get(role, role or "artifact")
+        where = link.get("path") or link.get("name") or ""
+        groups.setdefault(clean(str(where), single_line=True), []).append(clean(label, single_line=True))
+    if not groups:
         return Text()
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("kept: ", style="dim")
-    text.append(" · ".join(names))
+    text.append(";  ".join(f"{Path(where).name or where} {' · '.join(roles)}" for where, roles in groups.items()))
     text.append("  (F5 Artifacts)", style="dim")
     return text
 
