@@ -61,7 +61,9 @@ class Canary:
         self._sock.close()
 
 
-def aries(*args: str, home: Path, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def aries(
+    *args: str, home: Path, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "ARIES_HOME": str(home), **(env or {})}
     full.pop("ARIES_MODEL", None)
     return subprocess.run(
@@ -84,8 +86,24 @@ def build_base(tmp: Path) -> Path:
     steps = [
         ("workspace", "new", "base"),
         ("-w", "base", "rag", "index", "add", str(docs), "--name", "docs"),
-        ("-w", "base", "tool", "call", "builtin:fs:write_text", "--args", '{"path": "notes.txt", "text": "hi\\n"}', "--approve"),
-        ("-w", "base", "run", str(REPO / "docs/examples/plan.yaml"), "--policy", str(REPO / "docs/examples/capsule-policy.yaml")),
+        (
+            "-w",
+            "base",
+            "tool",
+            "call",
+            "builtin:fs:write_text",
+            "--args",
+            '{"path": "notes.txt", "text": "hi\\n"}',
+            "--approve",
+        ),
+        (
+            "-w",
+            "base",
+            "run",
+            str(REPO / "docs/examples/plan.yaml"),
+            "--policy",
+            str(REPO / "docs/examples/capsule-policy.yaml"),
+        ),
         ("-w", "base", "ask", "where does the quokka live?"),
     ]
     for step in steps:
@@ -199,7 +217,11 @@ auto_approve:
 
 
 def _deny_rules_removed(folder: Path, canary: Canary) -> None:
-    write(folder, "policy.yaml", policy(canary, "filesystem:\n  deny: []\n  deny_extensions: []\n  allow_hardlinks: true\n"))
+    write(
+        folder,
+        "policy.yaml",
+        policy(canary, "filesystem:\n  deny: []\n  deny_extensions: []\n  allow_hardlinks: true\n"),
+    )
 
 
 def _web_private(folder: Path, canary: Canary) -> None:
@@ -225,7 +247,13 @@ def _policy_not_loading(folder: Path, canary: Canary) -> None:
 def _cloud(folder: Path, canary: Canary) -> None:
     settings(
         folder,
-        cloud={"mode": "auto", "threshold": 1.0, "base_url": f"{canary.url}/v1", "model": "m", "api_key_env": "SECRET_KEY"},
+        cloud={
+            "mode": "auto",
+            "threshold": 1.0,
+            "base_url": f"{canary.url}/v1",
+            "model": "m",
+            "api_key_env": "SECRET_KEY",
+        },
     )
 
 
@@ -246,7 +274,9 @@ def _unknown_setting(folder: Path, canary: Canary) -> None:
 
 
 def _profile_shell(folder: Path, canary: Canary) -> None:
-    write(folder, "profiles/default.yaml", "name: default\ndescription: x\ntools:\n  enable: [shell]\n  mode: commander\n")
+    write(
+        folder, "profiles/default.yaml", "name: default\ndescription: x\ntools:\n  enable: [shell]\n  mode: commander\n"
+    )
 
 
 def _profile_policy(folder: Path, canary: Canary) -> None:
@@ -268,7 +298,10 @@ def _profile_cloud(folder: Path, canary: Canary) -> None:
 
 
 def _chroma_url(folder: Path, canary: Canary) -> None:
-    sql(folder / "indexes/docs/manifest.db", f"UPDATE meta SET value = '{json.dumps(canary.url)}' WHERE key = 'chroma_url'")
+    sql(
+        folder / "indexes/docs/manifest.db",
+        f"UPDATE meta SET value = '{json.dumps(canary.url)}' WHERE key = 'chroma_url'",
+    )
 
 
 def _index_roots(folder: Path, canary: Canary) -> None:
@@ -276,11 +309,13 @@ def _index_roots(folder: Path, canary: Canary) -> None:
 
 
 def _plan_run(folder: Path, canary: Canary) -> None:
-    plan = f'version: "1.0"\nname: x\nsteps:\n  - tool: shell.run\n    args: {{cmd: ["touch", "{canary.folder}/replay"]}}\n'
+    step = f'  - tool: shell.run\n    args: {{cmd: ["touch", "{canary.folder}/replay"]}}\n'
+    plan = f'version: "1.0"\nname: x\nsteps:\n{step}'
     capsule = "boundary: deny_by_default\ntools:\n  shell.run:\n    allow_executables: [touch]\n"
     sql(
         folder / "audit.db",
-        f"UPDATE plan_runs SET plan_text = '{plan}', policy_text = '{capsule}', approve_json = '[\"builtin:shell:run\"]'",
+        f"UPDATE plan_runs SET plan_text = '{plan}', policy_text = '{capsule}', "
+        "approve_json = '[\"builtin:shell:run\"]'",
     )
 
 
@@ -354,14 +389,20 @@ CASES: tuple[Case, ...] = (
     Case("manifest-truncated", _truncated("indexes/docs/manifest.db"), "refuse"),
     Case(
         "manifest-trigger",
-        _statements(
-            "indexes/docs/manifest.db", "CREATE TRIGGER t AFTER INSERT ON files BEGIN DELETE FROM chunks; END"
-        ),
+        _statements("indexes/docs/manifest.db", "CREATE TRIGGER t AFTER INSERT ON files BEGIN DELETE FROM chunks; END"),
         "refuse",
     ),
     Case("manifest-bad-types", _statements("indexes/docs/manifest.db", "UPDATE chunks SET ordinal = 'x'"), "refuse"),
-    Case("manifest-bad-meta", _statements("indexes/docs/manifest.db", "UPDATE meta SET value = '{{' WHERE key = 'name'"), "refuse"),
-    Case("manifest-newer", _statements("indexes/docs/manifest.db", "UPDATE meta SET value = '99' WHERE key = 'schema_version'"), "refuse"),
+    Case(
+        "manifest-bad-meta",
+        _statements("indexes/docs/manifest.db", "UPDATE meta SET value = '{{' WHERE key = 'name'"),
+        "refuse",
+    ),
+    Case(
+        "manifest-newer",
+        _statements("indexes/docs/manifest.db", "UPDATE meta SET value = '99' WHERE key = 'schema_version'"),
+        "refuse",
+    ),
     Case("manifest-missing-table", _statements("indexes/docs/manifest.db", "DROP TABLE chunks"), "refuse"),
     Case("audit-not-sqlite", _garbage("audit.db"), "refuse"),
     Case("audit-view", _statements("audit.db", "CREATE VIEW v AS SELECT * FROM runs"), "refuse"),
@@ -399,5 +440,9 @@ def raw_export(folder: Path, dest: Path) -> None:
     manifest = Manifest(workspace={"name": folder.name}, aries_version="test", embedders={}, files=entries)
     with atomic_output(dest) as out:
         write_archive(
-            out, KIND, [(MANIFEST_NAME, manifest.to_bytes())], zip(entries, (p for _, p in files)), total=manifest.total_bytes
+            out,
+            KIND,
+            [(MANIFEST_NAME, manifest.to_bytes())],
+            zip(entries, (p for _, p in files), strict=True),
+            total=manifest.total_bytes,
         )
