@@ -210,7 +210,7 @@ shell:
   sandbox: "off"
   network: true
 auto_approve:
-  - {tool: "builtin:shell:run"}
+  - {id: shell-free, tools: ["builtin:shell:run"]}
 """,
         ),
     )
