@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from app.rag_controller import RagController
     from app.serve_controller import ServeController
     from app.tool_controller import ToolController
+    from app.trust_controller import TrustController
     from services.leases import WorkspaceLease
     from services.retrieval.models import ProgressEvent
     from services.session import Session
@@ -193,6 +194,12 @@ class AriesApp(App[int]):
 
             self._serve = ServeController(self)
         return self._serve
+
+    @property
+    def trust(self) -> TrustController:
+        from app.trust_controller import TrustController
+
+        return TrustController(self)
 
     @property
     def assistant(self) -> AssistantController:
@@ -355,6 +362,8 @@ class AriesApp(App[int]):
         self._subscribe(session)
         for warning in warnings[:5]:
             self.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8, markup=False)
+        if session.trust.needs_review:
+            self.trust.offer()
         self.post_message(WorkspaceChanged(workspace.name))
 
     def _subscribe(self, session: Session) -> None:
@@ -381,7 +390,8 @@ class AriesApp(App[int]):
         except AriesError:
             model = "not configured (see /model)"
         profile = session.profile_name + (" (broken)" if session.profile_broken else "")
-        line = subtitle(workspace=session.workspace.name, profile=profile, model=model, mode=session.mode)
+        name = session.workspace.name + (f" ({session.trust.label}: /trust)" if session.trust.needs_review else "")
+        line = subtitle(workspace=name, profile=profile, model=model, mode=session.mode)
         serving = self._serve.header_part() if self._serve is not None else ""
         return f"{line} · {policy}" + (f" · {serving}" if serving else "")
 
@@ -787,6 +797,9 @@ class AriesApp(App[int]):
 
     def command_serve(self, args: list[str], line: str) -> None:
         self.serve.command(args)
+
+    def command_trust(self, args: list[str], line: str) -> None:
+        self.trust.review()
 
     def command_profile(self, args: list[str], line: str) -> None:
         self.profiles.command(args)

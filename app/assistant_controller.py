@@ -38,7 +38,7 @@ class AssistantController:
     def model_setting(self) -> str:
         """The configured provider:model: ``ARIES_MODEL``, else the workspace's ``model`` setting."""
         session = self.app.session
-        setting = session.workspace.setting("model") if session is not None else None
+        setting = session.authority_setting("model") if session is not None else None
         if not (os.environ.get("ARIES_MODEL") or "").strip() and setting in (None, "", "offline"):
             if session is None or not self._profile_may_name_a_model():
                 return "offline"  # the default needs no provider code (nor profile loading) at start-up
@@ -124,7 +124,7 @@ class AssistantController:
                 config = resolve_model(args[1], {k: v for k, v in os.environ.items() if k != "ARIES_MODEL"})
             except AriesError as exc:
                 raise CommandError(exc.message) from exc
-            session.workspace.update(model=args[1])
+            session.update_settings(model=args[1])
             note = ""
             if os.environ.get("ARIES_MODEL"):
                 note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."

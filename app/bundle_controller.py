@@ -65,7 +65,7 @@ class BundleController:
         self.app.run_worker(self._import(self.app.resolve_path(raw_bundle), name), group="bundle", exit_on_error=False)
 
     async def _import(self, bundle: Path, name: str | None) -> None:
-        from services.bundles.importer import import_bundle, peek_manifest
+        from services.bundles.importer import import_bundle, peek_manifest, rebuild_indexes
 
         app = self.app
         try:
@@ -83,14 +83,22 @@ class BundleController:
             report = await asyncio.to_thread(
                 import_bundle, bundle, app.manager, name=name, force=force, progress=self._progress("importing")
             )
+            app.status_start("bundle", "rebuilding its indexes from their manifests…")
+            failed = await asyncio.to_thread(rebuild_indexes, app.manager, report)
         except AriesError as exc:
             app.report_error(exc.message, "Import")
             return
         finally:
             app.status_stop("bundle")
         how = "replaced" if report.replaced else "created"
+        held = (
+            f" Quarantined until you trust it (open it, then /trust): {'; '.join(report.quarantined)}."
+            if report.quarantined
+            else ""
+        )
+        broken = "".join(f" Index {index}: vectors not rebuilt ({why})." for index, why in sorted(failed.items()))
         app.say(
-            f"Workspace {report.name} {how} from {bundle.name} ({report.files} files). "
+            f"Workspace {report.name} {how} from {bundle.name} ({report.files} files).{held}{broken} "
             f"Open it with /workspace open {report.name}.",
             "workspace import",
         )

@@ -112,7 +112,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     import os
 
-    from services.bundles.importer import import_bundle
+    from services.bundles.importer import import_bundle, rebuild_indexes
     from services.workspaces import WorkspaceManager
 
     report = import_bundle(
@@ -124,8 +124,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         require_signature=args.require_signature or os.environ.get("ARIES_BUNDLE_REQUIRE_SIGNATURE", "") == "1",
         progress=_Progress("importing", args.json),
     )
+    failed = rebuild_indexes(WorkspaceManager(), report, None if args.json else _say_rebuild)
     if args.json:
-        print_json(vars(report))
+        print_json({**vars(report), "rebuild_failed": failed})
         return 0
     how = "replaced" if report.replaced else "created"
     source = report.source.get("name", "?")
@@ -133,5 +134,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(
         safe(f"workspace {report.name} {how} from {args.bundle} (exported from {source}): {report.files} files{signed}")
     )
+    if report.quarantined:
+        print(
+            safe(
+                f"quarantined until you trust it (aries workspace trust {report.name}): "
+                + "; ".join(report.quarantined),
+                single_line=True,
+            )
+        )
+    for index, reason in sorted(failed.items()):
+        print(
+            safe(f"index {index}: vectors not rebuilt ({reason}); run: aries -w {report.name} rag index repair {index}")
+        )
     print(safe(f"open it with: aries -w {report.name}"))
     return 0
+
+
+def _say_rebuild(index: str, done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rrebuilding index {safe(index, single_line=True)}: {done}/{total} chunks" + end)
+        sys.stderr.flush()

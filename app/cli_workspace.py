@@ -38,8 +38,10 @@ def register(sub: Any) -> None:
     close.set_defaults(func=cmd_close)
 
     from app.cli_bundle import register_bundle_commands
+    from app.cli_trust import register_trust_command
 
     register_bundle_commands(ws_sub)
+    register_trust_command(ws_sub)
 
     art = sub.add_parser("artifact", help="add and list artifacts of a workspace")
     art_sub = art.add_subparsers(dest="artifact_command", metavar="ACTION", required=True)

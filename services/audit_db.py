@@ -70,6 +70,46 @@ CREATE INDEX IF NOT EXISTS tool_results_run ON tool_results(run_id);
 CREATE INDEX IF NOT EXISTS tool_results_ended ON tool_results(ended_at);
 """
 
+PLAN_RUNS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS plan_runs (
+    run_id        TEXT PRIMARY KEY,
+    plan_source   TEXT NOT NULL,
+    plan_text     TEXT NOT NULL,
+    policy_source TEXT NOT NULL,
+    policy_text   TEXT,
+    approve_json  TEXT NOT NULL,
+    replay_of     TEXT,
+    created_at    TEXT NOT NULL
+)
+"""
+"""Plan runs (``services.plans.runner``): the plan, the policy and the approvals a replay runs again."""
+
+CONTEXT_REQUESTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS context_requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    target TEXT,
+    duration_ms REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    trace_id TEXT,
+    counts TEXT NOT NULL
+)
+"""
+CONTEXT_TRACES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS context_traces (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    ts TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    query TEXT NOT NULL,
+    stop_reason TEXT NOT NULL,
+    hits INTEGER NOT NULL,
+    data TEXT NOT NULL
+)
+"""
+
 
 class AuditStoreError(AriesError):
     """The audit database cannot be opened, read or written (damaged, full, read-only, locked)."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
     from services.tools.gateway import Approver, ToolGateway
     from services.tools.results import ToolResult
+    from services.trust.records import TrustState
     from services.workspaces import Workspace
 
 APPROVAL_MODES = ("guide", "commander", "strict")
@@ -70,6 +71,7 @@ class Session:
         self._mode_override = mode
         self._mode_chosen: str | None = None  # set_mode in this session (a profile switch clears it)
         self._profile_name = profile  # None: the workspace's setting
+        self._trust: TrustState | None = None
         self._profile: ActiveProfile | None = None
         self._profile_error: str | None = None
         self.approvals = ApprovalQueue()
@@ -93,12 +95,40 @@ class Session:
         if profile is not None:
             from services.profiles import load_profile
 
-            self._profile = load_profile(profile, workspace.root)  # an unknown or broken one: ProfileError
+            self._profile = load_profile(profile, self._profiles_root())  # unknown or broken: ProfileError
+
+    # -- trust: whether the workspace's own authority settings are in force -------------------
+    @property
+    def trust(self) -> TrustState:
+        """The workspace's trust state (``services.trust.records``), read once per session and again
+        on :meth:`reload_policy`. While it is ``changed`` (what is in force is not what the operator
+        trusted), the workspace's policy, profiles and authority settings are not used."""
+        if self._trust is None:
+            from services.trust.records import workspace_trust
+
+            self._trust = workspace_trust(self.workspace.root, ephemeral=self.workspace.ephemeral)
+        return self._trust
+
+    def authority_setting(self, key: str) -> Any:
+        """A workspace setting that carries authority (``model``, ``approval_mode``, ``cloud``), or
+        None while the workspace's settings are not in force."""
+        return self.workspace.setting(key) if self.trust.in_force else None
+
+    def _profiles_root(self) -> Path | None:
+        """Where workspace profiles are read from: the workspace, or nowhere while not in force."""
+        return self.workspace.root if self.trust.in_force else None
 
     # -- the profile ----------------------------------------------------------------------
     @property
     def profile_name(self) -> str:
-        return self._profile_name or self.workspace.profile
+        if self._profile_name:
+            return self._profile_name
+        if not self.trust.in_force:
+            from services.profiles.loader import SUFFIX, shipped_dir
+
+            name = self.workspace.profile
+            return name if (shipped_dir() / f"{name}{SUFFIX}").is_file() else "default"
+        return self.workspace.profile
 
     def profile(self) -> ActiveProfile | None:
         """The active profile (loaded once), or None when it cannot be loaded (see ``profile_error``)."""
@@ -106,7 +136,7 @@ class Session:
             from services.profiles import load_profile
 
             try:
-                self._profile = load_profile(self.profile_name, self.workspace.root)
+                self._profile = load_profile(self.profile_name, self._profiles_root())
             except ConfigError as exc:
                 self._profile_error = exc.message
                 self.conversation.record(
@@ -132,7 +162,7 @@ class Session:
     def model_setting(self) -> str | None:
         """The workspace's ``model`` setting, else the profile's default model (ARIES_MODEL wins over
         both, in ``services.models.config.resolve_model``)."""
-        setting = self.workspace.setting("model")
+        setting = self.authority_setting("model")
         if setting in (None, "", "offline"):
             profile = self.profile()
             if profile is not None and profile.model.default:
@@ -148,6 +178,8 @@ class Session:
     def _policy_path_for(self, profile: ActiveProfile | None) -> Path | None:
         if self._policy_file is not None:
             return self._policy_file
+        if not self.trust.in_force:
+            return None  # the workspace's settings changed since the operator trusted them
         if profile is not None and profile.policy_path is not None:
             return profile.policy_path
         custom = self.workspace.root / WORKSPACE_POLICY
@@ -182,7 +214,7 @@ class Session:
         profile = self.profile()
         if profile is not None and profile.mode is not None:
             return profile.mode
-        setting = self.workspace.setting("approval_mode")
+        setting = self.authority_setting("approval_mode")
         if setting:
             return str(setting)
         return self.policy().mode if self._policy is not None else "guide"
@@ -269,7 +301,7 @@ class Session:
         were denied because they were asked under the old mode."""
         if mode not in APPROVAL_MODES:
             raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
-        self.workspace.update(approval_mode=mode)
+        self.update_settings(approval_mode=mode)
         self._mode_override = None
         self._mode_chosen = mode  # wins over the profile's mode until the profile changes
         denied = self.approvals.deny_all(f"the approval mode changed to {mode} before a decision; ask again")
@@ -280,6 +312,7 @@ class Session:
 
     def reload_policy(self) -> int:
         """Read the policy file again and apply it (a broken file raises ConfigError and changes nothing)."""
+        self._trust = None  # a reload also looks again at whether the workspace's settings are in force
         policy = self._profile_policy(self.profile())
         self._policy = policy
         denied = self.approvals.deny_all("the policy was reloaded before a decision; ask again")
@@ -290,6 +323,31 @@ class Session:
         )
         return denied
 
+    def update_settings(self, *, profile: str | None = None, **settings: Any) -> None:
+        """The operator changes a workspace setting through Aries (``/model``, ``/policy mode``,
+        ``/profile use``): written like ``Workspace.update``; a trusted import stays trusted (its
+        fingerprint follows the operator's own edit, ``services.trust.records.operator_edit``)."""
+        from services.trust.records import operator_edit
+
+        with operator_edit(self.workspace.root, ephemeral=self.workspace.ephemeral):
+            self.workspace.update(profile=profile, **settings)
+        self._trust = None
+
+    def reload_settings(self) -> int:
+        """Read everything the workspace's settings decide again — trust, the profile (unless this
+        session was given one), the policy, the approval mode — and rebind the gateway (after the
+        operator trusted the workspace). Returns how many waiting calls were denied."""
+        self._trust = None
+        if self._profile_name is None:
+            self._profile, self._profile_error = None, None
+        self._mode_chosen = None
+        policy = self._profile_policy(self.profile())
+        self._policy = policy
+        denied = self.approvals.deny_all("the workspace's settings changed before a decision; ask again")
+        if self._gateway is not None:
+            self._gateway.rebind(policy, mode=self.mode)
+        return denied
+
     def use_profile(self, name: str) -> ActiveProfile:
         """Switch to profile ``name``: persisted per workspace (not for an ephemeral one), the gateway
         rebound at once (grants and processes kept; waiting calls denied), recorded in the audit
@@ -298,11 +356,11 @@ class Session:
         from services.profiles.audit import record_switch
 
         self._check_open()
-        profile = load_profile(name, self.workspace.root)
+        profile = load_profile(name, self._profiles_root())
         policy = self._profile_policy(profile)  # a broken policy file raises here, before any change
         old = self.profile_name
         if not self.workspace.ephemeral:
-            self.workspace.update(profile=profile.name)
+            self.update_settings(profile=profile.name)
         self._profile_name = profile.name
         self._profile, self._profile_error, self._policy, self._mode_chosen = profile, None, policy, None
         denied = self.approvals.deny_all(f"the profile changed to {profile.name} before a decision; ask again")

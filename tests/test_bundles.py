@@ -95,7 +95,8 @@ def test_round_trip_into_a_fresh_home_answers_the_same(
     assert again.returncode != 0 and "exists" in again.stderr and "--force" in again.stderr
     forced = aries("workspace", "import", str(bundle), "--name", "copy", "--force", home=home)
     assert forced.returncode == 0 and "replaced" in forced.stdout
-    assert sorted(p.name for p in (home / "workspaces").iterdir()) == ["copy"]
+    # Only the workspace, and the trust records beside it (services.trust): no staging folder left.
+    assert sorted(p.name for p in (home / "workspaces").iterdir()) == [".trust", "copy"]
 
 
 # -- hostile bundles ---------------------------------------------------------------------------

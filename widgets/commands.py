@@ -114,6 +114,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "stop it, or show its URL.",
         "serve",
     ),
+    SlashCommand(
+        "trust",
+        "/trust",
+        "Review what an imported workspace's settings would put in force (programs, connections, wider access, "
+        "approval mode) and trust them.",
+        "trust",
+    ),
     SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
     SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
     SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),

@@ -66,7 +66,7 @@ def bridge_for(session: Session) -> BridgeConfig:
     profile = session.profile()
     if profile is not None and profile.cloud is not None:
         return profile.cloud
-    value = session.workspace.setting("cloud")
+    value = session.authority_setting("cloud")
     if value is None:
         return BridgeConfig()
     if isinstance(value, str):

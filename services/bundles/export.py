@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # What a bundle never carries: who holds the workspace, SQLite's side files (the databases are
 # checkpointed first), lock files and the temp files of interrupted writes.
 _SKIP_TOP = {".aries.lock", ".aries-session.json"}
+_QUARANTINE = ".quarantine"  # imported authority the operator has not trusted: it is not this workspace's
 _SKIP_SUFFIXES = ("-wal", "-shm", "-journal", ".lock")
 
 
@@ -123,7 +124,13 @@ def export_workspace(
     if dest.resolve().is_relative_to(root.resolve()):
         raise BundleError("the bundle cannot be written inside the workspace it exports")
     _checkpoint(root)
-    walk = walk_tree(root, KIND, lambda rel, folder: "" if not folder and _skipped(rel) else None)
+
+    def skip(rel: str, folder: bool) -> str | None:
+        if folder and rel == _QUARANTINE:
+            return "settings quarantined since the import, never trusted here"
+        return "" if not folder and _skipped(rel) else None
+
+    walk = walk_tree(root, KIND, skip)
     entries: list[FileEntry] = []
     for rel, path in walk.files:
         size, digest = hash_file(path)

@@ -11,10 +11,11 @@ that ``--force`` had moved aside when the crash came. Every member is checked by
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tarfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from services.bundles.manifest import (
     BundleLimits,
     Manifest,
 )
+from services.clock import utc_now
 from services.errors import AlreadyExists, NotFound
 from services.names import validate_name
 from services.staging import StagingArea
@@ -47,6 +49,10 @@ class ImportReport:
     signed: bool
     replaced: bool
     source: dict[str, Any]
+    quarantined: list[str] = field(default_factory=list)
+    """The authority settings set aside until the operator trusts the workspace (short names)."""
+    rebuild: dict[str, str] = field(default_factory=dict)
+    """Index → why its keyword and vector stores will be rebuilt from its manifest."""
 
 
 def _verify_signature(manifest: bytes, signature: bytes | None, key_path: Path | None, required: bool) -> bool:
@@ -104,7 +110,7 @@ def import_bundle(
     root = manager.root
     root.mkdir(parents=True, exist_ok=True)
     clean_stale_imports(root)
-    options = _Options(name, force, verify_key, require_signature, progress)
+    options = _Options(name, force, verify_key, require_signature, progress, bundle)
     with StagingArea(root, STAGING_PREFIX) as staging, open_archive(bundle, KIND, limits) as reader:
         return _unpack(reader, staging, manager, options)
 
@@ -116,6 +122,7 @@ class _Options:
     verify_key: Path | None
     require_signature: bool
     progress: Progress | None
+    bundle: Path
 
 
 def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManager, options: _Options) -> ImportReport:
@@ -139,14 +146,48 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
             return True
         return False
 
+    _refuse_reserved(manifest)
     tree = staging.create()
     reader.extract(manifest.files, tree, progress=options.progress, special=take_signature)
     signed = _verify_signature(raw, signature[0] if signature else None, options.verify_key, options.require_signature)
     _rename_workspace(tree, target)
+    # Data from outside: its stores are checked before anything opens them, and every authority
+    # setting is set aside (services.trust) before the workspace appears.
+    from services.trust.authority import quarantine
+    from services.trust.records import record_import
+    from services.trust.stores import check_imported_stores
+
+    rebuild = check_imported_stores(tree)
+    quarantined = quarantine(tree)
+    origin = {
+        "kind": "bundle",
+        "file": str(options.bundle),
+        "manifest_sha256": hashlib.sha256(raw).hexdigest(),
+        "exported_from": str(manifest.workspace.get("name", "?")),
+        "at": utc_now(),
+    }
+    record_import(destination, tree, origin, quarantined)
     replaced = _move_into_place(staging, destination, target)
     return ImportReport(
-        target, destination.as_posix(), len(manifest.files), manifest.total_bytes, signed, replaced, manifest.workspace
+        target,
+        destination.as_posix(),
+        len(manifest.files),
+        manifest.total_bytes,
+        signed,
+        replaced,
+        manifest.workspace,
+        quarantined.summary(),
+        rebuild,
     )
+
+
+def _refuse_reserved(manifest: Manifest) -> None:
+    """A bundle never carries the names Aries keeps for itself (an export leaves them out)."""
+    from services.trust.authority import QUARANTINE_DIR
+
+    for entry in manifest.files:
+        if entry.path == QUARANTINE_DIR or entry.path.startswith(QUARANTINE_DIR + "/"):
+            raise BundleError(f"{entry.path}: {QUARANTINE_DIR}/ is reserved for Aries; the bundle is refused")
 
 
 def _rename_workspace(staging: Path, name: str) -> None:
@@ -175,3 +216,32 @@ def _move_into_place(staging: StagingArea, destination: Path, name: str) -> bool
         return staging.install(destination)
     finally:
         lease.release()
+
+
+def rebuild_indexes(
+    manager: WorkspaceManager, report: ImportReport, progress: Callable[[str, int, int], None] | None = None
+) -> dict[str, str]:
+    """Rebuild the keyword and vector stores of each imported index from its manifest (an import never
+    keeps them: :mod:`services.trust.stores`); returns index → the one-line reason it failed."""
+    from services.errors import AriesError
+    from services.retrieval import RetrievalEngine
+
+    failed: dict[str, str] = {}
+    if not report.rebuild:
+        return failed
+    workspace, _ = manager.open(report.name)
+    engine = RetrievalEngine(workspace)
+    try:
+        for index in sorted(report.rebuild):
+
+            def step(event: Any, index: str = index) -> None:
+                if progress is not None and getattr(event, "total", None):
+                    progress(index, int(event.done), int(event.total))
+
+            try:
+                engine.index_repair(index, progress=step)
+            except AriesError as exc:
+                failed[index] = exc.message
+    finally:
+        engine.close()
+    return failed

@@ -24,22 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from services.audit_db import open_checked
+from services.audit_db import CONTEXT_REQUESTS_SCHEMA, open_checked
 from services.clock import utc_now
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS context_requests (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL,
-    ts TEXT NOT NULL,
-    operation TEXT NOT NULL,
-    target TEXT,
-    duration_ms REAL NOT NULL,
-    outcome TEXT NOT NULL,
-    trace_id TEXT,
-    counts TEXT NOT NULL
-)
-"""
 
 
 @dataclass
@@ -69,7 +55,7 @@ class RequestLog:
             db = sqlite3.connect(self.db_path, timeout=5, check_same_thread=False, isolation_level=None)
             try:
                 open_checked(db, self.db_path, migrate_tables=False)
-                db.execute(_SCHEMA)
+                db.execute(CONTEXT_REQUESTS_SCHEMA)
             except BaseException:
                 db.close()
                 raise

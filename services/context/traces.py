@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from services.audit_db import OwnTable
+from services.audit_db import CONTEXT_TRACES_SCHEMA, OwnTable
 from services.clock import utc_now
 from services.context.errors import ContextError
 from services.errors import InvalidInput, NotFound
@@ -30,19 +30,6 @@ DEFAULT_MAX_MS = 10_000.0
 """A safety net (a cold first query opens the index: seconds on a loaded machine); set tighter per call."""
 DEFAULT_MAX_NODES = 2000
 DEFAULT_MAX_DEPTH = 32
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS context_traces (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    ts TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    query TEXT NOT NULL,
-    stop_reason TEXT NOT NULL,
-    hits INTEGER NOT NULL,
-    data TEXT NOT NULL
-)
-"""
 
 
 class TraceNotFound(ContextError, NotFound):
@@ -102,7 +89,7 @@ class Trace:
 class TraceStore(OwnTable):
     """The ``context_traces`` table of one ``audit.db``."""
 
-    SCHEMA = _SCHEMA
+    SCHEMA = CONTEXT_TRACES_SCHEMA
 
     def record(self, trace: Trace) -> None:
         with self._connect() as db:

@@ -284,7 +284,7 @@ def run_ask(
     approver = HeadlessApprover(check_tool_ids(approve))
     session = open_session(workspace, approver, profile=profile)
     try:
-        config = resolve_model(session.workspace.setting("model"), environ)
+        config = resolve_model(session.authority_setting("model"), environ)
         provider = make_provider(config)
         size = k if k is not None else request.k if request.k is not None else DEFAULT_K
 

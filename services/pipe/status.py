@@ -92,7 +92,7 @@ def cloud_status(session: Session, limit: int = 5) -> dict[str, Any]:
     source = "default"
     if profile is not None and profile.cloud is not None:
         source = f"profile {profile.name}"
-    elif (workspace.meta.get("settings") or {}).get("cloud") is not None:
+    elif session.authority_setting("cloud") is not None:
         source = "workspace"
     report: dict[str, Any] = {"mode": "off", "source": source, "describe": "cloud: off", "error": None}
     try:
@@ -116,7 +116,7 @@ def status(session: Session, env: Mapping[str, str], *, calls: int = LAST_CALLS)
     """The whole report for the session's workspace; ``(report, exit code)``."""
     workspace = session.workspace
     indexes = [info.to_dict() for info in session.engine().index_list()]
-    model, code = asyncio.run(model_status(workspace.setting("model"), env))
+    model, code = asyncio.run(model_status(session.authority_setting("model"), env))
     report = {
         "workspace": {"name": workspace.name, "ephemeral": workspace.ephemeral, "path": str(workspace.root)},
         "profile": session.profile_name,

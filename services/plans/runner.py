@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.audit_db import PLAN_RUNS_SCHEMA
 from services.clock import utc_now
-from services.errors import AriesError, NotFound
+from services.errors import AriesError, ConfigError, NotFound
 from services.plans.plan import Plan, parse_plan
 
 if TYPE_CHECKING:
@@ -34,18 +35,6 @@ if TYPE_CHECKING:
     from services.workspaces import Workspace
 
 VOLATILE = frozenset({"process_id", "cleaned_up", "duration_ms", "elapsed_ms", "fetched_at", "date", "call_id"})
-_TABLE = """
-CREATE TABLE IF NOT EXISTS plan_runs (
-    run_id        TEXT PRIMARY KEY,
-    plan_source   TEXT NOT NULL,
-    plan_text     TEXT NOT NULL,
-    policy_source TEXT NOT NULL,
-    policy_text   TEXT,
-    approve_json  TEXT NOT NULL,
-    replay_of     TEXT,
-    created_at    TEXT NOT NULL
-)
-"""
 
 
 class PlanRunError(AriesError):
@@ -112,7 +101,7 @@ def _db(workspace: Workspace) -> sqlite3.Connection:
 
     AuditStore.for_workspace(workspace.root).close()  # the audit tables exist (and are checked) first
     db = sqlite3.connect(workspace.root / "audit.db", timeout=30)
-    db.execute(_TABLE)
+    db.execute(PLAN_RUNS_SCHEMA)
     return db
 
 
@@ -272,7 +261,17 @@ def verify_stored(workspace: Workspace, run_id: str) -> list[str]:
 
 
 async def replay(session_factory: Any, workspace: Workspace, run_id: str) -> tuple[RunOutcome, list[Divergence]]:
-    """Run the stored plan again under the stored policy; compare every step's replay hash."""
+    """Run the stored plan again under the stored policy; compare every step's replay hash.
+
+    A run that came with an imported bundle is replayed only once the operator trusted the workspace:
+    its stored plan, policy and approvals are authority (:mod:`services.trust.authority`)."""
+    from services.trust.authority import quarantined_runs
+
+    if run_id in quarantined_runs(workspace.root):
+        raise ConfigError(
+            f"run {run_id} came with an imported bundle: replaying it runs its stored plan under its stored policy "
+            f"and approvals; review and trust the workspace first (aries workspace trust {workspace.name})"
+        )
     stored = stored_run(workspace, run_id)
     plan = parse_plan(stored["plan"]["plan_text"], source=stored["plan"]["plan_source"])
     approve = json.loads(stored["plan"]["approve_json"])

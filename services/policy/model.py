@@ -21,6 +21,8 @@ WORKSPACE_INTERNAL = (
     "audit.db-journal",
     "workspace.yaml",
     "policy.yaml",  # a workspace's own tool policy: tools must not be able to loosen it
+    "profiles",  # workspace profiles bind tools, policies and modes: authority, not a tool's to write
+    ".quarantine",  # imported authority waiting for the operator's review (services.trust)
     ".aries-session.json",
     "transcripts",
     "artifacts",

@@ -81,6 +81,7 @@ from services.retrieval.store_manifest import (
     Manifest,
     StoredChunk,
     create_manifest,
+    damaged_manifest,
     initial_meta,
     migrate_schema,
     open_manifest,
@@ -161,6 +162,11 @@ class IndexStore(Manifest):
                 create_manifest(self.directory, name, chroma_url)
             self.read_only = not writable(self.directory)
             self._db = open_manifest(self.directory / MANIFEST, name, read_only=self.read_only)
+            try:
+                self._db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+            except sqlite3.DatabaseError as exc:
+                self._db.close()
+                raise damaged_manifest(name, exc) from None
         else:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
             self._db.executescript(_SCHEMA)

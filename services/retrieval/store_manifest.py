@@ -257,8 +257,12 @@ def open_manifest(path: Path, name: str, *, read_only: bool) -> sqlite3.Connecti
     written (see :func:`services.retrieval.readonly.connect_readonly`)."""
     if not read_only:
         db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
+            db.close()
+            raise damaged_manifest(name, exc) from None
         return db
     from services.retrieval.errors import IndexStorageError
     from services.retrieval.readonly import UnreadableWal, connect_readonly, why_unwritable
@@ -274,6 +278,17 @@ def open_manifest(path: Path, name: str, *, read_only: bool) -> sqlite3.Connecti
             index=name,
             reason=why,
         ) from None
+
+
+def damaged_manifest(name: str, error: Exception) -> Exception:
+    """The one line for an index whose manifest SQLite cannot read (and the way out)."""
+    from services.retrieval.errors import IndexCorrupt
+
+    return IndexCorrupt(
+        f"index {name!r}: its manifest ({MANIFEST}) is damaged ({error}); rebuild the index from its folder: "
+        f"aries rag index rebuild {name} --from FOLDER",
+        index=name,
+    )
 
 
 def migrate_schema(manifest: Manifest, name: str) -> None:

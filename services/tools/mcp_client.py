@@ -276,6 +276,8 @@ class McpHub:
         try:
             result = call.result()
         except Exception as exc:
+            if _closed(exc):
+                await _settle(server, task)  # a closed connection is often a process still on its way out
             if task.done() or server.state != "running" or not _alive(server):
                 server.state, server.error = "failed", self._with_stderr(server, _describe_exception(exc))
                 self._later(self._stop_locked(server, task))  # the next call restarts it
@@ -394,6 +396,26 @@ def _import_sdk(transport: str) -> None:
 
     importlib.import_module("mcp.client.session")
     importlib.import_module("mcp.client.streamable_http" if transport == "http" else "mcp.client.stdio")
+
+
+def _closed(error: BaseException) -> bool:
+    """Whether ``error`` says the connection to the server went away (not an error it answered)."""
+    if isinstance(error, ConnectionError | EOFError):
+        return True
+    name = type(error).__name__
+    return (
+        name in ("ClosedResourceError", "BrokenResourceError", "EndOfStream")
+        or "connection closed" in str(error).lower()
+    )
+
+
+async def _settle(server: ServerState, task: asyncio.Future[Any], seconds: float = 1.0) -> None:
+    """Give a stdio server whose call just failed up to ``seconds`` to finish exiting, so that a crash
+    is told apart from an error it reported while alive (its pipe closes before it is reaped)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while server.config.url is None and not task.done() and _alive(server) and loop.time() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def _alive(server: ServerState) -> bool:
