@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from app.cli_rag import register
+from app.cli.rag import register
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.embedders import HashEmbedder, cache_tag, create_embedder, vector_space
 from services.retrieval.embedders_lite import LITE_DIM, VERSION, SemanticLiteEmbedder, normalize_text, stem
