@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from app.cli._common import EXIT_INTERRUPTED, err, open_session, out, print_json, progress, safe, usage, warn
+from app.cli._common import EXIT_INTERRUPTED, console, err, open_session, out, print_json, progress, safe, usage, warn
 
 if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
@@ -179,10 +179,9 @@ def index_add(
     Ctrl-C cancels between files (or the wait for another writer of the index: one line on
     stderr says who; ``wait_s`` None waits the engine's default). Shared by ``rag index add`` and
     ``aries ingest``."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
+    stderr = console(stderr=True)
     cancel = threading.Event()
     from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 
@@ -193,9 +192,9 @@ def index_add(
         MofNCompleteColumn(),
         TextColumn("{task.fields[detail]}", markup=False),  # file names are never markup
         TimeElapsedColumn(),
-        console=console,
+        console=stderr,
         transient=True,
-        disable=quiet or not console.is_terminal,
+        disable=quiet or not stderr.is_terminal,
     ) as bar:
         task = bar.add_task("scanning", total=None, detail="")
 
@@ -222,12 +221,12 @@ def index_add(
             lambda: engine.index_add(path, name, progress=on_progress, cancel=cancel, wait_s=wait),
             cancel,
             "aries: cancelling after the current file…",
-            console,
+            stderr,
         )
     return report
 
 
-def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: str, console: Any) -> T:
+def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: str, stderr: Any) -> T:
     """``work()`` in a worker thread while the main thread waits for it; Ctrl-C sets ``cancel`` (the
     engine stops at its next safe point), prints ``cancelling`` and waits for the worker to finish.
     The worker's result is returned and its exception re-raised here."""
@@ -246,7 +245,7 @@ def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: 
             worker.join(0.2)
     except KeyboardInterrupt:
         cancel.set()
-        console.print(cancelling)
+        stderr.print(cancelling)
         worker.join()
     if "error" in outcome:
         raise outcome["error"]
@@ -329,12 +328,11 @@ def handle_index_use(args: argparse.Namespace) -> int:
 
 def handle_index_repair(args: argparse.Namespace) -> int:
     """Rebuild the vectors of INDEX from its manifest, with a progress bar; Ctrl-C cancels (nothing changes)."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.retrieval.ingest import Cancelled
 
-    console = Console(stderr=True)
+    stderr = console(stderr=True)
     with workspace_engine(args) as engine:
         before = engine.index_info(args.name)
         cancel = threading.Event()
@@ -344,9 +342,9 @@ def handle_index_repair(args: argparse.Namespace) -> int:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=console,
+            console=stderr,
             transient=True,
-            disable=args.json or not console.is_terminal,
+            disable=args.json or not stderr.is_terminal,
         ) as bar:
             task = bar.add_task("repair", total=None)
 
@@ -361,7 +359,7 @@ def handle_index_repair(args: argparse.Namespace) -> int:
                     lambda: engine.index_repair(args.name, progress=on_progress, cancel=cancel),
                     cancel,
                     "aries: cancelling the repair…",
-                    console,
+                    stderr,
                 )
             except Cancelled:
                 vectors = None
