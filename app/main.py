@@ -4,6 +4,23 @@ from __future__ import annotations
 
 
 def run(workspace: str | None, *, create: bool = True) -> int:
+    """Open the workbench on ``workspace`` (ephemeral without one); a bad name, or a workspace that a
+    live Aries holds, is refused here, before the screen is taken over."""
+    if workspace is not None:
+        from services.names import validate_name
+
+        validate_name(workspace)
+        from services.workspaces import Workspace, WorkspaceBusy, WorkspaceManager, open_elsewhere
+
+        manager = WorkspaceManager()
+        if manager.path_for(workspace).is_dir():
+            holder = open_elsewhere(Workspace(manager.path_for(workspace), workspace))
+            if holder:  # a live Aries holds it: say so here, before the screen is taken over
+                raise WorkspaceBusy(
+                    f"workspace {workspace} is open in another Aries (pid {holder.get('pid', '?')}, "
+                    f"{holder.get('purpose', '?')}); close it there, or use `aries workspace close {workspace}` "
+                    "if that process is gone"
+                )
     from app.aries_app import AriesApp
 
     app = AriesApp(workspace, create=create)

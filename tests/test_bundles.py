@@ -53,7 +53,12 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict
     assert added.returncode == 0, added.stderr
     note = base / "note.txt"
     note.write_text("an artifact\n")
-    assert aries("-w", "src", "artifact", "add", str(note), home=home).returncode == 0
+    wide = base / "wide-policy.yaml"  # the operator's own policy lets the add read outside the workspace
+    wide.write_text(
+        "version: 1\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: enabled}\n"
+        f"filesystem: {{allowed_roots: ['${{workspace}}', '{base}']}}\n"
+    )
+    assert aries("-w", "src", "artifact", "add", str(note), "--policy", str(wide), home=home).returncode == 0
     query = aries("-w", "src", "rag", "query", "how are tool calls approved", "--json", home=home)
     assert query.returncode == 0, query.stderr
     out = base / "out"

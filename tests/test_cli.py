@@ -69,23 +69,82 @@ def test_close_clears_a_stale_marker(aries_home: Path) -> None:
     assert not marker.exists()
 
 
+def _wide_policy(folder: Path) -> Path:
+    """The operator's own policy file: the default rules, with ``folder`` among the allowed roots."""
+    policy = folder / "wide-policy.yaml"
+    policy.write_text(
+        "version: 1\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: enabled}\n"
+        f"filesystem: {{allowed_roots: ['${{workspace}}', '{folder}']}}\n",
+        encoding="utf-8",
+    )
+    return policy
+
+
 def test_artifact_add_and_list(aries_home: Path, tmp_path: Path) -> None:
     aries("workspace", "new", "demo", home=aries_home)
-    file = tmp_path / "report.txt"
-    file.write_text("findings\n")
-    added = aries("-w", "demo", "artifact", "add", str(file), "--description", "the report", "--json", home=aries_home)
+    inside = aries_home / "workspaces" / "demo" / "report.txt"
+    inside.write_text("findings\n")
+    added = aries(
+        "-w", "demo", "artifact", "add", str(inside), "--description", "the report", "--json", home=aries_home
+    )
     assert added.returncode == 0, added.stderr
     artifact = json.loads(added.stdout)
     assert artifact["created"] and artifact["description"] == "the report"
-    assert artifact["provenance"]["kind"] == "cli"
-    dup = aries("-w", "demo", "artifact", "add", str(file), home=aries_home)
+    assert artifact["provenance"]["kind"] == "tool" and artifact["provenance"]["tool"] == "builtin:fs:add_artifact"
+    dup = aries("-w", "demo", "artifact", "add", str(inside), home=aries_home)
     assert "already in the registry" in dup.stdout
     listing = json.loads(aries("-w", "demo", "artifact", "list", "--json", home=aries_home).stdout)
     assert [a["name"] for a in listing] == ["report.txt"]
     no_ws = aries("artifact", "list", home=aries_home)
     assert no_ws.returncode != 0 and "--workspace" in no_ws.stderr
-    missing = aries("-w", "demo", "artifact", "add", str(tmp_path / "nope"), home=aries_home)
+    policy = _wide_policy(tmp_path)
+    missing = aries("-w", "demo", "artifact", "add", str(tmp_path / "nope"), "--policy", str(policy), home=aries_home)
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_artifact_add_from_outside_the_roots_is_refused_and_audited_like_the_tui(
+    aries_home: Path, tmp_path: Path
+) -> None:
+    """``aries artifact add`` is a governed call of builtin:fs:add_artifact: outside the policy's roots it
+    is refused in one line (exit 3), with an audit row and a transcript entry, and nothing is stored —
+    the decision the TUI's ``/artifact add`` gets from the same Session core. The operator's own
+    ``--policy`` that allows the folder lets it in."""
+    import asyncio
+
+    from services.audit import AuditStore
+    from services.conversation import Conversation
+    from services.session import Session
+    from services.workspaces import WorkspaceManager
+
+    aries("workspace", "new", "demo", home=aries_home)
+    secret = tmp_path / "outside" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text("-----BEGIN KEY-----\n")
+    refused = aries("-w", "demo", "artifact", "add", str(secret), "--json", home=aries_home)
+    assert refused.returncode == 3, refused.stderr
+    assert refused.stdout == ""
+    lines = refused.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aries: ") and "outside the allowed roots" in lines[0]
+    workspace, _ = WorkspaceManager().open("demo")
+    assert workspace.artifacts.list() == []
+    with AuditStore.for_workspace(workspace.root) as audit:
+        rows = [c for c in audit.calls(limit=10) if c["tool_name"] == "builtin:fs:add_artifact"]
+    assert len(rows) == 1
+    assert rows[0]["status"] == "denied" and rows[0]["rule_id"] == "fs.allowed_roots" and rows[0]["source"] == "cli"
+    entries = Conversation(workspace.latest_transcript()).read().entries
+    tool_entries = [e for e in entries if e["role"] == "tool" and e.get("tool_name") == "builtin:fs:add_artifact"]
+    assert len(tool_entries) == 1 and tool_entries[0]["status"] == "fail"
+
+    # The TUI's /artifact add: the same call through the same Session core gets the same decision.
+    with Session(workspace) as session:
+        tui = asyncio.run(session.call_tool("builtin:fs:add_artifact", {"path": str(secret)}))
+    assert tui.denied and tui.error is not None and tui.error.details["rule"] == rows[0]["rule_id"]
+
+    allowed = aries(
+        "-w", "demo", "artifact", "add", str(secret), "--policy", str(_wide_policy(tmp_path)), home=aries_home
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert [a.name for a in workspace.artifacts.list()] == ["id_rsa"]
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", ""])

@@ -39,8 +39,8 @@ WALK_SERVICES = (
 ROWS = [
     ("import app", HEAVY),
     ("import app.aries_app, app.cli\napp.cli.build_parser()", HEAVY),
-    ("import app.cli_tool", ["aiohttp", "psutil", "textual", "jsonschema"]),
-    ("import app.cli_desktop, services.desktop", ["aiohttp", "psutil", "textual", "jsonschema", *HEAVY]),
+    ("import app.cli.tool", ["aiohttp", "psutil", "textual", "jsonschema"]),
+    ("import app.cli.desktop, services.desktop", ["aiohttp", "psutil", "textual", "jsonschema", *HEAVY]),
     # `aries [-w NAME]` before its first frame: no subcommand parsers, no session, no controllers
     # (the workspace opens right after the first frame; the controllers on first use).
     (
@@ -52,15 +52,16 @@ ROWS = [
         "    assert not app.cli._opens_the_tui(argv), argv\n"
         "app.aries_app.AriesApp('demo')",
         [
-            "app.cli_workspace",
-            "app.cli_rag",
-            "app.cli_tool",
-            "app.cli_model",
+            "app.cli.registry",
+            "app.cli.workspace",
+            "app.cli.rag",
+            "app.cli.tool",
+            "app.cli.model",
             "app.assistant_controller",
             "app.rag_controller",
             "app.tool_controller",
             "app.desktop_controller",
-            "app.cli_desktop",
+            "app.cli.desktop",
             "services.desktop",
             "app.palette",
             "services.session",
@@ -70,9 +71,9 @@ ROWS = [
             *HEAVY,
         ],
     ),
-    ("import app, app.cli_rag, services.retrieval", HEAVY),
+    ("import app, app.cli.rag, services.retrieval", HEAVY),
     # the web viewer: aiohttp, markdown-it and nh3 load only when a server is built or a preview rendered
-    ("import app.cli_serve, services.web.viewer, services.web.documents", [*HEAVY, "nh3", "markdown_it", "textual"]),
+    ("import app.cli.serve, services.web.viewer, services.web.documents", [*HEAVY, "nh3", "markdown_it", "textual"]),
     ("import services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, *UI]),
     (
         "import services.session, services.assistant, services.conversation, services.tools.gateway, "
@@ -84,7 +85,7 @@ ROWS = [
     (WALK_SERVICES, UI),
     # Profiles: importing them (and their TUI/CLI shells) loads no pydantic or jsonschema; only parsing does.
     (
-        "import services.profiles, services.profiles.audit, app.profile_controller, app.cli_profile",
+        "import services.profiles, services.profiles.audit, app.profile_controller, app.cli.profile",
         ["pydantic", "jsonschema", *HEAVY],
     ),
     # /serve: the controller (made when the palette opens) brings no aiohttp; the server comes on start.

@@ -135,11 +135,16 @@ def test_one_shot_commands_run_beside_the_holder_and_never_clear_it(aries_home: 
     workspace, _ = WorkspaceManager().create("demo")
     note = tmp_path / "note.txt"
     note.write_text("beside the TUI\n")
+    wide = tmp_path / "wide-policy.yaml"  # the operator's own policy lets the add read outside the workspace
+    wide.write_text(
+        "version: 1\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: enabled}\n"
+        f"filesystem: {{allowed_roots: ['${{workspace}}', '{tmp_path}']}}\n"
+    )
     child = _holder("demo")
     try:
         env = {**os.environ, "PYTHONPATH": str(REPO), "ARIES_HOME": str(aries_home)}
         for argv in (
-            ["-w", "demo", "artifact", "add", str(note)],
+            ["-w", "demo", "artifact", "add", str(note), "--policy", str(wide)],
             ["-w", "demo", "tool", "call", "builtin:fs:list_dir", "--args", '{"path": "."}'],
             ["-w", "demo", "rag", "index", "list"],
             ["workspace", "list"],

@@ -150,15 +150,16 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
     tree = staging.create()
     reader.extract(manifest.files, tree, progress=options.progress, special=take_signature)
     signed = _verify_signature(raw, signature[0] if signature else None, options.verify_key, options.require_signature)
-    _rename_workspace(tree, target)
     # Data from outside: its stores are checked before anything opens them, and every authority
-    # setting is set aside (services.trust) before the workspace appears.
+    # setting is set aside (services.trust) before the workspace appears (an unreadable
+    # workspace.yaml is set aside whole: the workspace then opens with a new one).
     from services.trust.authority import quarantine
     from services.trust.records import record_import
     from services.trust.stores import check_imported_stores
 
     rebuild = check_imported_stores(tree)
     quarantined = quarantine(tree)
+    _rename_workspace(tree, target)
     origin = {
         "kind": "bundle",
         "file": str(options.bundle),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app import cli_desktop
+from app.cli import desktop as cli_desktop
 from services.audit import AuditStore
 from services.workspaces import WorkspaceManager
 from tests.tools.conftest import policy_data

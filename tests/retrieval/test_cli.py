@@ -1,25 +1,21 @@
-"""``aries rag …`` and ``aries eval rag …`` through the argparse wiring of app.cli_rag."""
+"""``aries rag …`` and ``aries eval rag …`` (app.cli.rag) through ``app.cli.main``, in this process."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from app.cli_rag import register
+from app.cli import main
 from services.workspaces import WorkspaceManager
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="aries")
-    parser.add_argument("-w", "--workspace")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    code = args.func(args)
+    """``aries ARGV`` in this process: the real parser and error exits of ``app.cli.main``."""
+    code = main(argv)
     out, err = capsys.readouterr()
     return code, out, err
 

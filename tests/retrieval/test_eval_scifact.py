@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli_rag import register
+from app.cli.rag import register
 
 from .conftest import SCIFACT
 

@@ -7,7 +7,6 @@ The strict-mode runs talk to real loopback servers (one that refuses, one that i
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from app.cli_rag import register
+from app.cli import main
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.embedders import HashEmbedder, cache_tag, create_embedder, vector_space
 from services.retrieval.embedders_lite import LITE_DIM, VERSION, SemanticLiteEmbedder, normalize_text, stem
@@ -208,12 +207,8 @@ def test_release_gate_passes_with_a_working_model_server(
 
 
 def _eval_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="aries")
-    parser.add_argument("-w", "--workspace")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
+    """``aries ARGV`` in this process, through ``app.cli.main`` (its one-line error exits)."""
+    return main(argv)
 
 
 def test_eval_cli_writes_the_run_and_exits_1_on_a_strict_failure(

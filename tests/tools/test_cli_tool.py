@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app import cli_tool
+from app.cli import tool as cli_tool
 from tests.tools.conftest import policy_data
 
 pytestmark = pytest.mark.timeout(60)

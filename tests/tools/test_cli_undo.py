@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app import cli_tool
+from app.cli import tool as cli_tool
 from app.tool_controller import explain_decision
 from services.conversation import Conversation
 from services.session import Session

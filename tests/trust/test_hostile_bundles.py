@@ -71,7 +71,7 @@ def _probe(home: Path, canary: Canary, run_id: str) -> list[dict[str, object]]:
             json.dumps({"argv": ["touch", str(canary.folder / "shell")]}),
         ],
         ["-w", NAME, "tool", "call", "builtin:web:fetch", "--args", json.dumps({"url": f"{canary.url}/x"})],
-        ["-w", NAME, "rag", "query", "quokka", "--json"],
+        ["-w", NAME, "rag", "query", "quokka", "--index", "docs", "--json"],
         ["-w", NAME, "rag", "index", "list", "--json"],
         ["-w", NAME, "ask", "where does the quokka live?", "--json"],
         ["-w", NAME, "status", "--json"],

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any
 
-from app.cli_options import workspace_option
+from app.cli._common import fail, open_session, out, print_json, safe, warn, workspace_option
 
 EXIT_CODES = """\
 exit codes:
@@ -130,20 +130,16 @@ def _positive(text: str) -> int:
 
 def _fail(error: Exception, as_json: bool, request_id: str | None = None, exit_code: int | None = None) -> int:
     """One line on stderr; with --json also the error object on stdout."""
-    from app.cli import json_text, safe
     from services.errors import AriesError
 
-    if not isinstance(error, AriesError):
-        raise error
-    code = error.exit_code if exit_code is None else exit_code
-    sys.stderr.write(f"aries: {safe(error.message, single_line=True)}\n")
-    if as_json:
+    code = fail(error, exit_code)  # a bug (not an AriesError) is raised again
+    if as_json and isinstance(error, AriesError):
         data = {
             "id": request_id,
             "error": {"type": type(error).__name__, "code": error.code, "message": error.message},
             "exit_code": code,
         }
-        sys.stdout.write(json_text(data, indent=None) + "\n")
+        print_json(data, indent=None)
     return code
 
 
@@ -191,25 +187,16 @@ def handle_ask(args: argparse.Namespace) -> int:
         _print_answer(result.response)
     for call in result.tool_calls:
         if call["status"] == "denied":
-            from app.cli import safe
-
-            sys.stderr.write(
-                safe(
-                    f"aries: {call['tool_id']} was refused ({call['rule'] or 'policy'}); the answer was made "
-                    f"without it; rerun with --approve {call['tool_id']} if it should run",
-                    single_line=True,
-                )
-                + "\n"
+            warn(
+                f"{call['tool_id']} was refused ({call['rule'] or 'policy'}); the answer was made "
+                f"without it; rerun with --approve {call['tool_id']} if it should run"
             )
     if result.cloud_problem:
-        from app.cli import safe
-
-        sys.stderr.write(f"aries: {safe(result.cloud_problem, single_line=True)}\n")
+        warn(result.cloud_problem)
     return result.exit_code
 
 
 def _print_response(response: dict[str, Any]) -> None:
-    from app.cli import print_json
     from services.pipe.request import RESPONSE_SCHEMA, validate
 
     validate(response, RESPONSE_SCHEMA, "response (a bug: please report it)")
@@ -217,32 +204,30 @@ def _print_response(response: dict[str, Any]) -> None:
 
 
 def _print_answer(response: dict[str, Any]) -> None:
-    from app.cli import safe
-
-    print(safe(response["answer"]).rstrip())
+    out(safe(response["answer"]).rstrip())
     local = response["provenance"]["local"]
     confidence = response["confidence"]["local"]
-    print()
+    out()
     where = f"index {response['index']}" if response.get("index") else "no index in use"
     summary = f"provenance: {len(local)} local passage(s), {where}; confidence.local {confidence:.2f}"
-    print(safe(summary, single_line=True))
+    out(summary, single_line=True)
     for hit in local:
         place = hit["source"] + (f" p.{hit['page']}" if hit.get("page") is not None else "")
         place += f" § {hit['section']}" if hit.get("section") else ""
         mark = "cited" if hit["cited"] else "-"
         line = f"  {hit['rank']:>2}  {hit['handle']:<28} {hit['strength']:.2f}  {mark:<5}  {place}"
-        print(safe(line, single_line=True))
+        out(line, single_line=True)
     for call in response.get("tool_calls", []):
-        print(safe(f"  tool {call['tool_id']}: {call['status']}  {call['summary']}", single_line=True))
+        out(f"  tool {call['tool_id']}: {call['status']}  {call['summary']}", single_line=True)
     cloud = response.get("cloud") or {}
     for entry in response["provenance"]["cloud"]:
-        print()
+        out()
         redactions = ", ".join(f"{kind} {n}" for kind, n in sorted(entry["redactions"].items())) or "none"
         head = f"cloud answer ({entry['model']}, {entry['request_id']}; redacted: {redactions}):"
-        print(safe(head, single_line=True))
-        print(safe(entry["answer"]).rstrip())
+        out(head, single_line=True)
+        out(safe(entry["answer"]).rstrip())
     if cloud.get("status") == "declined" and cloud.get("mode") == "ask":
-        print(safe("cloud: not asked (mode ask; rerun with --cloud to send the redacted question)", single_line=True))
+        out("cloud: not asked (mode ask; rerun with --cloud to send the redacted question)", single_line=True)
 
 
 # -- ingest, status ----------------------------------------------------------------------------
@@ -252,12 +237,11 @@ def handle_ingest(args: argparse.Namespace) -> int:
     from services.errors import AriesError
 
     try:
-        from app.cli_rag import _engine, index_add, print_report
+        from app.cli.rag import index_add, print_report, workspace_engine
 
-        with _engine(args, announce=not args.json) as engine:
+        with workspace_engine(args, announce=not args.json) as engine:
             report = index_add(engine, args.path, args.index, quiet=args.json)
             if args.json:
-                from app.cli import print_json
                 from services.pipe.ingest import ingest_result
 
                 print_json(ingest_result(report, engine))
@@ -274,58 +258,50 @@ def handle_status(args: argparse.Namespace) -> int:
     from services.errors import AriesError
 
     try:
-        from services.pipe.headless import HeadlessApprover, open_session
+        from services.pipe.headless import HeadlessApprover
         from services.pipe.status import status
 
-        session = open_session(getattr(args, "workspace", None), HeadlessApprover())
-        try:
+        with open_session(args, approver=HeadlessApprover()) as session:
             report, code = status(session, dict(os.environ), calls=args.calls)
-        finally:
-            session.close()
-            session.workspace.close()
     except AriesError as error:
         return _fail(error, args.json)
     if args.json:
-        from app.cli import print_json
-
         print_json(report)
     else:
         _print_status(report)
     if report["model"].get("error") and code:
-        sys.stderr.write(f"aries: {report['model']['error']}\n")
+        warn(report["model"]["error"])
     return code
 
 
 def _print_status(report: dict[str, Any]) -> None:
-    from app.cli import safe
-
-    def out(text: str) -> None:
-        print(safe(text, single_line=True))
+    def line(text: str) -> None:
+        out(text, single_line=True)
 
     workspace = report["workspace"]
-    out(f"workspace  {workspace['name']}{' (ephemeral)' if workspace['ephemeral'] else ''}  {workspace['path']}")
-    out(f"profile    {report.get('profile') or 'default'}")
+    line(f"workspace  {workspace['name']}{' (ephemeral)' if workspace['ephemeral'] else ''}  {workspace['path']}")
+    line(f"profile    {report.get('profile') or 'default'}")
     model = report["model"]
     if model.get("label") is None:
-        out(f"model      not usable: {model['error']}")
+        line(f"model      not usable: {model['error']}")
     else:
         state = "answers" if model["reachable"] else "does not answer"
         detail = f" ({model['error']})" if model.get("error") else ""
-        out(f"model      {model['label']} (from {model['source']}): {state}{detail}")
+        line(f"model      {model['label']} (from {model['source']}): {state}{detail}")
     cloud = report["cloud"]
-    out(f"cloud      {cloud.get('describe') or cloud['mode']}")
+    line(f"cloud      {cloud.get('describe') or cloud['mode']}")
     for row in cloud.get("recent", []):
-        out(f"  {row['ts']}  {row['request_id']}  {row['status']}  {row.get('model') or ''}  {row.get('error') or ''}")
+        line(f"  {row['ts']}  {row['request_id']}  {row['status']}  {row.get('model') or ''}  {row.get('error') or ''}")
     if not report["indexes"]:
-        out("indexes    none; add one with: aries -w NAME ingest PATH")
+        line("indexes    none; add one with: aries -w NAME ingest PATH")
     for info in report["indexes"]:
         mark = "*" if info.get("active") else " "
         counts = f"{info['files']} files  {info['chunks']} chunks"
-        out(f"index    {mark} {info['name']}  {counts}  {info['embedding_model']}")
+        line(f"index    {mark} {info['name']}  {counts}  {info['embedding_model']}")
     calls = report["last_calls"]
-    out(f"last calls {len(calls)}")
+    line(f"last calls {len(calls)}")
     for row in calls:
-        out(
+        line(
             f"  {row['created_at']}  {row['tool_name']}  {row['source']}  {row['status']}  "
             f"{row['decision'] or ''} {row['rule_id'] or ''}"
         )

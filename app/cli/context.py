@@ -2,8 +2,8 @@
 
 The ``context`` parser is made here; its sub-commands live in two modules:
 
-- :mod:`app.cli_context_store` — add, ls, read, export, import, reconcile, evidence, session
-- :mod:`app.cli_context_search` — find, search, trace
+- :mod:`app.cli.context_store` — add, log, ls, read, export, import, reconcile, evidence, session
+- :mod:`app.cli.context_search` — find, search, trace
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ axiom://{scope}/{path} (scopes: resources, user, agent, session; internal: temp,
 
 
 def register(subparsers: Any) -> None:
-    from app.cli_context_search import register_search_commands
-    from app.cli_context_store import register_store_commands
+    from app.cli.context_search import register_search_commands
+    from app.cli.context_store import register_store_commands
 
     context = subparsers.add_parser(
         "context",
@@ -47,16 +47,9 @@ def _check_settings_first(sub: Any) -> None:
 
 def _checked(func: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
-        import sys
-
         from services.context.settings import ContextSettings
-        from services.errors import AriesError
 
-        try:
-            ContextSettings.from_env()
-        except AriesError as exc:
-            sys.stderr.write(f"aries: {exc.message}\n")
-            return exc.exit_code
+        ContextSettings.from_env()  # a ConfigError is the command's one line (app.cli.main)
         result: int = func(args)
         return result
 

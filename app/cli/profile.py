@@ -12,9 +12,14 @@ not exist or cannot be loaded (one line on stderr), 1 for other failures.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from app.cli._common import EXIT_USAGE, fail, open_session, out, print_json, usage
+
+if TYPE_CHECKING:
+    from services.session import Session
 
 
 def register(subparsers: Any) -> None:
@@ -29,33 +34,25 @@ def register(subparsers: Any) -> None:
     use = sub.add_parser("use", help="make PROFILE the workspace's profile (needs -w)")
     use.add_argument("name", metavar="PROFILE")
     use.set_defaults(func=handle_use)
-    profile.set_defaults(func=lambda args: (profile.print_help(sys.stderr), 2)[1])
+    profile.set_defaults(func=usage(profile))
 
 
-def _error(exc: Any) -> int:
-    sys.stderr.write(f"aries: {exc.message}\n")
-    return int(exc.exit_code)
-
-
-def _workspace(args: argparse.Namespace) -> Any:
+@contextmanager
+def _session(args: argparse.Namespace) -> Iterator[Session | None]:
+    """The ``-w`` workspace's session; None without ``-w`` (then only the shipped profiles are known)."""
     if not args.workspace:
-        return None
-    from services.workspaces import WorkspaceManager
-
-    return WorkspaceManager().open(args.workspace)[0]
+        yield None
+        return
+    with open_session(args) as session:
+        yield session
 
 
 def handle_list(args: argparse.Namespace) -> int:
-    from services.errors import AriesError
     from services.profiles import list_profiles
-    from services.textsafe import neutralize
 
-    try:
-        workspace = _workspace(args)
-    except AriesError as exc:
-        return _error(exc)
-    active = workspace.profile if workspace is not None else None
-    entries = list_profiles(workspace.root if workspace is not None else None)
+    with _session(args) as session:
+        active = session.workspace.profile if session is not None else None
+        entries = list_profiles(session.workspace.root if session is not None else None)
     if args.json:
         rows = [
             {
@@ -68,56 +65,38 @@ def handle_list(args: argparse.Namespace) -> int:
             }
             for e in entries
         ]
-        sys.stdout.write(json.dumps({"active": active, "profiles": rows}, indent=2, ensure_ascii=False) + "\n")
+        print_json({"active": active, "profiles": rows})
         return 0
     width = max((len(e.name) for e in entries), default=4)
     for entry in entries:
         mark = "*" if entry.name == active else " "
         text = f"BROKEN: {entry.error}" if entry.error else entry.description
         line = f"{mark} {entry.name.ljust(width)}  {entry.origin:<9}  {text}"
-        sys.stdout.write(neutralize(line, single_line=True) + "\n")
+        out(line, single_line=True)
     return 0
 
 
 def handle_show(args: argparse.Namespace) -> int:
-    from services.errors import AriesError
     from services.profiles import profile_path
-    from services.textsafe import neutralize
 
     try:
-        workspace = _workspace(args)
-        path, origin = profile_path(args.name, workspace.root if workspace is not None else None)
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except AriesError as exc:
-        return _error(exc)
+        with _session(args) as session:
+            path, origin = profile_path(args.name, session.workspace.root if session is not None else None)
+            text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        sys.stderr.write(f"aries: {args.name}: cannot be read ({exc.strerror})\n")
-        return 1
-    sys.stdout.write(f"# {path} ({origin})\n{neutralize(text)}")
-    if not text.endswith("\n"):
-        sys.stdout.write("\n")
+        return fail(f"{args.name}: cannot be read ({exc.strerror})")
+    out(f"# {path} ({origin})", single_line=True)
+    out(text, end="" if text.endswith("\n") else "\n")
     return 0
 
 
 def handle_use(args: argparse.Namespace) -> int:
-    from services.errors import AriesError
-    from services.session import Session
-
     if not args.workspace:
-        sys.stderr.write("aries: profile use needs a workspace: aries -w NAME profile use PROFILE\n")
-        return 2
-    try:
-        workspace = _workspace(args)
-    except AriesError as exc:
-        return _error(exc)
-    try:
-        with Session(workspace, source="cli", interactive=False) as session:
-            profile = session.use_profile(args.name)
-            mode = session.mode
-    except AriesError as exc:
-        return _error(exc)
-    finally:
-        workspace.close()
+        return fail("profile use needs a workspace: aries -w NAME profile use PROFILE", EXIT_USAGE)
+    with open_session(args) as session:
+        profile = session.use_profile(args.name)
+        mode = session.mode
+        name = session.workspace.name
     tools = "every tool the policy enables" if profile.tools is None else ", ".join(sorted(profile.tools))
-    sys.stdout.write(f"workspace {workspace.name}: profile {profile.name} (tools: {tools}; approval mode {mode})\n")
+    out(f"workspace {name}: profile {profile.name} (tools: {tools}; approval mode {mode})", single_line=True)
     return 0

@@ -12,10 +12,10 @@ configured model itself is invalid (the listing is still printed first).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from typing import Any
+
+from app.cli._common import fail, open_session, out, print_json, usage
 
 
 def register(subparsers: Any) -> None:
@@ -24,16 +24,15 @@ def register(subparsers: Any) -> None:
     listing = model_sub.add_parser("list", help="the models of offline, Ollama (OLLAMA_HOST) and OPENAI_BASE_URL")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(func=handle_list)
-    model.set_defaults(func=lambda args: (model.print_help(sys.stderr), 2)[1])
+    model.set_defaults(func=usage(model))
 
 
-def _workspace_setting(name: str | None) -> Any:
-    if not name:
+def _workspace_setting(args: argparse.Namespace) -> Any:
+    """The ``-w`` workspace's ``model`` setting (None without ``-w``)."""
+    if not args.workspace:
         return None
-    from services.workspaces import WorkspaceManager
-
-    workspace, _ = WorkspaceManager().open(name)
-    return workspace.setting("model")
+    with open_session(args) as session:
+        return session.workspace.setting("model")
 
 
 SOURCES = {"default": "nothing configured", "ARIES_MODEL": "from ARIES_MODEL", "workspace": "from the workspace"}
@@ -55,7 +54,7 @@ def handle_list(args: argparse.Namespace) -> int:
     from services.models.listing import list_providers
 
     env = dict(os.environ)
-    setting = _workspace_setting(args.workspace)
+    setting = _workspace_setting(args)
     active: dict[str, Any] | None = None
     problem: AriesError | None = None
     try:
@@ -70,13 +69,12 @@ def handle_list(args: argparse.Namespace) -> int:
             "active_error": problem.message if problem else None,
             "providers": [listing.to_dict() for listing in listings],
         }
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        print_json(data)
     else:
         for listing in listings:
-            sys.stdout.write(listing.line() + "\n")
+            out(listing.line(), single_line=True)
         if active is not None:
-            sys.stdout.write(_in_use(active, listings) + "\n")
+            out(_in_use(active, listings), single_line=True)
     if problem is not None:
-        sys.stderr.write(f"aries: {problem.message}\n")
-        return problem.exit_code
+        return fail(problem)
     return 0

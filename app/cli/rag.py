@@ -28,14 +28,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.cli._common import EXIT_INTERRUPTED, console, err, open_session, out, print_json, progress, safe, usage, warn
+
 if TYPE_CHECKING:
     from services.retrieval import RetrievalEngine
     from services.retrieval.models import IndexInfo, IngestReport, ProgressEvent
-    from services.workspaces import Workspace
 
 T = TypeVar("T")
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def register(subparsers: Any) -> None:
@@ -56,46 +55,46 @@ def register(subparsers: Any) -> None:
         "one writer per index at a time, queries are never blocked",
     )
     add.add_argument("--json", action="store_true", help="print the ingest report as JSON")
-    add.set_defaults(func=_guard(handle_index_add))
+    add.set_defaults(func=handle_index_add)
     check = index_sub.add_parser(
         "check", help="compare an index's manifest, keyword (Tantivy) and vector (Chroma) stores chunk by chunk"
     )
     check.add_argument("name", metavar="INDEX")
     check.add_argument("--json", action="store_true")
-    check.set_defaults(func=_guard(handle_index_check))
+    check.set_defaults(func=handle_index_check)
     listing = index_sub.add_parser("list", help="list the workspace's indexes")
     listing.add_argument("--json", action="store_true")
-    listing.set_defaults(func=_guard(handle_index_list))
+    listing.set_defaults(func=handle_index_list)
     use = index_sub.add_parser("use", help="make an index the active one")
     use.add_argument("name", metavar="INDEX")
-    use.set_defaults(func=_guard(handle_index_use))
+    use.set_defaults(func=handle_index_use)
     drop = index_sub.add_parser("drop", help="delete an index")
     drop.add_argument("name", metavar="INDEX")
-    drop.set_defaults(func=_guard(handle_index_drop))
+    drop.set_defaults(func=handle_index_drop)
     repair = index_sub.add_parser(
         "repair", help="rebuild a damaged or missing vector store from the index's stored chunks"
     )
     repair.add_argument("name", metavar="INDEX")
     repair.add_argument("--json", action="store_true")
-    repair.set_defaults(func=_guard(handle_index_repair))
-    index.set_defaults(func=_usage(index))
+    repair.set_defaults(func=handle_index_repair)
+    index.set_defaults(func=usage(index))
 
     query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
     query.add_argument("text", metavar="TEXT", nargs="+")
     query.add_argument("-k", type=int, default=10, metavar="N", help="number of results (default 10)")
     query.add_argument("--index", metavar="INDEX", help="search this index instead of the active one")
     query.add_argument("--json", action="store_true")
-    query.set_defaults(func=_guard(handle_query))
+    query.set_defaults(func=handle_query)
 
     show = rag_sub.add_parser("show", help="full text and metadata of a chunk by citation handle")
     show.add_argument("handle", metavar="HANDLE", help="<index>:<chunk_id>")
     show.add_argument("--json", action="store_true")
-    show.set_defaults(func=_guard(handle_show))
+    show.set_defaults(func=handle_show)
 
     last = rag_sub.add_parser("last", help="the last retrieval of this workspace (from the audit log)")
     last.add_argument("--json", action="store_true")
-    last.set_defaults(func=_guard(handle_last))
-    rag.set_defaults(func=_usage(rag))
+    last.set_defaults(func=handle_last)
+    rag.set_defaults(func=usage(rag))
 
     evaluate = subparsers.add_parser("eval", help="quality harnesses")
     eval_sub = evaluate.add_subparsers(dest="eval_command", metavar="EVAL_COMMAND")
@@ -115,72 +114,22 @@ def register(subparsers: Any) -> None:
         "and no strict embedder failure",
     )
     rag_eval.add_argument("--run-file", metavar="FILE", help="also write the run (metrics, environment, gate) as JSON")
-    rag_eval.set_defaults(func=_guard(handle_eval_rag))
-    evaluate.set_defaults(func=_usage(evaluate))
-
-
-def _usage(parser: argparse.ArgumentParser) -> Handler:
-    def show_help(args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return 2
-
-    return show_help
-
-
-def _guard(handler: Handler) -> Handler:
-    """Typed service errors → ``aries: <message>`` on stderr and the error's exit code."""
-
-    def run(args: argparse.Namespace) -> int:
-        from services.errors import AriesError
-
-        try:
-            return handler(args)
-        except AriesError as error:
-            sys.stderr.write(f"aries: {_safe(error.message)}\n")
-            return error.exit_code
-
-    run.__doc__ = handler.__doc__
-    return run
-
-
-def _print_json(data: Any) -> None:
-    from app.cli import print_json  # control and bidi characters escaped, still valid JSON
-
-    print_json(data)
-
-
-def _safe(text: object, *, single_line: bool = True) -> str:
-    """Document text, file names and queries are untrusted: inert before they reach a terminal."""
-    from services.textsafe import neutralize
-
-    return neutralize(str(text), single_line=single_line)
+    rag_eval.set_defaults(func=handle_eval_rag)
+    evaluate.set_defaults(func=usage(evaluate))
 
 
 @contextmanager
-def _engine(args: argparse.Namespace, *, announce: bool = True) -> Iterator[RetrievalEngine]:
-    from services.retrieval import RetrievalEngine
+def workspace_engine(args: argparse.Namespace, *, announce: bool = True) -> Iterator[RetrievalEngine]:
+    """The retrieval engine of the command's session (``-w``, else an ephemeral workspace, said on
+    stderr when ``announce``); the settings are read first, so a bad ``AXIOMME_*`` fails fast."""
     from services.retrieval.settings import RetrievalSettings
-    from services.workspaces import WorkspaceManager, ephemeral_workspace
 
     settings = RetrievalSettings.from_env()  # ConfigError before anything is opened
-    name = getattr(args, "workspace", None)
-    workspace: Workspace
-    if name:
-        workspace, _ = WorkspaceManager().open(name)
-    else:
-        workspace = ephemeral_workspace()
-        if announce:
-            sys.stderr.write(
-                "aries: no workspace given (-w NAME): using an ephemeral workspace; the index will not persist\n"
-            )
-    if settings.backend == "memory" and announce:
-        sys.stderr.write("aries: AXIOMME_RETRIEVAL_BACKEND=memory: indexes live only as long as this command\n")
-    engine = RetrievalEngine(workspace, settings)
-    try:
-        yield engine
-    finally:
-        engine.close()
-        workspace.close()
+    ephemeral = "no workspace given (-w NAME): using an ephemeral workspace; the index will not persist"
+    with open_session(args, announce=ephemeral if announce else None) as session:
+        if settings.backend == "memory" and announce:
+            warn("AXIOMME_RETRIEVAL_BACKEND=memory: indexes live only as long as this command")
+        yield session.engine()
 
 
 def _backend_note(info: IndexInfo) -> str:
@@ -212,14 +161,14 @@ def handle_index_add(args: argparse.Namespace) -> int:
     its reason (``--json``: the whole report).  Exit code: 0 every supported file is indexed or
     unchanged; 3 some files failed or were skipped over a limit; 130 cancelled; 1/2 as usual.
     """
-    with _engine(args) as engine:
+    with workspace_engine(args) as engine:
         report = index_add(engine, args.path, args.name, quiet=args.json, wait_s=args.wait)
         if args.json:
-            _print_json(report.to_dict())
+            print_json(report.to_dict())
         else:
             print_report(report)
         if report.not_indexed and not args.json:
-            sys.stderr.write(f"aries: {len(report.not_indexed)} file(s) not indexed (exit code 3); see above\n")
+            warn(f"{len(report.not_indexed)} file(s) not indexed (exit code 3); see above")
         return report.exit_code
 
 
@@ -230,10 +179,9 @@ def index_add(
     Ctrl-C cancels between files (or the wait for another writer of the index: one line on
     stderr says who; ``wait_s`` None waits the engine's default). Shared by ``rag index add`` and
     ``aries ingest``."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
+    stderr = console(stderr=True)
     cancel = threading.Event()
     from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 
@@ -244,9 +192,9 @@ def index_add(
         MofNCompleteColumn(),
         TextColumn("{task.fields[detail]}", markup=False),  # file names are never markup
         TimeElapsedColumn(),
-        console=console,
+        console=stderr,
         transient=True,
-        disable=quiet or not console.is_terminal,
+        disable=quiet or not stderr.is_terminal,
     ) as bar:
         task = bar.add_task("scanning", total=None, detail="")
 
@@ -260,7 +208,7 @@ def index_add(
                     description="reading",
                     completed=event.done - 1,
                     total=event.total,
-                    detail=_safe(event.path or ""),
+                    detail=safe(event.path or ""),
                 )
             elif event.stage == "embed":
                 bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
@@ -273,12 +221,12 @@ def index_add(
             lambda: engine.index_add(path, name, progress=on_progress, cancel=cancel, wait_s=wait),
             cancel,
             "aries: cancelling after the current file…",
-            console,
+            stderr,
         )
     return report
 
 
-def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: str, console: Any) -> T:
+def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: str, stderr: Any) -> T:
     """``work()`` in a worker thread while the main thread waits for it; Ctrl-C sets ``cancel`` (the
     engine stops at its next safe point), prints ``cancelling`` and waits for the worker to finish.
     The worker's result is returned and its exception re-raised here."""
@@ -297,7 +245,7 @@ def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: 
             worker.join(0.2)
     except KeyboardInterrupt:
         cancel.set()
-        console.print(cancelling)
+        stderr.print(cancelling)
         worker.join()
     if "error" in outcome:
         raise outcome["error"]
@@ -306,8 +254,7 @@ def run_cancellable(work: Callable[[], T], cancel: threading.Event, cancelling: 
 
 
 def _say_waiting(event: ProgressEvent) -> None:
-    sys.stderr.write(f"aries: {_safe(event.path or 'waiting for another writer')}\n")  # one line, never wrapped
-    sys.stderr.flush()
+    warn(event.path or "waiting for another writer")  # one line, never wrapped
 
 
 def print_report(report: IngestReport) -> None:
@@ -315,81 +262,78 @@ def print_report(report: IngestReport) -> None:
     failed and skipped file with its reason."""
     if report.vectors_rebuilt:
         rebuilt = f"vector store rebuilt ({report.vectors_rebuilt} chunks re-embedded)"
-        print(_safe(f"index {report.index!r}: {rebuilt}"))
-    print(_safe(report.summary()))
+        out(f"index {report.index!r}: {rebuilt}", single_line=True)
+    out(report.summary(), single_line=True)
     for line in report.file_lines():
-        print("  " + _safe(line.strip()))
+        out("  " + line.strip(), single_line=True)
     if report.activated:
-        print(_safe(f"index {report.index!r} is now the active index"))
+        out(f"index {report.index!r} is now the active index", single_line=True)
 
 
 def handle_index_list(args: argparse.Namespace) -> int:
-    with _engine(args, announce=False) as engine:
+    with workspace_engine(args, announce=False) as engine:
         infos = engine.index_list()
         if args.json:
-            _print_json([info.to_dict() for info in infos])
+            print_json([info.to_dict() for info in infos])
             return 0
         if not infos:
-            print("no indexes; add one with: aries -w NAME rag index add PATH")
+            out("no indexes; add one with: aries -w NAME rag index add PATH")
             return 0
         for info in infos:
             mark = "*" if info.active else " "
-            print(
-                _safe(
-                    f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  "
-                    f"{info.status:<16} {info.embedding_model or '-'}{_backend_note(info)}"
-                )
+            out(
+                f"{mark} {info.name:<24} {info.files:>6} files {info.chunks:>8} chunks  "
+                f"{info.status:<16} {info.embedding_model or '-'}{_backend_note(info)}",
+                single_line=True,
             )
             if info.status_detail:
-                print(_safe(f"    {info.status}: {info.status_detail}"))
+                out(f"    {info.status}: {info.status_detail}", single_line=True)
             if info.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
-                print("    keyword-only while the index folder cannot be written")
+                out("    keyword-only while the index folder cannot be written")
             elif info.status.startswith("vectors"):
-                print(_safe(f"    keyword-only until repaired: aries rag index repair {info.name}"))
+                out(f"    keyword-only until repaired: aries rag index repair {info.name}", single_line=True)
             for root in info.roots:
-                print(f"    {_safe(root)}")
+                out(f"    {root}", single_line=True)
             for failure in info.failed:
-                print(
-                    _safe(
-                        f"    failed   {failure['path']}: [{failure['code']}] {failure['message']} "
-                        f"(since {failure['failed_at'][:19]}; its previous chunks are kept)"
-                    )
+                out(
+                    f"    failed   {failure['path']}: [{failure['code']}] {failure['message']} "
+                    f"(since {failure['failed_at'][:19]}; its previous chunks are kept)",
+                    single_line=True,
                 )
         return 0
 
 
 def handle_index_check(args: argparse.Namespace) -> int:
     """Exit 0 when every manifest chunk is in Tantivy and Chroma and neither holds more; else 1."""
-    with _engine(args, announce=False) as engine:
+    with workspace_engine(args, announce=False) as engine:
         result = engine.index_check(args.name)
         if args.json:
-            _print_json(result.to_dict())
+            print_json(result.to_dict())
         else:
-            print(_safe(result.summary()))
+            out(result.summary(), single_line=True)
             for kind in ("missing_tantivy", "missing_chroma", "extra_tantivy", "extra_chroma", "duplicates_tantivy"):
                 ids = getattr(result, kind)
                 if ids:
                     more = " …" if result.counts[kind] > len(ids) else ""
-                    print(_safe(f"  {kind.replace('_', ' ')}: {', '.join(ids)}{more}"))
+                    out(f"  {kind.replace('_', ' ')}: {', '.join(ids)}{more}", single_line=True)
         return 0 if result.ok else 1
 
 
 def handle_index_use(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with workspace_engine(args) as engine:
         info = engine.index_use(args.name)
-        print(_safe(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)"))
+        out(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)", single_line=True)
         return 0
 
 
 def handle_index_repair(args: argparse.Namespace) -> int:
     """Rebuild the vectors of INDEX from its manifest, with a progress bar; Ctrl-C cancels (nothing changes)."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.retrieval.ingest import Cancelled
 
-    console = Console(stderr=True)
-    with _engine(args) as engine:
+    stderr = console(stderr=True)
+    with workspace_engine(args) as engine:
         before = engine.index_info(args.name)
         cancel = threading.Event()
         vectors: int | None = None
@@ -398,9 +342,9 @@ def handle_index_repair(args: argparse.Namespace) -> int:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=console,
+            console=stderr,
             transient=True,
-            disable=args.json or not console.is_terminal,
+            disable=args.json or not stderr.is_terminal,
         ) as bar:
             task = bar.add_task("repair", total=None)
 
@@ -415,30 +359,29 @@ def handle_index_repair(args: argparse.Namespace) -> int:
                     lambda: engine.index_repair(args.name, progress=on_progress, cancel=cancel),
                     cancel,
                     "aries: cancelling the repair…",
-                    console,
+                    stderr,
                 )
             except Cancelled:
                 vectors = None
         if vectors is None:
-            sys.stderr.write(f"aries: repair of {_safe(repr(args.name))} cancelled; the index is unchanged\n")
-            return 130
+            warn(f"repair of {args.name!r} cancelled; the index is unchanged")
+            return EXIT_INTERRUPTED
         after = engine.index_info(args.name)
         if args.json:
-            _print_json({"index": args.name, "before": before.status, "status": after.status, "vectors": vectors})
+            print_json({"index": args.name, "before": before.status, "status": after.status, "vectors": vectors})
         else:
-            print(
-                _safe(
-                    f"index {args.name!r}: {vectors} vectors rebuilt from the manifest "
-                    f"(was: {before.status}; now: {after.status})"
-                )
+            out(
+                f"index {args.name!r}: {vectors} vectors rebuilt from the manifest "
+                f"(was: {before.status}; now: {after.status})",
+                single_line=True,
             )
         return 0 if after.status == "ok" else 1
 
 
 def handle_index_drop(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with workspace_engine(args) as engine:
         engine.index_drop(args.name)
-        print(_safe(f"dropped index {args.name!r}"))
+        out(f"dropped index {args.name!r}", single_line=True)
         return 0
 
 
@@ -446,64 +389,65 @@ def handle_index_drop(args: argparse.Namespace) -> int:
 
 
 def handle_query(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with workspace_engine(args) as engine:
         result = engine.query(" ".join(args.text), k=args.k, index=args.index)
         for warning in result.warnings:  # keyword-only results: said on stderr whatever the format
-            sys.stderr.write(f"aries: warning: {_safe(warning)}\n")
+            warn(f"warning: {warning}")
         if args.json:
-            _print_json(result.to_dict())
+            print_json(result.to_dict())
             return 0
-        print(
-            _safe(
-                f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
-                f"({result.embedding_model} {result.embedding_backend}"
-                f"{', KEYWORD ONLY' if result.mode == 'keyword' else ''})"
-            )
+        out(
+            f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
+            f"({result.embedding_model} {result.embedding_backend}"
+            f"{', KEYWORD ONLY' if result.mode == 'keyword' else ''})",
+            single_line=True,
         )
         for hit in result.hits:
             bm25 = f"bm25 #{hit.bm25_rank} ({hit.bm25_score:.3f})" if hit.bm25_rank else "bm25 -"
             dense = f"dense #{hit.dense_rank} ({hit.dense_score:.3f})" if hit.dense_rank else "dense -"
-            print(_safe(f"{hit.rank:>3}. {hit.handle}  {hit.source_path}  {_where(hit.page, hit.section)}"))
-            print(f"     score {hit.score:.4f}  {bm25}  {dense}")
+            out(f"{hit.rank:>3}. {hit.handle}  {hit.source_path}  {_where(hit.page, hit.section)}", single_line=True)
+            out(f"     score {hit.score:.4f}  {bm25}  {dense}")
             preview = " ".join(hit.text.split())
-            print(f"     {_safe(preview[:200])}{'…' if len(preview) > 200 else ''}")
+            out(f"     {preview[:200]}{'…' if len(preview) > 200 else ''}", single_line=True)
         return 0
 
 
 def handle_show(args: argparse.Namespace) -> int:
-    with _engine(args, announce=False) as engine:
+    with workspace_engine(args, announce=False) as engine:
         view = engine.show(args.handle)
         if args.json:
-            _print_json(view.to_dict())
+            print_json(view.to_dict())
             return 0
-        print(_safe(view.handle))
-        print(_safe(f"  source   {view.root}/{view.source_path} ({view.content_type})"))
+        out(view.handle, single_line=True)
+        out(f"  source   {view.root}/{view.source_path} ({view.content_type})", single_line=True)
         where = _where(view.page, view.section)
         if where:
-            print(_safe(f"  where    {where}"))
-        print(f"  offsets  {view.start_offset}-{view.end_offset} (chunk {view.ordinal})")
-        print(f"  hash     {view.hash}")
-        print(_safe(f"  model    {view.embedding_model}"))
-        print(_safe(f"  modified {view.last_modified}"))
-        print()
-        print(_safe(view.text, single_line=False))
+            out(f"  where    {where}", single_line=True)
+        out(f"  offsets  {view.start_offset}-{view.end_offset} (chunk {view.ordinal})")
+        out(f"  hash     {view.hash}")
+        out(f"  model    {view.embedding_model}", single_line=True)
+        out(f"  modified {view.last_modified}", single_line=True)
+        out()
+        out(view.text)
         return 0
 
 
 def handle_last(args: argparse.Namespace) -> int:
-    with _engine(args, announce=False) as engine:
+    with workspace_engine(args, announce=False) as engine:
         record = engine.last()
         if args.json:
-            _print_json(record.to_dict() if record else None)
+            print_json(record.to_dict() if record else None)
             return 0
         if record is None:
-            print("no retrievals recorded in this workspace yet")
+            out("no retrievals recorded in this workspace yet")
             return 0
-        print(_safe(f"#{record.id} {record.ts}  index {record.index!r}  model {record.embedding_model}"))
-        print(f"  query   {_safe(record.query)}")
-        print(f"  params  {_safe(json.dumps(record.params, sort_keys=True))}")
+        out(f"#{record.id} {record.ts}  index {record.index!r}  model {record.embedding_model}", single_line=True)
+        out(f"  query   {record.query}", single_line=True)
+        out(f"  params  {json.dumps(record.params, sort_keys=True)}", single_line=True)
         for hit in record.hits:
-            print(_safe(f"  {hit['rank']:>3}. {hit['handle']}  {hit['source_path']}  score {hit['score']:.4f}"))
+            out(
+                f"  {hit['rank']:>3}. {hit['handle']}  {hit['source_path']}  score {hit['score']:.4f}", single_line=True
+            )
         return 0
 
 
@@ -523,8 +467,7 @@ def handle_eval_rag(args: argparse.Namespace) -> int:
 
     def on_progress(done: int, total: int) -> None:
         if tty and not args.json:
-            sys.stderr.write(f"\rindexing {done}/{total} documents")
-            sys.stderr.flush()
+            progress(f"indexing {done}/{total} documents")
 
     result = evaluate_run(
         Path(args.dataset),
@@ -537,23 +480,23 @@ def handle_eval_rag(args: argparse.Namespace) -> int:
         progress=on_progress,
     )
     if tty and not args.json:
-        sys.stderr.write("\n")
+        err("", end="\n")
     if args.run_file:
         atomic_write_text(Path(args.run_file), json.dumps(result, indent=2) + "\n")
     strict_error = result["environment"]["embedding_strict_error"]
     if strict_error:
-        sys.stderr.write(f"aries: AXIOMME_EMBEDDER_STRICT: the embedder failed: {_safe(strict_error)}\n")
+        warn(f"AXIOMME_EMBEDDER_STRICT: the embedder failed: {strict_error}")
     gate = result.get("gate")
     if gate is not None and not gate["passed"]:
         for reason in gate["reasons"]:
-            sys.stderr.write(f"aries: gate {_safe(gate['gate_profile'])} failed: {_safe(reason)}\n")
+            warn(f"gate {gate['gate_profile']} failed: {reason}")
     if args.json:
-        sys.stdout.write(json.dumps(result) + "\n")
+        print_json(result, indent=None)
         return 0 if result["ok"] else 1
     if result["methods"]:
-        print(f"{result['queries']} queries, {settings.embedder} embedder, document level")
-        print(f"{'method':<8}" + "".join(f"{metric:>12}" for metric in METRICS))
+        out(f"{result['queries']} queries, {settings.embedder} embedder, document level")
+        out(f"{'method':<8}" + "".join(f"{metric:>12}" for metric in METRICS))
         for method in METHODS:
             values = result["methods"][method]
-            print(f"{method:<8}" + "".join(f"{values[metric]:>12.4f}" for metric in METRICS))
+            out(f"{method:<8}" + "".join(f"{values[metric]:>12.4f}" for metric in METRICS))
     return 0 if result["ok"] else 1

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli import print_json, safe
+from app.cli._common import open_session, out, print_json, progress
 
 BUNDLE_HELP = """\
 A bundle is one .tar.zst file: the workspace's transcripts, artifacts, indexes, settings and
@@ -64,9 +64,7 @@ class _Progress:
         percent = int(100 * done / total) if total else 100
         if percent != self.shown:
             self.shown = percent
-            end = "\n" if done >= total else ""
-            sys.stderr.write(f"\r{self.verb}: {percent:3d}%  ({done >> 20} of {total >> 20} MiB)" + end)
-            sys.stderr.flush()
+            progress(f"{self.verb}: {percent:3d}%  ({done >> 20} of {total >> 20} MiB)", done=done >= total)
 
 
 def _key(given: Path | None, variable: str) -> Path | None:
@@ -83,29 +81,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     from app import __version__
     from services.bundles.export import export_workspace
     from services.leases import acquire_lease
-    from services.workspaces import WorkspaceManager
 
-    workspace, _ = WorkspaceManager().open(args.name)
-    lease = acquire_lease(workspace, purpose="export")  # nothing writes the workspace meanwhile
-    try:
-        report = export_workspace(
-            workspace,
-            args.path,
-            aries_version=__version__,
-            signing_key=_key(args.sign, "ARIES_BUNDLE_SIGNING_KEY"),
-            overwrite=args.force,
-            progress=_Progress("exporting", args.json),
-        )
-    finally:
-        lease.release()
+    with open_session(args, name=args.name) as session:
+        lease = acquire_lease(session.workspace, purpose="export")  # nothing writes the workspace meanwhile
+        try:
+            report = export_workspace(
+                session.workspace,
+                args.path,
+                aries_version=__version__,
+                signing_key=_key(args.sign, "ARIES_BUNDLE_SIGNING_KEY"),
+                overwrite=args.force,
+                progress=_Progress("exporting", args.json),
+            )
+        finally:
+            lease.release()
     if args.json:
         print_json(vars(report))
         return 0
     signed = ", signed" if report.signed else ""
-    print(safe(f"exported workspace {args.name}: {report.files} files to {report.path} ({report.bytes} bytes{signed})"))
-    print(f"sha256 {report.sha256}")
+    out(f"exported workspace {args.name}: {report.files} files to {report.path} ({report.bytes} bytes{signed})")
+    out(f"sha256 {report.sha256}")
     for item in report.skipped:
-        print(safe(f"  left out: {item}"))
+        out(f"  left out: {item}")
     return 0
 
 
@@ -131,27 +128,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     how = "replaced" if report.replaced else "created"
     source = report.source.get("name", "?")
     signed = "; signature checked" if report.signed else ""
-    print(
-        safe(f"workspace {report.name} {how} from {args.bundle} (exported from {source}): {report.files} files{signed}")
-    )
+    out(f"workspace {report.name} {how} from {args.bundle} (exported from {source}): {report.files} files{signed}")
     if report.quarantined:
-        print(
-            safe(
-                f"quarantined until you trust it (aries workspace trust {report.name}): "
-                + "; ".join(report.quarantined),
-                single_line=True,
-            )
+        out(
+            f"quarantined until you trust it (aries workspace trust {report.name}): " + "; ".join(report.quarantined),
+            single_line=True,
         )
     for index, reason in sorted(failed.items()):
-        print(
-            safe(f"index {index}: vectors not rebuilt ({reason}); run: aries -w {report.name} rag index repair {index}")
-        )
-    print(safe(f"open it with: aries -w {report.name}"))
+        out(f"index {index}: vectors not rebuilt ({reason}); run: aries -w {report.name} rag index repair {index}")
+    out(f"open it with: aries -w {report.name}")
     return 0
 
 
 def _say_rebuild(index: str, done: int, total: int) -> None:
     if sys.stderr.isatty():
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\rrebuilding index {safe(index, single_line=True)}: {done}/{total} chunks" + end)
-        sys.stderr.flush()
+        progress(f"rebuilding index {index}: {done}/{total} chunks", done=done >= total)

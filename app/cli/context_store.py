@@ -16,54 +16,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_options import workspace_option
+from app.cli._common import err, open_session, out, print_json, progress, safe, workspace_option
 
 if TYPE_CHECKING:
     from services.context.service import ContextService
 
 
-def _print_json(data: Any) -> None:
-    from app.cli import print_json
-
-    print_json(data)
-
-
-def _safe(text: object, *, single_line: bool = False) -> str:
-    from app.cli import safe
-
-    return safe(text, single_line=single_line)
-
-
 @contextmanager
 def _service(args: argparse.Namespace, *, write: bool = False, approver: Any = None) -> Iterator[ContextService]:
+    """The context service over the command's session (its engine; URL fetches through its gateway)."""
     from services.context.service import ContextService
-    from services.workspaces import WorkspaceManager, ephemeral_workspace
 
-    name = getattr(args, "workspace", None)
-    if name:
-        workspace, _ = WorkspaceManager().open(name)
-    else:
-        workspace = ephemeral_workspace()
-        sys.stderr.write("aries: no workspace given (-w NAME): using an ephemeral workspace; nothing will persist\n")
-    try:
-        service = ContextService(workspace, approver=approver, session_factory=_session_factory(workspace, approver))
+    ephemeral = "no workspace given (-w NAME): using an ephemeral workspace; nothing will persist"
+    with open_session(args, announce=ephemeral, approver=approver) as session:
+        service = ContextService(session.workspace, approver=approver, session=session)
         try:
             if write:
                 service.reconcile(full=False)
             yield service
         finally:
             service.close()
-    finally:
-        workspace.close()
-
-
-def _session_factory(workspace: Any, approver: Any) -> Any:
-    def make() -> Any:
-        from services.session import Session
-
-        return Session(workspace, source="cli", interactive=False, approver=approver)
-
-    return make
 
 
 def _uri(text: str) -> Any:
@@ -77,13 +49,15 @@ def _drain(service: ContextService, args: argparse.Namespace) -> dict[str, Any] 
         return None
     quiet = getattr(args, "json", False)
 
-    def progress(stage: str, done: int, total: int) -> None:
-        if not quiet and sys.stderr.isatty():
-            sys.stderr.write(f"\r{stage} {done}/{total}")
+    shown = not quiet and sys.stderr.isatty()
 
-    report = service.process_queue(progress=progress).to_dict()
-    if not quiet and sys.stderr.isatty():
-        sys.stderr.write("\n")
+    def step(stage: str, done: int, total: int) -> None:
+        if shown:
+            progress(f"{stage} {done}/{total}")
+
+    report = service.process_queue(progress=step).to_dict()
+    if shown:
+        err("")
     return report
 
 
@@ -98,18 +72,18 @@ def handle_add(args: argparse.Namespace) -> int:
     with _service(args, write=True, approver=approver) as service:
         report = service.add(args.source, to, replace=args.replace)
         queue = _drain(service, args)
-    out = report.to_dict()
-    out["queue"] = queue
+    data = report.to_dict()
+    data["queue"] = queue
     if args.json:
-        _print_json(out)
+        print_json(data)
     else:
-        print(f"added {_safe(report.uri, single_line=True)}: {len(report.files)} file(s), {report.bytes} bytes")
+        out(f"added {safe(report.uri, single_line=True)}: {len(report.files)} file(s), {report.bytes} bytes")
         for path, reason in report.skipped:
-            print(f"  skipped {_safe(path, single_line=True)}: {_safe(reason, single_line=True)}")
+            out(f"  skipped {safe(path, single_line=True)}: {safe(reason, single_line=True)}")
         if queue is None:
-            print(f"queued: {', '.join(report.jobs)} (run `aries context reconcile` or a later command to process)")
+            out(f"queued: {', '.join(report.jobs)} (run `aries context reconcile` or a later command to process)")
         else:
-            print(f"processed {len(queue['processed'])} job(s); {queue['remaining']} left")
+            out(f"processed {len(queue['processed'])} job(s); {queue['remaining']} left")
     return 3 if queue is not None and queue["failed"] else 0
 
 
@@ -118,12 +92,12 @@ def handle_ls(args: argparse.Namespace) -> int:
     with _service(args) as service:
         entries = service.ls(uri, hidden=args.all)
     if args.json:
-        _print_json([{"uri": str(e.uri), "name": e.name, "kind": e.kind, "size": e.size} for e in entries])
+        print_json([{"uri": str(e.uri), "name": e.name, "kind": e.kind, "size": e.size} for e in entries])
         return 0
     for entry in entries:
         suffix = "/" if entry.kind == "dir" else ""
         size = "" if entry.kind == "dir" else f"  {entry.size}"
-        print(f"{_safe(entry.name, single_line=True)}{suffix}{size}")
+        out(f"{safe(entry.name, single_line=True)}{suffix}{size}")
     return 0
 
 
@@ -131,9 +105,7 @@ def handle_read(args: argparse.Namespace) -> int:
     uri = _uri(args.uri)
     with _service(args) as service:
         text = service.read(uri, args.tier)
-    sys.stdout.write(_safe(text))
-    if text and not text.endswith("\n"):
-        sys.stdout.write("\n")
+    out(text, end="" if not text or text.endswith("\n") else "\n")
     return 0
 
 
@@ -143,11 +115,11 @@ def handle_export(args: argparse.Namespace) -> int:
 
     with _service(args) as service:
         report = service.export(_uri(args.uri), Path(args.path), overwrite=args.overwrite)
-    out = describe(report)
+    data = describe(report)
     if args.json:
-        _print_json(out)
+        print_json(data)
     else:
-        print(f"exported {_safe(args.uri, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
+        out(f"exported {safe(args.uri, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
     return 0
 
 
@@ -159,11 +131,11 @@ def handle_import(args: argparse.Namespace) -> int:
             Path(args.path), _uri(args.to), force=args.force, vectorize=args.vectorize
         )
         queue = _drain(service, args)
-    out = {**describe(report), "jobs": jobs, "queue": queue}
+    data = {**describe(report), "jobs": jobs, "queue": queue}
     if args.json:
-        _print_json(out)
+        print_json(data)
     else:
-        print(f"imported into {_safe(args.to, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
+        out(f"imported into {safe(args.to, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
     return 0
 
 
@@ -171,14 +143,14 @@ def handle_import(args: argparse.Namespace) -> int:
 def handle_reconcile(args: argparse.Namespace) -> int:
     with _service(args) as service:
         report = service.reconcile()
-    out = report.to_dict()
+    data = report.to_dict()
     if args.json:
-        _print_json(out)
+        print_json(data)
     else:
         for key in ("staging_removed", "package_staging_removed", "commits_recovered", "jobs_rerun", "tiers_changed"):
-            print(f"{key.replace('_', ' ')}: {len(out[key])}")
-        print(f"jobs processed: {out['jobs_processed']}; queue remaining: {out['queue_remaining']}")
-        print("consistent" if report.consistent else "NOT consistent: see the failed jobs with --json")
+            out(f"{key.replace('_', ' ')}: {len(data[key])}")
+        out(f"jobs processed: {data['jobs_processed']}; queue remaining: {data['queue_remaining']}")
+        out("consistent" if report.consistent else "NOT consistent: see the failed jobs with --json")
     return 0 if report.consistent else 3
 
 
@@ -186,7 +158,7 @@ def handle_evidence(args: argparse.Namespace) -> int:
     with _service(args) as service:
         paths = service.evidence(Path(args.out))
     for path in paths:
-        print(_safe(str(path), single_line=True))
+        out(path, single_line=True)
     return 0
 
 
@@ -194,14 +166,14 @@ def handle_evidence(args: argparse.Namespace) -> int:
 def handle_session_new(args: argparse.Namespace) -> int:
     with _service(args, write=True) as service:
         session = service.session_new(args.id)
-    print(session.session_id)
+    out(session.session_id)
     return 0
 
 
 def handle_session_append(args: argparse.Namespace) -> int:
     with _service(args, write=True) as service:
         count = service.session_append(args.session, Path(args.file))
-    print(f"appended {count} message(s) to {_safe(args.session, single_line=True)}")
+    out(f"appended {count} message(s) to {safe(args.session, single_line=True)}")
     return 0
 
 
@@ -228,7 +200,7 @@ def handle_session_commit(args: argparse.Namespace) -> int:
         queue = _drain(service, args)
     root = service.tree.root
     written = sorted("axiom://" + Path(p).relative_to(root).as_posix() for p in report.written)
-    out = {
+    data = {
         "session_id": report.session_id,
         "archived": report.archived,
         "history": report.history.relative_to(root).as_posix() if report.history else None,
@@ -237,11 +209,11 @@ def handle_session_commit(args: argparse.Namespace) -> int:
         "queue": queue,
     }
     if args.json:
-        _print_json(out)
+        print_json(data)
     else:
-        print(f"committed {report.archived} message(s); {len(report.memories)} memory(ies)")
+        out(f"committed {report.archived} message(s); {len(report.memories)} memory(ies)")
         for uri in written:
-            print(f"  {_safe(uri, single_line=True)}")
+            out(f"  {uri}", single_line=True)
     return 0
 
 
@@ -322,17 +294,17 @@ def handle_log(args: argparse.Namespace) -> int:
     with _service(args) as service:
         rows = service.requests.recent(max(0, args.n))
     if args.json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     if not rows:
-        print("no requests logged yet")
+        out("no requests logged yet")
         return 0
-    print(f"{'when':<27}  {'operation':<15}  {'ms':>8}  {'outcome':<18}  target")
+    out(f"{'when':<27}  {'operation':<15}  {'ms':>8}  {'outcome':<18}  target")
     for row in rows:
         counts = " ".join(f"{k}={v}" for k, v in sorted(row["counts"].items()))
         trace = f" trace={row['trace_id']}" if row["trace_id"] else ""
-        print(
+        out(
             f"{row['ts']:<27}  {row['operation']:<15}  {row['duration_ms']:>8.1f}  {row['outcome']:<18}  "
-            f"{_safe(row['target'] or '-', single_line=True)}  {counts}{trace}"
+            f"{safe(row['target'] or '-', single_line=True)}  {counts}{trace}"
         )
     return 0

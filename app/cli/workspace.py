@@ -1,13 +1,16 @@
-"""``aries workspace new|open|list|close|export|import`` and ``aries artifact add|list``."""
+"""``aries workspace new|open|list|close`` (export and import: :mod:`app.cli.bundle`).
+
+These commands manage workspaces themselves (create, check, list, clear a stale open record), so
+they use ``services.workspaces`` directly; every command that works *in* a workspace goes through
+``open_session``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from app.cli import console, print_json, safe
+from app.cli._common import out, print_json, print_table, safe, warn
 
 
 def register(sub: Any) -> None:
@@ -37,22 +40,11 @@ def register(sub: Any) -> None:
     close.add_argument("name")
     close.set_defaults(func=cmd_close)
 
-    from app.cli_bundle import register_bundle_commands
-    from app.cli_trust import register_trust_command
+    from app.cli.bundle import register_bundle_commands
+    from app.cli.trust import register_trust_command
 
     register_bundle_commands(ws_sub)
     register_trust_command(ws_sub)
-
-    art = sub.add_parser("artifact", help="add and list artifacts of a workspace")
-    art_sub = art.add_subparsers(dest="artifact_command", metavar="ACTION", required=True)
-    add = art_sub.add_parser("add", help="add a file to the artifact registry")
-    add.add_argument("file", type=Path)
-    add.add_argument("--description", "-d", help="a short description")
-    add.add_argument("--json", action="store_true", help="print the artifact as JSON")
-    add.set_defaults(func=cmd_artifact_add)
-    alst = art_sub.add_parser("list", help="list the artifact registry")
-    alst.add_argument("--json", action="store_true", help="print the registry as JSON")
-    alst.set_defaults(func=cmd_artifact_list)
 
 
 def _report_lines(report: Any) -> list[str]:
@@ -82,9 +74,9 @@ def cmd_new(args: argparse.Namespace) -> int:
         print_json({**workspace.summary(), **_report_dict(report)})
         return 0
     verb = "created" if report.created else "already exists"
-    print(safe(f"workspace {workspace.name}: {verb} at {workspace.root}", single_line=True))
+    out(f"workspace {workspace.name}: {verb} at {workspace.root}", single_line=True)
     for line in _report_lines(report):
-        print(safe(line, single_line=True))
+        out(line, single_line=True)
     return 0
 
 
@@ -97,9 +89,9 @@ def _holder_text(record: dict[str, Any]) -> str:
 def cmd_open(args: argparse.Namespace) -> int:
     if args.check or not sys.stdout.isatty():
         return _check(args)
-    from app.cli import run_tui
+    from app.main import run
 
-    return run_tui(args.name, create=False)
+    return run(args.name, create=False)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -137,19 +129,19 @@ def _check(args: argparse.Namespace) -> int:
         )
         return 0 if ok else 1
     state = "ok" if ok else "PROBLEMS"
-    print(safe(f"workspace {workspace.name}: {state} at {workspace.root}", single_line=True))
+    out(f"workspace {workspace.name}: {state} at {workspace.root}", single_line=True)
     if holder is not None:
-        print(f"  open in another Aries ({safe(_holder_text(holder), single_line=True)}): nothing was repaired")
+        out(f"  open in another Aries ({safe(_holder_text(holder), single_line=True)}): nothing was repaired")
     if unclean:
-        print(f"  recovered after an unclean exit ({safe(_holder_text(unclean), single_line=True)})")
+        out(f"  recovered after an unclean exit ({safe(_holder_text(unclean), single_line=True)})")
     for line in _report_lines(report):
-        print(safe(line, single_line=True))
+        out(line, single_line=True)
     width = max(len(check.name) for check in checks)
     for check in checks:
         mark = "ok  " if check.ok else "FAIL"
-        print(f"  {mark} {safe(check.name, single_line=True):<{width}}  {safe(check.detail, single_line=True)}")
+        out(f"  {mark} {safe(check.name, single_line=True):<{width}}  {safe(check.detail, single_line=True)}")
     if not args.check:
-        print("  (no terminal: not starting the TUI; use 'aries -w NAME' in a terminal)")
+        out("  (no terminal: not starting the TUI; use 'aries -w NAME' in a terminal)")
     return 0 if ok else 1
 
 
@@ -171,29 +163,26 @@ def cmd_list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     if not rows:
-        print(safe(f"no workspaces yet under {manager.root}; create one with: aries workspace new NAME"))
+        out(f"no workspaces yet under {manager.root}; create one with: aries workspace new NAME")
         return 0
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=Text(safe(f"Workspaces in {manager.root}", single_line=True)), title_justify="left")
-    for column in ("name", "profile", "conversations", "artifacts", "indexes", "created", "open"):
-        table.add_column(column)
+    cells = []
     for row in rows:
         if "error" in row:
-            cells = [row["name"], "", "", "", "", f"error: {row['error']}", ""]
+            cells.append([row["name"], "", "", "", "", f"error: {row['error']}", ""])
         else:
-            cells = [
-                row["name"],
-                row["profile"],
-                str(row["conversations"]),
-                str(row["artifacts"]),
-                ", ".join(row["indexes"]) or "-",
-                row["created_at"][:19].replace("T", " "),
-                "yes" if row["open"] else "",
-            ]
-        table.add_row(*(Text(safe(cell, single_line=True)) for cell in cells))  # Text: never parsed as markup
-    console(soft_wrap=True).print(table)
+            cells.append(
+                [
+                    row["name"],
+                    row["profile"],
+                    str(row["conversations"]),
+                    str(row["artifacts"]),
+                    ", ".join(row["indexes"]) or "-",
+                    row["created_at"][:19].replace("T", " "),
+                    "yes" if row["open"] else "",
+                ]
+            )
+    columns = ("name", "profile", "conversations", "artifacts", "indexes", "created", "open")
+    print_table(f"Workspaces in {manager.root}", columns, cells)
     return 0
 
 
@@ -204,59 +193,15 @@ def cmd_close(args: argparse.Namespace) -> int:
     workspace, report = WorkspaceManager().open(args.name)
     holder = open_elsewhere(workspace) or lease_holder(workspace)
     if holder is not None:
-        sys.stderr.write(
-            safe(f"aries: workspace {args.name} is open in another Aries ({_holder_text(holder)}); quit Aries there\n")
-        )
+        warn(f"workspace {args.name} is open in another Aries ({_holder_text(holder)}); quit Aries there")
         return 1
     try:
         stale = clear_stale(workspace)
     except WorkspaceBusy as busy:
-        sys.stderr.write(safe(f"aries: {busy.message}", single_line=True) + "\n")
+        warn(busy.message)
         return 1
     extra = f" (cleared the stale open record of pid {stale.get('pid', '?')}, which is gone)" if stale else ""
-    print(safe(f"workspace {workspace.name}: closed{extra}", single_line=True))
+    out(f"workspace {workspace.name}: closed{extra}", single_line=True)
     for line in _report_lines(report):
-        print(safe(line, single_line=True))
-    return 0
-
-
-def _workspace_for_artifacts(args: argparse.Namespace) -> Any:
-    from services.errors import InvalidInput
-    from services.workspaces import WorkspaceManager
-
-    if not args.workspace:
-        raise InvalidInput("artifacts live in a workspace: add --workspace NAME (aries -w NAME artifact ...)")
-    workspace, _ = WorkspaceManager().open(args.workspace)
-    return workspace
-
-
-def cmd_artifact_add(args: argparse.Namespace) -> int:
-    workspace = _workspace_for_artifacts(args)
-    artifact, created = workspace.artifacts.add_file(
-        args.file,
-        description=args.description,
-        provenance={"kind": "cli", "command": f"aries artifact add {args.file}"},
-    )
-    if args.json:
-        print_json({**artifact.to_dict(), "created": created})
-        return 0
-    state = "added" if created else "already in the registry (identical content)"
-    line = f"{artifact.id}  {artifact.name}  {artifact.size_bytes} bytes  {artifact.mime_type}: {state}"
-    print(safe(line, single_line=True))
-    return 0
-
-
-def cmd_artifact_list(args: argparse.Namespace) -> int:
-    workspace = _workspace_for_artifacts(args)
-    artifacts = workspace.artifacts.list()
-    if args.json:
-        print_json([a.to_dict() for a in artifacts])
-        return 0
-    if not artifacts:
-        print(f"no artifacts in workspace {workspace.name}; add one with: aries -w {workspace.name} artifact add FILE")
-        return 0
-    for a in artifacts:
-        desc = f"  {a.description}" if a.description else ""
-        line = f"{a.id}  {a.created_at[:19].replace('T', ' ')}  {a.size_bytes:>10}  {a.mime_type:<24} {a.name}{desc}"
-        print(safe(line, single_line=True))
+        out(line, single_line=True)
     return 0

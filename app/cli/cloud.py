@@ -11,10 +11,9 @@ The bridge itself (sanitizer, allowlist, the call) is ``services.bridge``; the t
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from app.cli_options import workspace_option
+from app.cli._common import open_session, out, print_json, workspace_option
 
 CLOUD_HELP = """\
 The cloud bridge is off unless the active profile's 'cloud:' block or the workspace setting 'cloud'
@@ -45,76 +44,45 @@ def register(subparsers: Any) -> None:
     forget.set_defaults(func=handle_forget)
 
 
-def _open(args: argparse.Namespace) -> Any:
-    from services.pipe.headless import HeadlessApprover, open_session
-
-    return open_session(getattr(args, "workspace", None), HeadlessApprover())
-
-
-def _fail(error: Exception) -> int:
-    from app.cli import safe
-    from services.errors import AriesError
-
-    if not isinstance(error, AriesError):
-        raise error
-    sys.stderr.write(f"aries: {safe(error.message, single_line=True)}\n")
-    return error.exit_code
-
-
 def handle_status(args: argparse.Namespace) -> int:
-    from app.cli import print_json, safe
-    from services.errors import AriesError
+    from services.pipe.headless import HeadlessApprover
     from services.pipe.status import cloud_status
 
-    try:
-        session = _open(args)
-        try:
-            report = cloud_status(session, max(1, args.calls))
-        finally:
-            session.close()
-            session.workspace.close()
-    except AriesError as error:
-        return _fail(error)
+    with open_session(args, approver=HeadlessApprover()) as session:
+        report = cloud_status(session, max(1, args.calls))
     if args.json:
         print_json(report)
         return 0
-    print(safe(f"{report['describe']}  (from {report['source']})", single_line=True))
+    out(f"{report['describe']}  (from {report['source']})", single_line=True)
     if not report["recent"]:
-        print("no cloud calls yet")
+        out("no cloud calls yet")
     for row in report["recent"]:
         counts = ", ".join(f"{k} {n}" for k, n in sorted((row.get("redactions") or {}).items())) or "none"
         line = f"  {row['ts']}  {row['request_id']}  {row['status']:<8} {row.get('model') or ''}  redacted: {counts}"
         if row.get("error"):
             line += f"  ({row['error']})"
-        print(safe(line, single_line=True))
+        out(line, single_line=True)
     return 0
 
 
 def handle_forget(args: argparse.Namespace) -> int:
-    from app.cli import print_json, safe
     from services.bridge.merge import cloud_replies, forget_cloud, forget_reply
-    from services.errors import AriesError, NotFound
+    from services.errors import NotFound
+    from services.pipe.headless import HeadlessApprover
 
-    try:
-        session = _open(args)
-        try:
-            root = session.workspace.root
-            engine = session.engine()
-            if args.request_id:
-                if args.request_id not in cloud_replies(root):
-                    raise NotFound(f"no kept cloud reply {args.request_id}; see: aries cloud status")
-                forget_reply(engine, root, args.request_id)
-                removed = 1
-            else:
-                removed = forget_cloud(engine, root)
-        finally:
-            session.close()
-            session.workspace.close()
-    except AriesError as error:
-        return _fail(error)
+    with open_session(args, approver=HeadlessApprover()) as session:
+        root = session.workspace.root
+        engine = session.engine()
+        if args.request_id:
+            if args.request_id not in cloud_replies(root):
+                raise NotFound(f"no kept cloud reply {args.request_id}; see: aries cloud status")
+            forget_reply(engine, root, args.request_id)
+            removed = 1
+        else:
+            removed = forget_cloud(engine, root)
     if args.json:
         print_json({"removed": removed, "request_id": args.request_id})
     else:
         noun = "reply" if removed == 1 else "replies"
-        print(safe(f"removed {removed} cloud {noun} and their index entries", single_line=True))
+        out(f"removed {removed} cloud {noun} and their index entries", single_line=True)
     return 0

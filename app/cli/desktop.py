@@ -15,18 +15,14 @@ errors.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import sys
 from typing import Any
 
-from app.cli_tool import POLICY_HELP, _close, _session
+from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, fail, open_session, out, print_json, warn
+from app.cli.tool import POLICY_HELP
 
-EXIT_OK = 0
-EXIT_ERROR = 1
 EXIT_REQUEST = 2
-EXIT_DENIED = 3
 
 
 def register(subparsers: Any) -> None:
@@ -49,14 +45,7 @@ def register(subparsers: Any) -> None:
 
 
 def _say(text: str) -> None:
-    sys.stdout.write(text.rstrip("\n") + "\n")
-
-
-def _error(message: str, code: int = EXIT_ERROR) -> int:
-    from services.textsafe import neutralize
-
-    sys.stderr.write(f"aries: {neutralize(message, single_line=True)}\n")
-    return code
+    out(text.rstrip("\n"))
 
 
 FLAGS = {"--yes": "yes", "--approve": "approve", "--json": "json"}
@@ -92,38 +81,33 @@ def handle_desktop(args: argparse.Namespace) -> int:
     try:
         words = _take_trailing_options(args)
     except ValueError as exc:
-        return _error(str(exc), EXIT_REQUEST)
+        return fail(str(exc), EXIT_REQUEST)
     # One word: the request was quoted whole (its own quotes kept); several: quoted again for the parser.
     request = words[0] if len(words) == 1 else shlex.join(words)
+    approver = approve_all if args.approve else None
     try:
-        session = _session(args, mode=args.mode, approver=approve_all if args.approve else None)
-    except AriesError as exc:
-        return _error(exc.message)
-    try:
-        session.policy()  # a broken policy in force is one clear line
-        if desktop_route(session, os.environ) == "model":
-            return _model_turn(session, request)
-        plan = parse_request(request)
-        check_plan(session, plan)
-        if not args.yes:
-            if args.json:
-                shown = {"plan": plan.to_dict(), "ran": False}
-                sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
-            else:
+        with open_session(args, policy_file=args.policy, mode=args.mode, approver=approver) as session:
+            session.policy()  # a broken policy in force is one clear line
+            if desktop_route(session, os.environ) == "model":
+                return _model_turn(session, request)
+            plan = parse_request(request)
+            check_plan(session, plan)
+            if not args.yes:
+                if args.json:
+                    print_json({"plan": plan.to_dict(), "ran": False})
+                else:
+                    _say(plan.render())
+                warn(f"rerun with --yes to run these {len(plan.steps)} step(s)")
+                return EXIT_OK
+            if not args.json:
                 _say(plan.render())
-            sys.stderr.write(f"aries: rerun with --yes to run these {len(plan.steps)} step(s)\n")
-            return EXIT_OK
-        if not args.json:
-            _say(plan.render())
-        run = asyncio.run(run_desktop_plan(session, plan))
+            run = asyncio.run(run_desktop_plan(session, plan))
     except DesktopError as exc:
-        return _error(exc.message, EXIT_REQUEST)
+        return fail(exc.message, EXIT_REQUEST)
     except AriesError as exc:
-        return _error(exc.message)
-    finally:
-        _close(session)
+        return fail(exc, EXIT_ERROR)
     if args.json:
-        sys.stdout.write(json.dumps(run.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+        print_json(run.to_dict())
     else:
         for outcome in run.outcomes:
             _say(f"── {outcome.number}. {outcome.step.tool_id}")
@@ -132,7 +116,7 @@ def handle_desktop(args: argparse.Namespace) -> int:
     for outcome in run.outcomes:
         error = outcome.result.error
         if error is not None and error.details.get("rule") == "approval.no_approver":
-            sys.stderr.write(f"aries: {outcome.step.tool_id} needs approval; rerun with --yes --approve\n")
+            warn(f"{outcome.step.tool_id} needs approval; rerun with --yes --approve")
     if run.ok:
         return EXIT_OK
     return EXIT_DENIED if run.denied else EXIT_ERROR
@@ -144,7 +128,6 @@ def _model_turn(session: Any, request: str) -> int:
 
     from services.assistant import TurnLoop
     from services.models.config import make_provider, resolve_model
-    from services.textsafe import neutralize
 
     config = resolve_model(session.model_setting(), os.environ)
     provider = make_provider(config)
@@ -158,7 +141,7 @@ def _model_turn(session: Any, request: str) -> int:
     outcome = asyncio.run(turn())
     _say(f"Desktop Ops with {config.label}: {len(outcome.tool_calls)} tool call(s)")
     if outcome.text:
-        _say(neutralize(outcome.text))
+        _say(outcome.text)
     if outcome.error:
-        return _error(outcome.error)
+        return fail(outcome.error)
     return EXIT_OK

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.cli import console, print_json, safe
+from app.cli._common import open_session, out, print_json, print_table
 
 PLAN_HELP = """\
 A plan is YAML: version "1.0" and a list of steps, each {tool, args}. Tools are capsule names
@@ -60,34 +60,21 @@ def register(sub: Any) -> None:
     replay.set_defaults(func=cmd_replay)
 
 
-def _workspace(args: argparse.Namespace) -> Any:
-    from services.errors import InvalidInput
-    from services.workspaces import WorkspaceManager
-
-    if not args.workspace:
-        raise InvalidInput("plan runs live in a workspace: pass -w NAME")
-    return WorkspaceManager().open(args.workspace)[0]
+NEED_WORKSPACE = "plan runs live in a workspace: pass -w NAME"
 
 
-def _session(workspace: Any, policy: Path | None) -> Any:
-    """A headless session; a policy given for the run brings its own approval mode (a capsule policy's
-    is ``commander``: what it lists runs without asking), else the workspace's mode applies."""
+def _mode(policy: Path | None) -> str | None:
+    """A policy given for the run brings its own approval mode (a capsule policy's is ``commander``:
+    what it lists runs without asking); else the workspace's mode applies."""
     from services.policy import load_policy
-    from services.session import Session
 
-    mode = load_policy(policy).mode if policy is not None else None
-    return Session(workspace, source="plan", policy_file=policy, mode=mode, interactive=False)
+    return load_policy(policy).mode if policy is not None else None
 
 
 def _print_outcome(outcome: Any, title: str) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=Text(safe(title, single_line=True)), title_justify="left")
-    for column in ("step", "tool", "status", "decision (rule)", "ms", "bytes", "output hash", "error"):
-        table.add_column(column)
-    for step in outcome.steps:
-        cells = [
+    columns = ("step", "tool", "status", "decision (rule)", "ms", "bytes", "output hash", "error")
+    rows = [
+        [
             str(step.index),
             step.tool,
             step.status,
@@ -97,52 +84,50 @@ def _print_outcome(outcome: Any, title: str) -> None:
             (step.output_hash or "-").removeprefix("sha256:")[:12],
             (step.error or "")[:80],
         ]
-        table.add_row(*(Text(safe(c, single_line=True)) for c in cells))
-    console(soft_wrap=True).print(table)
+        for step in outcome.steps
+    ]
+    print_table(title, columns, rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from services.errors import InvalidInput
     from services.plans.plan import load_plan
     from services.plans.runner import run_plan
     from services.tools.builtin import default_registry
 
-    workspace = _workspace(args)
-    try:
-        known = {spec.tool_id for spec in default_registry().list()}
-        named = {step.tool_id for step in load_plan(args.plan).steps} - known
-        session = _session(workspace, args.policy)
-        try:
-            if named:  # MCP tools (mcp:<server>:<tool>): their servers load on demand, as for a call
-                registry = session.gateway().registry
-                for tool_id in sorted(named):
-                    registry.load_for(tool_id)
-                known |= {spec.tool_id for spec in registry.list()}
-            plan = load_plan(args.plan, known_tools=known)
-            outcome = asyncio.run(run_plan(session, plan, approve=args.approve))
-        finally:
-            session.close()
-    finally:
-        workspace.close()
+    if not args.workspace:
+        raise InvalidInput(NEED_WORKSPACE)
+    known = {spec.tool_id for spec in default_registry().list()}
+    named = {step.tool_id for step in load_plan(args.plan).steps} - known
+    mode = _mode(args.policy)
+    with open_session(args, surface="plan", need=NEED_WORKSPACE, policy_file=args.policy, mode=mode) as session:
+        if named:  # MCP tools (mcp:<server>:<tool>): their servers load on demand, as for a call
+            registry = session.gateway().registry
+            for tool_id in sorted(named):
+                registry.load_for(tool_id)
+            known |= {spec.tool_id for spec in registry.list()}
+        plan = load_plan(args.plan, known_tools=known)
+        outcome = asyncio.run(run_plan(session, plan, approve=args.approve))
     if args.json:
         print_json(asdict(outcome))
     else:
         _print_outcome(outcome, f"run {outcome.run_id} of {args.plan}: {outcome.status}")
-        print(safe(f"report: aries -w {args.workspace} report {outcome.run_id}"))
+        out(f"report: aries -w {args.workspace} report {outcome.run_id}")
     return 0 if outcome.status == "completed" else 1
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from services.plans.runner import list_runs
 
-    workspace = _workspace(args)
-    rows = list_runs(workspace)
+    with open_session(args, surface="plan", need=NEED_WORKSPACE) as session:
+        rows = list_runs(session.workspace)
     if args.json:
         print_json(rows)
         return 0
     if not rows:
-        print("no plan runs yet; start one with: aries -w NAME run PLAN.yaml")
+        out("no plan runs yet; start one with: aries -w NAME run PLAN.yaml")
         return 0
     for row in rows:
         replay = f" (replay of {row['replay_of']})" if row.get("replay_of") else ""
@@ -150,7 +135,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             f"{row['run_id']}  {row['created_at'][:19]}  {row['mode']:<6} {row['status']:<9} "
             f"{row['steps']} steps  {row['plan_source']}{replay}"
         )
-        print(safe(line, single_line=True))
+        out(line, single_line=True)
     return 0
 
 
@@ -196,23 +181,18 @@ def _timeline(workspace: Any, run_id: str) -> dict[str, Any]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    workspace = _workspace(args)
-    data = _timeline(workspace, args.run_id)
+    with open_session(args, surface="plan", need=NEED_WORKSPACE) as session:
+        data = _timeline(session.workspace, args.run_id)
     if args.json:
         print_json(data)
         return 0
-    from rich.table import Table
-    from rich.text import Text
-
     title = (
         f"run {data['run_id']} · {data['mode']} · {data['status']} · plan {data['plan']} "
         f"({data['plan_hash'][:19]}) · policy {data['policy']} ({str(data['policy_hash'])[:19]})"
     )
-    table = Table(title=Text(safe(title, single_line=True)), title_justify="left")
-    for column in ("step", "time", "tool", "decision (rule)", "ms", "bytes", "output sha256", "error"):
-        table.add_column(column)
-    for step in data["steps"]:
-        cells = [
+    columns = ("step", "time", "tool", "decision (rule)", "ms", "bytes", "output sha256", "error")
+    rows = [
+        [
             str(step["step"]),
             str(step["started_at"] or "")[11:23],
             str(step["tool"]),
@@ -222,8 +202,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             str(step["output_hash"] or "-").removeprefix("sha256:")[:12],
             str(step["error"] or ""),
         ]
-        table.add_row(*(Text(safe(c, single_line=True)) for c in cells))
-    console(soft_wrap=True).print(table)
+        for step in data["steps"]
+    ]
+    print_table(title, columns, rows)
     return 0
 
 
@@ -231,30 +212,33 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from services.plans.runner import replay, verify_stored
+    from services.session import Session
 
-    workspace = _workspace(args)
-    try:
+    with open_session(args, surface="plan", need=NEED_WORKSPACE) as session:
+        workspace = session.workspace
+
+        def under(policy: Path | None) -> Session:  # the replay's own session, under the recorded policy
+            return Session(workspace, source="plan", policy_file=policy, mode=_mode(policy), interactive=False)
+
         if args.dry:
             problems = verify_stored(workspace, args.run_id)
             if args.json:
                 print_json({"run_id": args.run_id, "dry": True, "problems": problems})
             else:
                 for problem in problems:
-                    print(safe(f"problem: {problem}"))
-                print(f"stored record of {args.run_id}: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
+                    out(f"problem: {problem}")
+                out(f"stored record of {args.run_id}: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
             return 0 if not problems else 1
-        outcome, divergences = asyncio.run(replay(lambda policy: _session(workspace, policy), workspace, args.run_id))
-    finally:
-        workspace.close()
+        outcome, divergences = asyncio.run(replay(under, workspace, args.run_id))
     if args.json:
         print_json(
             {"run_id": outcome.run_id, "replay_of": args.run_id, "divergences": [asdict(d) for d in divergences]}
         )
     else:
         for item in divergences:
-            print(safe(f"divergence at step {item.step} ({item.tool}): expected {item.expected}, got {item.actual}"))
+            out(f"divergence at step {item.step} ({item.tool}): expected {item.expected}, got {item.actual}")
             if item.diff:
-                print(safe(item.diff))
+                out(item.diff)
         summary = "no divergence" if not divergences else f"{len(divergences)} divergence(s)"
-        print(safe(f"replay {outcome.run_id} of {args.run_id}: {summary}"))
+        out(f"replay {outcome.run_id} of {args.run_id}: {summary}")
     return 0 if not divergences else 1

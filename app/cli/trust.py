@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from app.cli import print_json, safe
+from app.cli._common import out, print_json
 
 TRUST_HELP = """\
 A workspace imported from a bundle arrives untrusted: its policy, profiles and the settings that
@@ -39,13 +39,13 @@ def register_trust_command(ws_sub: Any) -> None:
 
 
 def _lines(review: Any) -> list[str]:
-    out: list[str] = []
+    lines: list[str] = []
     for risk, title in GROUPS:
         group = [line.text for line in review.lines if line.risk == risk]
         if group:
-            out.append(f"  {title}:")
-            out += [f"    {safe(text, single_line=True)}" for text in group]
-    return out
+            lines.append(f"  {title}:")
+            lines += [f"    {text}" for text in group]
+    return lines
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
@@ -73,32 +73,34 @@ def cmd_trust(args: argparse.Namespace) -> int:
         )
         return 0
     if not state.needs_review:
-        print(safe(f"workspace {workspace.name}: {state.reason}; nothing to review", single_line=True))
+        out(f"workspace {workspace.name}: {state.reason}; nothing to review", single_line=True)
         return 0
     if not args.json:
-        print(safe(f"Workspace {workspace.name}: {state.reason}.", single_line=True))
+        out(f"Workspace {workspace.name}: {state.reason}.", single_line=True)
         if result.first and result.lines:
-            print("Trusting it puts these settings in force (now: Aries's defaults):")
+            out("Trusting it puts these settings in force (now: Aries's defaults):")
             for line in _lines(result):
-                print(line)
+                out(line, single_line=True)
         elif result.first:
-            print("Its settings change nothing beyond Aries's defaults.")
+            out("Its settings change nothing beyond Aries's defaults.")
         else:
-            print("Since it was last trusted:")
+            out("Since it was last trusted:")
             for text in result.added:
-                print(f"  + {safe(text, single_line=True)}")
+                out(f"  + {text}", single_line=True)
             for text in result.removed:
-                print(f"  - {safe(text, single_line=True)}")
+                out(f"  - {text}", single_line=True)
             if not result.added and not result.removed:
-                print("  (nothing that changes what runs or what tools may touch)")
+                out("  (nothing that changes what runs or what tools may touch)")
     if not args.yes:
         if not sys.stdin.isatty():
             raise InvalidInput(
                 f"not trusted: answer at a terminal, or run with --yes (aries workspace trust {args.name} --yes)"
             )
-        answer = input(f"Trust workspace {workspace.name}? [y/N] ").strip().lower()
+        out(f"Trust workspace {workspace.name}? [y/N] ", end="")
+        sys.stdout.flush()
+        answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
-            print(f"workspace {workspace.name} stays untrusted; nothing changed")
+            out(f"workspace {workspace.name} stays untrusted; nothing changed")
             return 1
     lease = acquire_lease(workspace, purpose="trust")  # never under a live Aries (use /trust there)
     try:
@@ -119,6 +121,6 @@ def cmd_trust(args: argparse.Namespace) -> int:
         )
         return 0
     restored = f": {'; '.join(report.restored)} now in force" if report.restored else ""
-    print(safe(f"workspace {workspace.name} trusted by {report.trusted_by}{restored}", single_line=True))
-    print(f"fingerprint sha256:{report.fingerprint[:16]}… (a change made outside Aries is caught)")
+    out(f"workspace {workspace.name} trusted by {report.trusted_by}{restored}", single_line=True)
+    out(f"fingerprint sha256:{report.fingerprint[:16]}… (a change made outside Aries is caught)")
     return 0

@@ -10,12 +10,11 @@ before anything is opened, so a bad value fails fast with one line.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from app.cli_options import workspace_option
+from app.cli._common import open_session, out, print_json, safe, workspace_option
 
 if TYPE_CHECKING:
     from services.context.search import ContextRetriever, RetrievalResult
@@ -60,32 +59,23 @@ def _retriever(args: argparse.Namespace) -> Iterator[ContextRetriever]:
     from services.context.search import ContextRetriever
     from services.context.settings import ContextSettings
     from services.context.tree import ContextTree
-    from services.retrieval import RetrievalEngine
     from services.retrieval.settings import RetrievalSettings
-    from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
 
-    retrieval = RetrievalSettings.from_env()  # ConfigError before anything is opened
+    RetrievalSettings.from_env()  # ConfigError before anything is opened
     settings = ContextSettings.from_env()
-    name = getattr(args, "workspace", None)
-    workspace: Workspace
-    if name:
-        workspace, _ = WorkspaceManager().open(name)
-    else:
-        workspace = ephemeral_workspace()
-        sys.stderr.write("aries: no workspace given (-w NAME): using an empty ephemeral workspace\n")
-    engine = RetrievalEngine(workspace, retrieval)
-    retriever: ContextRetriever | None = None
-    try:
-        tree = ContextTree(workspace.root / "context")
-        if getattr(args, "sync", False):
-            sync_index(tree, engine)
-        retriever = ContextRetriever(tree, engine, settings=settings)
-        yield retriever
-    finally:
-        if retriever is not None:
-            retriever.close()
-        engine.close()
-        workspace.close()
+    ephemeral = "no workspace given (-w NAME): using an empty ephemeral workspace"
+    with open_session(args, announce=ephemeral) as session:
+        engine = session.engine()
+        retriever: ContextRetriever | None = None
+        try:
+            tree = ContextTree(session.workspace.root / "context")
+            if getattr(args, "sync", False):
+                sync_index(tree, engine)
+            retriever = ContextRetriever(tree, engine, settings=settings)
+            yield retriever
+        finally:
+            if retriever is not None:
+                retriever.close()
 
 
 def _budget(args: argparse.Namespace) -> Any:
@@ -154,37 +144,37 @@ def handle_trace(args: argparse.Namespace) -> int:
         if args.id:
             trace = retriever.trace(args.id)
             if args.json:
-                _print_json(trace.to_dict())
+                print_json(trace.to_dict())
             else:
                 _print_trace(trace)
             return 0
         traces = retriever.recent_traces(args.n)
     if args.json:
-        _print_json([t.to_dict() for t in traces])
+        print_json([t.to_dict() for t in traces])
         return 0
     if not traces:
-        print("no traces yet; run: aries context find|search QUERY")
+        out("no traces yet; run: aries context find|search QUERY")
         return 0
-    print(f"{'id':<12}  {'when':<24}  {'kind':<6}  {'stop':<9}  {'hits':>4}  query")
+    out(f"{'id':<12}  {'when':<24}  {'kind':<6}  {'stop':<9}  {'hits':>4}  query")
     for t in traces:
-        print(f"{t.id:<12}  {t.ts:<24}  {t.kind:<6}  {t.stop_reason:<9}  {len(t.hits):>4}  {_safe(t.query)}")
+        out(f"{t.id:<12}  {t.ts:<24}  {t.kind:<6}  {t.stop_reason:<9}  {len(t.hits):>4}  {t.query}", single_line=True)
     return 0
 
 
 def _print_result(result: RetrievalResult, as_json: bool) -> int:
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
         return 0
     trace = result.trace
     if not result.hits:
-        print("no hits")
+        out("no hits")
     else:
-        print(f"{'#':>3}  {'score':>7}  {'lvl':<3}  uri")
+        out(f"{'#':>3}  {'score':>7}  {'lvl':<3}  uri")
         for rank, hit in enumerate(result.hits, start=1):
-            print(f"{rank:>3}  {hit.score:>7.4f}  {hit.level:<3}  {_safe(hit.uri)}")
-            print(f"{'':>3}  {'':>7}  {'':<3}  {_safe(hit.snippet)[:100]}")
+            out(f"{rank:>3}  {hit.score:>7.4f}  {hit.level:<3}  {hit.uri}", single_line=True)
+            out(f"{'':>3}  {'':>7}  {'':<3}  {safe(hit.snippet, single_line=True)[:100]}")
     used = trace.budget_used
-    print(
+    out(
         f"trace {trace.id}: stop {trace.stop_reason}, {used.get('nodes', 0)} nodes, "
         f"{used.get('ms', 0):.1f} ms (aries context trace {trace.id})"
     )
@@ -192,41 +182,29 @@ def _print_result(result: RetrievalResult, as_json: bool) -> int:
 
 
 def _print_trace(trace: Trace) -> None:
-    print(f"trace {trace.id}  {trace.kind}  {trace.ts}")
-    print(f"query: {_safe(trace.query)}")
-    print(f"normalized: {_safe(trace.normalized)}")
+    out(f"trace {trace.id}  {trace.kind}  {trace.ts}")
+    out(f"query: {trace.query}", single_line=True)
+    out(f"normalized: {trace.normalized}", single_line=True)
     if trace.expansion:
-        print(f"session terms: {_safe(' '.join(trace.expansion))}")
+        out(f"session terms: {' '.join(trace.expansion)}", single_line=True)
     if trace.target:
-        print(f"target: {_safe(trace.target)}")
-    print(f"settings: {trace.settings}  budget: {trace.budget}")
-    print("start points:")
+        out(f"target: {trace.target}", single_line=True)
+    out(f"settings: {trace.settings}  budget: {trace.budget}")
+    out("start points:")
     for point in trace.start_points:
-        print(f"  {point['score']:.4f}  {_safe(point['uri'])}")
-    print("steps:")
+        out(f"  {point['score']:.4f}  {point['uri']}", single_line=True)
+    out("steps:")
     for number, step in enumerate(trace.steps, start=1):
-        print(
-            f"  {number:>3}. depth {step['depth']}  {step['score']:.4f}  {_safe(step['directory'])}  "
+        out(
+            f"  {number:>3}. depth {step['depth']}  {step['score']:.4f}  {safe(step['directory'], single_line=True)}  "
             f"({len(step['hits'])} hits, {len(step['children'])} children kept)"
         )
         for child in step["children"]:
-            print(f"         → {child['score']:.4f}  {_safe(child['uri'])}")
+            out(f"         → {child['score']:.4f}  {child['uri']}", single_line=True)
     used = trace.budget_used
-    print(f"budget used: {used.get('ms', 0)} ms, {used.get('nodes', 0)} nodes, depth {used.get('depth', 0)}")
-    print(f"stop reason: {trace.stop_reason}")
-    print(f"timings: {trace.timings}")
-    print(f"hits: {len(trace.hits)}")
+    out(f"budget used: {used.get('ms', 0)} ms, {used.get('nodes', 0)} nodes, depth {used.get('depth', 0)}")
+    out(f"stop reason: {trace.stop_reason}")
+    out(f"timings: {trace.timings}")
+    out(f"hits: {len(trace.hits)}")
     for hit in trace.hits:
-        print(f"  {hit['score']:.4f}  {hit['level']}  {_safe(hit['uri'])}")
-
-
-def _print_json(data: Any) -> None:
-    from app.cli import print_json  # control and bidi characters escaped, still valid JSON
-
-    print_json(data)
-
-
-def _safe(text: object) -> str:
-    from services.textsafe import neutralize
-
-    return neutralize(str(text), single_line=True)
+        out(f"  {hit['score']:.4f}  {hit['level']}  {hit['uri']}", single_line=True)

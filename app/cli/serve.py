@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from app.cli_options import workspace_option
+from app.cli._common import open_session, out, warn, workspace_option
 
 
 def register(subparsers: Any) -> None:
@@ -37,25 +37,17 @@ def register(subparsers: Any) -> None:
 def handle_serve(args: argparse.Namespace) -> int:
     from services.errors import InvalidInput
     from services.web.viewer import check_host, run_viewer
-    from services.workspaces import WorkspaceManager
 
     check_host(args.host)  # before anything is opened
     if not 0 <= args.port <= 65535:
         raise InvalidInput(f"--port {args.port}: use 0 (any free port) up to 65535")
-    name = getattr(args, "workspace", None)
-    if not name:
-        raise InvalidInput("aries serve needs a workspace: aries serve -w NAME")
-    workspace, _ = WorkspaceManager().open(name)
-
-    def progress(message: str) -> None:
-        sys.stderr.write(f"aries: {message}\n")
-        sys.stderr.flush()
 
     def ready(url: str) -> None:
-        sys.stdout.write(f"Aries viewer for workspace {name}: {url}\n")
-        sys.stdout.write("Open that URL in a browser (the token after # is needed); Ctrl+C stops.\n")
+        out(f"Aries viewer for workspace {args.workspace}: {url}", single_line=True)
+        out("Open that URL in a browser (the token after # is needed); Ctrl+C stops.")
         sys.stdout.flush()
 
-    run_viewer(workspace.root, args.host, args.port, on_ready=ready, on_progress=progress)
-    sys.stderr.write("aries: viewer stopped\n")
+    with open_session(args, need="aries serve needs a workspace: aries serve -w NAME") as session:
+        run_viewer(session.workspace.root, args.host, args.port, on_ready=ready, on_progress=warn)
+    warn("viewer stopped")
     return 0

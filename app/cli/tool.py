@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_DENIED = 3
+from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, err, fail, open_session, print_json, usage, warn
+
 POLICY_HELP = "policy YAML (default: the workspace's policy.yaml, else the shipped safe policy)"
 
 
@@ -54,37 +52,7 @@ def register(subparsers: Any) -> None:
     doctor.add_argument("--policy", metavar="FILE")
     doctor.set_defaults(func=handle_doctor)
 
-    tool.set_defaults(func=lambda args: (tool.print_help(sys.stderr), 2)[1])
-
-
-def _emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def _error(message: str) -> int:
-    sys.stderr.write(f"aries: {message}\n")
-    return EXIT_ERROR
-
-
-def _session(args: argparse.Namespace, **kwargs: Any) -> Any:
-    """The same session core the TUI uses: the workspace's policy.yaml, approval mode and stores."""
-    from services.session import Session
-    from services.workspaces import WorkspaceManager, ephemeral_workspace
-
-    name = getattr(args, "workspace", None)
-    workspace = WorkspaceManager().open(name)[0] if name else ephemeral_workspace()
-    try:
-        return Session(workspace, source="cli", policy_file=getattr(args, "policy", None), interactive=False, **kwargs)
-    except BaseException:
-        workspace.close()
-        raise
-
-
-def _close(session: Any) -> None:
-    try:
-        session.close()
-    finally:
-        session.workspace.close()
+    tool.set_defaults(func=usage(tool))
 
 
 def handle_list(args: argparse.Namespace) -> int:
@@ -92,20 +60,15 @@ def handle_list(args: argparse.Namespace) -> int:
     from services.tools.gateway import describe_tools
 
     try:
-        session = _session(args)
+        with open_session(args, policy_file=args.policy) as session:
+            policy = session.policy()
+            gateway = session.gateway()
+            failed = gateway.registry.load_all()  # starts the enabled MCP servers to list their tools
+            tools = describe_tools(gateway.registry, policy)
+            servers = [{**s, "error": failed.get(f"mcp:{s['name']}", s["error"])} for s in gateway.mcp_status()]
+            print_json({"policy": session.policy_source, "mode": session.mode, "tools": tools, "mcp_servers": servers})
     except AriesError as exc:
-        return _error(exc.message)
-    try:
-        policy = session.policy()
-        gateway = session.gateway()
-        failed = gateway.registry.load_all()  # starts the enabled MCP servers to list their tools
-        out = describe_tools(gateway.registry, policy)
-        servers = [{**s, "error": failed.get(f"mcp:{s['name']}", s["error"])} for s in gateway.mcp_status()]
-        _emit({"policy": session.policy_source, "mode": session.mode, "tools": out, "mcp_servers": servers})
-    except AriesError as exc:
-        return _error(exc.message)
-    finally:
-        _close(session)
+        return fail(exc, EXIT_ERROR)
     return EXIT_OK
 
 
@@ -116,23 +79,19 @@ def handle_call(args: argparse.Namespace) -> int:
     try:
         tool_args = json.loads(args.tool_args)
     except ValueError as exc:
-        return _error(f"--args is not valid JSON: {exc}")
+        return fail(f"--args is not valid JSON: {exc}")
     if not isinstance(tool_args, dict):
-        return _error("--args must be a JSON object")
+        return fail("--args must be a JSON object")
+    approver = approve_all if args.approve else None
     try:
-        session = _session(args, mode=args.mode, approver=approve_all if args.approve else None)
+        with open_session(args, policy_file=args.policy, mode=args.mode, approver=approver) as session:
+            session.policy()  # a broken policy in force is one clear line, not a denial of every call
+            result = session.call_tool_sync(args.tool_id, tool_args)
     except AriesError as exc:
-        return _error(exc.message)
-    try:
-        session.policy()  # a broken policy in force is one clear line, not a denial of every call
-        result = session.call_tool_sync(args.tool_id, tool_args)
-    except AriesError as exc:
-        return _error(exc.message)
-    finally:
-        _close(session)
-    _emit(result.to_dict())
+        return fail(exc, EXIT_ERROR)
+    print_json(result.to_dict())
     if result.error is not None and result.error.details.get("rule") == "approval.no_approver":
-        sys.stderr.write(f"aries: {args.tool_id} needs approval; rerun with --approve to approve this call\n")
+        warn(f"{args.tool_id} needs approval; rerun with --approve to approve this call")
     if result.ok:
         return EXIT_OK
     return EXIT_DENIED if result.denied else EXIT_ERROR
@@ -140,30 +99,25 @@ def handle_call(args: argparse.Namespace) -> int:
 
 def handle_undo(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.textsafe import neutralize
     from services.tools.gateway import approve_all
     from services.tools.undo import RESTORE_ID, undo_arguments
 
+    approver = approve_all if args.approve else None
     try:
-        session = _session(args, mode=args.mode, approver=approve_all if args.approve else None)
+        with open_session(args, policy_file=args.policy, mode=args.mode, approver=approver) as session:
+            session.policy()
+            restore_args = undo_arguments(session.gateway().audit, args.call_id)
+            result = session.call_tool_sync(RESTORE_ID, restore_args)
     except AriesError as exc:
-        return _error(exc.message)
-    try:
-        session.policy()
-        restore_args = undo_arguments(session.gateway().audit, args.call_id)
-        result = session.call_tool_sync(RESTORE_ID, restore_args)
-    except AriesError as exc:
-        return _error(exc.message)
-    finally:
-        _close(session)
-    _emit(result.to_dict())
+        return fail(exc, EXIT_ERROR)
+    print_json(result.to_dict())
     if result.error is not None:
-        sys.stderr.write(f"aries: {neutralize(result.error.message)}\n")
+        err(f"aries: {result.error.message}")
         diff = result.error.details.get("diff")
         if isinstance(diff, str) and diff:
-            sys.stderr.write(neutralize(diff))
+            err(diff, end="")
         if result.error.details.get("rule") == "approval.no_approver":
-            sys.stderr.write("aries: the restore needs approval; rerun with --approve to approve it\n")
+            warn("the restore needs approval; rerun with --approve to approve it")
     if result.ok:
         return EXIT_OK
     return EXIT_DENIED if result.denied else EXIT_ERROR
@@ -173,12 +127,9 @@ def handle_doctor(args: argparse.Namespace) -> int:
     from services.errors import AriesError
 
     try:
-        session = _session(args)
+        with open_session(args, policy_file=args.policy) as session:
+            report = session.doctor()
     except AriesError as exc:
-        return _error(exc.message)
-    try:
-        report = session.doctor()
-    finally:
-        _close(session)
-    _emit(report.to_dict())
+        return fail(exc, EXIT_ERROR)
+    print_json(report.to_dict())
     return EXIT_OK if report.ok else EXIT_ERROR

@@ -1,0 +1,209 @@
+"""What every ``aries`` command shares: the one way to the terminal, the error exits, and the one way
+to a workspace.
+
+**The terminal writer.** Every command prints through this module, never with ``print``,
+``sys.stdout.write`` or ``json.dumps`` of its own (``tests/test_cli_escapes.py`` checks both the
+source and the bytes): text that came from documents, file names, tool output, models, the network
+or transcripts is made inert on the way (``services.textsafe.neutralize``: C0/C1 controls, escape
+sequences and bidi controls are shown as visible escapes such as ``\\x1b`` and ``<U+202E>``).
+
+* :func:`out` — stdout, newlines and tabs kept (``single_line`` for names and one-line summaries);
+  :func:`safe` for a part of a line that must stay on one line (a file name in a sentence);
+* :func:`warn` — one line on stderr, ``aries: <message>``; :func:`err` for stderr text of several
+  lines (a diff); :func:`progress` for a ``\\r`` progress line on a terminal;
+* :func:`print_json` — JSON that escapes the same characters (C1 controls, bidi controls,
+  line/paragraph separators) as ``\\uXXXX``: still valid JSON, equal data, inert when shown;
+* :func:`print_table` — a rich table whose title and every cell are neutralised and never parsed
+  as markup.
+
+A closed pipe (``aries workspace list | head -1``) raises ``BrokenPipeError`` up to ``app.cli.main``,
+which ends the command quietly with :data:`EXIT_BROKEN_PIPE`.
+
+**Error exits.** Typed service errors (``services.errors.AriesError``) carry their own exit code;
+:func:`fail` prints one line, ``aries: <message>``, and returns it. A command that has a fixed code
+for every failure (``tool``, ``desktop``) passes it.
+
+**The one way to a workspace.** :func:`open_session` opens the ``-w`` workspace (or an ephemeral
+one) as a :class:`services.session.Session`, the same core the TUI, ``ask`` and plan runs use: the
+workspace's policy, approval mode, profile, audit store, transcript and retrieval engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.session import Session
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""Any other failure (a missing workspace, a broken store, a tool that failed)."""
+EXIT_USAGE = 2
+"""Bad flags or input (``services.errors.InvalidInput``, ``ConfigError`` and ``InvalidName`` carry it too)."""
+EXIT_DENIED = 3
+"""A policy refusal of a governed call."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT)."""
+EXIT_BROKEN_PIPE = 141
+"""The reader of our output went away (128 + SIGPIPE, as a shell reports it)."""
+
+# -- the terminal writer -----------------------------------------------------------------------
+
+
+def safe(text: object, *, single_line: bool = False) -> str:
+    """Untrusted text (document, file name, tool output, transcript) made inert for a terminal."""
+    from services.textsafe import neutralize
+
+    return neutralize(str(text), single_line=single_line)
+
+
+def out(text: object = "", *, end: str = "\n", single_line: bool = False) -> None:
+    """``text`` on stdout, neutralised (``single_line``: newlines shown as ``\\n`` too)."""
+    sys.stdout.write(safe(text, single_line=single_line) + end)
+
+
+def err(text: object, *, end: str = "\n") -> None:
+    """``text`` on stderr, neutralised; newlines kept (a diff, a multi-line message)."""
+    sys.stderr.write(safe(text) + end)
+    sys.stderr.flush()
+
+
+def warn(message: object) -> None:
+    """One line on stderr: ``aries: <message>``."""
+    sys.stderr.write(f"aries: {safe(message, single_line=True)}\n")
+    sys.stderr.flush()
+
+
+def progress(text: str, *, done: bool = False) -> None:
+    """A progress line on stderr that the next one overwrites (``\\r``); ``done`` ends it."""
+    sys.stderr.write("\r" + safe(text, single_line=True) + ("\n" if done else ""))
+    sys.stderr.flush()
+
+
+# json.dumps already escapes C0 controls; these pass through with ensure_ascii=False. They can only
+# occur inside JSON strings, so replacing them with \uXXXX keeps the document valid and equal.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def json_text(data: Any, *, indent: int | None = 2) -> str:
+    """``data`` as JSON that is safe to show in a terminal (see the module docstring)."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=str)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def print_json(data: Any, *, indent: int | None = 2) -> None:
+    sys.stdout.write(json_text(data, indent=indent) + "\n")
+
+
+def console(**options: Any) -> Any:
+    """A rich Console whose closed pipe ends like any other (see ``app.cli.main``)."""
+    from rich.console import Console
+
+    class _PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1 on its own; main() decides instead
+            raise BrokenPipeError
+
+    return _PipeAwareConsole(**options)
+
+
+def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    """A rich table on stdout; the title and every cell neutralised to one line and never parsed as markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(safe(title, single_line=True)), title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(Text(safe(cell, single_line=True)) for cell in row))
+    console(soft_wrap=True).print(table)
+
+
+# -- error exits -------------------------------------------------------------------------------
+
+
+def fail(error: Exception | str, code: int | None = None) -> int:
+    """One line on stderr, ``aries: <message>``; returns ``code``, else the error's own exit code.
+
+    An exception that is not a typed service error is a bug: it is raised again."""
+    from services.errors import AriesError
+
+    if isinstance(error, str):
+        warn(error)
+        return EXIT_ERROR if code is None else code
+    if not isinstance(error, AriesError):
+        raise error
+    warn(error.message)
+    return error.exit_code if code is None else code
+
+
+def usage(parser: argparse.ArgumentParser) -> Any:
+    """A handler for a command given without its sub-command: its help on stderr, exit 2."""
+
+    def show_help(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    return show_help
+
+
+# -- options and the workspace -----------------------------------------------------------------
+
+
+def workspace_option(parser: argparse.ArgumentParser) -> None:
+    """``-w/--workspace`` on a sub-command. ``SUPPRESS``: without it, the sub-command's default would
+    overwrite ``aries -w NAME <command> …``."""
+    parser.add_argument(
+        "-w", "--workspace", metavar="W", default=argparse.SUPPRESS, help="the workspace (default: ephemeral)"
+    )
+
+
+@contextmanager
+def open_session(
+    args: argparse.Namespace,
+    *,
+    surface: str = "cli",
+    name: str | None = None,
+    need: str | None = None,
+    announce: str | None = None,
+    **options: Any,
+) -> Iterator[Session]:
+    """The ``-w`` workspace (``name`` when the command names it otherwise) as a non-interactive
+    :class:`~services.session.Session` of ``surface`` (its audit ``source``: ``cli``, ``plan``);
+    closed with its workspace on exit.
+
+    Without a workspace name: ``need`` refuses (``InvalidInput(need)``); otherwise an ephemeral
+    workspace is used, and ``announce`` (if given) is said on stderr. ``options`` go to ``Session``
+    (``policy_file``, ``mode``, ``approver``, ``profile``)."""
+    from services.errors import InvalidInput
+    from services.session import Session
+    from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
+
+    wanted = name if name is not None else getattr(args, "workspace", None)
+    workspace: Workspace
+    if wanted:
+        workspace = WorkspaceManager().open(wanted)[0]
+    elif need is not None:
+        raise InvalidInput(need)
+    else:
+        workspace = ephemeral_workspace()
+        if announce:
+            warn(announce)
+    try:
+        session = Session(workspace, source=surface, interactive=False, **options)
+    except BaseException:
+        workspace.close()
+        raise
+    try:
+        yield session
+    finally:
+        try:
+            session.close()
+        finally:
+            workspace.close()
