@@ -221,6 +221,10 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         c(*W, "rag", "index", "repair", H),
         c(*W, "rag", "index", "repair", "docs", "--json", shows=False),
     ],
+    ("rag", "index", "rebuild"): [
+        c(*W, "rag", "index", "rebuild", "docs", "--from", "{base}/docs"),
+        c(*W, "rag", "index", "rebuild", H),
+    ],
     ("rag", "query"): [c(*W, "rag", "query", "llamas", H), c(*W, "rag", "query", "llamas", "--json")],
     ("rag", "show"): [c(*W, "rag", "show", "{handle}"), c(*W, "rag", "show", "{handle}", "--json")],
     ("rag", "last"): [c(*W, "rag", "last"), c(*W, "rag", "last", "--json")],

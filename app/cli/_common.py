@@ -200,6 +200,8 @@ def open_session(
     except BaseException:
         workspace.close()
         raise
+    if wanted and session.trust.needs_review:  # said once, on stderr: stdout stays the command's own
+        warn(f"workspace {workspace.name} is {session.trust.label}: {session.trust.reason}")
     try:
         yield session
     finally:

@@ -131,11 +131,14 @@ def handle_import(args: argparse.Namespace) -> int:
             Path(args.path), _uri(args.to), force=args.force, vectorize=args.vectorize
         )
         queue = _drain(service, args)
-    data = {**describe(report), "jobs": jobs, "queue": queue}
+    # A context package holds files of the axiom:// tree only (documents, memories): data. Nothing in it
+    # can start a process, open a connection or widen access, so nothing is quarantined (services.trust).
+    data = {**describe(report), "jobs": jobs, "queue": queue, "quarantined": []}
     if args.json:
         print_json(data)
     else:
         out(f"imported into {safe(args.to, single_line=True)}: {report.files} file(s), {report.bytes} bytes")
+        out("nothing quarantined: a context package carries documents and memories only (data, no settings)")
     return 0
 
 

@@ -32,7 +32,7 @@ def _workspace_setting(args: argparse.Namespace) -> Any:
     if not args.workspace:
         return None
     with open_session(args) as session:
-        return session.workspace.setting("model")
+        return session.authority_setting("model")
 
 
 SOURCES = {"default": "nothing configured", "ARIES_MODEL": "from ARIES_MODEL", "workspace": "from the workspace"}

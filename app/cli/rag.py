@@ -20,6 +20,7 @@ Heavy libraries are imported inside the handlers only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
@@ -77,6 +78,16 @@ def register(subparsers: Any) -> None:
     repair.add_argument("name", metavar="INDEX")
     repair.add_argument("--json", action="store_true")
     repair.set_defaults(func=handle_index_repair)
+    rebuild = index_sub.add_parser(
+        "rebuild",
+        help="build an index again from its folders (or --from FOLDER): the way out when its manifest is damaged",
+    )
+    rebuild.add_argument("name", metavar="INDEX")
+    rebuild.add_argument(
+        "--from", dest="folders", action="append", metavar="FOLDER", help="read this folder (repeat for several)"
+    )
+    rebuild.add_argument("--json", action="store_true")
+    rebuild.set_defaults(func=handle_index_rebuild)
     index.set_defaults(func=usage(index))
 
     query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
@@ -324,6 +335,42 @@ def handle_index_use(args: argparse.Namespace) -> int:
         info = engine.index_use(args.name)
         out(f"active index: {info.name} ({info.files} files, {info.chunks} chunks)", single_line=True)
         return 0
+
+
+def handle_index_rebuild(args: argparse.Namespace) -> int:
+    """Drop INDEX and index its folders again (those it recorded, or ``--from``); it stays active if it was.
+
+    The way out of a damaged manifest (whose folders are then unknown: ``--from`` names them). Without
+    ``--from``, the folders come from the manifest; an imported index whose folders are quarantined
+    has none until the workspace is trusted.
+    """
+    from services.errors import InvalidInput
+    from services.retrieval.errors import IndexCorrupt, IndexNotFound
+
+    with workspace_engine(args) as engine:
+        folders = list(args.folders or [])
+        was_active = engine.active_index == args.name
+        if not folders:
+            try:
+                info = engine.index_info(args.name)
+            except IndexCorrupt as exc:
+                raise InvalidInput(f"{exc.message.split(';')[0]}; name its folder: --from FOLDER") from None
+            if info.status == "unreadable":
+                raise InvalidInput(f"index {args.name!r} cannot be read, so its folders are unknown: --from FOLDER")
+            folders = list(info.roots)
+            if not folders:
+                raise InvalidInput(f"index {args.name!r} records no folder to read: --from FOLDER")
+        with contextlib.suppress(IndexNotFound):  # rebuilding one that is gone is adding it
+            engine.index_drop(args.name)
+        reports = [index_add(engine, folder, args.name, quiet=args.json) for folder in folders]
+        if was_active:
+            engine.index_use(args.name)
+        if args.json:
+            print_json({"index": args.name, "folders": folders, "reports": [r.to_dict() for r in reports]})
+        else:
+            for report in reports:
+                print_report(report)
+        return max((report.exit_code for report in reports), default=0)
 
 
 def handle_index_repair(args: argparse.Namespace) -> int:

@@ -215,3 +215,31 @@ def test_the_workspace_a_session_opens_reports_its_trust(tmp_path: Path) -> None
     own, _ = manager.create("mine")
     with Session(Workspace(own.root, "mine"), interactive=False) as session:
         assert session.trust.status == "own" and not session.trust.needs_review
+
+
+def test_a_context_package_is_data_and_says_so(tmp_path: Path) -> None:
+    """A package holding a policy.yaml and a profiles/ folder lands inside the axiom:// tree: nothing
+    of it becomes a setting of the workspace."""
+    home = tmp_path / "home"
+    tree = tmp_path / "tree"
+    (tree / "profiles").mkdir(parents=True)
+    (tree / "policy.yaml").write_text("version: 1\nfilesystem:\n  allowed_roots: ['/']\n")
+    (tree / "profiles" / "default.yaml").write_text("name: default\ntools:\n  enable: [shell]\n  mode: commander\n")
+    (tree / "notes.md").write_text("# Notes\n\nA quokka.\n")
+    assert aries("workspace", "new", "src", home=home).returncode == 0
+    added = aries("-w", "src", "context", "add", str(tree), "--to", "axiom://resources/pkg", home=home)
+    assert added.returncode == 0, added.stderr
+    package = tmp_path / "pkg.axpkg"
+    exported = aries("-w", "src", "context", "export", "axiom://resources/pkg", str(package), home=home)
+    assert exported.returncode == 0, exported.stderr
+    assert aries("workspace", "new", "dst", home=home).returncode == 0
+    imported = aries("-w", "dst", "context", "import", str(package), "--to", "axiom://resources/in", home=home)
+    assert imported.returncode == 0, imported.stderr
+    assert "nothing quarantined: a context package carries documents and memories only" in imported.stdout
+    as_json = aries("-w", "dst", "context", "import", str(package), "--to", "axiom://resources/j", "--json", home=home)
+    assert json.loads(as_json.stdout)["quarantined"] == []
+    root = home / "workspaces" / "dst"
+    assert not (root / "policy.yaml").exists() and not (root / "profiles").exists()
+    with Session(WorkspaceManager(home / "workspaces").open("dst")[0], interactive=False) as session:
+        assert session.policy_path is None and session.profile_name == "default"
+        assert session.profile() is not None and session.profile().origin == "shipped"  # type: ignore[union-attr]
