@@ -97,7 +97,7 @@ class _Failed(AriesError):
 def _index(directory: Path) -> str:
     import os
 
-    from services.retrieval.store import MANIFEST, read_index_info
+    from services.retrieval.store_manifest import MANIFEST, read_index_info
 
     manifest = directory / MANIFEST
     if not manifest.is_file():
@@ -134,13 +134,13 @@ def _index(directory: Path) -> str:
 def _tantivy(directory: Path) -> str:
     import tantivy
 
-    from services.retrieval.store import _schema
+    from services.retrieval.store_lexical import tantivy_schema
 
     path = directory / "tantivy"
     if not path.is_dir():
         raise _Failed("the Tantivy folder is missing (it is rebuilt from the manifest on next use)")
     try:
-        index = tantivy.Index(_schema(), path=str(path), reuse=True)
+        index = tantivy.Index(tantivy_schema(), path=str(path), reuse=True)
         index.reload()
         documents = index.searcher().num_docs
     except ValueError as exc:

@@ -6,16 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from services.answers import (
-    DEFAULT_MIN_BM25,
-    DEFAULT_MIN_SCORE,
-    NO_INDEX_REPLY,
-    Relevance,
-    answer_from_index,
-    offline_answer,
-    relevance_for,
-)
+from services.answers import NO_INDEX_REPLY, answer_from_index, offline_answer
 from services.errors import ConfigError
+from services.retrieval.relevance import DEFAULT_MIN_BM25, DEFAULT_MIN_SCORE, Relevance, relevance_for
 
 HITS = [
     {

@@ -29,7 +29,10 @@ from services.retrieval.fusion import fuse
 from services.retrieval.ingest import Batch, flush
 from services.retrieval.models import Document, Segment
 from services.retrieval.settings import FusionSettings, RetrievalSettings
-from services.retrieval.store import HNSW, SCHEMA_VERSION, FileRecord, IndexStore
+from services.retrieval.store import IndexStore
+from services.retrieval.store_manifest import SCHEMA_VERSION, FileRecord
+from services.retrieval.store_vectors import HNSW
+from services.retrieval.store_writer import recover, writing
 
 METHODS = ("bm25", "dense", "hybrid")
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "p@10")
@@ -164,7 +167,8 @@ def build_index(
     if directory is not None and directory.exists():
         try:
             store = IndexStore("eval", directory, create=False)
-            if store.get_meta("eval_key") == key:
+            if store.manifest.get_meta("eval_key") == key:
+                recover(store)
                 return store
             store.destroy()
         except Exception:
@@ -176,7 +180,7 @@ def build_index(
     chunk_key = chunk_config.key(counter)
     batch = Batch()
     done = 0
-    with store.writing() as writer:
+    with writing(store) as writer:
         for doc_id, (title, text) in data.corpus.items():
             if text.strip() or title.strip():
                 body = text if text.strip() else title
@@ -203,7 +207,7 @@ def build_index(
         if batch:
             flush(writer, embedder, batch)
     backend, quantization = backend_of(embedder)
-    store.set_meta(
+    store.manifest.set_meta(
         eval_key=key,
         embedding_model=embedder.model_id,
         embedding_backend=backend,
@@ -252,7 +256,7 @@ def run_queries(
 ) -> dict[str, Any]:
     """Mean metrics per method: ``{"queries": N, "methods": {"bm25": {...}, ...}}``."""
     fusion = fusion or FusionSettings()
-    doc_of = dict(store._query("SELECT chunk_id, source_path FROM chunks"))
+    doc_of = dict(store.manifest.query("SELECT chunk_id, source_path FROM chunks"))
     qids = list(data.queries)
     vectors = embedder.embed([data.queries[qid] for qid in qids])
     totals = {method: dict.fromkeys(METRICS, 0.0) for method in METHODS}
