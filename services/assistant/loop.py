@@ -263,7 +263,11 @@ class TurnLoop:
 
         relevance = relevance_for(self.session.workspace)
         outcome.confidence, outcome.confidence_inputs = local_confidence(
-            outcome.hits, outcome.citations, min_score=relevance.min_score, min_bm25=relevance.min_bm25
+            outcome.hits,
+            outcome.citations,
+            min_score=relevance.min_score,
+            min_keyword=relevance.min_keyword,
+            min_bm25=relevance.min_bm25,
         )
         approve = self.cloud_approve or headless_approver(False)
         step = await cloud_step(self.session, text, outcome.confidence, approve, turn_id=outcome.turn_id)

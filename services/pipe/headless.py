@@ -203,7 +203,7 @@ async def ask(
             "score": float(hit.get("score") or 0.0),
             "bm25_score": hit.get("bm25_score"),
             "dense_score": hit.get("dense_score"),
-            "strength": round(strength(hit, relevance.min_score, relevance.min_bm25), 4),
+            "strength": round(strength(hit, relevance.min_score, relevance.min_keyword, relevance.min_bm25), 4),
             "cited": str(hit.get("handle")) in cited,
         }
         for position, hit in enumerate(outcome.hits, start=1)

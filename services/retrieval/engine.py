@@ -34,7 +34,7 @@ from services.retrieval.engine_spaces import VectorSpaces
 from services.retrieval.errors import HandleNotFound, NoActiveIndex, VectorStoreDamaged
 from services.retrieval.fusion import fuse
 from services.retrieval.models import ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
-from services.retrieval.relevance import relevance_for
+from services.retrieval.relevance import keyword_share, relevance_for
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
@@ -289,6 +289,7 @@ class RetrievalEngine:
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
         hits: list[Hit] = []
+        weights = store.keyword_weights(text) if fused else {}
         position = 0
         while len(hits) < k and position < len(fused):
             window = fused[position : position + 2 * k]
@@ -314,6 +315,7 @@ class RetrievalEngine:
                         dense_rank=item.dense_rank,
                         dense_score=item.dense_score,
                         text=chunk.text,
+                        keyword_score=round(keyword_share(weights, store.terms(f"{chunk.context}\n{chunk.text}")), 4),
                     )
                 )
                 if len(hits) >= k:

@@ -58,8 +58,16 @@ from typing import TYPE_CHECKING
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
 from services.retrieval.readonly import writable
+from services.retrieval.relevance import term_weight
 from services.retrieval.store_check import Consistency, check_stores
-from services.retrieval.store_lexical import LEXICAL_FORMAT, bm25_search, open_lexical, query_analyzer, stopwords
+from services.retrieval.store_lexical import (
+    LEXICAL_FORMAT,
+    bm25_search,
+    open_lexical,
+    query_analyzer,
+    question_terms,
+    stopwords,
+)
 from services.retrieval.store_locks import IndexLocks
 from services.retrieval.store_manifest import (
     _SCHEMA,
@@ -254,6 +262,21 @@ class IndexStore:
         if not terms:  # a query made only of stop words still searches for them
             terms = list(self._analyzer.analyze(text))
         return list(dict.fromkeys(terms))
+
+    def keyword_weights(self, text: str) -> dict[str, float]:
+        """The query's keyword terms (question words left out) and their weights in this index
+        (:func:`~services.retrieval.relevance.term_weight`); call it under :meth:`reading`."""
+        skip = question_terms()
+        terms = [term for term in self.query_terms(text) if term not in skip]
+        if not terms:
+            return {}
+        searcher = self.lexical.searcher()
+        documents = int(searcher.num_docs)
+        return {term: term_weight(documents, int(searcher.doc_freq("text", term))) for term in terms}
+
+    def terms(self, text: str) -> frozenset[str]:
+        """``text`` analysed like the index (stemmed, lower-case)."""
+        return frozenset(self._analyzer.analyze(text))
 
     def bm25(self, text: str, top_n: int) -> list[tuple[str, float]]:
         terms = self.query_terms(text)
