@@ -540,9 +540,8 @@ def handle_eval_rag(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     if args.run_file:
         atomic_write_text(Path(args.run_file), json.dumps(result, indent=2) + "\n")
-    strict_error = result["environment"]["embedding_strict_error"]
-    if strict_error:
-        sys.stderr.write(f"aries: AXIOMME_EMBEDDER_STRICT: the embedder failed: {_safe(strict_error)}\n")
+    for problem in result.get("problems", []):
+        sys.stderr.write(f"aries: {_safe(problem)}\n")
     gate = result.get("gate")
     if gate is not None and not gate["passed"]:
         for reason in gate["reasons"]:
