@@ -32,6 +32,7 @@ from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, 
 from services.retrieval.engine_ingest import Ingestor
 from services.retrieval.engine_spaces import VectorSpaces
 from services.retrieval.errors import HandleNotFound, NoActiveIndex, VectorStoreDamaged
+from services.retrieval.faults import storage_guard
 from services.retrieval.fusion import fuse
 from services.retrieval.models import ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
 from services.retrieval.relevance import keyword_share, relevance_for
@@ -190,14 +191,16 @@ class RetrievalEngine:
         name = index or self.active_index
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
-        store = self.indexes.store(name)
-        embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
+        directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
+        with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
+            store = self.indexes.store(name)
+            embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
+            candidates = max(top_n, k)
+            # The query is embedded before the store lock is taken (unless the index is keyword-only).
+            vector = embedder.embed_query(text) if store.vector_health.ok else None
+            with store.reading():  # one state of the index: before or after a batch write, never during
+                hits, warnings = self.hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
         backend, quantization = backend_of(embedder)
-        candidates = max(top_n, k)
-        # The query is embedded before the store lock is taken (unless the index is keyword-only).
-        vector = embedder.embed_query(text) if store.vector_health.ok else None
-        with store.reading():  # one state of the index: before or after a batch write, never during
-            hits, warnings = self.hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
         threshold = relevance_for(self.workspace).to_dict([hit.to_dict(with_text=False) for hit in hits])

@@ -293,7 +293,8 @@ class Indexes:
     def check(self, name: str) -> Consistency:
         """Compare the manifest, Tantivy and Chroma of index ``name`` (every chunk id in all three)."""
         validate_name(name, "index")
-        return self.store(name).consistency()
+        with storage_guard(name, self.index_dir(name) if self.settings.backend != "memory" else None, "check it"):
+            return self.store(name).consistency()
 
     def locks(self, name: str) -> IndexLocks | None:
         if self.settings.backend == "memory":

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
+from services.retrieval.faults import store_part
 from services.retrieval.readonly import writable
 from services.retrieval.relevance import term_weight
 from services.retrieval.store_check import Consistency, check_stores
@@ -303,9 +304,17 @@ class IndexStore:
         """Compare the manifest's chunk ids with the ids in Tantivy and in Chroma
         (:class:`VectorStoreDamaged` when the vector store does not open)."""
         with self.reading():
-            return check_stores(
-                self.name, self.manifest.chunk_ids(), self.lexical, self.vectors, self.manifest.journal_size()
-            )
+            try:
+                return check_stores(
+                    self.name, self.manifest.chunk_ids(), self.lexical, self.vectors, self.manifest.journal_size()
+                )
+            except Exception as exc:
+                if store_part(exc) != "the vector store (Chroma)" or self.chroma_url:
+                    raise
+                self.vector_health = self.vector_check()
+                if self.vector_health.ok:
+                    raise
+                raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name) from None
 
     def close(self) -> None:
         if self._closed:
