@@ -60,6 +60,7 @@ def _policy_yaml(path: Path) -> str:
 
 def _audit_db(workspace: Workspace) -> str:
     from services.audit import AUDIT_FILE, AuditStore
+    from services.retrieval.audit import pending_report
 
     path = workspace.root / AUDIT_FILE
     if not path.exists():
@@ -68,7 +69,8 @@ def _audit_db(workspace: Workspace) -> str:
         counts = store.counts()
         version = store.schema_version()
     total = sum(counts.values())
-    return f"integrity ok, schema {version}, {total} finished tool call(s)"
+    pending = pending_report(path)  # retrievals not committed yet (a running Aries, or a stopped one's)
+    return "; ".join([f"integrity ok, schema {version}, {total} finished tool call(s)", *pending])
 
 
 def _transcripts(workspace: Workspace) -> str:

@@ -115,6 +115,7 @@ def indexed(tmp_path: Path, aries_home: Path) -> Iterator[object]:
 def _threshold_of_last_row(engine: object) -> object:
     import json
 
+    engine.audit.flush()  # type: ignore[attr-defined]  # committed off the query's path: now
     path = engine.workspace.root / "audit.db"  # type: ignore[attr-defined]
     with sqlite3.connect(path) as db:
         params = db.execute("SELECT params FROM retrievals ORDER BY id DESC LIMIT 1").fetchone()[0]

@@ -282,6 +282,7 @@ def test_audit_table_is_shared_politely(engine: RetrievalEngine, docs: Path, wor
     engine.index_add(docs)
     engine.query("cats")
     engine.query("aspirin")
+    engine.audit.flush()  # committed off the query's path, within FLUSH_INTERVAL_S: now
     with sqlite3.connect(db_path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("SELECT * FROM tool_calls").fetchall() == [("c1", "builtin:fs:read")]
