@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Self
 
@@ -73,6 +74,7 @@ class RetrievalEngine:
         self.ingestor = Ingestor(self.indexes, self.chunk_config)
         self._lock = threading.Lock()
         self._said_unaudited = False  # "not audited" is said once per engine (a read-only workspace)
+        self._encoder_pool: ThreadPoolExecutor | None = None
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -91,7 +93,18 @@ class RetrievalEngine:
         default_counter()
         preload(self.embedder)
 
+    def _encoder(self) -> ThreadPoolExecutor:
+        """The thread that embeds queries while BM25 searches (one per engine, started on first use)."""
+        with self._lock:
+            if self._encoder_pool is None:
+                self._encoder_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-encoder")
+            return self._encoder_pool
+
     def close(self) -> None:
+        with self._lock:
+            pool, self._encoder_pool = self._encoder_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         self.indexes.close()
         self.ingestor.close()
         self.audit.close()
@@ -196,14 +209,15 @@ class RetrievalEngine:
             store = self.indexes.store(name)
             embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
             candidates = max(top_n, k)
-            # The query is embedded before the store lock is taken (unless the index is keyword-only).
-            vector = embedder.embed_query(text) if store.vector_health.ok else None
+            # The query is embedded in the encoder thread while BM25 searches (unless keyword-only).
+            vector = self._encoder().submit(embedder.embed_query, text) if store.vector_health.ok else None
             with store.reading():  # one state of the index: before or after a batch write, never during
                 hits, warnings = self.hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
         backend, quantization = backend_of(embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
-        threshold = relevance_for(self.workspace).to_dict([hit.to_dict(with_text=False) for hit in hits])
+        rows = [hit.to_dict(with_text=False) for hit in hits]
+        threshold = relevance_for(self.workspace).to_dict(rows)
         params: dict[str, Any] = {
             "k": k,
             "top_n": top_n,
@@ -217,7 +231,7 @@ class RetrievalEngine:
         }
         if warnings:
             params["warnings"] = warnings
-        audit_id = self._record(text, name, params, hits, warnings, embedder.model_id)
+        audit_id = self._record(text, name, params, rows, warnings, embedder.model_id)
         return QueryResult(
             query=text,
             index=name,
@@ -236,7 +250,7 @@ class RetrievalEngine:
         )
 
     def _record(
-        self, text: str, name: str, params: dict[str, Any], hits: list[Hit], warnings: list[str], model: str
+        self, text: str, name: str, params: dict[str, Any], hits: list[dict[str, Any]], warnings: list[str], model: str
     ) -> int | None:
         """The audit row's id; None where the workspace cannot be written (the first time in this
         engine, a line in ``warnings`` says so).  Any other audit failure is raised."""
@@ -246,7 +260,7 @@ class RetrievalEngine:
                 index=name,
                 embedding_model=model,
                 params=params,
-                hits=[hit.to_dict(with_text=False) for hit in hits],
+                hits=hits,
             )
         except AuditStoreError:
             why = self.audit.unwritable()
@@ -266,7 +280,7 @@ class RetrievalEngine:
         store: IndexStore,
         name: str,
         text: str,
-        vector: list[float] | None,
+        vector: list[float] | Future[list[float]] | None,
         candidates: int,
         k: int,
         score_threshold: float | None,
@@ -274,9 +288,12 @@ class RetrievalEngine:
         embedder: Embedder | None = None,
     ) -> tuple[list[Hit], list[str]]:
         """The hits of ``store`` (call it under its store lock: :meth:`IndexStore.reading`) and the
-        warnings of a keyword-only answer; ``embedder`` (default: the store's own) embeds the query
-        if ``vector`` is None."""
+        warnings of a keyword-only answer.  ``vector`` may be a future (the query being embedded in
+        another thread while BM25 searches here); ``embedder`` (default: the store's own) embeds
+        the query if ``vector`` is None."""
         bm25 = store.bm25(text, candidates)
+        if isinstance(vector, Future):
+            vector = vector.result()
         dense: list[tuple[str, float]] = []
         warnings: list[str] = []
         if store.vector_health.ok:

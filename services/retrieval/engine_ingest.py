@@ -12,6 +12,8 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -246,27 +248,50 @@ class Ingestor:
         report.skipped.extend(skipped)
         emit("scan", len(candidates), len(candidates))
         store.manifest.add_root(root_key)
-        known = {record.source_path: record for record in store.manifest.files_under(root_key)}
+        if only is None:
+            known = {record.source_path: record for record in store.manifest.files_under(root_key)}
+        else:  # an update of a few files (a save in the viewer): their records only, not the whole root's
+            found = (store.manifest.file(path) for path in sorted(only))
+            known = {record.source_path: record for record in found if record is not None and record.root == root_key}
         kept: set[str] = set()
         failed: dict[str, tuple[str, str]] = {}  # indexed files that failed to load: chunks kept, marked failed
         batch = Batch()
         pending: list[tuple[str, bool, int]] = []  # (source path, is new, chunks) of the unwritten batch
-        embedded = 0
+        # Two stages overlap: this thread reads, parses and chunks the next batch while the writer
+        # thread embeds and writes the previous one (at most one batch in flight).
+        in_flight: tuple[Future[int], list[tuple[str, bool, int]]] | None = None
+        writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
 
-        def on_group(count: int) -> None:
-            nonlocal embedded
-            embedded += count
-            emit("embed", embedded, batch.chunk_count)
-
-        def write(writer: Any) -> None:
-            nonlocal embedded
+        def progress_of(total: int) -> Callable[[int], None]:
             embedded = 0
-            report.chunks_removed += flush(writer, embedder, batch, cancel, on_group)
-            for source_path, is_new, count in pending:
+
+            def on_group(count: int) -> None:
+                nonlocal embedded
+                embedded += count
+                emit("embed", embedded, total)
+
+            return on_group
+
+        def settle() -> None:
+            """Wait for the batch in flight and book it in the report (its errors are raised here)."""
+            nonlocal in_flight
+            if in_flight is None:
+                return
+            future, booked = in_flight
+            in_flight = None
+            report.chunks_removed += future.result()
+            for source_path, is_new, count in booked:
                 (report.added if is_new else report.updated).append(source_path)
                 report.chunks_added += count
-            pending.clear()
             emit("commit", len(kept), len(candidates))
+
+        def write(writer: Any) -> None:
+            nonlocal batch, pending, in_flight
+            settle()
+            full, booked = batch, pending
+            batch, pending = Batch(), []
+            on_group = progress_of(full.chunk_count)
+            in_flight = (writer_pool.submit(flush, writer, embedder, full, cancel, on_group), booked)
 
         with writing(store) as writer:
             try:
@@ -336,9 +361,17 @@ class Ingestor:
                 report.removed.extend(gone)
                 if batch:
                     write(writer)
+                settle()
             except Cancelled:
+                with contextlib.suppress(Cancelled):
+                    settle()  # a batch that was written before the cancel is booked
                 report.cancelled = True
                 report.removed = [path for path in report.removed if store.manifest.file(path) is None]
+            finally:
+                if in_flight is not None:  # an error in this thread: the batch in flight ends before the lock goes
+                    with contextlib.suppress(BaseException):
+                        in_flight[0].result()
+                writer_pool.shutdown(wait=True)
         store.manifest.record_failures(failed, cleared=[*report.unchanged, *report.updated, *report.removed])
         if activate and not report.cancelled and self.indexes.active is None:
             self.indexes.set_active(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from services.retrieval.errors import LIMIT_CODES
@@ -179,10 +179,13 @@ class Hit:
     """The share (0…1) of the query's keyword weight this passage holds (see :mod:`services.retrieval.relevance`)."""
 
     def to_dict(self, *, with_text: bool = True) -> dict[str, Any]:
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in _HIT_FIELDS}  # flat values: no deep copy (asdict's cost)
         if not with_text:
             data.pop("text")
         return data
+
+
+_HIT_FIELDS = tuple(f.name for f in fields(Hit))
 
 
 @dataclass(frozen=True)

@@ -240,11 +240,14 @@ def test_cancel_stops_between_files_and_keeps_whole_files(engine: RetrievalEngin
     finally:
         ingest.FLUSH_FILES = old
     assert report.cancelled and not report.activated
-    assert report.added == [f"f{i:02}.txt" for i in range(6)]  # two whole batches were written
+    # The first batch was written; the second was being embedded in the writer thread while the
+    # seventh file was read, so the cancel finds it either written whole or not written at all.
+    written = len(report.added)
+    assert written in (3, 6) and report.added == [f"f{i:02}.txt" for i in range(written)]
     files, chunks = engine.indexes.store("many").manifest.counts()
-    assert files == 6 and chunks == 6
+    assert files == written and chunks == written
     resumed = engine.index_add(root)
-    assert len(resumed.unchanged) == 6 and len(resumed.added) == 6 and not resumed.cancelled
+    assert len(resumed.unchanged) == written and len(resumed.added) == 12 - written and not resumed.cancelled
 
 
 def test_query_validation_and_threshold(engine: RetrievalEngine, docs: Path) -> None:
