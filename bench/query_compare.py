@@ -43,6 +43,7 @@ from services.workspaces import Workspace
 root, queries_file = Path(sys.argv[1]), Path(sys.argv[2])
 queries = json.loads(queries_file.read_text())
 workspace = Workspace(root, "bench")
+workspace.ensure_layout()
 settings = RetrievalSettings.from_env()
 with RetrievalEngine(workspace, settings) as engine:
     indexes = getattr(engine, "indexes", None)
