@@ -5,7 +5,7 @@ The inputs are the passages the turn injected (those that passed the relevance t
 
     strength(h) = max(dense(h), keyword(h))
         dense(h)   = clamp(dense_score, 0, 1)           if dense_score   >= min_score,   else 0
-        keyword(h) = keyword_score                      if keyword_score >= min_keyword, else 0
+        keyword(h) = KEYWORD_CAP * keyword_score        if keyword_score >= min_keyword, else 0
                      (a hit recorded without keyword_score: bm25 / (bm25 + BM25_HALF) if bm25_score >= min_bm25)
     top        = max strength over the injected passages (0 when none passed the threshold)
     cited      = share of the injected passages whose handle the answer cites
@@ -30,6 +30,8 @@ from typing import Any
 
 from services.retrieval.relevance import DEFAULT_MIN_BM25, DEFAULT_MIN_KEYWORD
 
+KEYWORD_CAP = 0.7
+"""A keyword match, however complete, is weaker evidence than meaning: its strength is at most this."""
 BM25_HALF = 10.0
 """The BM25 score that counts as a keyword strength of 0.5."""
 
@@ -47,7 +49,7 @@ def strength(
     dense_part = min(1.0, max(0.0, float(dense))) if dense is not None and float(dense) >= min_score else 0.0
     keyword_part = 0.0
     if share is not None:
-        keyword_part = float(share) if float(share) >= min_keyword else 0.0
+        keyword_part = KEYWORD_CAP * float(share) if float(share) >= min_keyword else 0.0
     elif bm25 is not None and float(bm25) >= min_bm25 and float(bm25) > 0:
         keyword_part = float(bm25) / (float(bm25) + BM25_HALF)
     return max(dense_part, keyword_part)
@@ -78,4 +80,4 @@ def local_confidence(
     return value, inputs
 
 
-__all__ = ["BM25_HALF", "local_confidence", "strength"]
+__all__ = ["BM25_HALF", "KEYWORD_CAP", "local_confidence", "strength"]
