@@ -4,15 +4,14 @@ timings, and identical runs give byte-identical metrics (issue 22, item 5)."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import random
 from pathlib import Path
 
 import pytest
-from app.cli_rag import register
 
+from app.cli import main
 from services.retrieval.eval_run import evaluate_run
 from services.retrieval.evaluation import MISSING_JUDGED_MAX, dataset_fingerprint
 from services.retrieval.settings import RetrievalSettings
@@ -85,11 +84,8 @@ def test_identical_runs_give_byte_identical_metrics(tmp_path: Path) -> None:
 
 def test_the_cli_says_why_the_run_is_not_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = _held_out(tmp_path / "beir")
-    parser = argparse.ArgumentParser(prog="aries")
-    register(parser.add_subparsers(dest="command"))
     run_file = tmp_path / "run.json"
-    args = parser.parse_args(["eval", "rag", "--dataset", str(dataset), "--json", "--run-file", str(run_file)])
-    assert args.func(args) == 1
+    assert main(["eval", "rag", "--dataset", str(dataset), "--json", "--run-file", str(run_file)]) == 1
     out, err = capsys.readouterr()
     printed = json.loads(out)
     assert printed["ok"] is False and printed["missing_judged"]["count"] == 1
