@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolNameMap, ToolSchema
     from services.profiles import ActiveProfile
     from services.session import Session
-    from services.tools.gateway import Approver
+    from services.tools.calls import Approver
 
 DEFAULT_MAX_STEPS = 6
 DEFAULT_BUDGET_TOKENS = 8_000
@@ -394,7 +394,7 @@ _OFFERED: dict[tuple[int, str, int], tuple[list[ToolSchema], ToolNameMap]] = {}
 
 def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
     from services.models.base import ToolNameMap, ToolSchema
-    from services.tools.gateway import describe_tools
+    from services.tools.records import describe_tools
 
     enabled = [t for t in describe_tools(gateway.registry, gateway.policy) if t["enabled"]]
     names = ToolNameMap([t["id"] for t in enabled])

@@ -244,7 +244,17 @@ def _package_check() -> Row:
 
 
 def write_evidence(service: ContextService, out_dir: Path) -> list[Path]:
-    """Run the checks and write the three reports into ``out_dir``; return their paths."""
+    """Run the checks and write the three reports into ``out_dir``; return their paths. Logged as
+    one ``evidence`` request of the service."""
+    from services.context.requests import counts_of
+
+    with service.requests.request("evidence", out_dir) as req:
+        paths = _write(service, out_dir)
+        req.counts = counts_of(paths)
+    return paths
+
+
+def _write(service: ContextService, out_dir: Path) -> list[Path]:
     stamp = utc_now()
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)

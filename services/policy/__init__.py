@@ -4,7 +4,7 @@ A policy says which providers and tool classes are enabled, which approval mode 
 (guide / commander / strict, as the builtin-tools spec defines them), where files may be
 touched, which executables may run (and which of their argument forms can run arbitrary
 code), which hosts and ports may be reached, and the size, time and resource limits.
-``Policy.bind(workspace_root)`` turns it into a ``BoundPolicy`` whose ``evaluate(tool, args)``
+``BoundPolicy(policy, workspace_root)`` applies it to a workspace; its ``evaluate(tool, args)``
 returns a ``PolicyDecision``: ``allow``, ``deny`` or ``confirm`` (ask the operator), always
 with the id of the rule that decided it.
 

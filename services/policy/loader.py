@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.errors import ConfigError
 from services.policy.exec_table import DEFAULT_ENV_ALLOW
@@ -21,9 +21,6 @@ from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_r
 from services.policy.model import DEFAULT_VISIBLE, MODES, PATH_OPS, Limits, ShellSandbox
 from services.policy.network import NetworkRules
 from services.policy.schema import POLICY_SCHEMA
-
-if TYPE_CHECKING:
-    from services.policy.bound import BoundPolicy
 
 
 def _plain(node: Any) -> Any:
@@ -204,11 +201,6 @@ class Policy:
     def allows_tool(self, tool_id: str) -> bool:
         """False when a profile's tool list leaves ``tool_id`` out."""
         return self.restriction is None or tool_id in self.restriction[1]
-
-    def bind(self, workspace_root: Path | None, *, mode: str | None = None) -> BoundPolicy:
-        from services.policy.bound import BoundPolicy
-
-        return BoundPolicy(self, workspace_root, mode=mode or self.mode)
 
 
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:

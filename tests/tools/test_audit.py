@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from services.audit import AuditStore, content_hash, explain
+from services.tools.calls import ApprovalDecision
 from services.tools.doctor import doctor
-from services.tools.gateway import ApprovalDecision, ToolGateway
+from services.tools.gateway import ToolGateway
 from tests.tools.conftest import Sandbox, make_policy
 
 pytestmark = pytest.mark.timeout(30)

@@ -20,7 +20,8 @@ import pytest
 
 from services.audit import SCHEMA_VERSION, AuditStore, AuditStoreError
 from services.errors import AriesError
-from services.tools.gateway import ApprovalDecision, ToolGateway
+from services.tools.calls import ApprovalDecision
+from services.tools.gateway import ToolGateway
 from tests.tools.conftest import Sandbox
 
 pytestmark = pytest.mark.timeout(60)

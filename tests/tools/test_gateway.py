@@ -13,15 +13,8 @@ from services.errors import InvalidInput
 from services.policy import RiskTier
 from services.tools import fs
 from services.tools.builtin import BuiltinProvider, default_registry
-from services.tools.gateway import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ToolCallRequest,
-    ToolGateway,
-    deny_all,
-    execute_tool_call_with_policy,
-    execute_tool_call_with_policy_sync,
-)
+from services.tools.calls import ApprovalDecision, ApprovalRequest, ToolCallRequest, deny_all
+from services.tools.gateway import ToolGateway, execute_tool_call_with_policy, execute_tool_call_with_policy_sync
 from services.tools.registry import (
     Capability,
     ToolContext,

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def _bound(sandbox: Sandbox, **overrides: object) -> BoundPolicy:
-    return make_policy(sandbox.root, **overrides).bind(sandbox.workspace.root)
+    return BoundPolicy(make_policy(sandbox.root, **overrides), sandbox.workspace.root)
 
 
 def _decide(bound: BoundPolicy, tool_id: str, args: dict[str, Any]) -> tuple[str, str, str | None]:
@@ -36,7 +36,7 @@ def _decide(bound: BoundPolicy, tool_id: str, args: dict[str, Any]) -> tuple[str
 def test_default_policy_is_safe(sandbox: Sandbox) -> None:
     policy = default_policy()
     assert policy.mode == "guide" and policy.providers == {"builtin": True, "mcp": False}
-    bound = policy.bind(sandbox.workspace.root)
+    bound = BoundPolicy(policy, sandbox.workspace.root)
     (sandbox.workspace.root / "notes.txt").write_text("x")
     assert _decide(bound, "builtin:fs:read_text", {"path": "notes.txt"}) == ("allow", "mode.guide.read_only", "mode")
     assert _decide(bound, "builtin:shell:run", {"argv": ["ls"]})[:2] == ("confirm", "mode.guide.requires_approval")
@@ -148,23 +148,23 @@ def test_commander_auto_approve_rules(sandbox: Sandbox) -> None:
 
 def test_mode_override_and_bad_mode(sandbox: Sandbox) -> None:
     policy = make_policy(sandbox.root)
-    assert policy.bind(None, mode="strict").mode == "strict"
+    assert BoundPolicy(policy, None, mode="strict").mode == "strict"
     assert policy.with_mode("commander").mode == "commander"
     with pytest.raises(ConfigError):
-        policy.bind(None, mode="yolo")
+        BoundPolicy(policy, None, mode="yolo")
     with pytest.raises(ConfigError):
         policy.with_mode("yolo")
 
 
 def test_roots_variables_and_missing_roots(sandbox: Sandbox) -> None:
     policy = make_policy("${workspace}")
-    bound = policy.bind(sandbox.workspace.root)
+    bound = BoundPolicy(policy, sandbox.workspace.root)
     assert bound.roots == [sandbox.workspace.root.resolve()]
-    unbound = policy.bind(None)
+    unbound = BoundPolicy(policy, None)
     assert unbound.roots == [] and unbound.warnings
     decision = unbound.evaluate(default_registry().get("builtin:fs:list_dir"), {"path": "."})
     assert decision.action == "deny" and decision.rule == "fs.allowed_roots"
-    gone = make_policy(sandbox.base / "does-not-exist").bind(None)
+    gone = BoundPolicy(make_policy(sandbox.base / "does-not-exist"), None)
     assert gone.roots == [] and "not an existing directory" in gone.warnings[0]
 
 
