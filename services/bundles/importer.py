@@ -11,7 +11,6 @@ that ``--force`` had moved aside when the crash came. Every member is checked by
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from services.bundles.manifest import (
 )
 from services.clock import utc_now
 from services.errors import AlreadyExists, NotFound
+from services.hashing import sha256_hex
 from services.names import validate_name
 from services.staging import StagingArea
 from services.workspaces import STAGING_PREFIX, clean_stale_imports
@@ -163,7 +163,7 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
     origin = {
         "kind": "bundle",
         "file": str(options.bundle),
-        "manifest_sha256": hashlib.sha256(raw).hexdigest(),
+        "manifest_sha256": sha256_hex(raw),
         "exported_from": str(manifest.workspace.get("name", "?")),
         "at": utc_now(),
     }

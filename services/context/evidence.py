@@ -28,6 +28,7 @@ from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.context.errors import ContextError, InvalidUri
 from services.context.uri import SCOPES, AxiomUri, parse_uri
+from services.hashing import sha256_hex
 
 if TYPE_CHECKING:
     from services.context.service import ContextService
@@ -218,7 +219,7 @@ def _package_check() -> Row:
             {
                 "path": "../escape.md",
                 "size": len(body),
-                "sha256": __import__("hashlib").sha256(body).hexdigest(),
+                "sha256": sha256_hex(body),
                 "mime": "text/markdown",
             }
         ],

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.audit_db import AUDIT_FILE
 from services.context.errors import ResourceNotFound, WrongKind
 from services.context.ingest import (
     AddReport,
@@ -129,7 +130,7 @@ class ContextService:
         self._embedder = embedder
         self.indexer: Indexer = indexer if indexer is not None else self._default_indexer()
         self.sessions = SessionStore(self.tree.root, on_written=self._memory_written)
-        self.requests = RequestLog(Path(workspace.root) / "audit.db", on_warning=on_log_warning)
+        self.requests = RequestLog(Path(workspace.root) / AUDIT_FILE, on_warning=on_log_warning)
 
     # -- plumbing -----------------------------------------------------------------------------
     def engine(self) -> Any:

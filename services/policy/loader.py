@@ -8,14 +8,13 @@ The file format is summarised in ``profiles/policy-default.yaml``; a policy may 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from services.errors import ConfigError
+from services.hashing import content_hash
 from services.policy.exec_table import DEFAULT_ENV_ALLOW
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
 from services.policy.model import DEFAULT_VISIBLE, MODES, PATH_OPS, Limits, ShellSandbox
@@ -85,8 +84,7 @@ class Policy:
         hashed: dict[str, Any] = data
         if restriction is not None:
             hashed = {"policy": data, "profile": restriction[0], "profile_tools": sorted(restriction[1])}
-        canonical = json.dumps(hashed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        self.hash = "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        self.hash = content_hash(hashed)
         self.mode: str = data.get("mode", "guide")
         self.providers = {name: bool(v.get("enabled", False)) for name, v in (data.get("providers") or {}).items()}
         try:  # the MCP servers' block: URLs must be loopback (the schema checked the rest)

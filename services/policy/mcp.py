@@ -24,7 +24,6 @@ mistake is reported with the policy file's line like any other policy error.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import os
@@ -34,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from services.errors import ConfigError
+from services.hashing import sha256_hex
 from services.policy.model import RiskTier
 
 SERVER_NAME = "^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
@@ -116,7 +116,7 @@ class McpSettings:
         """A digest of the settings: a gateway rebinding to the same settings keeps its servers."""
         data = {name: repr(cfg) for name, cfg in sorted(self.servers.items())}
         text = json.dumps({"enabled": self.enabled, "servers": data}, sort_keys=True)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return sha256_hex(text)
 
 
 def _expand(text: str, variables: dict[str, str]) -> str:

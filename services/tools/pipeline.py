@@ -11,7 +11,7 @@ approver, the backends, and the gateway's step counter and run bookkeeping.  In 
 4. when the policy says ``confirm``: reuse a session grant for the same tool and argument
    pattern, or ask the approver (approve once / approve for the session / deny with a reason);
 5. dispatch with a one-call capability (sync tools in a worker thread, with a time limit and the
-   call's cancel token);
+   call's cancel token); the tool receives its validated argument model (``ToolSpec.parse``);
 6. record the result, the decision, the matched rule and who approved; record the conversation's
    tool-call event when a recorder is given.
 """
@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from services.audit import canonical_json, content_hash
 from services.clock import monotonic, utc_now
+from services.hashing import canonical_json, content_hash, sha256_tagged
 from services.policy import PolicyDecision, RiskTier
 from services.tools.calls import (
     ApprovalChoice,
@@ -37,7 +37,7 @@ from services.tools.calls import (
     ToolCallRequest,
     _new_id,
 )
-from services.tools.records import _append_transcript, _schema_problem, _sha256
+from services.tools.records import _append_transcript, _schema_problem
 from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, _issue, _revoke
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
 
@@ -96,11 +96,13 @@ def session_pattern(spec: ToolSpec, facts: dict[str, Any]) -> dict[str, Any]:
 async def _call(
     spec: ToolSpec, handler: Any, is_async: bool, ctx: ToolContext, args: dict[str, Any], timeout: float
 ) -> Any:
+    """Run ``handler`` (the tool or its preview) on the parsed arguments, with a one-call capability."""
+    parsed = spec.parse(args)
     cap = _issue(spec.tool_id, ctx.call_id)
     try:
         if is_async:
-            return await asyncio.wait_for(handler(cap, ctx, args), timeout)
-        return await asyncio.wait_for(asyncio.to_thread(handler, cap, ctx, args), timeout)
+            return await asyncio.wait_for(handler(cap, ctx, parsed), timeout)
+        return await asyncio.wait_for(asyncio.to_thread(handler, cap, ctx, parsed), timeout)
     finally:
         # Timed out, cancelled or done: a tool still working in a thread sees it and stops.
         ctx.cancel.set()
@@ -250,7 +252,7 @@ async def run_call(
             ended_at=utc_now(),
             duration_ms=duration_ms,
             input_hash=content_hash({"tool": tool_id, "args": args}),
-            output_hash=_sha256(data_json) if data_json is not None else None,
+            output_hash=sha256_tagged(data_json) if data_json is not None else None,
             workspace=site.workspace.name,
             tier=str(decision.tier),  # the tier the decision used (arguments may raise it)
             artifacts=meta.get("artifacts") or None,  # links to what the call stored (snapshots.py)

@@ -3,11 +3,10 @@ and the helpers that describe tools and argument problems in one line."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
-from services.audit import canonical_json
 from services.errors import AriesError
+from services.hashing import canonical_json
 from services.policy import Policy
 from services.tools.calls import ToolCallRequest
 from services.tools.registry import ToolRegistry, ToolSpec
@@ -55,10 +54,6 @@ def _schema_problem(registry: ToolRegistry, spec: ToolSpec, args: Any) -> str | 
     except InvalidInput as exc:
         return exc.message
     return None
-
-
-def _sha256(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _summary(result: ToolResult, tool_id: str) -> str:
