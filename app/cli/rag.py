@@ -533,6 +533,8 @@ def handle_eval_rag(args: argparse.Namespace) -> int:
     strict_error = result["environment"]["embedding_strict_error"]
     if strict_error:
         warn(f"AXIOMME_EMBEDDER_STRICT: the embedder failed: {strict_error}")
+    for problem in result.get("problems", []):
+        warn(problem)
     gate = result.get("gate")
     if gate is not None and not gate["passed"]:
         for reason in gate["reasons"]:
