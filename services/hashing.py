@@ -3,6 +3,7 @@
 * ``sha256_hex(data)``: the hex digest of bytes, or of text as UTF-8 (artifact ids, etags, chunk ids);
 * ``sha256_tagged(data)``: the same prefixed ``sha256:`` (audit hashes, plan and policy hashes, the
   cloud bridge's prompt hashes);
+* ``sha256_parts(parts)``: the hex digest of a sequence of pieces, as if they were one string;
 * ``file_sha256(path)``: a file's size and hex digest, read in blocks;
 * ``canonical_json(value)`` and ``content_hash(value)``: a JSON value in one canonical form (sorted
   keys, no spaces, UTF-8 kept, ``str()`` for what JSON has no type for) and its tagged hash;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +33,14 @@ def sha256_hex(data: bytes | str) -> str:
 def sha256_tagged(data: bytes | str) -> str:
     """``sha256:<hex>`` of ``data`` (text is hashed as UTF-8)."""
     return "sha256:" + sha256_hex(data)
+
+
+def sha256_parts(parts: Iterable[bytes | str]) -> str:
+    """The hex SHA-256 of ``parts`` one after the other (text hashed as UTF-8)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8") if isinstance(part, str) else part)
+    return digest.hexdigest()
 
 
 def file_sha256(path: Path) -> tuple[int, str]:
@@ -78,5 +88,6 @@ __all__ = [
     "content_hash",
     "file_sha256",
     "sha256_hex",
+    "sha256_parts",
     "sha256_tagged",
 ]
