@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from services.errors import AriesError
+from services.sqlite_readonly import UnreadableWal, connect_readonly
 
 AUDIT_FILE = "audit.db"
 SCHEMA_VERSION = 2
@@ -165,7 +166,8 @@ def open_audit_db(
     IF NOT EXISTS`` statement; other services' tables are left alone).
 
     ``migrate_tables`` (the tool audit store, :mod:`services.audit`) creates or migrates the audit
-    tables of :data:`SCHEMA`; ``readonly`` opens the file without writing anything (it must exist);
+    tables of :data:`SCHEMA`; ``readonly`` opens the file without writing anything (it must exist;
+    on a read-only file system too, :func:`services.sqlite_readonly.connect_readonly`);
     ``rows`` gives :class:`sqlite3.Row` rows; ``timeout`` is how long a write waits for another
     process's lock.  The connection autocommits (``BEGIN`` for a transaction) and may be shared by
     threads under the caller's lock.  Every SQLite or OS failure is one :class:`AuditStoreError`.
@@ -173,11 +175,16 @@ def open_audit_db(
     path = Path(path)
     try:
         if readonly:
-            uri = f"{path.absolute().as_uri()}?mode=ro"
-            db = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False, isolation_level=None)
+            db = connect_readonly(path, timeout=timeout)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, timeout=timeout, check_same_thread=False, isolation_level=None)
+    except UnreadableWal:
+        raise AuditStoreError(
+            f"cannot read the audit database {path}: its last writes are in {AUDIT_FILE}-wal, which SQLite reads "
+            f"only with {AUDIT_FILE}-shm, and that file is missing and cannot be made here",
+            path=str(path),
+        ) from None
     except (sqlite3.Error, OSError) as exc:
         raise describe_sqlite_error(path, exc, "open") from None
     try:

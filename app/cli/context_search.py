@@ -111,10 +111,10 @@ def handle_find(args: argparse.Namespace) -> int:
 
 def _logged(retriever: Any, kind: str, target: Any, run: Any) -> Any:
     """The call, as one row of the workspace's context request log."""
+    from services.audit_db import AUDIT_FILE
     from services.context.requests import log_retrieval
-    from services.retrieval.audit import AUDIT_DB
 
-    return log_retrieval(retriever.engine.workspace.root / AUDIT_DB, kind, target, run)
+    return log_retrieval(retriever.engine.workspace.root / AUDIT_FILE, kind, target, run)
 
 
 def handle_search(args: argparse.Namespace) -> int:

@@ -11,8 +11,8 @@ import random
 from pathlib import Path
 
 import pytest
-from app.cli.rag import register
 
+from app.cli.rag import register
 from services.retrieval.eval_run import evaluate_run
 from services.retrieval.evaluation import MISSING_JUDGED_MAX, dataset_fingerprint
 from services.retrieval.settings import RetrievalSettings
