@@ -67,9 +67,10 @@ def test_a_capsule_policy_denies_by_default_and_allows_what_it_lists(tmp_path: P
     policy = parse_policy("boundary: deny_by_default\ntools:\n  fs.read: {allow_paths: ['./docs/**']}\n", source="<c>")
     bound = BoundPolicy(policy, tmp_path)
     assert policy.mode == "commander" and bound.mode == "commander"
-    assert policy.tools["builtin:fs:read_text"] == {"enabled": True}
-    assert policy.tools["builtin:fs:write_text"] == {"enabled": False}
-    assert policy.tools["builtin:shell:run"] == {"enabled": False}
+    assert policy.tool_switch("builtin:fs:read_text") is True
+    assert policy.tool_switch("builtin:fs:write_text") is False
+    assert policy.tool_switch("builtin:shell:run") is False
+    assert policy.data["tools"]["builtin:fs:read_text"] == {"enabled": True}
     assert policy.data["filesystem"]["allowed_roots"] == ["${workspace}/docs"]
 
 

@@ -9,7 +9,7 @@ returns a ``PolicyDecision``: ``allow``, ``deny`` or ``confirm`` (ask the operat
 with the id of the rule that decided it.
 
 Modules: ``model`` (tiers, resource uses, decisions, limits, typed refusals), ``globs``
-(rule matching), ``schema`` and ``loader`` (the file, ``Policy``, the default), ``paths``
+(rule matching), ``document`` and ``loader`` (the file's pydantic models, ``Policy``, the default), ``paths``
 (``PathGuard``), ``network`` (hosts, domains, addresses, ports), ``exec_table`` and
 ``commands`` (executables, environment, code-execution classification) and ``bound``
 (``BoundPolicy``).  The package never imports ``services.tools``.
@@ -44,14 +44,12 @@ from services.policy.model import (
 )
 from services.policy.network import NetworkRules, domain_denied_by, domain_matches, normalize_host
 from services.policy.paths import PathGuard, ResolvedPath
-from services.policy.schema import POLICY_SCHEMA
 
 __all__ = [
     "MAX_COMPONENT_BYTES",
     "MAX_PATH_CHARS",
     "MODES",
     "PATH_OPS",
-    "POLICY_SCHEMA",
     "WORKSPACE_INTERNAL",
     "Action",
     "AutoApproveRule",

@@ -216,17 +216,17 @@ class BoundPolicy:
             )
         if not self.policy.providers.get(tool.provider, False):
             return decide("deny", f"providers.{tool.provider}", f"provider {tool.provider!r} is not enabled")
-        override = self.policy.tools.get(tool.tool_id, {})
+        switch = self.policy.tool_switch(tool.tool_id)
         # An MCP tool (class ``mcp:<server>``) runs when its server's class is enabled, or when the
         # policy names the tool itself with ``enabled: true``; otherwise it is denied by default.
-        named = tool.provider == "mcp" and override.get("enabled") is True
+        named = tool.provider == "mcp" and switch is True
         if tool.tool_class not in self.policy.tool_classes and not named:
             return decide(
                 "deny", "default.deny", f"tool class {tool.tool_class!r} is not enabled by the policy (deny by default)"
             )
         if tool.tool_class in self.policy.tool_classes and not self.policy.tool_classes[tool.tool_class]:
             return decide("deny", f"tool_classes.{tool.tool_class}", f"tool class {tool.tool_class!r} is disabled")
-        if override.get("enabled") is False:
+        if switch is False:
             return decide("deny", f"tools.{tool.tool_id}", f"tool {tool.tool_id} is disabled by the policy")
         facts: dict[str, Any] = {}
         try:
@@ -250,7 +250,7 @@ class BoundPolicy:
                 tier=RiskTier.EXEC_PRIVILEGED,
                 facts=facts,
             )
-        if override.get("require_approval"):
+        if self.policy.requires_approval(tool.tool_id):
             return decide(
                 "confirm",
                 f"tools.{tool.tool_id}.require_approval",
