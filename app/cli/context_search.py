@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from app.cli._common import open_session, out, print_json, safe, workspace_option
 
 if TYPE_CHECKING:
-    from services.context.search import ContextRetriever, RetrievalResult
+    from services.context.search import ContextRetriever
+    from services.context.search_types import RetrievalResult
     from services.context.traces import Trace
 
 
@@ -86,7 +87,7 @@ def _budget(args: argparse.Namespace) -> Any:
 
 
 def _filter(args: argparse.Namespace) -> Any:
-    from services.context.search import SearchFilter
+    from services.context.search_types import SearchFilter
 
     if args.scope is None and not args.types:
         return None

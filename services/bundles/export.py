@@ -7,16 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.bundles.archive import Progress
-from services.bundles.manifest import (
-    KIND,
-    MANIFEST_NAME,
-    SIGNATURE_NAME,
-    BundleError,
-    FileEntry,
-    Manifest,
-    mime_type,
-)
+from services.bundles.archive import FileEntry, Progress
+from services.bundles.manifest import KIND, MANIFEST_NAME, SIGNATURE_NAME, BundleError, Manifest, mime_type
 from services.bundles.writer import atomic_output, walk_tree, write_archive
 from services.hashing import file_sha256
 

@@ -19,13 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.bundles.archive import ArchiveReader, open_archive
-from services.bundles.manifest import (
-    KIND,
-    SIGNATURE_NAME,
-    BundleError,
-    BundleLimits,
-    Manifest,
-)
+from services.bundles.manifest import KIND, SIGNATURE_NAME, BundleError, BundleLimits, Manifest
 from services.clock import utc_now
 from services.errors import AlreadyExists, NotFound
 from services.hashing import sha256_hex

@@ -56,7 +56,7 @@ from services.context.uri import CORE_SCOPES, AxiomUri, parse_uri
 from services.errors import InvalidInput
 from services.textsafe import neutralize
 
-__all__ = ["Budget", "ContextHit", "ContextRetriever", "RetrievalResult", "SearchFilter", "Trace"]
+__all__ = ["ContextRetriever"]
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -409,4 +409,4 @@ class ContextService:
         return report
 
 
-__all__ = ["FAULT_ENV", "AddReport", "ContextService", "Indexer", "QueueReport", "fault"]
+__all__ = ["FAULT_ENV", "ContextService", "Indexer", "QueueReport", "fault"]

@@ -24,7 +24,8 @@ from pydantic import MISSING
 
 from services.audit_db import AUDIT_FILE
 from services.context.requests import RequestLog
-from services.context.search import ContextRetriever, SearchFilter
+from services.context.search import ContextRetriever
+from services.context.search_types import SearchFilter
 from services.context.settings import ContextSettings
 from services.context.traces import Budget
 from services.context.tree import ContextTree

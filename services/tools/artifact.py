@@ -16,7 +16,8 @@ from typing import Any
 from services.errors import InvalidInput
 from services.policy import RiskTier
 from services.tools.args import FsAddArtifactArgs, given
-from services.tools.fs import open_for_read, path_resources
+from services.tools.fs import path_resources
+from services.tools.fsio import open_for_read
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
 

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.hashing import sha256_hex
 from services.policy import PathOp, PathUse, Resource, RiskTier
-from services.tools import fs_patch, schemas, snapshots
+from services.policy.model import PolicyDenied
+from services.tools import schemas, snapshots
 from services.tools.args import FsListDirArgs, FsReadTextArgs, FsSearchTextArgs, FsWriteTextArgs, capped, given
 from services.tools.fsio import (
     atomic_replace,
@@ -30,11 +31,9 @@ from services.tools.fsio import (
     read_checked,
     read_fd,
     stop_if_cancelled,
-    unlink_checked,
 )
-from services.tools.patching import FilePatch, Hunk, apply_hunks, parse_patch, split_lines
 from services.tools.registry import ToolContext, ToolSpec, tool
-from services.tools.results import PolicyDenied, ToolOutput
+from services.tools.results import ToolOutput
 
 TOOLS: list[ToolSpec] = []
 _MAX_LINE_OUT = 1000
@@ -377,29 +376,11 @@ def search_text(ctx: ToolContext, args: FsSearchTextArgs) -> ToolOutput:
     )
 
 
-# apply_patch lives in services.tools.fs_patch; it is one of the fs tools.
-TOOLS.extend(fs_patch.TOOLS)
-apply_patch = fs_patch.apply_patch
-
 __all__ = [
     "TOOLS",
     "path_resources",
-    "FilePatch",
-    "Hunk",
-    "apply_hunks",
-    "apply_patch",
-    "atomic_replace",
-    "decode_text",
     "list_dir",
-    "open_dir",
-    "open_for_read",
-    "parse_patch",
-    "read_checked",
-    "read_fd",
     "read_text",
     "search_text",
-    "split_lines",
-    "stop_if_cancelled",
-    "unlink_checked",
     "write_text",
 ]

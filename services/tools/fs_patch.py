@@ -21,12 +21,13 @@ from pydantic import MISSING
 
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.policy import PathUse, ResolvedPath, Resource, RiskTier
+from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
 from services.tools.args import FsApplyPatchArgs, given
 from services.tools.fsio import atomic_replace, read_checked, stop_if_cancelled, unlink_checked
 from services.tools.patching import FilePatch, apply_hunks, parse_patch, split_lines
 from services.tools.registry import ToolContext, ToolSpec, tool
-from services.tools.results import PolicyDenied, ToolOutput
+from services.tools.results import ToolOutput
 
 TOOLS: list[ToolSpec] = []
 

@@ -30,7 +30,7 @@ from services.tools.results import ToolResult
 if TYPE_CHECKING:
     from services.conversation import Conversation
     from services.tools.mcp_client import McpHub
-    from services.tools.shell import ProcessManager
+    from services.tools.processes import ProcessManager
     from services.transcripts import Transcript
     from services.workspaces import Workspace
 
@@ -147,7 +147,7 @@ class ToolGateway:
     @property
     def processes(self) -> ProcessManager:
         if self._processes is None:
-            from services.tools.shell import ProcessManager
+            from services.tools.processes import ProcessManager
 
             self._processes = ProcessManager()
             atexit.register(self._processes.close)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from services.audit import AuditStore
     from services.conversation import Conversation
     from services.policy import BoundPolicy
-    from services.tools.shell import ProcessManager
+    from services.tools.processes import ProcessManager
     from services.transcripts import Transcript
     from services.workspaces import Workspace
 

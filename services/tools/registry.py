@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import InvalidInput, NotFound
 from services.policy import Resource, RiskTier
+from services.policy.model import ToolPermissionDenied
 from services.textsafe import neutralize
-from services.tools.results import ToolPermissionDenied
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

@@ -23,8 +23,10 @@ from enum import StrEnum
 from typing import Any
 
 from services.errors import AriesError, InvalidInput, NotFound, TooLarge
-from services.policy.model import PolicyDenied as PolicyDenied  # defined with the policy, re-exported
-from services.policy.model import ToolPermissionDenied as ToolPermissionDenied
+from services.policy.model import (
+    PolicyDenied,  # defined with the policy, re-exported
+    ToolPermissionDenied,
+)
 from services.tools.display import result_text
 
 

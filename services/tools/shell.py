@@ -21,12 +21,12 @@ from services.policy import CommandUse, Resource, RiskTier
 from services.tools import schemas
 from services.tools.args import ShellKillArgs, ShellPollArgs, ShellRunArgs, ShellStartArgs, given
 from services.tools.childlimits import plan, stopped_by
-from services.tools.processes import ENV_TAG, ManagedProcess, ProcessManager
+from services.tools.processes import ManagedProcess, ProcessManager
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput, ToolTimeout
 from services.tools.sandbox import SandboxPlan, discard, prepare
 
-__all__ = ["ENV_TAG", "TOOLS", "ManagedProcess", "ProcessManager", "kill", "poll", "run", "start"]
+__all__ = ["TOOLS", "kill", "poll", "run", "start"]
 
 TOOLS: list[ToolSpec] = []
 # Approving an exec-capable command "for the session" covers that exact argv only.

@@ -25,10 +25,11 @@ from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
 from services.htmltext import html_to_text
 from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
+from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
 from services.tools.args import WebExtractArgs, WebFetchArgs, WebSearchArgs, given
 from services.tools.registry import ToolContext, ToolSpec, tool
-from services.tools.results import PolicyDenied, ToolInternalError, ToolOutput, ToolTimeout
+from services.tools.results import ToolInternalError, ToolOutput, ToolTimeout
 from services.tools.webclient import http_get
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ import pytest
 from services.audit_db import AUDIT_FILE
 from services.context.errors import InvalidUri
 from services.context.index import NotContextSource
-from services.context.search import ContextRetriever, SearchFilter
+from services.context.search import ContextRetriever
+from services.context.search_types import SearchFilter
 from services.context.sessions import SessionStore
 from services.context.settings import ContextSettings
 from services.context.tiers import ABSTRACT, OVERVIEW

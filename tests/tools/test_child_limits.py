@@ -13,7 +13,7 @@ import pytest
 
 from services.policy import BoundPolicy
 from services.tools.gateway import ToolGateway
-from services.tools.shell import ENV_TAG
+from services.tools.processes import ENV_TAG
 from tests.tools.conftest import Sandbox, make_policy
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(sys.platform == "win32", reason="POSIX rlimits")]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from services.tools.fs import parse_patch
 from services.tools.gateway import ToolGateway
+from services.tools.patching import parse_patch
 from tests.tools.conftest import Sandbox, make_policy, policy_data
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,6 +12,7 @@ from pydantic import MISSING, BaseModel, ConfigDict
 
 from services.errors import InvalidInput
 from services.policy import PathUse, RiskTier
+from services.policy.model import ToolPermissionDenied
 from services.tools import fs
 from services.tools.args import ARGS_MODELS, ToolArgs
 from services.tools.builtin import BuiltinProvider, default_registry
@@ -26,7 +27,7 @@ from services.tools.registry import (
     _revoke,
     tool,
 )
-from services.tools.results import ToolOutput, ToolPermissionDenied
+from services.tools.results import ToolOutput
 from services.tools.schemas import schema_of
 from tests.tools.conftest import Sandbox, make_policy, policy_data
 

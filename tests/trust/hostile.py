@@ -430,7 +430,8 @@ def make_bundle(base: Path, tmp: Path, case: Case, canary: Canary) -> Path:
 def raw_export(folder: Path, dest: Path) -> None:
     """Every regular file of ``folder`` in a bundle of Aries's format (manifest first, sorted members,
     sizes and SHA-256 in the manifest), without the exporter's own leaving-out."""
-    from services.bundles.manifest import KIND, MANIFEST_NAME, FileEntry, Manifest, mime_type
+    from services.bundles.archive import FileEntry
+    from services.bundles.manifest import KIND, MANIFEST_NAME, Manifest, mime_type
     from services.bundles.writer import atomic_output, write_archive
     from services.hashing import file_sha256
 

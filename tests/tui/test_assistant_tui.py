@@ -49,7 +49,7 @@ def workspace(tmp_path: Path) -> Workspace:
 
 
 def tool_name(tool_id: str) -> str:
-    from services.models.base import ToolNameMap
+    from services.models.toolnames import ToolNameMap
     from services.policy import default_policy
     from services.tools.builtin import default_registry
     from services.tools.records import describe_tools
