@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from services.leases import WorkspaceLease
     from services.retrieval.models import ProgressEvent
     from services.session import Session
-    from services.tools.gateway import ApprovalDecision
+    from services.tools.calls import ApprovalDecision
     from services.workspaces import Workspace, WorkspaceManager
 
 

@@ -183,10 +183,10 @@ class ContextController:
         session = self.app.require_session()
 
         def work() -> None:
+            from services.audit_db import AUDIT_FILE
             from services.context.traces import TraceStore
-            from services.retrieval.audit import AUDIT_DB
 
-            store = TraceStore(session.workspace.root / AUDIT_DB)
+            store = TraceStore(session.workspace.root / AUDIT_FILE)
             try:
                 if trace_id == "last":
                     recent = store.recent(1)
@@ -210,15 +210,15 @@ class ContextController:
         key = f"context-{kind}"
 
         def work() -> None:
+            from services.audit_db import AUDIT_FILE
             from services.context.requests import log_retrieval
             from services.context.search import ContextRetriever
-            from services.retrieval.audit import AUDIT_DB
 
             try:
                 retriever = ContextRetriever(tree, session.engine())
                 try:
                     run = (lambda: retriever.find(query)) if kind == "find" else (lambda: retriever.search(query))
-                    result = log_retrieval(session.workspace.root / AUDIT_DB, kind, None, run)
+                    result = log_retrieval(session.workspace.root / AUDIT_FILE, kind, None, run)
                 finally:
                     retriever.close()
             except AriesError as exc:

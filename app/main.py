@@ -10,7 +10,8 @@ def run(workspace: str | None, *, create: bool = True) -> int:
         from services.names import validate_name
 
         validate_name(workspace)
-        from services.workspaces import Workspace, WorkspaceBusy, WorkspaceManager, open_elsewhere
+        from services.leases import WorkspaceBusy, open_elsewhere
+        from services.workspaces import Workspace, WorkspaceManager
 
         manager = WorkspaceManager()
         if manager.path_for(workspace).is_dir():

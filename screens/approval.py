@@ -25,7 +25,7 @@ from widgets.safe import clean, plain
 from widgets.toolinfo import TIER_STYLES, key_argument  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
-    from services.tools.gateway import ApprovalDecision, ApprovalRequest  # noqa: F401 - string annotation
+    from services.tools.calls import ApprovalDecision, ApprovalRequest  # noqa: F401 - string annotation
 
 
 def shorten_paths(request: ApprovalRequest, root: Path) -> ApprovalRequest:
@@ -177,12 +177,12 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
         return True
 
     def action_approve_once(self) -> None:
-        from services.tools.gateway import ApprovalDecision
+        from services.tools.calls import ApprovalDecision
 
         self.dismiss(ApprovalDecision.once())
 
     def action_approve_session(self) -> None:
-        from services.tools.gateway import ApprovalDecision
+        from services.tools.calls import ApprovalDecision
 
         self.dismiss(ApprovalDecision.session())
 
@@ -195,7 +195,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
 
     @on(Input.Submitted, "#approval-reason")
     def _deny_with_reason(self, event: Input.Submitted) -> None:
-        from services.tools.gateway import ApprovalDecision
+        from services.tools.calls import ApprovalDecision
 
         self.dismiss(ApprovalDecision.deny(event.value.strip() or None))
 

@@ -16,7 +16,6 @@ returns the existing entry.
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
 import mimetypes
 import os
@@ -28,6 +27,7 @@ from typing import Any
 from services.atomic import atomic_write_text, fsync_dir
 from services.clock import utc_now
 from services.errors import CorruptFile, InvalidInput, NotFound, TooLarge
+from services.hashing import BLOCK, HashingReader, file_sha256
 
 MANIFEST = "registry.json"
 MANIFEST_VERSION = 1
@@ -162,28 +162,25 @@ class ArtifactRegistry:
         if any(ord(c) < 32 for c in name) or len(name) > 255:
             raise InvalidInput(f"artifact name {name[:80]!r} is not usable")
         self.objects.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
+        source = HashingReader(stream)
         head = b""
-        size = 0
         fd, tmp_name = tempfile.mkstemp(prefix=".incoming.", suffix=".tmp", dir=self.objects)
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as out:
-                while chunk := stream.read(1 << 20):
+                while chunk := source.read(BLOCK):
                     if len(head) < 8192:
                         head += chunk[: 8192 - len(head)]
-                    size += len(chunk)
-                    if size > MAX_ARTIFACT_BYTES:
+                    if source.count > MAX_ARTIFACT_BYTES:
                         raise TooLarge(f"artifact exceeds the {MAX_ARTIFACT_BYTES}-byte limit")
-                    digest.update(chunk)
                     out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
-            hexdigest = digest.hexdigest()
+            hexdigest = source.hexdigest()
             shard = self.objects / hexdigest[:2]
             shard.mkdir(exist_ok=True)
             final = shard / hexdigest
-            if final.exists() and _sha256_of(final) == hexdigest:
+            if final.exists() and file_sha256(final)[1] == hexdigest:
                 tmp.unlink()
             else:
                 os.chmod(tmp, 0o444)
@@ -210,7 +207,7 @@ class ArtifactRegistry:
                 path=str(final.relative_to(self.root).as_posix()),
                 created_at=utc_now(),
                 mime_type=_guess_mime(name, head),
-                size_bytes=size,
+                size_bytes=source.count,
                 hash=f"sha256:{hexdigest}",
                 description=description,
                 provenance=dict(provenance or {"kind": "unknown"}),
@@ -227,14 +224,6 @@ class ArtifactRegistry:
             path = self.object_path(artifact)
             if not path.is_file():
                 problems.append(f"{artifact.id}: object {artifact.path} is missing")
-            elif "sha256:" + _sha256_of(path) != artifact.hash:
+            elif "sha256:" + file_sha256(path)[1] != artifact.hash:
                 problems.append(f"{artifact.id}: object {artifact.path} does not match its hash")
         return problems
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

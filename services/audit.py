@@ -20,42 +20,17 @@ clear line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import (
-    AUDIT_FILE,
-    SCHEMA,
-    SCHEMA_VERSION,
-    AuditStoreError,
-    describe_sqlite_error,
-    open_checked,
-)
+from services.audit_db import AUDIT_FILE, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
+from services.hashing import canonical_json
 
-__all__ = [
-    "AUDIT_FILE",
-    "SCHEMA",
-    "SCHEMA_VERSION",
-    "AuditStore",
-    "AuditStoreError",
-    "canonical_json",
-    "content_hash",
-    "describe_sqlite_error",
-    "explain",
-]
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def content_hash(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+__all__ = ["AuditStore", "explain"]
 
 
 class AuditStore:
@@ -64,20 +39,7 @@ class AuditStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
-        except (sqlite3.Error, OSError) as exc:
-            raise describe_sqlite_error(self.path, exc, "open") from None
-        self._conn.row_factory = sqlite3.Row
-        try:
-            with self._lock:
-                open_checked(self._conn, self.path)
-        except BaseException as exc:
-            self._conn.close()
-            if isinstance(exc, sqlite3.Error | OSError):
-                raise describe_sqlite_error(self.path, exc, "open") from None
-            raise
+        self._conn = open_audit_db(self.path, migrate_tables=True, rows=True)
 
     def schema_version(self) -> int:
         with self._lock:

@@ -1,6 +1,8 @@
-"""The audit database file: its schema, its version, the checks run when it is opened, and the
-one error type every SQLite failure on it becomes.  Shared by :mod:`services.audit` (tool calls)
-and :mod:`services.retrieval.audit` (retrievals), which keep their own tables in the same file.
+"""The audit database file: its schemas, its version, the one way it is opened
+(:func:`open_audit_db`: the checks, WAL, the caller's own tables) and the one error type every
+SQLite failure on it becomes.  Shared by :mod:`services.audit` (tool calls), the plan runs
+(:mod:`services.plans.runner`), the retrievals, the cloud calls, the profile switches and the
+context requests and traces, which keep their own tables in the same file.
 """
 
 from __future__ import annotations
@@ -8,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from services.errors import AriesError
+from services.sqlite_readonly import UnreadableWal, connect_readonly
 
 AUDIT_FILE = "audit.db"
 SCHEMA_VERSION = 2
@@ -149,11 +152,62 @@ def describe_sqlite_error(path: Path, exc: BaseException, doing: str = "use") ->
     return AuditStoreError(f"cannot {doing} the audit database {path}: {reason}{hint}", path=str(path), sqlite=name)
 
 
-def open_checked(conn: sqlite3.Connection, path: Path, *, migrate_tables: bool = True) -> None:
-    """Check and prepare a fresh connection: refuse a newer schema or a damaged file, set WAL,
-    and (``migrate_tables``, the audit store only) migrate an older schema of the audit tables.
-    Raises AuditStoreError or sqlite3.Error."""
-    conn.execute("PRAGMA busy_timeout = 10000")
+def open_audit_db(
+    path: Path,
+    *,
+    tables: Sequence[str] = (),
+    migrate_tables: bool = False,
+    readonly: bool = False,
+    rows: bool = False,
+    timeout: float = 10.0,
+) -> sqlite3.Connection:
+    """The one way Aries opens an ``audit.db``: connect, refuse a newer schema or a damaged file
+    (``PRAGMA quick_check``), set WAL, and create the caller's own ``tables`` (each a ``CREATE TABLE
+    IF NOT EXISTS`` statement; other services' tables are left alone).
+
+    ``migrate_tables`` (the tool audit store, :mod:`services.audit`) creates or migrates the audit
+    tables of :data:`SCHEMA`; ``readonly`` opens the file without writing anything (it must exist;
+    on a read-only file system too, :func:`services.sqlite_readonly.connect_readonly`);
+    ``rows`` gives :class:`sqlite3.Row` rows; ``timeout`` is how long a write waits for another
+    process's lock.  The connection autocommits (``BEGIN`` for a transaction) and may be shared by
+    threads under the caller's lock.  Every SQLite or OS failure is one :class:`AuditStoreError`.
+    """
+    path = Path(path)
+    try:
+        if readonly:
+            db = connect_readonly(path, timeout=timeout)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, timeout=timeout, check_same_thread=False, isolation_level=None)
+    except UnreadableWal:
+        raise AuditStoreError(
+            f"cannot read the audit database {path}: its last writes are in {AUDIT_FILE}-wal, which SQLite reads "
+            f"only with {AUDIT_FILE}-shm, and that file is missing and cannot be made here",
+            path=str(path),
+        ) from None
+    except (sqlite3.Error, OSError) as exc:
+        raise describe_sqlite_error(path, exc, "open") from None
+    try:
+        _check(db, path, timeout=timeout, readonly=readonly)
+        if migrate_tables and not readonly:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if version < SCHEMA_VERSION:
+                migrate(db, version)
+        for statement in tables:
+            db.execute(statement)
+    except BaseException as exc:
+        db.close()
+        if isinstance(exc, sqlite3.Error | OSError):
+            raise describe_sqlite_error(path, exc, "open") from None
+        raise
+    if rows:
+        db.row_factory = sqlite3.Row
+    return db
+
+
+def _check(conn: sqlite3.Connection, path: Path, *, timeout: float, readonly: bool) -> None:
+    """Refuse a newer schema or a damaged file; set WAL (not on a read-only connection)."""
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000):d}")
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # reads the header: NOTADB here
     if version > SCHEMA_VERSION:
         raise AuditStoreError(
@@ -170,11 +224,11 @@ def open_checked(conn: sqlite3.Connection, path: Path, *, migrate_tables: bool =
             "(Aries starts a new one) and keep the old file for inspection",
             path=str(path),
         )
+    if readonly:
+        return
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    if migrate_tables and version < SCHEMA_VERSION:
-        migrate(conn, version)
 
 
 def migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -204,7 +258,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
 
 class OwnTable:
     """A module's own table in ``audit.db``: one connection, opened on first use and shared by threads
-    under a lock, the file checked on open (:func:`open_checked`, other tables left alone), the
+    under a lock, the file checked on open (:func:`open_audit_db`, other tables left alone), the
     module's ``SCHEMA`` created, and every SQLite failure one :class:`AuditStoreError`.
 
     Subclasses set ``SCHEMA`` (and ``ROWS = True`` for :class:`sqlite3.Row` rows); a store that must
@@ -230,17 +284,7 @@ class OwnTable:
                 raise describe_sqlite_error(self.db_path, exc) from None
 
     def _open(self) -> sqlite3.Connection:
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.db_path, timeout=10, check_same_thread=False, isolation_level=None)
-        try:
-            open_checked(db, self.db_path, migrate_tables=False)  # only its own table
-            db.execute(self.SCHEMA)
-        except BaseException:
-            db.close()
-            raise
-        if self.ROWS:
-            db.row_factory = sqlite3.Row
-        return db
+        return open_audit_db(self.db_path, tables=[self.SCHEMA], rows=self.ROWS)
 
     def close(self) -> None:
         with self._lock:

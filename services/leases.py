@@ -17,7 +17,7 @@ import os
 import secrets
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.atomic import atomic_write_text
 from services.clock import utc_now
@@ -26,10 +26,19 @@ from services.errors import AriesError
 if TYPE_CHECKING:
     from filelock import BaseFileLock
 
-    from services.workspaces import Workspace
-
 LOCK_FILE = ".aries.lock"
 SESSION_FILE = ".aries-session.json"
+
+
+class Leased(Protocol):
+    """What a lease needs of a workspace (``services.workspaces.Workspace`` is one): its name, for
+    messages, and its folder, which holds the lock file and the holder record."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def root(self) -> Path: ...
 
 
 class WorkspaceBusy(AriesError):
@@ -90,7 +99,7 @@ class WorkspaceLease:
 
     def __init__(
         self,
-        workspace: Workspace,
+        workspace: Leased,
         purpose: str,
         lock: BaseFileLock,
         token: str,
@@ -139,7 +148,7 @@ class WorkspaceLease:
         return f"WorkspaceLease({self.workspace.name!r}, purpose={self.purpose!r}, pid={self.pid}, {state})"
 
 
-def acquire_lease(workspace: Workspace, *, purpose: str) -> WorkspaceLease:
+def acquire_lease(workspace: Leased, *, purpose: str) -> WorkspaceLease:
     """Take the workspace's lease now or raise :class:`WorkspaceBusy` naming the holder.
 
     Never waits.  A holder record left behind by a process that died holding the lease is
@@ -172,7 +181,7 @@ def acquire_lease(workspace: Workspace, *, purpose: str) -> WorkspaceLease:
     return WorkspaceLease(workspace, purpose, lock, token, since, previous)
 
 
-def lease_holder(workspace: Workspace) -> dict[str, Any] | None:
+def lease_holder(workspace: Leased) -> dict[str, Any] | None:
     """Who holds the lease right now (None if nobody), by probing the OS lock.
 
     The probe takes the lock for an instant when it is free; use :func:`open_elsewhere`
@@ -191,7 +200,7 @@ def lease_holder(workspace: Workspace) -> dict[str, Any] | None:
     return None
 
 
-def open_elsewhere(workspace: Workspace) -> dict[str, Any] | None:
+def open_elsewhere(workspace: Leased) -> dict[str, Any] | None:
     """The holder record if a live process other than this one holds it (no lock taken)."""
     record = holder_record(workspace.root)
     if record is None or record.get("pid") == os.getpid() or not pid_alive(record.get("pid")):
@@ -199,7 +208,7 @@ def open_elsewhere(workspace: Workspace) -> dict[str, Any] | None:
     return record
 
 
-def clear_stale(workspace: Workspace) -> dict[str, Any] | None:
+def clear_stale(workspace: Leased) -> dict[str, Any] | None:
     """If nobody holds the lease, remove a leftover holder record and return it.
 
     Raises :class:`WorkspaceBusy` when a process holds the lease.

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from services.policy import Policy
     from services.profiles import ActiveProfile
     from services.retrieval import RetrievalEngine
-    from services.tools.gateway import Approver, ToolGateway
+    from services.tools.calls import Approver
+    from services.tools.doctor import Check, DoctorReport
+    from services.tools.gateway import ToolGateway
     from services.tools.results import ToolResult
     from services.trust.records import TrustState
     from services.workspaces import Workspace
@@ -398,12 +400,47 @@ class Session:
         self.conversation = Conversation(self.workspace.new_transcript())
         return self.conversation
 
-    def doctor(self) -> Any:
-        """The tool runtime's self-check against the policy in force, the MCP servers and the indexes
-        (``services.tools.doctor.session_doctor``)."""
-        from services.tools.doctor import session_doctor
+    def doctor(self) -> DoctorReport:
+        """The self-check of this session: the tool runtime against the policy in force (a failure
+        when it does not load, ``services.tools.doctor``), its MCP servers (started here if enabled)
+        and one check per index of the workspace."""
+        from services.tools.doctor import Check, doctor, mcp_checks
 
-        return session_doctor(self)
+        try:
+            policy = self.policy()
+        except ConfigError as exc:
+            report = doctor(source=self.policy_source, policy_error=exc.message)
+        else:
+            report = doctor(policy, source=self.policy_source, mode=self.mode)
+            try:
+                report.checks.extend(mcp_checks(policy, self.gateway))
+            except Exception as exc:  # the doctor reports, it does not crash
+                report.checks.append(Check("mcp provider", False, f"{type(exc).__name__}: {exc}"[:300]))
+        report.checks.extend(self._index_checks())
+        return report
+
+    def _index_checks(self) -> list[Check]:
+        """One check per index of the workspace: does it open, are its vectors sound, which files failed."""
+        from services.errors import AriesError
+        from services.tools.doctor import Check
+
+        if not self.workspace.indexes_dir.is_dir() and not self.has_engine:
+            return []
+        try:
+            infos = self.engine().index_list()
+        except AriesError as exc:
+            return [Check("indexes", False, exc.message)]
+        checks = []
+        for info in infos:
+            detail = f"{info.files} file(s), {info.chunks} chunk(s), {info.status}"
+            if info.status_detail:
+                detail += f": {info.status_detail}"
+            if info.status.startswith("vectors"):
+                detail += f" (keyword-only until repaired: aries rag index repair {info.name})"
+            if info.failed:
+                detail += f"; {len(info.failed)} file(s) failed to re-load (old chunks kept): {info.failed[0]['path']}"
+            checks.append(Check(f"index {info.name}", info.status == "ok", detail))
+        return checks
 
     # -- closing --------------------------------------------------------------------------------
     @property

@@ -59,7 +59,8 @@ def _policy_yaml(path: Path) -> str:
 
 
 def _audit_db(workspace: Workspace) -> str:
-    from services.audit import AUDIT_FILE, AuditStore
+    from services.audit import AuditStore
+    from services.audit_db import AUDIT_FILE
     from services.retrieval.audit import pending_report
 
     path = workspace.root / AUDIT_FILE

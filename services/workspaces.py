@@ -28,14 +28,11 @@ from services.atomic import remove_stale_temp_files
 from services.clock import utc_now
 from services.errors import CorruptFile, NotFound
 from services.leases import (
-    LOCK_FILE,
-    SESSION_FILE,
     WorkspaceBusy,
     WorkspaceLease,
     acquire_lease,
     clear_stale,
     holder_record,
-    lease_holder,
     open_elsewhere,
     pid_alive,
 )
@@ -44,20 +41,13 @@ from services.transcripts import Problem, Transcript, iter_problems, list_conver
 from services.workspace_settings import DEFAULT_SETTINGS, plain_settings
 
 __all__ = [
-    "LOCK_FILE",
-    "SESSION_FILE",
     "Workspace",
-    "WorkspaceBusy",
-    "WorkspaceLease",
     "WorkspaceManager",
-    "acquire_lease",
     "ephemeral_workspace",
     "held_lease",
-    "lease_holder",
     "mark_closed",
     "mark_open",
     "marker_is_live",
-    "open_elsewhere",
     "session_marker",
 ]
 

@@ -11,15 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.workspaces import (
-    WorkspaceBusy,
-    WorkspaceManager,
-    acquire_lease,
-    lease_holder,
-    mark_closed,
-    mark_open,
-    session_marker,
-)
+from services.leases import WorkspaceBusy, acquire_lease, lease_holder
+from services.workspaces import WorkspaceManager, mark_closed, mark_open, session_marker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,7 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from services.workspaces import WorkspaceManager, acquire_lease
+    from services.leases import acquire_lease
+    from services.workspaces import WorkspaceManager
     workspace, _ = WorkspaceManager().open(sys.argv[1])
     lease = acquire_lease(workspace, purpose="tui")
     print("held", flush=True)

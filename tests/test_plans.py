@@ -15,7 +15,7 @@ import pytest
 
 from services.errors import ConfigError
 from services.plans.plan import parse_plan
-from services.policy import parse_policy
+from services.policy import BoundPolicy, parse_policy
 from services.workspaces import WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,11 +65,12 @@ def test_capsule_policy_errors_name_file_line_and_field() -> None:
 
 def test_a_capsule_policy_denies_by_default_and_allows_what_it_lists(tmp_path: Path) -> None:
     policy = parse_policy("boundary: deny_by_default\ntools:\n  fs.read: {allow_paths: ['./docs/**']}\n", source="<c>")
-    bound = policy.bind(tmp_path)
+    bound = BoundPolicy(policy, tmp_path)
     assert policy.mode == "commander" and bound.mode == "commander"
-    assert policy.tools["builtin:fs:read_text"] == {"enabled": True}
-    assert policy.tools["builtin:fs:write_text"] == {"enabled": False}
-    assert policy.tools["builtin:shell:run"] == {"enabled": False}
+    assert policy.tool_switch("builtin:fs:read_text") is True
+    assert policy.tool_switch("builtin:fs:write_text") is False
+    assert policy.tool_switch("builtin:shell:run") is False
+    assert policy.data["tools"]["builtin:fs:read_text"] == {"enabled": True}
     assert policy.data["filesystem"]["allowed_roots"] == ["${workspace}/docs"]
 
 

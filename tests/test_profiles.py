@@ -184,7 +184,7 @@ def test_a_broken_active_profile_fails_closed_and_says_so(workspace: Workspace) 
 
 
 def test_switching_keeps_grants(workspace: Workspace) -> None:
-    from services.tools.gateway import ApprovalDecision
+    from services.tools.calls import ApprovalDecision
 
     with Session(workspace, interactive=False) as session:
         session.use_profile("operator")

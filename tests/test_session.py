@@ -13,7 +13,7 @@ import pytest
 
 from services.conversation import Conversation
 from services.session import SHIPPED_POLICY, Session
-from services.tools.gateway import ApprovalDecision
+from services.tools.calls import ApprovalDecision
 from services.workspaces import Workspace, WorkspaceManager
 
 DISABLE_FS = "version: 1\nmode: guide\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: disabled}\n"

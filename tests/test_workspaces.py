@@ -3,13 +3,7 @@ from pathlib import Path
 import pytest
 
 from services.errors import ConfigError, InvalidName, NotFound
-from services.workspaces import (
-    WorkspaceManager,
-    ephemeral_workspace,
-    mark_closed,
-    mark_open,
-    session_marker,
-)
+from services.workspaces import WorkspaceManager, ephemeral_workspace, mark_closed, mark_open, session_marker
 
 
 def tree(path: Path) -> list[str]:

@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_artifact_add(args: argparse.Namespace) -> int:
-    from services.tools.gateway import approve_all
+    from services.tools.calls import approve_all
 
     call: dict[str, Any] = {"path": str(args.file.absolute())}  # the operator's path, from their folder
     if args.description is not None:

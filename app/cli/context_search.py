@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from app.cli._common import open_session, out, print_json, safe, workspace_option
 
 if TYPE_CHECKING:
-    from services.context.search import ContextRetriever, RetrievalResult
+    from services.context.search import ContextRetriever
+    from services.context.search_types import RetrievalResult
     from services.context.traces import Trace
 
 
@@ -86,7 +87,7 @@ def _budget(args: argparse.Namespace) -> Any:
 
 
 def _filter(args: argparse.Namespace) -> Any:
-    from services.context.search import SearchFilter
+    from services.context.search_types import SearchFilter
 
     if args.scope is None and not args.types:
         return None
@@ -111,10 +112,10 @@ def handle_find(args: argparse.Namespace) -> int:
 
 def _logged(retriever: Any, kind: str, target: Any, run: Any) -> Any:
     """The call, as one row of the workspace's context request log."""
+    from services.audit_db import AUDIT_FILE
     from services.context.requests import log_retrieval
-    from services.retrieval.audit import AUDIT_DB
 
-    return log_retrieval(retriever.engine.workspace.root / AUDIT_DB, kind, target, run)
+    return log_retrieval(retriever.engine.workspace.root / AUDIT_FILE, kind, target, run)
 
 
 def handle_search(args: argparse.Namespace) -> int:

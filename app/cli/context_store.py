@@ -65,7 +65,7 @@ def _drain(service: ContextService, args: argparse.Namespace) -> dict[str, Any] 
 def handle_add(args: argparse.Namespace) -> int:
     approver = None
     if args.approve:
-        from services.tools.gateway import approve_all
+        from services.tools.calls import approve_all
 
         approver = approve_all
     to = _uri(args.to) if args.to else None
@@ -158,8 +158,10 @@ def handle_reconcile(args: argparse.Namespace) -> int:
 
 
 def handle_evidence(args: argparse.Namespace) -> int:
+    from services.context.evidence import write_evidence
+
     with _service(args) as service:
-        paths = service.evidence(Path(args.out))
+        paths = write_evidence(service, Path(args.out))
     for path in paths:
         out(path, single_line=True)
     return 0

@@ -76,7 +76,7 @@ def handle_desktop(args: argparse.Namespace) -> int:
 
     from services.desktop import DesktopError, check_plan, desktop_route, parse_request, run_desktop_plan
     from services.errors import AriesError
-    from services.tools.gateway import approve_all
+    from services.tools.calls import approve_all
 
     try:
         words = _take_trailing_options(args)

@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
 
 def handle_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.tools.gateway import describe_tools
+    from services.tools.records import describe_tools
 
     try:
         with open_session(args, policy_file=args.policy) as session:
@@ -74,7 +74,7 @@ def handle_list(args: argparse.Namespace) -> int:
 
 def handle_call(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.tools.gateway import approve_all
+    from services.tools.calls import approve_all
 
     try:
         tool_args = json.loads(args.tool_args)
@@ -99,7 +99,7 @@ def handle_call(args: argparse.Namespace) -> int:
 
 def handle_undo(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.tools.gateway import approve_all
+    from services.tools.calls import approve_all
     from services.tools.undo import RESTORE_ID, undo_arguments
 
     approver = approve_all if args.approve else None

@@ -97,9 +97,9 @@ def cmd_open(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """``workspace open NAME --check``: recover what is safe to, run every check, report; 1 if one fails."""
     from services.errors import AriesError
-    from services.leases import clear_stale
+    from services.leases import WorkspaceBusy, clear_stale, open_elsewhere
     from services.workspace_check import check_workspace
-    from services.workspaces import WorkspaceBusy, WorkspaceManager, open_elsewhere, session_marker
+    from services.workspaces import WorkspaceManager, session_marker
 
     workspace, report = WorkspaceManager().open(args.name)
     holder = open_elsewhere(workspace)
@@ -147,7 +147,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.workspaces import Workspace, WorkspaceManager, held_lease, open_elsewhere
+    from services.leases import open_elsewhere
+    from services.workspaces import Workspace, WorkspaceManager, held_lease
 
     manager = WorkspaceManager()
     rows = []
@@ -187,8 +188,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    from services.leases import clear_stale
-    from services.workspaces import WorkspaceBusy, WorkspaceManager, lease_holder, open_elsewhere
+    from services.leases import WorkspaceBusy, clear_stale, lease_holder, open_elsewhere
+    from services.workspaces import WorkspaceManager
 
     workspace, report = WorkspaceManager().open(args.name)
     holder = open_elsewhere(workspace) or lease_holder(workspace)

@@ -38,10 +38,11 @@ from services.errors import AriesError
 if TYPE_CHECKING:
     from services.assistant.cloud import CloudStep
     from services.bridge import Approve
-    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolNameMap, ToolSchema
+    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolSchema
+    from services.models.toolnames import ToolNameMap
     from services.profiles import ActiveProfile
     from services.session import Session
-    from services.tools.gateway import Approver
+    from services.tools.calls import Approver
 
 DEFAULT_MAX_STEPS = 6
 DEFAULT_BUDGET_TOKENS = 8_000
@@ -350,7 +351,7 @@ class TurnLoop:
         if mapped is None and names is not None:
             # A registered tool that is not offered (e.g. one the profile switched off mid-session,
             # still in the model's memory) is mapped too: the gateway refuses it with its rule.
-            from services.models.base import ToolNameMap
+            from services.models.toolnames import ToolNameMap
 
             mapped = ToolNameMap(s.tool_id for s in self.session.gateway().registry.list()).tool_id(call.name)
         # An unknown name still goes through the gateway: it is refused there (registry.unknown_tool)
@@ -397,8 +398,9 @@ _OFFERED: dict[tuple[int, str, int], tuple[list[ToolSchema], ToolNameMap]] = {}
 
 
 def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
-    from services.models.base import ToolNameMap, ToolSchema
-    from services.tools.gateway import describe_tools
+    from services.models.base import ToolSchema
+    from services.models.toolnames import ToolNameMap
+    from services.tools.records import describe_tools
 
     enabled = [t for t in describe_tools(gateway.registry, gateway.policy) if t["enabled"]]
     names = ToolNameMap([t["id"] for t in enabled])

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from services.bridge.allowlist import check_outbound
-    from services.bridge.audit import CloudAudit, sha256_text
+    from services.bridge.audit import CloudAudit
     from services.bridge.client import (
         Approve,
         CloudReply,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 _HOME = {
     "check_outbound": "allowlist",
     "CloudAudit": "audit",
-    "sha256_text": "audit",
     "Approve": "client",
     "CloudReply": "client",
     "Outbound": "client",
@@ -79,5 +78,4 @@ __all__ = [
     "maybe_ask_cloud",
     "prepare",
     "sanitize",
-    "sha256_text",
 ]

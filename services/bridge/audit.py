@@ -15,7 +15,6 @@ shared file (checked on open by :mod:`services.audit_db`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -41,11 +40,6 @@ CREATE TABLE IF NOT EXISTS cloud_calls (
     error TEXT
 )
 """
-
-
-def sha256_text(text: str) -> str:
-    """``sha256:<hex>`` of ``text`` as UTF-8 (the exact bytes of the prompt or reply)."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class CloudAudit(OwnTable):
@@ -124,4 +118,4 @@ class CloudAudit(OwnTable):
         return entry
 
 
-__all__ = ["CloudAudit", "sha256_text"]
+__all__ = ["CloudAudit"]

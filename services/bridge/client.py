@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.bridge.allowlist import check_outbound
-from services.bridge.audit import CloudAudit, sha256_text
+from services.bridge.audit import CloudAudit
 from services.bridge.config import BridgeConfig
 from services.bridge.errors import CloudNotConfigured, QueryRefused
 from services.bridge.sanitizer import Sanitized, sanitize
 from services.errors import AriesError
+from services.hashing import sha256_tagged
 
 Approve = Callable[[str], Awaitable[bool]]
 
@@ -90,7 +91,7 @@ def prepare(question: str, config: BridgeConfig) -> Outbound:
     """The redacted question, or :class:`QueryRefused` when it fails the allowlist."""
     cleaned: Sanitized = sanitize(question, config)
     check_outbound(cleaned.text, config)
-    return Outbound(cleaned.text, cleaned.counts, sha256_text(cleaned.text))
+    return Outbound(cleaned.text, cleaned.counts, sha256_tagged(cleaned.text))
 
 
 def headless_approver(cloud_flag: bool) -> Approve:
@@ -154,7 +155,7 @@ async def maybe_ask_cloud(
         outbound = prepare(question, config)
     except QueryRefused as refused:
         cleaned = sanitize(question, config)
-        log("refused", sha256_text(cleaned.text), cleaned.counts, error=refused.reason)
+        log("refused", sha256_tagged(cleaned.text), cleaned.counts, error=refused.reason)
         raise
     if config.mode == "ask" and not await approve(outbound.text):
         log("declined", outbound.prompt_sha256, outbound.counts)
@@ -171,7 +172,7 @@ async def maybe_ask_cloud(
         model=str(config.model),
         sent=outbound.text,
         prompt_sha256=outbound.prompt_sha256,
-        reply_sha256=sha256_text(text),
+        reply_sha256=sha256_tagged(text),
         redactions=outbound.counts,
         duration_ms=_ms(started),
         usage=usage,

@@ -10,7 +10,6 @@ name, format id, error class and the noun its messages use).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import tarfile
 import unicodedata
@@ -20,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, NoReturn, cast
 
 from services.errors import AriesError
+from services.hashing import HashingReader
 
 COMPRESSION_LEVEL = 10
 CHUNK = 1 << 20
@@ -198,27 +198,6 @@ def file_entries(items: object, limits: ArchiveLimits, kind: ArchiveKind) -> lis
 
 
 # -- reading -----------------------------------------------------------------------------------
-class _CountingReader:
-    """The compressed file, counting (for the ratio cap) and hashing the bytes read."""
-
-    def __init__(self, handle: IO[bytes]) -> None:
-        self.handle = handle
-        self.count = 0
-        self.digest = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        block = self.handle.read(size)
-        self.count += len(block)
-        self.digest.update(block)
-        return block
-
-    def sha256(self) -> str:
-        """The whole file's SHA-256 (reads what the decompressor left, if anything)."""
-        while self.read(CHUNK):
-            pass
-        return self.digest.hexdigest()
-
-
 def member_kind(member: tarfile.TarInfo) -> str | None:
     """What a member is when it is not a regular file, else None."""
     if member.issym():
@@ -239,7 +218,7 @@ def member_kind(member: tarfile.TarInfo) -> str | None:
 class ArchiveReader:
     """One pass over an archive: the manifest first, then every member checked as it is written."""
 
-    def __init__(self, stream: IO[bytes], counted: _CountingReader, kind: ArchiveKind, limits: ArchiveLimits) -> None:
+    def __init__(self, stream: IO[bytes], counted: HashingReader, kind: ArchiveKind, limits: ArchiveLimits) -> None:
         self.counted = counted
         self.kind = kind
         self.limits = limits
@@ -247,7 +226,10 @@ class ArchiveReader:
         self._members = iter(self.tar)
 
     def sha256(self) -> str:
-        return self.counted.sha256()
+        """The whole compressed file's SHA-256 (reads what the decompressor left, if anything)."""
+        while self.counted.read(CHUNK):
+            pass
+        return self.counted.hexdigest()
 
     def manifest_bytes(self) -> bytes:
         kind = self.kind
@@ -325,12 +307,12 @@ class ArchiveReader:
         if source is None:
             kind.fail(f"member {entry.path} is not a regular file")
         target = into / entry.path
-        digest = hashlib.sha256()
+        member_bytes = HashingReader(source)
         written = 0
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("xb") as out:
-                while block := source.read(CHUNK):
+                while block := member_bytes.read(CHUNK):
                     written += len(block)
                     if written > entry.size:
                         kind.fail(f"member {entry.path} is longer than the manifest says")
@@ -340,7 +322,6 @@ class ArchiveReader:
                             f"the {kind.noun} expands more than {limits.max_ratio}:1 (a decompression bomb?); "
                             f"stopped at {total} bytes"
                         )
-                    digest.update(block)
                     out.write(block)
                 out.flush()
                 os.fsync(out.fileno())
@@ -348,7 +329,7 @@ class ArchiveReader:
             kind.fail(f"cannot write {entry.path}: {exc.strerror or exc}")
         if written != entry.size:
             kind.fail(f"the {kind.noun} is truncated")
-        if digest.hexdigest() != entry.sha256:
+        if member_bytes.hexdigest() != entry.sha256:
             kind.fail(f"member {entry.path}: its SHA-256 does not match the manifest")
 
 
@@ -358,7 +339,7 @@ def open_archive(path: Path, kind: ArchiveKind, limits: ArchiveLimits) -> Iterat
     import zstandard
 
     with path.open("rb") as raw:
-        counted = _CountingReader(raw)
+        counted = HashingReader(raw)  # counted for the ratio cap, hashed whole
         decompressor = zstandard.ZstdDecompressor(max_window_size=limits.max_window_bytes)
         try:
             with decompressor.stream_reader(cast("IO[bytes]", counted), read_size=CHUNK, closefd=False) as stream:

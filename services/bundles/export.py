@@ -7,17 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.bundles.archive import Progress
-from services.bundles.manifest import (
-    KIND,
-    MANIFEST_NAME,
-    SIGNATURE_NAME,
-    BundleError,
-    FileEntry,
-    Manifest,
-    mime_type,
-)
-from services.bundles.writer import atomic_output, hash_file, walk_tree, write_archive
+from services.bundles.archive import FileEntry, Progress
+from services.bundles.manifest import KIND, MANIFEST_NAME, SIGNATURE_NAME, BundleError, Manifest, mime_type
+from services.bundles.writer import atomic_output, walk_tree, write_archive
+from services.hashing import file_sha256
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
@@ -133,7 +126,7 @@ def export_workspace(
     walk = walk_tree(root, KIND, skip)
     entries: list[FileEntry] = []
     for rel, path in walk.files:
-        size, digest = hash_file(path)
+        size, digest = file_sha256(path)
         entries.append(FileEntry(rel, size, digest, mime_type(rel)))
     meta = {
         "name": workspace.name,
@@ -147,5 +140,5 @@ def export_workspace(
     sources = zip(entries, (path for _, path in walk.files), strict=True)
     with atomic_output(dest) as out:
         write_archive(out, KIND, head, sources, total=manifest.total_bytes, progress=progress)
-    size, digest = hash_file(dest)
+    size, digest = file_sha256(dest)
     return ExportReport(dest.as_posix(), len(entries), size, digest, signature is not None, walk.left_out)

@@ -11,7 +11,6 @@ that ``--force`` had moved aside when the crash came. Every member is checked by
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -20,15 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.bundles.archive import ArchiveReader, open_archive
-from services.bundles.manifest import (
-    KIND,
-    SIGNATURE_NAME,
-    BundleError,
-    BundleLimits,
-    Manifest,
-)
+from services.bundles.manifest import KIND, SIGNATURE_NAME, BundleError, BundleLimits, Manifest
 from services.clock import utc_now
 from services.errors import AlreadyExists, NotFound
+from services.hashing import sha256_hex
 from services.names import validate_name
 from services.staging import StagingArea
 from services.workspaces import STAGING_PREFIX, clean_stale_imports
@@ -163,7 +157,7 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
     origin = {
         "kind": "bundle",
         "file": str(options.bundle),
-        "manifest_sha256": hashlib.sha256(raw).hexdigest(),
+        "manifest_sha256": sha256_hex(raw),
         "exported_from": str(manifest.workspace.get("name", "?")),
         "at": utc_now(),
     }

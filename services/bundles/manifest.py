@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from services.bundles import archive
-from services.bundles.archive import CHUNK, COMPRESSION_LEVEL, ArchiveKind, FileEntry
+from services.bundles.archive import ArchiveKind, FileEntry
 from services.errors import AriesError
 
 FORMAT = "aries-bundle"
@@ -31,8 +31,6 @@ BundleLimits = archive.ArchiveLimits
 """Caps checked while a bundle is read (see :class:`services.bundles.archive.ArchiveLimits`)."""
 
 __all__ = [
-    "CHUNK",
-    "COMPRESSION_LEVEL",
     "FORMAT",
     "FORMAT_VERSION",
     "KIND",
@@ -40,7 +38,6 @@ __all__ = [
     "SIGNATURE_NAME",
     "BundleError",
     "BundleLimits",
-    "FileEntry",
     "Manifest",
     "check_member_path",
     "mime_type",

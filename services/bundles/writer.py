@@ -7,7 +7,6 @@ with no time, owner or mode of their own, canonical manifests, a fixed zstd leve
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import stat
@@ -19,7 +18,8 @@ from pathlib import Path
 from typing import IO
 
 from services.atomic import fsync_dir
-from services.bundles.archive import CHUNK, COMPRESSION_LEVEL, ArchiveKind, FileEntry, Progress, path_problem
+from services.bundles.archive import COMPRESSION_LEVEL, ArchiveKind, FileEntry, Progress, path_problem
+from services.hashing import HashingReader
 
 
 @dataclass
@@ -100,16 +100,6 @@ def atomic_output(dest: Path) -> Iterator[IO[bytes]]:
     fsync_dir(dest.parent)
 
 
-def hash_file(path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as handle:
-        while block := handle.read(CHUNK):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
-
-
 def tar_info(name: str, size: int) -> tarfile.TarInfo:
     """A member header with no time, owner or mode of its own: the same file, the same bytes."""
     info = tarfile.TarInfo(name)
@@ -122,24 +112,16 @@ def tar_info(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-class _Verified:
+class _Verified(HashingReader):
     """A file read for the tar that must still have the size and hash the manifest promised."""
 
     def __init__(self, handle: IO[bytes], entry: FileEntry, kind: ArchiveKind) -> None:
-        self.handle = handle
+        super().__init__(handle)
         self.entry = entry
         self.kind = kind
-        self.digest = hashlib.sha256()
-        self.count = 0
-
-    def read(self, size: int = -1) -> bytes:
-        block = self.handle.read(size)
-        self.digest.update(block)
-        self.count += len(block)
-        return block
 
     def check(self) -> None:
-        if self.handle.read(1) or self.count != self.entry.size or self.digest.hexdigest() != self.entry.sha256:
+        if self.handle.read(1) or self.count != self.entry.size or self.hexdigest() != self.entry.sha256:
             self.kind.fail(f"{self.entry.path} changed while it was exported; export again")
 
 

@@ -28,6 +28,7 @@ from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.context.errors import ContextError, InvalidUri
 from services.context.uri import SCOPES, AxiomUri, parse_uri
+from services.hashing import sha256_hex
 
 if TYPE_CHECKING:
     from services.context.service import ContextService
@@ -218,7 +219,7 @@ def _package_check() -> Row:
             {
                 "path": "../escape.md",
                 "size": len(body),
-                "sha256": __import__("hashlib").sha256(body).hexdigest(),
+                "sha256": sha256_hex(body),
                 "mime": "text/markdown",
             }
         ],
@@ -244,7 +245,17 @@ def _package_check() -> Row:
 
 
 def write_evidence(service: ContextService, out_dir: Path) -> list[Path]:
-    """Run the checks and write the three reports into ``out_dir``; return their paths."""
+    """Run the checks and write the three reports into ``out_dir``; return their paths. Logged as
+    one ``evidence`` request of the service."""
+    from services.context.requests import counts_of
+
+    with service.requests.request("evidence", out_dir) as req:
+        paths = _write(service, out_dir)
+        req.counts = counts_of(paths)
+    return paths
+
+
+def _write(service: ContextService, out_dir: Path) -> list[Path]:
     stamp = utc_now()
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)

@@ -35,20 +35,9 @@ if TYPE_CHECKING:
     from services.models.base import ModelProvider
 from services.context.memory_types import (
     _ENTRY,
-    CATEGORIES,
-    MAX_MEMORIES,
-    MAX_MEMORY_CHARS,
-    ROLE_SCOPE,
-    SCOPES,
-    Category,
     Memory,
-    MemoryExtractionFailed,
-    MemorySource,
-    Scope,
     SessionMessage,
     finalize,
-    memory_id,
-    normalize,
 )
 
 
@@ -183,27 +172,13 @@ def read_memory_file(path: Path) -> MemoryFile:
 
 
 __all__ = [
-    "CATEGORIES",
-    "MAX_MEMORIES",
-    "MAX_MEMORY_CHARS",
-    "ROLE_SCOPE",
-    "SCOPES",
-    "Category",
-    "ContextError",
     "CorruptMemoryFile",
-    "Memory",
     "MemoryEntry",
-    "MemoryExtractionFailed",
     "MemoryFile",
-    "MemorySource",
-    "Scope",
-    "SessionMessage",
     "check_memory_files",
     "extract_offline",
     "extract_with_model",
     "model_extractor",
-    "memory_id",
-    "normalize",
     "read_memory_file",
     "write_memories",
 ]

@@ -4,7 +4,6 @@ See :mod:`services.context.memory` for the files and the extractors."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from services.context.errors import ContextError
+from services.hashing import sha256_hex
 
 if TYPE_CHECKING:
     pass
@@ -114,7 +114,7 @@ def normalize(text: str) -> str:
 
 
 def memory_id(category: str, text: str) -> str:
-    digest = hashlib.sha256(f"{category}\n{normalize(text)}".encode()).hexdigest()
+    digest = sha256_hex(f"{category}\n{normalize(text)}")
     return f"m-{digest[:16]}"
 
 

@@ -29,8 +29,9 @@ from services.bundles.archive import FORMATS, ArchiveKind, ArchiveLimits, FileEn
 from services.bundles.archive import check_member_path as _check_path
 from services.bundles.archive import file_entries as _file_entries
 from services.bundles.manifest import mime_type
-from services.bundles.writer import atomic_output, hash_file, walk_tree, write_archive
+from services.bundles.writer import atomic_output, walk_tree, write_archive
 from services.context.errors import ContextError
+from services.hashing import file_sha256
 from services.staging import StagingArea, clean_stale_staging
 
 PACKAGE_FORMAT = "aries-context-package"
@@ -182,7 +183,7 @@ def export_tree(
         walk = walk_tree(source, KIND, _dot_reason)
         entries = []
         for rel, path in walk.files:
-            size, digest = hash_file(path)
+            size, digest = file_sha256(path)
             entries.append(FileEntry(rel, size, digest, mime_type(rel)))
         manifest = PackageManifest(label, walk.folders, entries)
         sources = zip(entries, (path for _, path in walk.files), strict=True)
@@ -191,7 +192,7 @@ def export_tree(
             write_archive(handle, KIND, head, sources, total=manifest.total_bytes, progress=progress)
     except OSError as exc:
         raise PackageError(f"cannot export {source} to {out}: {exc.strerror or exc}") from None
-    size, digest = hash_file(out)
+    size, digest = file_sha256(out)
     return PackageReport(
         out.as_posix(), source.as_posix(), label, len(entries), len(walk.folders), size, digest, walk.left_out
     )

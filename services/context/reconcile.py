@@ -1,6 +1,8 @@
 """Reconcile: bring the tree, the queue and the index back to a consistent state after a crash.
 
-In order (each step idempotent; running reconcile twice changes nothing the second time):
+``ContextService.reconcile`` runs the steps; this module holds their report and the look-ups on the
+tree's folder that need no service.  In order (each step idempotent; running reconcile twice
+changes nothing the second time):
 
 1. stale staging folders of ``context add`` and of removals under ``axiom://temp`` (their process is
    gone: the lock is free) are removed — a resource killed mid-add never appears half-moved;
@@ -18,14 +20,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.context.session_commit import JOURNAL, META
-from services.context.sessions import recover_commit
-from services.context.uri import AxiomUri
-
-if TYPE_CHECKING:
-    from services.context.service import ContextService
 
 _PACKAGE_SCOPES = ("resources", "user", "agent")
 
@@ -67,13 +64,13 @@ class ReconcileReport:
             "jobs_processed": self.jobs_processed,
             "jobs_failed": self.jobs_failed,
             "tiers_changed": self.tiers_changed,
-            "index": _index_dict(index),
+            "index": index_dict(index),
             "queue_remaining": self.queue_remaining,
             "consistent": self.consistent,
         }
 
 
-def _package_staging(root: Path) -> list[str]:
+def package_staging(root: Path) -> list[str]:
     from services.context.packages import PACKAGE_STAGING_PREFIX, clean_stale_package_staging
 
     removed: list[str] = []
@@ -87,51 +84,17 @@ def _package_staging(root: Path) -> list[str]:
     return removed
 
 
-def _pending_commits(root: Path) -> list[str]:
+def pending_commits(root: Path) -> list[str]:
     folder = root / "session"
     if not folder.is_dir():
         return []
     return sorted(p.name for p in folder.iterdir() if (p / JOURNAL).is_file() and (p / META).is_file())
 
 
-def reconcile(service: ContextService, *, full: bool = True) -> ReconcileReport:
-    """Run the steps of the module docstring on ``service``'s tree; report what each changed.
-
-    With ``full=False`` (what the CLI's writing commands run on open) step 6 runs only when an
-    earlier step changed something.
-    """
-    from services.context.tiers import synthesize_tiers
-
-    tree = service.tree
-    report = ReconcileReport()
-    report.staging_removed = tree.clean_stale_staging()
-    report.package_staging_removed = _package_staging(tree.root)
-    for session_id in _pending_commits(tree.root):
-        if recover_commit(tree.root, session_id, on_written=service._memory_written) is not None:
-            report.commits_recovered.append(session_id)
-    with service.queue.worker():
-        for job in service.queue.jobs():
-            if job.state in ("running", "failed"):
-                report.jobs_rerun.append(job.id)
-                service.queue.mark(job, "pending")
-    queued = service.process_queue()
-    report.jobs_processed = len(queued.processed)
-    report.jobs_failed = [{"job": job, "error": error} for job, error in queued.failed]
-    report.tiers_changed = list(queued.tiers_changed)
-    mode, embedder = service._tier_mode()
-    for scope in _PACKAGE_SCOPES:
-        changed = synthesize_tiers(tree, AxiomUri(scope), mode=mode, embedder=embedder)
-        report.tiers_changed.extend(str(uri) for uri in changed if str(uri) not in report.tiers_changed)
-    if full or report.changed:
-        report.index = service.indexer(tree)
-    report.queue_remaining = len(service.queue.jobs())
-    return report
+__all__ = ["ReconcileReport", "index_dict", "package_staging", "pending_commits"]
 
 
-__all__ = ["ReconcileReport", "reconcile"]
-
-
-def _index_dict(index: object) -> Any:
+def index_dict(index: object) -> Any:
     """The indexer's report as JSON data (an IngestReport's ``to_dict``)."""
     to_dict = getattr(index, "to_dict", None)
     if callable(to_dict):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from services.audit_db import CONTEXT_REQUESTS_SCHEMA, open_checked
+from services.audit_db import CONTEXT_REQUESTS_SCHEMA, open_audit_db
 from services.clock import utc_now
 
 
@@ -52,14 +52,7 @@ class RequestLog:
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            db = sqlite3.connect(self.db_path, timeout=5, check_same_thread=False, isolation_level=None)
-            try:
-                open_checked(db, self.db_path, migrate_tables=False)
-                db.execute(CONTEXT_REQUESTS_SCHEMA)
-            except BaseException:
-                db.close()
-                raise
-            self._db = db
+            self._db = open_audit_db(self.db_path, tables=[CONTEXT_REQUESTS_SCHEMA])
         return self._db
 
     @contextlib.contextmanager
@@ -113,7 +106,7 @@ class RequestLog:
         if not self.db_path.exists():
             return []
         with self._lock:
-            db = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5)
+            db = open_audit_db(self.db_path, readonly=True, timeout=5)
             try:
                 exists = db.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'context_requests'"

@@ -56,7 +56,7 @@ from services.context.uri import CORE_SCOPES, AxiomUri, parse_uri
 from services.errors import InvalidInput
 from services.textsafe import neutralize
 
-__all__ = ["Budget", "ContextHit", "ContextRetriever", "RetrievalResult", "SearchFilter", "Trace"]
+__all__ = ["ContextRetriever"]
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -92,12 +92,12 @@ class ContextRetriever:
     ) -> None:
         from pathlib import Path
 
-        from services.retrieval.audit import AUDIT_DB
+        from services.audit_db import AUDIT_FILE
 
         self.tree = tree
         self.engine = engine
         self.settings = settings or ContextSettings.from_env()
-        self.traces = traces or TraceStore(engine.workspace.root / AUDIT_DB)
+        self.traces = traces or TraceStore(engine.workspace.root / AUDIT_FILE)
         path = aliases_path or (
             Path(self.settings.aliases_file) if self.settings.aliases_file else engine.workspace.root / ALIASES_FILE
         )

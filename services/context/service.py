@@ -15,8 +15,8 @@
   ``indexer(tree)``; idempotent and replay-safe (see :mod:`services.context.queue`).
 * :attr:`ContextService.sessions` is the :class:`SessionStore` of the ``session`` scope whose
   ``on_written`` enqueues a ``commit-index`` job for the new memory files.
-* :meth:`ContextService.reconcile` (:mod:`services.context.reconcile`) and
-  :meth:`ContextService.evidence` (:mod:`services.context.evidence`).
+* :meth:`ContextService.reconcile` (the steps and report of :mod:`services.context.reconcile`);
+  the evidence reports over a service are :func:`services.context.evidence.write_evidence`.
 
 Who indexes: ``indexer(tree)`` when given; else ``sync_index(tree, engine)`` of
 :mod:`services.context.index` (the one ``context`` index of the workspace).  The engine comes from ``engine_factory``
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.audit_db import AUDIT_FILE
 from services.context.errors import ResourceNotFound, WrongKind
 from services.context.ingest import (
     AddReport,
@@ -47,9 +48,10 @@ from services.context.ingest import (
     url_name,
 )
 from services.context.queue import Job, JobQueue
+from services.context.reconcile import ReconcileReport, index_dict, package_staging, pending_commits
 from services.context.requests import RequestLog, logged
 from services.context.scopes import check_write
-from services.context.sessions import ContextSession, Extractor, SessionStore
+from services.context.sessions import ContextSession, Extractor, SessionStore, recover_commit
 from services.context.settings import ContextSettings
 from services.context.tiers import ABSTRACT, OVERVIEW, synthesize_tiers
 from services.context.tree import ContextTree, Entry
@@ -58,7 +60,6 @@ from services.crashpoints import crash_point
 
 if TYPE_CHECKING:
     from services.context.packages import PackageReport
-    from services.context.reconcile import ReconcileReport
     from services.context.session_commit import CommitReport
     from services.session import Session
     from services.workspaces import Workspace
@@ -95,7 +96,7 @@ class QueueReport:
             "processed": list(self.processed),
             "failed": [{"job": job, "error": error} for job, error in self.failed],
             "tiers_changed": list(self.tiers_changed),
-            "index": _index_dict(index),
+            "index": index_dict(index),
             "remaining": self.remaining,
         }
 
@@ -129,7 +130,7 @@ class ContextService:
         self._embedder = embedder
         self.indexer: Indexer = indexer if indexer is not None else self._default_indexer()
         self.sessions = SessionStore(self.tree.root, on_written=self._memory_written)
-        self.requests = RequestLog(Path(workspace.root) / "audit.db", on_warning=on_log_warning)
+        self.requests = RequestLog(Path(workspace.root) / AUDIT_FILE, on_warning=on_log_warning)
 
     # -- plumbing -----------------------------------------------------------------------------
     def engine(self) -> Any:
@@ -374,27 +375,38 @@ class ContextService:
         )
         return report, jobs
 
-    # -- reconcile, evidence ------------------------------------------------------------------
+    # -- reconcile ------------------------------------------------------------------------------
     @logged("reconcile")
     def reconcile(self, *, full: bool = True) -> ReconcileReport:
-        from services.context.reconcile import reconcile
+        """Run the steps of :mod:`services.context.reconcile` on the tree; report what each changed.
 
-        return reconcile(self, full=full)
+        With ``full=False`` (what the CLI's writing commands run on open) the index step runs only
+        when an earlier step changed something.
+        """
+        tree = self.tree
+        report = ReconcileReport()
+        report.staging_removed = tree.clean_stale_staging()
+        report.package_staging_removed = package_staging(tree.root)
+        for session_id in pending_commits(tree.root):
+            if recover_commit(tree.root, session_id, on_written=self._memory_written) is not None:
+                report.commits_recovered.append(session_id)
+        with self.queue.worker():
+            for job in self.queue.jobs():
+                if job.state in ("running", "failed"):
+                    report.jobs_rerun.append(job.id)
+                    self.queue.mark(job, "pending")
+        queued = self.process_queue()
+        report.jobs_processed = len(queued.processed)
+        report.jobs_failed = [{"job": job, "error": error} for job, error in queued.failed]
+        report.tiers_changed = list(queued.tiers_changed)
+        mode, embedder = self._tier_mode()
+        for scope in TIER_SCOPES:
+            changed = synthesize_tiers(tree, AxiomUri(scope), mode=mode, embedder=embedder)
+            report.tiers_changed.extend(str(uri) for uri in changed if str(uri) not in report.tiers_changed)
+        if full or report.changed:
+            report.index = self.indexer(tree)
+        report.queue_remaining = len(self.queue.jobs())
+        return report
 
-    @logged("evidence")
-    def evidence(self, out_dir: Path) -> list[Path]:
-        from services.context.evidence import write_evidence
 
-        paths: list[Path] = write_evidence(self, Path(out_dir))
-        return paths
-
-
-__all__ = ["FAULT_ENV", "AddReport", "ContextService", "Indexer", "QueueReport", "fault"]
-
-
-def _index_dict(index: object) -> Any:
-    """The indexer's report as JSON data (an IngestReport's ``to_dict``)."""
-    to_dict = getattr(index, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    return index if isinstance(index, dict | list | str | int | type(None)) else repr(index)
+__all__ = ["FAULT_ENV", "ContextService", "Indexer", "QueueReport", "fault"]

@@ -25,7 +25,6 @@ this with a real SIGKILL; it does nothing unless set.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,6 +38,7 @@ from services.context.errors import ContextError
 from services.context.memory import check_memory_files, write_memories
 from services.context.memory_types import CATEGORIES, MEMORY_DIR, SCOPES, Memory, SessionMessage
 from services.crashpoints import crash_point
+from services.hashing import sha256_hex
 
 META = "meta.json"
 ACTIVE = "messages.jsonl"
@@ -220,10 +220,6 @@ def fault(step: str) -> None:
     crash_point(FAULT_ENV, step)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def commit_locked(
     root: Path,
     session_id: str,
@@ -257,7 +253,7 @@ def commit_locked(
         "history": number,
         "first": messages[0].index,
         "last": messages[-1].index,
-        "sha256": _sha(archive),
+        "sha256": sha256_hex(archive),
         "memories": [m.to_json() for m in memories],
         "meta": after,
     }
@@ -277,9 +273,9 @@ def _apply(
 ) -> CommitReport:
     first, last, digest = int(journal["first"]), int(journal["last"]), str(journal["sha256"])
     history = directory / "history" / f"{int(journal['history'])}.jsonl"
-    if not (history.is_file() and _sha(history.read_bytes()) == digest):
+    if not (history.is_file() and sha256_hex(history.read_bytes()) == digest):
         data = b"".join(raw for m, raw in read_active(directory) if first <= m.index <= last)
-        if _sha(data) != digest:
+        if sha256_hex(data) != digest:
             raise CommitRecoveryFailed(
                 f"{directory / JOURNAL}: messages {first}-{last} are neither archived nor active as journalled"
             )

@@ -29,14 +29,13 @@ from typing import Any
 from services.atomic import atomic_write_text, fsync_dir
 from services.clock import utc_now
 from services.context import session_commit as _commit
-from services.context.memory import ContextError, Memory, SessionMessage, extract_offline
+from services.context.errors import ContextError
+from services.context.memory import extract_offline
+from services.context.memory_types import Memory, SessionMessage
 from services.context.session_commit import (
     ACTIVE,
     META,
-    CommitRecoveryFailed,
     CommitReport,
-    CorruptSession,
-    SessionBusy,
     Usage,
     approx_tokens,
     read_active,
@@ -340,19 +339,13 @@ def recover_commit(root: Path, session_id: str, *, on_written: OnWritten | None 
 __all__ = [
     "MAX_CONTENT_CHARS",
     "ROLES",
-    "CommitRecoveryFailed",
-    "CommitReport",
     "ContextSession",
-    "CorruptSession",
     "InvalidMessage",
     "InvalidSessionId",
     "MessageTooLarge",
-    "SessionBusy",
     "SessionExists",
-    "SessionMessage",
     "SessionNotFound",
     "SessionStore",
-    "Usage",
     "recover_commit",
     "validate_session_id",
 ]

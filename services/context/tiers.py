@@ -29,7 +29,6 @@ from files goes through :func:`services.textsafe.neutralize` (single line).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -41,6 +40,7 @@ from services.context.errors import ContextError, ResourceNotFound, WrongKind
 from services.context.tree import ContextTree, Entry
 from services.context.uri import INTERNAL_SCOPES, AxiomUri
 from services.errors import ConfigError
+from services.hashing import sha256_hex
 from services.textsafe import neutralize
 
 ABSTRACT = ".abstract.md"
@@ -259,7 +259,7 @@ def _synthesize_one(tree: ContextTree, uri: AxiomUri, mode: str, embedder: Sente
         "total": len(entries),
         "items": [asdict(item) for item in items],
     }
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    digest = sha256_hex(json.dumps(inputs, sort_keys=True, ensure_ascii=False))
     if digest == _stored_digest(tree, uri) and tree.exists(uri.join(ABSTRACT)):
         return False
     picks = _semantic_picks(items, embedder) if mode == "semantic-lite" and embedder is not None else []

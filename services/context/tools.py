@@ -20,11 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import MISSING
+
+from services.audit_db import AUDIT_FILE
 from services.context.requests import RequestLog
-from services.context.search import ContextRetriever, SearchFilter
+from services.context.search import ContextRetriever
+from services.context.search_types import SearchFilter
 from services.context.settings import ContextSettings
 from services.context.traces import Budget
 from services.context.tree import ContextTree
+from services.tools.args import ContextFindArgs, ContextSearchArgs, given
 
 if TYPE_CHECKING:
     from services.context.search_types import RetrievalResult
@@ -42,7 +47,7 @@ class ContextToolBackend:
         self._settings = settings
         self._retriever: ContextRetriever | None = None
         self._lock = threading.Lock()
-        self.requests = RequestLog(Path(root) / "audit.db")
+        self.requests = RequestLog(Path(root) / AUDIT_FILE)
 
     def retriever(self) -> ContextRetriever:
         with self._lock:
@@ -59,49 +64,49 @@ class ContextToolBackend:
         self.requests.close()
 
     # -- the two tools --------------------------------------------------------------------
-    def find(self, args: dict[str, Any], *, deadline_ms: float | None = None) -> dict[str, Any]:
-        with self.requests.request("find", args.get("target_uri")) as req:
+    def find(self, args: ContextFindArgs, *, deadline_ms: float | None = None) -> dict[str, Any]:
+        target = given(args.target_uri, None)
+        with self.requests.request("find", target) as req:
             common = _common(args, deadline_ms)
-            result = self.retriever().find(args["query"], args.get("target_uri"), **common)
+            result = self.retriever().find(args.query, target, **common)
             req.trace_id, req.counts = result.trace.id, {"hits": len(result.hits)}
         return _output("find", args, result)
 
-    def search(self, args: dict[str, Any], *, deadline_ms: float | None = None) -> dict[str, Any]:
-        with self.requests.request("search", args.get("target_uri")) as req:
+    def search(self, args: ContextSearchArgs, *, deadline_ms: float | None = None) -> dict[str, Any]:
+        target = given(args.target_uri, None)
+        with self.requests.request("search", target) as req:
             common = _common(args, deadline_ms)
-            result = self.retriever().search(
-                args["query"], args.get("target_uri"), session=args.get("session"), **common
-            )
+            result = self.retriever().search(args.query, target, session=given(args.session, None), **common)
             req.trace_id, req.counts = result.trace.id, {"hits": len(result.hits)}
         return _output("search", args, result)
 
 
-def _common(args: dict[str, Any], deadline_ms: float | None) -> dict[str, Any]:
-    given = dict(args.get("budget") or {})
+def _common(args: ContextFindArgs, deadline_ms: float | None) -> dict[str, Any]:
+    budget: dict[str, Any] = {} if args.budget is MISSING else args.budget.model_dump()  # the fields given
     if deadline_ms is not None:
-        given["max_ms"] = min(float(given.get("max_ms", deadline_ms)), deadline_ms)
-    raw = args.get("filter")
+        budget["max_ms"] = min(float(budget.get("max_ms", deadline_ms)), deadline_ms)
     flt = None
-    if raw:
+    if args.filter is not MISSING and args.filter.model_dump():
+        raw = args.filter
         flt = SearchFilter(
-            scope=raw.get("scope"),
-            prefix=raw.get("prefix"),
-            file_types=tuple(t.lower().lstrip(".") for t in raw.get("file_types", ())),
-            levels=tuple(raw.get("levels", ())),
+            scope=given(raw.scope, None),
+            prefix=given(raw.prefix, None),
+            file_types=tuple(t.lower().lstrip(".") for t in given(raw.file_types, [])),
+            levels=tuple(given(raw.levels, [])),
         )
     return {
-        "limit": int(args.get("limit", 10)),
-        "score_threshold": args.get("score_threshold"),
+        "limit": args.limit,
+        "score_threshold": given(args.score_threshold, None),
         "filter": flt,
-        "budget": Budget(**given),
+        "budget": Budget(**budget),
     }
 
 
-def _output(kind: str, args: dict[str, Any], result: RetrievalResult) -> dict[str, Any]:
+def _output(kind: str, args: ContextFindArgs, result: RetrievalResult) -> dict[str, Any]:
     trace = result.trace
     return {
         "kind": kind,
-        "query": args["query"],
+        "query": args.query,
         "target_uri": trace.target,
         "hits": [
             {"uri": h.uri, "score": h.score, "level": h.level, "snippet": h.snippet, "handle": h.handle}

@@ -19,7 +19,7 @@ from services.desktop.plan import DesktopError, DesktopPlan, PlanStep, StepRef
 
 if TYPE_CHECKING:
     from services.session import Session
-    from services.tools.gateway import Approver
+    from services.tools.calls import Approver
     from services.tools.results import ToolResult
 
 

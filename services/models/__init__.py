@@ -21,7 +21,6 @@ from services.models.base import (
     TextDelta,
     ToolCall,
     ToolCallEvent,
-    ToolNameMap,
     ToolSchema,
     Usage,
 )
@@ -34,6 +33,7 @@ from services.models.config import (
     resolve_model,
 )
 from services.models.http import Timeouts
+from services.models.toolnames import ToolNameMap
 
 __all__ = [
     "ChatMessage",

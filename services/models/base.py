@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from services.errors import AriesError
-from services.models.toolnames import ToolNameMap
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -233,7 +232,6 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "ToolCallEvent",
-    "ToolNameMap",
     "ToolSchema",
     "Usage",
     "parse_arguments",

@@ -13,9 +13,10 @@ tool" result instead of running anything.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Iterator
+
+from services.hashing import sha256_hex
 
 MAX_NAME = 64
 HASH_CHARS = 8
@@ -28,7 +29,7 @@ def _base(tool_id: str) -> str:
 
 
 def _suffixed(tool_id: str, base: str, hash_chars: int) -> str:
-    digest = hashlib.sha256(tool_id.encode("utf-8")).hexdigest()[:hash_chars]
+    digest = sha256_hex(tool_id)[:hash_chars]
     stem = base[: MAX_NAME - hash_chars - 1]
     return f"{stem}_{digest}" if stem else f"tool_{digest}"
 

@@ -71,7 +71,8 @@ async def model_status(setting: Any, env: Mapping[str, str]) -> tuple[dict[str, 
 
 def last_calls(session: Session, limit: int = LAST_CALLS) -> list[dict[str, Any]]:
     """The audit store's last ``limit`` tool calls, oldest first (none when it does not exist yet)."""
-    from services.audit import AUDIT_FILE, AuditStore
+    from services.audit import AuditStore
+    from services.audit_db import AUDIT_FILE
 
     if not (session.workspace.root / AUDIT_FILE).is_file():
         return []

@@ -15,12 +15,12 @@ Capsule names map onto the builtin tools (``CAPSULE_TOOLS``) with their argument
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from services.errors import ConfigError
+from services.hashing import sha256_tagged
 
 CAPSULE_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
     "fs.read": ("builtin:fs:read_text", {}),
@@ -55,7 +55,7 @@ class Plan:
 
     @property
     def hash(self) -> str:
-        return "sha256:" + hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return sha256_tagged(self.text)
 
 
 def _error(source: str, line: int | None, message: str) -> ConfigError:

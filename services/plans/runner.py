@@ -14,7 +14,6 @@ diff.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import sqlite3
 import tempfile
@@ -24,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.audit_db import PLAN_RUNS_SCHEMA
+from services.audit_db import AUDIT_FILE, PLAN_RUNS_SCHEMA, open_audit_db
 from services.clock import utc_now
 from services.errors import AriesError, ConfigError, NotFound
+from services.hashing import content_hash
 from services.plans.plan import Plan, parse_plan
 
 if TYPE_CHECKING:
@@ -53,8 +53,7 @@ def replay_hash(output_json: str | None) -> str | None:
     if output_json is None:
         return None
     data = stable(json.loads(output_json))
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return content_hash(data)
 
 
 @dataclass
@@ -97,12 +96,10 @@ class _HeadlessApprover:
 
 
 def _db(workspace: Workspace) -> sqlite3.Connection:
-    from services.audit import AuditStore
-
-    AuditStore.for_workspace(workspace.root).close()  # the audit tables exist (and are checked) first
-    db = sqlite3.connect(workspace.root / "audit.db", timeout=30)
-    db.execute(PLAN_RUNS_SCHEMA)
-    return db
+    """``audit.db`` with the audit tables (``runs`` is joined) and ``plan_runs``."""
+    return open_audit_db(
+        workspace.root / AUDIT_FILE, tables=[PLAN_RUNS_SCHEMA], migrate_tables=True, rows=True, timeout=30
+    )
 
 
 async def run_plan(
@@ -179,7 +176,6 @@ def stored_run(workspace: Workspace, run_id: str) -> dict[str, Any]:
 
     db = _db(workspace)
     try:
-        db.row_factory = sqlite3.Row
         run = db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         plan = db.execute("SELECT * FROM plan_runs WHERE run_id = ?", (run_id,)).fetchone()
     finally:
@@ -194,7 +190,6 @@ def stored_run(workspace: Workspace, run_id: str) -> dict[str, Any]:
 def list_runs(workspace: Workspace, limit: int = 50) -> list[dict[str, Any]]:
     db = _db(workspace)
     try:
-        db.row_factory = sqlite3.Row
         rows = db.execute(
             "SELECT r.run_id, r.created_at, r.ended_at, r.mode, r.status, r.plan_hash, r.policy_hash, p.plan_source,"
             " p.replay_of, (SELECT COUNT(*) FROM tool_calls c WHERE c.run_id = r.run_id) AS steps"
@@ -237,7 +232,6 @@ def _policy_file(stored: dict[str, Any], directory: Path) -> Path | None:
 
 def verify_stored(workspace: Workspace, run_id: str) -> list[str]:
     """``replay --dry``: the stored record checks out (plan hash, policy hash, every output hash)."""
-    from services.audit import content_hash
     from services.policy import parse_policy
 
     stored = stored_run(workspace, run_id)

@@ -4,12 +4,12 @@ A policy says which providers and tool classes are enabled, which approval mode 
 (guide / commander / strict, as the builtin-tools spec defines them), where files may be
 touched, which executables may run (and which of their argument forms can run arbitrary
 code), which hosts and ports may be reached, and the size, time and resource limits.
-``Policy.bind(workspace_root)`` turns it into a ``BoundPolicy`` whose ``evaluate(tool, args)``
+``BoundPolicy(policy, workspace_root)`` applies it to a workspace; its ``evaluate(tool, args)``
 returns a ``PolicyDecision``: ``allow``, ``deny`` or ``confirm`` (ask the operator), always
 with the id of the rule that decided it.
 
 Modules: ``model`` (tiers, resource uses, decisions, limits, typed refusals), ``globs``
-(rule matching), ``schema`` and ``loader`` (the file, ``Policy``, the default), ``paths``
+(rule matching), ``document`` and ``loader`` (the file's pydantic models, ``Policy``, the default), ``paths``
 (``PathGuard``), ``network`` (hosts, domains, addresses, ports), ``exec_table`` and
 ``commands`` (executables, environment, code-execution classification) and ``bound``
 (``BoundPolicy``).  The package never imports ``services.tools``.
@@ -44,14 +44,12 @@ from services.policy.model import (
 )
 from services.policy.network import NetworkRules, domain_denied_by, domain_matches, normalize_host
 from services.policy.paths import PathGuard, ResolvedPath
-from services.policy.schema import POLICY_SCHEMA
 
 __all__ = [
     "MAX_COMPONENT_BYTES",
     "MAX_PATH_CHARS",
     "MODES",
     "PATH_OPS",
-    "POLICY_SCHEMA",
     "WORKSPACE_INTERNAL",
     "Action",
     "AutoApproveRule",

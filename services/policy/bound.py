@@ -15,11 +15,12 @@ import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.errors import ConfigError, InvalidInput
-from services.policy.commands import check_command
+from services.policy.commands import check_env, classify
 from services.policy.globs import AutoApproveRule, exec_name_matches
+from services.policy.loader import Policy
 from services.policy.model import (
     MODES,
     Action,
@@ -37,10 +38,7 @@ from services.policy.model import (
 from services.policy.model import deny as _deny
 from services.policy.model import invalid as _invalid
 from services.policy.network import IPAddress, domain_matches
-from services.policy.paths import PathGuard
-
-if TYPE_CHECKING:
-    from services.policy.loader import Policy
+from services.policy.paths import PathGuard, path_candidates
 
 
 def _subst(template: str, variables: dict[str, str | None]) -> str | None:
@@ -61,7 +59,10 @@ def _subst(template: str, variables: dict[str, str | None]) -> str | None:
 class BoundPolicy:
     """A policy applied to one workspace: roots resolved, ready to evaluate calls."""
 
-    def __init__(self, policy: Policy, workspace_root: Path | None, *, mode: str) -> None:
+    def __init__(self, policy: Policy, workspace_root: Path | None, *, mode: str | None = None) -> None:
+        """``policy`` applied to ``workspace_root`` (None: no workspace) in approval ``mode`` (None: the
+        policy's own)."""
+        mode = mode or policy.mode
         if mode not in MODES:
             raise ConfigError(f"approval mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.policy = policy
@@ -114,7 +115,73 @@ class BoundPolicy:
         return os.path.realpath(found) if found else None
 
     def check_command(self, use: CommandUse) -> dict[str, Any]:
-        return check_command(self, use)
+        """The facts of one shell command: the allowlist rule, the working directory, the environment,
+        the path arguments (each checked as a read) and whether it can run arbitrary code."""
+        policy = self.policy
+        argv = use.argv
+        if (
+            not isinstance(argv, list)
+            or not argv
+            or not all(isinstance(a, str) for a in argv)
+            or sum(len(a) for a in argv) > 256_000
+        ):
+            raise _invalid("shell.argv", "argv must be a non-empty list of strings (at most 256,000 characters)")
+        if any("\x00" in a for a in argv):
+            raise _invalid("shell.argv", "argv contains a NUL character")
+        name = argv[0]
+        rule_id = self._allowed_rule(name)
+        privileged = exec_name_matches(name, policy.privileged)
+        cwd = self.guard.resolve(
+            use.cwd if use.cwd is not None else str(self.roots[0]) if self.roots else ".", "list", arg="cwd"
+        )
+        if cwd.kind != "dir":
+            raise _invalid("shell.cwd", f"cwd {cwd.raw!r} is not a directory")
+        check_env(use.env, policy.env_allow)
+        checked: list[str] = []
+        if policy.check_path_arguments:
+            for arg in argv[1:]:
+                for candidate in path_candidates(arg, cwd.path):
+                    try:
+                        self.guard.resolve(candidate, "read", arg="argument", base=cwd.path)
+                    except (PolicyDenied, InvalidInput) as exc:
+                        inner = exc.details.get("rule", "fs.path_syntax")
+                        raise _deny(
+                            "shell.path_argument",
+                            f"argument {arg!r} names a path the policy refuses: {exc.message}",
+                            argument=arg,
+                            path_rule=inner,
+                        ) from None
+                    checked.append(candidate)
+
+        def inner_allowed(inner: str) -> str | None:
+            self._allowed_rule(inner, wrapped=True)
+            return self.resolve_executable(inner)
+
+        executable = self.resolve_executable(name)
+        verdict = classify(argv, resolved=executable, inert=policy.inert_programs, inner_allowed=inner_allowed)
+        exec_capable = verdict.exec_capable or privileged
+        return {
+            "executable_name": name,
+            "executable": executable,
+            "cwd": str(cwd.path),
+            "cwd_rel": cwd.rel,
+            "exec_rule": f"shell.executables.{rule_id}",
+            "privileged": privileged,
+            "argv": list(argv),
+            "checked_path_arguments": checked,
+            "exec_capable": exec_capable,
+            "exec_reason": verdict.reason if verdict.exec_capable else ("privileged" if privileged else None),
+            "exec_argv": list(argv) if exec_capable else None,
+        }
+
+    def _allowed_rule(self, name: str, *, wrapped: bool = False) -> str:
+        what = "wrapped executable" if wrapped else "executable"
+        if not name or "/" in name or "\\" in name:
+            raise _deny("shell.executables", f"{what} {name!r} must be a bare name from the allowlist, not a path")
+        rule = next((r for r in self.policy.exec_rules if r.matches(name)), None)
+        if rule is None:
+            raise _deny("shell.executables", f"{what} {name!r} is not on the shell allowlist", executable=name)
+        return rule.id
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, tool: ToolDescriptor, args: dict[str, Any]) -> PolicyDecision:
@@ -149,17 +216,17 @@ class BoundPolicy:
             )
         if not self.policy.providers.get(tool.provider, False):
             return decide("deny", f"providers.{tool.provider}", f"provider {tool.provider!r} is not enabled")
-        override = self.policy.tools.get(tool.tool_id, {})
+        switch = self.policy.tool_switch(tool.tool_id)
         # An MCP tool (class ``mcp:<server>``) runs when its server's class is enabled, or when the
         # policy names the tool itself with ``enabled: true``; otherwise it is denied by default.
-        named = tool.provider == "mcp" and override.get("enabled") is True
+        named = tool.provider == "mcp" and switch is True
         if tool.tool_class not in self.policy.tool_classes and not named:
             return decide(
                 "deny", "default.deny", f"tool class {tool.tool_class!r} is not enabled by the policy (deny by default)"
             )
         if tool.tool_class in self.policy.tool_classes and not self.policy.tool_classes[tool.tool_class]:
             return decide("deny", f"tool_classes.{tool.tool_class}", f"tool class {tool.tool_class!r} is disabled")
-        if override.get("enabled") is False:
+        if switch is False:
             return decide("deny", f"tools.{tool.tool_id}", f"tool {tool.tool_id} is disabled by the policy")
         facts: dict[str, Any] = {}
         try:
@@ -183,7 +250,7 @@ class BoundPolicy:
                 tier=RiskTier.EXEC_PRIVILEGED,
                 facts=facts,
             )
-        if override.get("require_approval"):
+        if self.policy.requires_approval(tool.tool_id):
             return decide(
                 "confirm",
                 f"tools.{tool.tool_id}.require_approval",

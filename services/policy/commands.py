@@ -1,8 +1,9 @@
-"""Shell commands: the executable allowlist, the environment allow-list, path arguments, and
-whether a command can execute arbitrary code (``classify``, driven by ``exec_table``).
+"""Shell commands: whether a command can execute arbitrary code (``classify``, driven by
+``exec_table``) and which environment names a tool call may set (``env_refusal``, ``check_env``).
 
-``check_command`` returns the facts the policy decides on; ``facts["exec_capable"]`` makes
-``BoundPolicy.evaluate`` ask for approval in every mode (rule ``shell.exec_capable``).
+``BoundPolicy.check_command`` applies them (with the executable allowlist and the path arguments) and
+returns the facts the policy decides on; ``facts["exec_capable"]`` makes ``BoundPolicy.evaluate`` ask
+for approval in every mode (rule ``shell.exec_capable``).
 """
 
 from __future__ import annotations
@@ -12,19 +13,12 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from services.errors import InvalidInput
 from services.policy import exec_table as table
-from services.policy.globs import exec_name_matches
-from services.policy.model import CommandUse, PolicyDenied
 from services.policy.model import deny as _deny
 from services.policy.model import invalid as _invalid
-from services.policy.paths import path_candidates
 from services.policy.sed import sed_is_inert
-
-if TYPE_CHECKING:
-    from services.policy.bound import BoundPolicy
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_DEPTH = 8
@@ -239,76 +233,6 @@ def _subcommand(name: str, args: list[str]) -> str | None:
     return None
 
 
-# -- the command check ---------------------------------------------------------------------------
-def check_command(bound: BoundPolicy, use: CommandUse) -> dict[str, Any]:
-    policy = bound.policy
-    argv = use.argv
-    if (
-        not isinstance(argv, list)
-        or not argv
-        or not all(isinstance(a, str) for a in argv)
-        or sum(len(a) for a in argv) > 256_000
-    ):
-        raise _invalid("shell.argv", "argv must be a non-empty list of strings (at most 256,000 characters)")
-    if any("\x00" in a for a in argv):
-        raise _invalid("shell.argv", "argv contains a NUL character")
-    name = argv[0]
-    rule_id = _allowed_rule(bound, name)
-    privileged = exec_name_matches(name, policy.privileged)
-    cwd = bound.guard.resolve(
-        use.cwd if use.cwd is not None else str(bound.roots[0]) if bound.roots else ".", "list", arg="cwd"
-    )
-    if cwd.kind != "dir":
-        raise _invalid("shell.cwd", f"cwd {cwd.raw!r} is not a directory")
-    _check_env(use.env, policy.env_allow)
-    checked: list[str] = []
-    if policy.check_path_arguments:
-        for arg in argv[1:]:
-            for candidate in path_candidates(arg, cwd.path):
-                try:
-                    bound.guard.resolve(candidate, "read", arg="argument", base=cwd.path)
-                except (PolicyDenied, InvalidInput) as exc:
-                    inner = exc.details.get("rule", "fs.path_syntax")
-                    raise _deny(
-                        "shell.path_argument",
-                        f"argument {arg!r} names a path the policy refuses: {exc.message}",
-                        argument=arg,
-                        path_rule=inner,
-                    ) from None
-                checked.append(candidate)
-
-    def inner_allowed(inner: str) -> str | None:
-        _allowed_rule(bound, inner, wrapped=True)
-        return bound.resolve_executable(inner)
-
-    executable = bound.resolve_executable(name)
-    verdict = classify(argv, resolved=executable, inert=policy.inert_programs, inner_allowed=inner_allowed)
-    exec_capable = verdict.exec_capable or privileged
-    return {
-        "executable_name": name,
-        "executable": executable,
-        "cwd": str(cwd.path),
-        "cwd_rel": cwd.rel,
-        "exec_rule": f"shell.executables.{rule_id}",
-        "privileged": privileged,
-        "argv": list(argv),
-        "checked_path_arguments": checked,
-        "exec_capable": exec_capable,
-        "exec_reason": verdict.reason if verdict.exec_capable else ("privileged" if privileged else None),
-        "exec_argv": list(argv) if exec_capable else None,
-    }
-
-
-def _allowed_rule(bound: BoundPolicy, name: str, *, wrapped: bool = False) -> str:
-    what = "wrapped executable" if wrapped else "executable"
-    if not name or "/" in name or "\\" in name:
-        raise _deny("shell.executables", f"{what} {name!r} must be a bare name from the allowlist, not a path")
-    rule = next((r for r in bound.policy.exec_rules if r.matches(name)), None)
-    if rule is None:
-        raise _deny("shell.executables", f"{what} {name!r} is not on the shell allowlist", executable=name)
-    return rule.id
-
-
 def env_refusal(key: str, allow: Sequence[str]) -> tuple[str, str] | None:
     """(rule, reason) when a tool call may not set ``key``; None when it may."""
     upper = key.upper()
@@ -322,7 +246,8 @@ def env_refusal(key: str, allow: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-def _check_env(env: Any, allow: Sequence[str]) -> None:
+def check_env(env: Any, allow: Sequence[str]) -> None:
+    """InvalidInput or PolicyDenied when a tool call's ``env`` is malformed or sets a refused name."""
     env = env or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise _invalid("shell.env", "env must map names to strings")

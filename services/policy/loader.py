@@ -1,5 +1,6 @@
-"""The policy file: parsing (bounded YAML, JSON Schema, file:line errors), ``Policy`` (a
-validated document, not yet bound to a workspace) and the shipped default.
+"""The policy file: parsing (bounded YAML, the pydantic models of :mod:`services.policy.document`,
+file:line errors), ``Policy`` (a validated document, not yet bound to a workspace) and the shipped
+default.
 
 The file format is summarised in ``profiles/policy-default.yaml``; a policy may carry
 ``match:`` / ``not_match:`` examples on its rules, checked at load time.  Any problem is a
@@ -8,22 +9,20 @@ The file format is summarised in ``profiles/policy-default.yaml``; a policy may 
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
-from dataclasses import fields
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import MISSING
+
 from services.errors import ConfigError
-from services.policy.exec_table import DEFAULT_ENV_ALLOW
+from services.hashing import content_hash
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
-from services.policy.model import DEFAULT_VISIBLE, MODES, PATH_OPS, Limits, ShellSandbox
+from services.policy.model import MODES, PATH_OPS, ShellSandbox
 from services.policy.network import NetworkRules
-from services.policy.schema import POLICY_SCHEMA
 
 if TYPE_CHECKING:
-    from services.policy.bound import BoundPolicy
+    from services.policy.document import DenyExtensions, DenyGlob, Executables, PolicyDocument, ToolOverride
 
 
 def _plain(node: Any) -> Any:
@@ -64,12 +63,37 @@ def _line_at(root: Any, path: Sequence[Any]) -> int | None:
     return line
 
 
-def _switch(value: Any) -> bool:
-    return value is True or value == "enabled"
+def _name_matcher(rule: ExecRule) -> Callable[[str, str], bool]:
+    return lambda name, _absolute: rule.matches(name)
+
+
+def _extension(name: str) -> str:
+    return name.lower() if name.startswith(".") else "." + name.lower()
+
+
+def _validate(data: dict[str, Any], source: str, tree: Any) -> PolicyDocument:
+    """``data`` as a :class:`PolicyDocument`; a ``ConfigError`` naming the file, the line and the
+    setting when it is not one."""
+    from pydantic import ValidationError
+
+    from services.policy.document import PolicyDocument, problem
+
+    try:
+        return PolicyDocument.model_validate(data)
+    except ValidationError as exc:
+        path, reason = problem(exc, data)
+        line = _line_at(tree, path) if tree is not None else None
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: {reason}", path=source, line=line, reason=reason) from None
 
 
 class Policy:
-    """A validated policy document (not yet bound to a workspace)."""
+    """A validated policy document (not yet bound to a workspace).
+
+    ``data`` is the document as written (plain dicts, lists and scalars; what ``hash`` is taken of),
+    ``doc`` its :class:`~services.policy.document.PolicyDocument`, and the other attributes the rules
+    built from it.
+    """
 
     def __init__(
         self,
@@ -88,84 +112,69 @@ class Policy:
         hashed: dict[str, Any] = data
         if restriction is not None:
             hashed = {"policy": data, "profile": restriction[0], "profile_tools": sorted(restriction[1])}
-        canonical = json.dumps(hashed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        self.hash = "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-        self.mode: str = data.get("mode", "guide")
-        self.providers = {name: bool(v.get("enabled", False)) for name, v in (data.get("providers") or {}).items()}
-        try:  # the MCP servers' block: URLs must be loopback (the schema checked the rest)
-            from services.policy.mcp import mcp_settings
-
-            mcp_settings(data)
-        except ConfigError as exc:
-            raise self._error(("providers", "mcp", "servers"), exc.message) from None
-        self.tool_classes = {name: _switch(v) for name, v in (data.get("tool_classes") or {}).items()}
-        self.tools: dict[str, dict[str, bool]] = dict(data.get("tools") or {})
-        kinds = {f.name: {"int": int, "bool": bool}.get(str(f.type), float) for f in fields(Limits)}
-        values: dict[str, Any] = {k: kinds[k](v) for k, v in (data.get("limits") or {}).items()}
-        self.limits = Limits(**values)
-        fs = data.get("filesystem") or {}
-        self.allowed_roots: list[str] = list(fs.get("allowed_roots") or [])
-        self.allow_hardlinks = bool(fs.get("allow_hardlinks", False))
+        self.hash = content_hash(hashed)
+        doc = self.doc = _validate(data, source, tree)
+        self.mode: str = doc.mode
+        self.providers = doc.providers.enabled()
+        self.tool_classes: dict[str, bool] = dict(doc.tool_classes)
+        self.tools: dict[str, ToolOverride] = dict(doc.tools)
+        self.limits = doc.limits
+        fs = doc.filesystem
+        self.allowed_roots: list[str] = list(fs.allowed_roots)
+        self.allow_hardlinks = fs.allow_hardlinks
         self.deny_rules: list[DenyRule] = []
-        for i, rule in enumerate(fs.get("deny") or []):
+        for i, glob_rule in enumerate(fs.deny):
             deny = DenyRule(
-                id=rule["id"],
-                ops=frozenset(rule.get("ops") or PATH_OPS),
-                glob=rule["glob"],
-                regex=glob_to_regex(rule["glob"]),
+                id=glob_rule.id,
+                ops=frozenset(glob_rule.ops or PATH_OPS),
+                glob=glob_rule.glob,
+                regex=glob_to_regex(glob_rule.glob),
             )
-            self._check_examples(deny.matches, rule, ("filesystem", "deny", i), path_like=True)
+            self._check_examples(deny.matches, glob_rule, ("filesystem", "deny", i), path_like=True)
             self.deny_rules.append(deny)
-        for i, rule in enumerate(fs.get("deny_extensions") or []):
-            exts = frozenset(e.lower() if e.startswith(".") else "." + e.lower() for e in rule["extensions"])
-            deny = DenyRule(id=rule["id"], ops=frozenset(rule.get("ops") or PATH_OPS), extensions=exts)
-            self._check_examples(deny.matches, rule, ("filesystem", "deny_extensions", i), path_like=True)
+        for i, ext_rule in enumerate(fs.deny_extensions):
+            exts = frozenset(_extension(e) for e in ext_rule.extensions)
+            deny = DenyRule(id=ext_rule.id, ops=frozenset(ext_rule.ops or PATH_OPS), extensions=exts)
+            self._check_examples(deny.matches, ext_rule, ("filesystem", "deny_extensions", i), path_like=True)
             self.deny_rules.append(deny)
-        write_ext = fs.get("write_extensions")
         self.write_extensions: frozenset[str] | None = (
-            None
-            if write_ext is None
-            else frozenset(e.lower() if e.startswith(".") else "." + e.lower() for e in write_ext)
+            None if fs.write_extensions is None else frozenset(_extension(e) for e in fs.write_extensions)
         )
-        sh = data.get("shell") or {}
+        sh = doc.shell
         self.exec_rules: list[ExecRule] = []
-        for i, rule in enumerate(sh.get("executables") or []):
-            ex = ExecRule(id=rule["id"], names=tuple(rule["names"]))
-            self._check_examples(lambda name, _abs, ex=ex: ex.matches(name), rule, ("shell", "executables", i))
+        for i, exec_rule in enumerate(sh.executables):
+            ex = ExecRule(id=exec_rule.id, names=tuple(exec_rule.names))
+            self._check_examples(_name_matcher(ex), exec_rule, ("shell", "executables", i))
             self.exec_rules.append(ex)
-        self.privileged: tuple[str, ...] = tuple(sh.get("privileged") or ())
-        self.env_passthrough: tuple[str, ...] = tuple(sh.get("env_passthrough") or ())
-        self.env_allow: tuple[str, ...] = tuple(sh.get("env_allow", DEFAULT_ENV_ALLOW))
-        self.inert_programs: tuple[str, ...] = tuple(sh.get("inert_programs") or ())
-        self.check_path_arguments = bool(sh.get("check_path_arguments", True))
-        self.search_path: list[str] | None = sh.get("search_path")
+        self.privileged: tuple[str, ...] = tuple(sh.privileged)
+        self.env_passthrough: tuple[str, ...] = tuple(sh.env_passthrough)
+        self.env_allow: tuple[str, ...] = tuple(sh.env_allow)
+        self.inert_programs: tuple[str, ...] = tuple(sh.inert_programs)
+        self.check_path_arguments = sh.check_path_arguments
+        self.search_path: list[str] | None = sh.search_path
         self.sandbox = ShellSandbox(
-            mode=str(sh.get("sandbox", "auto")),
-            network=bool(sh.get("network", False)),
-            outside_root=str(sh.get("outside_root", "read_only")),
-            visible=tuple(sh.get("visible_paths", DEFAULT_VISIBLE)),
+            mode=sh.sandbox, network=sh.network, outside_root=sh.outside_root, visible=tuple(sh.visible_paths)
         )
         for i, visible in enumerate(self.sandbox.visible):
             if not visible.startswith(("/", "${")):
                 raise self._error(("shell", "visible_paths", i), f"visible path {visible!r} must be absolute")
-        self.network = NetworkRules(data.get("web") or {}, self._error)
+        self.network = NetworkRules(doc.web, self._error)
         self.searxng_url = self.network.searxng_url
         self.schemes = self.network.schemes
         self.allow_domains = self.network.allow_domains
         self.deny_domains = self.network.deny_domains
         self.allow_private_hosts = self.network.allow_private_hosts
         self.allow_private_nets = self.network.allow_private_nets
-        self.auto_approve: list[AutoApproveRule] = []
-        for rule in data.get("auto_approve") or []:
-            self.auto_approve.append(
-                AutoApproveRule(
-                    id=rule["id"],
-                    tools=tuple(rule["tools"]),
-                    domains=tuple(rule["domains"]) if "domains" in rule else None,
-                    paths=tuple(glob_to_regex(p) for p in rule["paths"]) if "paths" in rule else None,
-                    executables=tuple(rule["executables"]) if "executables" in rule else None,
-                )
+        self.auto_approve: list[AutoApproveRule] = [
+            AutoApproveRule(
+                id=rule.id,
+                tools=tuple(rule.tools),
+                domains=None if rule.domains is MISSING else tuple(rule.domains),
+                paths=None if rule.paths is MISSING else tuple(glob_to_regex(p) for p in rule.paths),
+                executables=None if rule.executables is MISSING else tuple(rule.executables),
             )
+            for rule in doc.auto_approve
+        ]
         ids = [r.id for r in self.deny_rules] + [r.id for r in self.exec_rules] + [r.id for r in self.auto_approve]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -178,14 +187,19 @@ class Policy:
         return ConfigError(f"{where}: {reason}", path=self.source, line=line, reason=reason)
 
     def _check_examples(
-        self, matcher: Any, rule: dict[str, Any], path: tuple[Any, ...], *, path_like: bool = False
+        self,
+        matcher: Callable[[str, str], bool],
+        rule: DenyGlob | DenyExtensions | Executables,
+        path: tuple[Any, ...],
+        *,
+        path_like: bool = False,
     ) -> None:
-        for key, expected in (("match", True), ("not_match", False)):
-            for j, example in enumerate(rule.get(key) or []):
+        for key, examples, expected in (("match", rule.match, True), ("not_match", rule.not_match, False)):
+            for j, example in enumerate(examples):
                 absolute = example if example.startswith("/") else "/" + example
                 if bool(matcher(example.lstrip("/") if path_like else example, absolute)) != expected:
                     verb = "should match but does not" if expected else "should not match but does"
-                    raise self._error((*path, key, j), f"rule {rule['id']!r}: example {example!r} {verb}")
+                    raise self._error((*path, key, j), f"rule {rule.id!r}: example {example!r} {verb}")
 
     # -- variants ------------------------------------------------------------------------
     def with_mode(self, mode: str) -> Policy:
@@ -201,14 +215,19 @@ class Policy:
             return self if self.restriction is None else Policy(self.data, source=self.source, tree=self._tree)
         return Policy(self.data, source=self.source, tree=self._tree, restriction=(profile, frozenset(tools)))
 
+    def tool_switch(self, tool_id: str) -> bool | None:
+        """``tools.<id>.enabled`` as the file says it (None when it says nothing)."""
+        override = self.tools.get(tool_id)
+        return None if override is None or override.enabled is MISSING else override.enabled
+
+    def requires_approval(self, tool_id: str) -> bool:
+        """``tools.<id>.require_approval``."""
+        override = self.tools.get(tool_id)
+        return override is not None and override.require_approval is True
+
     def allows_tool(self, tool_id: str) -> bool:
         """False when a profile's tool list leaves ``tool_id`` out."""
         return self.restriction is None or tool_id in self.restriction[1]
-
-    def bind(self, workspace_root: Path | None, *, mode: str | None = None) -> BoundPolicy:
-        from services.policy.bound import BoundPolicy
-
-        return BoundPolicy(self, workspace_root, mode=mode or self.mode)
 
 
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
@@ -225,22 +244,6 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
 
         data = capsule_to_policy(tree, default_policy().data, source=source, line_of=line_of)
         tree = None
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
-
-    error = best_match(Draft202012Validator(POLICY_SCHEMA).iter_errors(data))
-    if error is not None:
-        path = list(error.absolute_path)
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
-            extra = [k for k in error.instance if k not in known]
-            if extra:
-                path.append(extra[0])
-        line = _line_at(tree, path)
-        where = f"{source}:{line}" if line else source
-        field_name = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-        reason = f"{field_name}: {error.message}"
-        raise ConfigError(f"{where}: {reason}", path=source, line=line, reason=reason)
     return Policy(data, source=source, tree=tree)
 
 

@@ -18,62 +18,89 @@ providers:
 ```
 
 ``${workspace}`` and ``${home}`` in ``command``, ``args`` and ``cwd`` are replaced when a workspace
-binds the policy.  The JSON Schema of the block is ``MCP_SCHEMA`` (part of the policy schema), so a
-mistake is reported with the policy file's line like any other policy error.
+binds the policy.  The block's model is :class:`McpBlock` (part of the policy document,
+:mod:`services.policy.document`), so a mistake is reported with the policy file's line like any
+other policy error.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
 from services.errors import ConfigError
+from services.hashing import sha256_hex
 from services.policy.model import RiskTier
 
-SERVER_NAME = "^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
-_TIERS = [str(t) for t in RiskTier]
-
-MCP_SERVER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "oneOf": [{"required": ["command"]}, {"required": ["url"]}],
-    "properties": {
-        "command": {"type": "string", "minLength": 1},
-        "args": {"type": "array", "items": {"type": "string"}},
-        "env": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
-        "cwd": {"type": "string", "minLength": 1},
-        "url": {"type": "string", "pattern": "^https?://"},
-        "tier": {"enum": _TIERS},
-        "tools": {"type": "object", "additionalProperties": {"enum": _TIERS}},
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
-        "start_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "max_output_bytes": {"type": "integer", "minimum": 1024},
-    },
-}
-
-MCP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "enabled": {"type": "boolean"},
-        "servers": {
-            "type": "object",
-            "propertyNames": {"pattern": SERVER_NAME},
-            "additionalProperties": MCP_SERVER_SCHEMA,
-        },
-    },
-}
-
+SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
 DEFAULT_TIER = RiskTier.WRITE_DESTRUCTIVE
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_START_TIMEOUT_S = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 256 << 10
+
+
+def check_loopback_url(url: str, *, server: str) -> str:
+    """``url`` if its host is a loopback address (or ``localhost``), else a ``ConfigError``."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    loopback = host == "localhost"
+    if not loopback:
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+    if parts.scheme not in ("http", "https") or not loopback:
+        raise ConfigError(
+            f"providers.mcp.servers.{server}.url: only loopback hosts (127.0.0.1, ::1, localhost) are allowed, "
+            f"not {host or url!r}"
+        )
+    return url
+
+
+def _loopback(url: str) -> str:
+    try:
+        return check_loopback_url(url, server="?")
+    except ConfigError as exc:
+        raise ValueError(exc.message.split(": ", 1)[1]) from None
+
+
+class McpServerFile(BaseModel):
+    """One server of the ``providers.mcp.servers`` block: ``command`` (stdio) or ``url`` (loopback HTTP)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    command: Annotated[str, Field(min_length=1)] | None = None
+    args: list[str] = []
+    env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = []
+    cwd: Annotated[str, Field(min_length=1)] | None = None
+    url: Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_loopback)] | None = None
+    tier: Annotated[RiskTier, Field(strict=False)] = DEFAULT_TIER
+    tools: dict[str, Annotated[RiskTier, Field(strict=False)]] = {}
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = DEFAULT_TIMEOUT_S
+    start_timeout_s: Annotated[float, Field(gt=0, le=600)] = DEFAULT_START_TIMEOUT_S
+    max_output_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_OUTPUT_BYTES
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerFile:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (a program started over stdio) and url (loopback HTTP)")
+        return self
+
+
+class McpBlock(BaseModel):
+    """``providers.mcp``: off unless ``enabled``; the servers by name."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    enabled: bool = False
+    servers: dict[Annotated[str, Field(pattern=SERVER_NAME)], McpServerFile] = {}
 
 
 @dataclass(frozen=True)
@@ -116,7 +143,7 @@ class McpSettings:
         """A digest of the settings: a gateway rebinding to the same settings keeps its servers."""
         data = {name: repr(cfg) for name, cfg in sorted(self.servers.items())}
         text = json.dumps({"enabled": self.enabled, "servers": data}, sort_keys=True)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return sha256_hex(text)
 
 
 def _expand(text: str, variables: dict[str, str]) -> str:
@@ -125,48 +152,28 @@ def _expand(text: str, variables: dict[str, str]) -> str:
     return text
 
 
-def check_loopback_url(url: str, *, server: str) -> str:
-    """``url`` if its host is a loopback address (or ``localhost``), else a ``ConfigError``."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    loopback = host == "localhost"
-    if not loopback:
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-    if parts.scheme not in ("http", "https") or not loopback:
-        raise ConfigError(
-            f"providers.mcp.servers.{server}.url: only loopback hosts (127.0.0.1, ::1, localhost) are allowed, "
-            f"not {host or url!r}"
-        )
-    return url
-
-
 def mcp_settings(policy_data: dict[str, Any], workspace_root: Path | None = None) -> McpSettings:
-    """The ``providers.mcp`` block of a (schema-checked) policy document."""
-    block = (policy_data.get("providers") or {}).get("mcp") or {}
-    enabled = bool(block.get("enabled", False))
+    """The ``providers.mcp`` block of a policy document (checked by :class:`McpBlock`)."""
+    block = McpBlock.model_validate((policy_data.get("providers") or {}).get("mcp") or {})
     variables = {"home": os.path.expanduser("~")}
     if workspace_root is not None:
         variables["workspace"] = str(workspace_root)
     servers: dict[str, McpServerConfig] = {}
-    for name, raw in sorted((block.get("servers") or {}).items()):
-        url = raw.get("url")
+    for name, raw in sorted(block.servers.items()):
         servers[name] = McpServerConfig(
             name=name,
-            command=_expand(raw["command"], variables) if raw.get("command") else None,
-            args=tuple(_expand(a, variables) for a in raw.get("args") or ()),
-            env_allow=tuple(raw.get("env") or ()),
-            cwd=_expand(raw["cwd"], variables) if raw.get("cwd") else None,
-            url=check_loopback_url(url, server=name) if url else None,
-            tier=RiskTier(raw.get("tier", DEFAULT_TIER)),
-            tool_tiers={tool: RiskTier(tier) for tool, tier in (raw.get("tools") or {}).items()},
-            timeout_s=float(raw.get("timeout_s", DEFAULT_TIMEOUT_S)),
-            start_timeout_s=float(raw.get("start_timeout_s", DEFAULT_START_TIMEOUT_S)),
-            max_output_bytes=int(raw.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES)),
+            command=_expand(raw.command, variables) if raw.command else None,
+            args=tuple(_expand(a, variables) for a in raw.args),
+            env_allow=tuple(raw.env),
+            cwd=_expand(raw.cwd, variables) if raw.cwd else None,
+            url=raw.url,
+            tier=raw.tier,
+            tool_tiers=dict(raw.tools),
+            timeout_s=raw.timeout_s,
+            start_timeout_s=raw.start_timeout_s,
+            max_output_bytes=raw.max_output_bytes,
         )
-    return McpSettings(enabled, servers)
+    return McpSettings(block.enabled, servers)
 
 
 # -- risk tiers: annotations raise, never lower ------------------------------------------------
@@ -201,7 +208,7 @@ def tool_tier(config: McpServerConfig, tool: str, annotations: dict[str, Any] | 
 
 
 __all__ = [
-    "MCP_SCHEMA",
+    "McpBlock",
     "McpServerConfig",
     "McpSettings",
     "check_loopback_url",

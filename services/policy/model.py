@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from services.errors import AriesError, InvalidInput
 
@@ -166,33 +168,39 @@ class ShellSandbox:
 
 
 # -- limits ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Limits:
-    """Size, time and resource limits.  The ``child_*`` limits are rlimits applied to every
-    shell child (0 disables one); ``child_no_new_privs`` sets PR_SET_NO_NEW_PRIVS on Linux."""
+Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0)]
 
-    tool_timeout_s: float = 300
-    fs_read_max_bytes: int = 1 << 20
-    fs_write_max_bytes: int = 4 << 20
-    fs_list_max_entries: int = 5000
-    fs_search_max_matches: int = 200
-    fs_search_max_context_lines: int = 5
-    fs_search_max_files: int = 5000
-    fs_search_max_file_bytes: int = 2 << 20
-    fs_patch_max_bytes: int = 1 << 20
-    shell_timeout_s: float = 60
-    shell_max_timeout_s: float = 600
-    shell_output_max_bytes: int = 64 << 10
-    shell_max_processes: int = 8
-    shell_stall_after_s: float = 30
-    shell_kill_grace_s: float = 3
-    child_memory_bytes: int = 4 << 30  # RLIMIT_AS: address space of each child process
-    child_cpu_s: int = 300  # RLIMIT_CPU: CPU seconds of each child process
-    child_processes: int = 256  # RLIMIT_NPROC: processes of the user, counted from the child
-    child_file_bytes: int = 1 << 30  # RLIMIT_FSIZE: largest file a child may write
+
+class Limits(BaseModel):
+    """Size, time and resource limits (the policy file's ``limits:``; an omitted one keeps its default).
+    The ``child_*`` limits are rlimits applied to every shell child (0 disables one);
+    ``child_no_new_privs`` sets PR_SET_NO_NEW_PRIVS on Linux."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    tool_timeout_s: Seconds = 300
+    fs_read_max_bytes: Count = 1 << 20
+    fs_write_max_bytes: Count = 4 << 20
+    fs_list_max_entries: Count = 5000
+    fs_search_max_matches: Count = 200
+    fs_search_max_context_lines: Count = 5
+    fs_search_max_files: Count = 5000
+    fs_search_max_file_bytes: Count = 2 << 20
+    fs_patch_max_bytes: Count = 1 << 20
+    shell_timeout_s: Seconds = 60
+    shell_max_timeout_s: Seconds = 600
+    shell_output_max_bytes: Count = 64 << 10
+    shell_max_processes: Count = 8
+    shell_stall_after_s: Seconds = 30
+    shell_kill_grace_s: Seconds = 3
+    child_memory_bytes: Count = 4 << 30  # RLIMIT_AS: address space of each child process
+    child_cpu_s: Count = 300  # RLIMIT_CPU: CPU seconds of each child process
+    child_processes: Count = 256  # RLIMIT_NPROC: processes of the user, counted from the child
+    child_file_bytes: Count = 1 << 30  # RLIMIT_FSIZE: largest file a child may write
     child_no_new_privs: bool = True  # PR_SET_NO_NEW_PRIVS (Linux; skipped with a note elsewhere)
-    web_max_bytes: int = 2 << 20
-    web_connect_timeout_s: float = 10
-    web_read_timeout_s: float = 30
-    web_max_redirects: int = 5
-    web_search_max_results: int = 20
+    web_max_bytes: Count = 2 << 20
+    web_connect_timeout_s: Seconds = 10
+    web_read_timeout_s: Seconds = 30
+    web_max_redirects: Count = 5
+    web_search_max_results: Count = 20

@@ -26,12 +26,15 @@ import ipaddress
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from services.errors import ConfigError
 from services.policy.model import deny as _deny
 from services.policy.model import invalid as _invalid
+
+if TYPE_CHECKING:
+    from services.policy.document import PrivateHost, Web
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -111,12 +114,12 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def parse_private_entry(entry: Any) -> PrivateAllow:
+def parse_private_entry(entry: str | PrivateHost) -> PrivateAllow:
     """``host``, ``host:port``, ``[v6]:port``, ``net/len:port`` or ``{host: ..., ports: [...]}``."""
     ports: set[int] = set()
-    if isinstance(entry, dict):
-        target = str(entry.get("host", ""))
-        ports.update(_port(str(p)) for p in entry.get("ports") or [])
+    if not isinstance(entry, str):
+        target = entry.host
+        ports.update(_port(str(p)) for p in entry.ports)
     else:
         target = str(entry)
         if target.startswith("["):
@@ -153,13 +156,13 @@ def parse_domain_pattern(pattern: str) -> str:
 class NetworkRules:
     """The ``web:`` section of a policy, parsed and normalised."""
 
-    def __init__(self, web: dict[str, Any], error: Callable[[Sequence[Any], str], ConfigError]) -> None:
-        self.searxng_url: str | None = web.get("searxng_url")
-        self.schemes: tuple[str, ...] = tuple(web.get("schemes") or ("https",))
+    def __init__(self, web: Web, error: Callable[[Sequence[Any], str], ConfigError]) -> None:
+        self.searxng_url: str | None = web.searxng_url
+        self.schemes: tuple[str, ...] = tuple(web.schemes or ("https",))
         lists: dict[str, tuple[str, ...]] = {}
-        for key in ("allow_domains", "deny_domains"):
+        for key, given in (("allow_domains", web.allow_domains), ("deny_domains", web.deny_domains)):
             patterns: list[str] = []
-            for i, pattern in enumerate(web.get(key) or []):
+            for i, pattern in enumerate(given):
                 try:
                     patterns.append(parse_domain_pattern(pattern))
                 except ValueError as exc:
@@ -168,7 +171,7 @@ class NetworkRules:
         self.allow_domains = lists["allow_domains"]
         self.deny_domains = lists["deny_domains"]
         self.allow_private: list[PrivateAllow] = []
-        for i, entry in enumerate(web.get("allow_private") or []):
+        for i, entry in enumerate(web.allow_private):
             try:
                 self.allow_private.append(parse_private_entry(entry))
             except ValueError as exc:

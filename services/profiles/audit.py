@@ -11,14 +11,12 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.audit_db import describe_sqlite_error, open_checked
+from services.audit_db import AUDIT_FILE, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
 
 if TYPE_CHECKING:
     from services.profiles.loader import ActiveProfile
     from services.workspaces import Workspace
-
-AUDIT_DB = "audit.db"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS profile_switches (
@@ -37,14 +35,7 @@ CREATE TABLE IF NOT EXISTS profile_switches (
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=10, isolation_level=None)
-    try:
-        open_checked(db, path, migrate_tables=False)
-        db.execute(_SCHEMA)
-    except BaseException:
-        db.close()
-        raise
-    return db
+    return open_audit_db(path, tables=[_SCHEMA], rows=True)
 
 
 def record_switch(
@@ -53,7 +44,7 @@ def record_switch(
     """Append one switch; returns its row id. Raises AuditStoreError (one line) on failure."""
     import json
 
-    path = workspace.root / AUDIT_DB
+    path = workspace.root / AUDIT_FILE
     tools = None if profile.tools is None else sorted(profile.tools)
 
     try:
@@ -83,13 +74,12 @@ def record_switch(
 
 def switches(workspace_root: Path, *, limit: int = 50) -> list[dict[str, Any]]:
     """The most recent switches, newest first (empty when the table does not exist yet)."""
-    path = workspace_root / AUDIT_DB
+    path = workspace_root / AUDIT_FILE
     if not path.exists():
         return []
     try:
         db = _connect(path)
         try:
-            db.row_factory = sqlite3.Row
             rows = db.execute("SELECT * FROM profile_switches ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
             return [dict(row) for row in rows]
         finally:

@@ -40,12 +40,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import SCHEMA_VERSION, AuditStoreError, OwnTable, describe_sqlite_error
+from services.audit_db import AuditStoreError, OwnTable, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
 from services.retrieval.models import RetrievalRecord
-from services.retrieval.readonly import UnreadableWal, connect_readonly, why_unwritable, writable
+from services.retrieval.readonly import why_unwritable
+from services.sqlite_readonly import writable
 
-AUDIT_DB = "audit.db"
 FLUSH_INTERVAL_S = 0.25
 """A recorded retrieval is committed within this long (the most a crash of the machine may lose)."""
 FLUSH_ROWS = 64
@@ -274,23 +274,7 @@ class RetrievalAudit(OwnTable):
 
     def _open_readonly(self) -> sqlite3.Connection:
         """Where the workspace cannot be written: read what is there (writes fail, see :meth:`unwritable`)."""
-        try:
-            db = connect_readonly(self.db_path)
-        except UnreadableWal:
-            raise AuditStoreError(
-                f"cannot read the audit database {self.db_path}: its last writes are in {AUDIT_DB}-wal, which "
-                f"SQLite reads only with {AUDIT_DB}-shm, and that file is missing and cannot be made here",
-                path=str(self.db_path),
-            ) from None
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            db.close()
-            raise AuditStoreError(
-                f"{AUDIT_DB} was written by a newer Aries (schema {version}; this one knows {SCHEMA_VERSION}) "
-                f"({self.db_path})",
-                path=str(self.db_path),
-            )
-        return db
+        return open_audit_db(self.db_path, readonly=True, rows=self.ROWS)
 
     def unwritable(self) -> str | None:
         """Why no retrieval can be recorded here (the workspace is on a read-only file system, or

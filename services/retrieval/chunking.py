@@ -31,7 +31,6 @@ when an unchanged file is indexed again, in any process.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
 import threading
 import time
@@ -39,6 +38,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from services.hashing import sha256_hex
 from services.retrieval.errors import FileTooLarge, LoaderTimeout
 from services.retrieval.models import Chunk, Document, Segment
 
@@ -215,7 +215,7 @@ def _next_start(start: int, end: int, overlap: int, levels: list[int]) -> int:
 
 def chunk_id_for(source_path: str, start: int, end: int, text_hash: str) -> str:
     key = f"{source_path}\x00{start}\x00{end}\x00{text_hash}".encode()
-    return hashlib.sha256(key).hexdigest()[:16]
+    return sha256_hex(key)[:16]
 
 
 def chunk_document(
@@ -354,7 +354,7 @@ def _chunk_block(
             body = text[spans[start][0] : spans[end - 1][1]]
         char_start = offset + spans[start][0]
         char_end = offset + spans[end - 1][1]
-        text_hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        text_hash = sha256_hex(body)
         chunks.append(
             Chunk(
                 chunk_id=chunk_id_for(source_path, char_start, char_end, text_hash),

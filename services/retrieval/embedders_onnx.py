@@ -34,7 +34,6 @@ every embedder of the process.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text, fsync_dir
+from services.hashing import sha256_hex
 from services.retrieval.errors import EmbedderError, OnnxExportError
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def package_version() -> str:
 def cache_key(version: str | None = None) -> str:
     """``<package version>-<hash of the exporter settings>``: a new directory when either changes."""
     settings = json.dumps(EXPORT_SETTINGS, sort_keys=True)
-    digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:12]
+    digest = sha256_hex(settings)[:12]
     return f"{version or package_version()}-{digest}"
 
 

@@ -23,10 +23,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Self
 
-from services.audit_db import AuditStoreError
+from services.audit_db import AUDIT_FILE, AuditStoreError
 from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
-from services.retrieval.audit import AUDIT_DB, RetrievalAudit
+from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
 from services.retrieval.embedders import Embedder, backend_of, preload
 from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
@@ -69,7 +69,7 @@ class RetrievalEngine:
         self.embedder = self.spaces.default
         """The embedder of new indexes; an index is served by its own space (:meth:`VectorSpaces.embedder_for`)."""
         self.chunk_config = chunk_config or ChunkConfig(max_chars=settings.limits.max_chunk_chars)
-        self.audit = RetrievalAudit(workspace.root / AUDIT_DB, workspace=workspace.name)
+        self.audit = RetrievalAudit(workspace.root / AUDIT_FILE, workspace=workspace.name)
         self.indexes = Indexes(workspace, settings, self.spaces)
         self.ingestor = Ingestor(self.indexes, self.chunk_config)
         self._lock = threading.Lock()

@@ -7,7 +7,6 @@ as ``engine.ingestor``); it opens stores through the engine's :class:`~services.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import threading
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.clock import format_ts
 from services.errors import NotFound
+from services.hashing import sha256_hex
 from services.names import validate_name
 from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
 from services.retrieval.engine_indexes import Indexes, ProgressCallback, _issue, derive_index_name
@@ -310,7 +310,7 @@ class Ingestor:
                         continue
                     try:
                         data, mtime = self._read(real)
-                        content_hash = hashlib.sha256(data).hexdigest()
+                        content_hash = sha256_hex(data)
                         if (
                             existing is not None
                             and existing.content_hash == content_hash

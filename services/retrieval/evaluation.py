@@ -29,16 +29,16 @@ Honesty rules:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from services.errors import CorruptFile, InvalidInput, NotFound
+from services.hashing import BLOCK, HashingReader, sha256_hex, sha256_parts
 from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
 from services.retrieval.embedders import Embedder, backend_of, cache_tag, create_embedder
 from services.retrieval.fusion import fuse
@@ -157,16 +157,18 @@ def dataset_fingerprint(
     if qrels_file is None and not qrels.is_file() and (dataset / "qrels" / "test.tsv").is_file():
         qrels = dataset / "qrels" / "test.tsv"
     paths = [dataset / "corpus.jsonl", queries_file or dataset / "queries.jsonl", qrels]
-    whole = hashlib.sha256()
     files: dict[str, str] = {}
-    for path in paths:
-        one = hashlib.sha256()
-        with Path(path).open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                one.update(block)
-                whole.update(block)
-        files[Path(path).name] = one.hexdigest()
-    return {"path": str(dataset), "sha256": whole.hexdigest(), "files": files}
+
+    def blocks() -> Iterator[bytes]:
+        for path in paths:
+            with Path(path).open("rb") as handle:
+                reader = HashingReader(handle)
+                while block := reader.read(BLOCK):
+                    yield block
+            files[Path(path).name] = reader.hexdigest()
+
+    whole = sha256_parts(blocks())
+    return {"path": str(dataset), "sha256": whole, "files": files}
 
 
 def _id_order(value: str) -> tuple[int, int | str]:
@@ -192,7 +194,7 @@ def select_subset(data: BeirData, limit_docs: int) -> BeirData:
             continue
         chosen |= relevant
         queries[qid] = data.queries[qid]
-    for doc_id in sorted(data.corpus, key=lambda d: hashlib.sha256(d.encode("utf-8")).hexdigest()):
+    for doc_id in sorted(data.corpus, key=sha256_hex):
         if len(chosen) >= limit_docs:
             break
         chosen.add(doc_id)
@@ -203,19 +205,19 @@ def select_subset(data: BeirData, limit_docs: int) -> BeirData:
 
 
 def corpus_hash(data: BeirData) -> str:
-    digest = hashlib.sha256()
-    for doc_id, (title, text) in data.corpus.items():
-        for part in (doc_id, title, text):
-            digest.update(part.encode("utf-8"))
-            digest.update(b"\x00")
-    return digest.hexdigest()
+    return sha256_parts(
+        piece
+        for doc_id, (title, text) in data.corpus.items()
+        for part in (doc_id, title, text)
+        for piece in (part, "\x00")
+    )
 
 
 def index_key(data: BeirData, embedding_model: str, chunk_config: ChunkConfig) -> str:
     config = (
         f"{embedding_model}|{chunk_config.key(default_counter())}|schema={SCHEMA_VERSION}|hnsw={sorted(HNSW.items())}"
     )
-    return hashlib.sha256(f"{corpus_hash(data)}|{config}".encode()).hexdigest()[:20]
+    return sha256_hex(f"{corpus_hash(data)}|{config}")[:20]
 
 
 def build_index(
@@ -255,7 +257,7 @@ def build_index(
                 record = FileRecord(
                     source_path=doc_id,
                     root="beir",
-                    content_hash=hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest(),
+                    content_hash=sha256_hex(f"{title}\x00{text}"),
                     size=len(text),
                     content_type="text/plain",
                     last_modified=None,

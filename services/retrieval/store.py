@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
 from services.retrieval.faults import store_part
-from services.retrieval.readonly import writable
 from services.retrieval.relevance import term_weight
 from services.retrieval.store_check import Consistency, check_stores
 from services.retrieval.store_lexical import (
@@ -81,6 +80,7 @@ from services.retrieval.store_manifest import (
     open_manifest,
 )
 from services.retrieval.store_vectors import OK, VectorHealth, check_vectors, dense_search, open_chroma, unopenable
+from services.sqlite_readonly import writable
 
 if TYPE_CHECKING:
     import tantivy

@@ -251,7 +251,7 @@ class Manifest:
 
 def read_index_info(directory: Path) -> dict[str, Any] | None:
     """Meta, roots and counts of the index in ``directory``, read without opening Tantivy or Chroma."""
-    from services.retrieval.readonly import UnreadableWal, connect_readonly
+    from services.sqlite_readonly import UnreadableWal, connect_readonly
 
     path = Path(directory) / MANIFEST
     if not path.is_file():
@@ -290,7 +290,8 @@ def open_manifest(path: Path, name: str, *, read_only: bool) -> sqlite3.Connecti
             raise damaged_manifest(name, exc) from None
         return db
     from services.retrieval.errors import IndexStorageError
-    from services.retrieval.readonly import UnreadableWal, connect_readonly, why_unwritable
+    from services.retrieval.readonly import why_unwritable
+    from services.sqlite_readonly import UnreadableWal, connect_readonly
 
     try:
         return connect_readonly(path, timeout=30)

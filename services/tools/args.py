@@ -7,8 +7,10 @@ gateway validates a call against, and what a model is offered as the tool's ``pa
 Conventions, shared by every model through :class:`ToolArgs`:
 
 - unknown fields are refused (``extra="forbid"`` → ``additionalProperties: false``);
-- an optional field is *omitted* to get its default, never sent as ``null``: optional fields are
-  typed ``T | MISSING``, so the schema lists only ``T`` and a ``null`` is refused;
+- an optional field is *omitted* to get its default, never sent as ``null``: a fixed default is the
+  field's own (and the schema's ``default``); a field whose default comes from the policy's limits,
+  or that means "none" when omitted, is typed ``T | MISSING``, so the schema lists only ``T`` and a
+  ``null`` is refused — the tool reads it with :func:`given` or :func:`capped`;
 - types are strict (no ``"5"`` for 5, no ``true`` for 1), like JSON Schema;
 - each field's docstring becomes its ``description``; defaults that come from the policy's limits
   are named there rather than fixed in the schema.
@@ -16,9 +18,23 @@ Conventions, shared by every model through :class:`ToolArgs`:
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import MISSING, BaseModel, ConfigDict, Field, model_validator
+
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+def given(value: T | MISSING, default: D) -> T | D:
+    """``value``, or ``default`` when the call left the field out."""
+    return default if value is MISSING else value
+
+
+def capped(value: int | MISSING, limit: int) -> int:
+    """A count the call may ask for, at most ``limit`` (the policy's); ``limit`` when left out."""
+    return limit if value is MISSING else max(1, min(value, limit))
+
 
 # -- shared field types ---------------------------------------------------------------------------
 PathStr = Annotated[str, Field(min_length=1, max_length=8192)]
@@ -43,14 +59,14 @@ class ToolArgs(BaseModel):
 class FsListDirArgs(ToolArgs):
     """Arguments of ``builtin:fs:list_dir``."""
 
-    path: PathStr | MISSING = MISSING
+    path: PathStr = "."
     """Directory to list (default: the workspace root)."""
-    recursive: bool | MISSING = MISSING
-    """List the whole tree below ``path`` (default: false)."""
+    recursive: bool = False
+    """List the whole tree below ``path``."""
     max_entries: Count | MISSING = MISSING
     """Stop after this many entries (default and upper bound: the policy's list limit)."""
-    include_hidden: bool | MISSING = MISSING
-    """Include names starting with a dot (default: true)."""
+    include_hidden: bool = True
+    """Include names starting with a dot."""
 
 
 class FsReadTextArgs(ToolArgs):
@@ -60,10 +76,10 @@ class FsReadTextArgs(ToolArgs):
     """File to read."""
     max_bytes: Count | MISSING = MISSING
     """Read at most this many bytes (default and upper bound: the policy's read limit)."""
-    offset: NonNegInt | MISSING = MISSING
-    """Byte offset to start reading at (default: 0)."""
-    encoding: Literal["utf-8", "latin-1", "ascii"] | MISSING = MISSING
-    """Text encoding of the file (default: utf-8)."""
+    offset: NonNegInt = 0
+    """Byte offset to start reading at."""
+    encoding: Literal["utf-8", "latin-1", "ascii"] = "utf-8"
+    """Text encoding of the file."""
 
 
 class FsWriteTextArgs(ToolArgs):
@@ -73,29 +89,29 @@ class FsWriteTextArgs(ToolArgs):
     """File to write."""
     text: Annotated[str, Field(max_length=64 << 20)]
     """The whole new content of the file."""
-    if_exists: Literal["overwrite", "error"] | MISSING = MISSING
-    """``overwrite`` (default) replaces an existing file; ``error`` only creates a new one."""
-    create_dirs: bool | MISSING = MISSING
-    """Create missing parent directories (default: false)."""
+    if_exists: Literal["overwrite", "error"] = "overwrite"
+    """``overwrite`` replaces an existing file; ``error`` only creates a new one."""
+    create_dirs: bool = False
+    """Create missing parent directories."""
 
 
 class FsSearchTextArgs(ToolArgs):
     """Arguments of ``builtin:fs:search_text``."""
 
-    path: PathStr | MISSING = MISSING
+    path: PathStr = "."
     """Directory (searched recursively) or file to search (default: the workspace root)."""
     query: Annotated[str, Field(min_length=1, max_length=1000)]
     """Text to find, or a Python regular expression with ``regex``."""
-    regex: bool | MISSING = MISSING
-    """Treat ``query`` as a regular expression (default: false)."""
-    case_sensitive: bool | MISSING = MISSING
-    """Match case exactly (default: true)."""
+    regex: bool = False
+    """Treat ``query`` as a regular expression."""
+    case_sensitive: bool = True
+    """Match case exactly."""
     glob: Annotated[str, Field(min_length=1, max_length=200)] | MISSING = MISSING
     """Only search files whose name matches this glob, e.g. ``*.py``."""
     max_matches: Count | MISSING = MISSING
     """Stop after this many matches (default and upper bound: the policy's match limit)."""
-    context_lines: NonNegInt | MISSING = MISSING
-    """Lines of context before and after each match (default: 0; capped by the policy)."""
+    context_lines: NonNegInt = 0
+    """Lines of context before and after each match (capped by the policy)."""
 
 
 class FsApplyPatchArgs(ToolArgs):
@@ -120,8 +136,8 @@ class FsApplyPatchArgs(ToolArgs):
     strip: Annotated[int, Field(ge=0, le=16)] | MISSING = MISSING
     """Leading path components to strip from the patch's paths, like ``patch -p``
     (default: 1 when every path starts with ``a/`` or ``b/``, else 0)."""
-    dry_run: bool | MISSING = MISSING
-    """Check that every hunk applies without writing anything (default: false)."""
+    dry_run: bool = False
+    """Check that every hunk applies without writing anything."""
 
 
 # -- shell ----------------------------------------------------------------------------------------
@@ -143,8 +159,8 @@ class ShellPollArgs(ToolArgs):
 
     process_id: ProcessId
     """The ``process_id`` returned by ``builtin:shell:start``."""
-    wait_s: Annotated[float, Field(ge=0, le=60)] | MISSING = MISSING
-    """Wait up to this many seconds for the process to end before answering (default: 0)."""
+    wait_s: Annotated[float, Field(ge=0, le=60)] = 0.0
+    """Wait up to this many seconds for the process to end before answering."""
     tail_bytes: Count | MISSING = MISSING
     """Bytes of stdout/stderr to return from the end of each stream (default: all that is kept)."""
 
@@ -264,8 +280,8 @@ class ContextFindArgs(ToolArgs):
     """What to look for."""
     target_uri: ContextUri | MISSING = MISSING
     """Only below this ``axiom://`` folder or file (default: every scope)."""
-    limit: Annotated[int, Field(ge=1, le=100)] | MISSING = MISSING
-    """Most hits (default 10)."""
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    """Most hits."""
     score_threshold: Annotated[float, Field(ge=0, le=1)] | MISSING = MISSING
     """Drop hits scoring below this (scores are 0..1; 1 is a perfect match)."""
     filter: ContextFilterArgs | MISSING = MISSING

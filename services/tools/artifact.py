@@ -15,15 +15,14 @@ from typing import Any
 
 from services.errors import InvalidInput
 from services.policy import RiskTier
-from services.tools.args import FsAddArtifactArgs
-from services.tools.fs import _path_arg, open_for_read
+from services.tools.args import FsAddArtifactArgs, given
+from services.tools.fs import path_resources
+from services.tools.fsio import open_for_read
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
-from services.tools.schemas import schema_of
 
 TOOLS: list[ToolSpec] = []
 
-ADD_ARTIFACT_IN = schema_of(FsAddArtifactArgs)
 ADD_ARTIFACT_OUT: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -40,22 +39,22 @@ ADD_ARTIFACT_OUT: dict[str, Any] = {
     tier=RiskTier.READ_ONLY,
     description="Add a file to the workspace's artifact registry (content-addressed; identical content is "
     "stored once and keeps every name it was added under).",
-    input_schema=ADD_ARTIFACT_IN,
+    args=FsAddArtifactArgs,
     output_schema=ADD_ARTIFACT_OUT,
     registry=TOOLS,
-    resources=_path_arg("path", "read"),
+    resources=path_resources("read"),
 )
-def add_artifact(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def add_artifact(ctx: ToolContext, args: FsAddArtifactArgs) -> ToolOutput:
     if ctx.workspace is None:
         raise InvalidInput("artifacts belong to a workspace; this call has none")
-    target = ctx.guard.resolve(args["path"], "read")
-    name = str(args.get("name") or Path(target.path).name)
+    target = ctx.guard.resolve(args.path, "read")
+    name = given(args.name, Path(target.path).name)
     fd = open_for_read(ctx, target)
     with os.fdopen(fd, "rb") as handle:
         artifact, created = ctx.workspace.artifacts.add_stream(
             handle,
             name,
-            description=args.get("description"),
+            description=given(args.description, None),
             provenance={"kind": "tool", "tool": "builtin:fs:add_artifact", "call_id": ctx.call_id},
         )
     return ToolOutput({"artifact": artifact.to_dict(), "created": created}, {"normalized_path": str(target.path)})

@@ -6,7 +6,7 @@ themselves with it (no import cycle).
 
 from __future__ import annotations
 
-from services.tools import artifact, context, fs, shell, undo, web
+from services.tools import artifact, context, fs, fs_patch, shell, undo, web
 from services.tools.registry import ToolRegistry, ToolSpec
 
 
@@ -14,7 +14,7 @@ class BuiltinProvider:
     name = "builtin"
 
     def tools(self) -> list[ToolSpec]:
-        return [*fs.TOOLS, *undo.TOOLS, *artifact.TOOLS, *shell.TOOLS, *web.TOOLS, *context.TOOLS]
+        return [*fs.TOOLS, *fs_patch.TOOLS, *undo.TOOLS, *artifact.TOOLS, *shell.TOOLS, *web.TOOLS, *context.TOOLS]
 
 
 _DEFAULT_REGISTRY: ToolRegistry | None = None

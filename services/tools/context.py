@@ -12,7 +12,7 @@ built without one (the doctor's probe, a bare ``ToolGateway``) answers with a ty
 ``InvalidInput`` saying so, and nothing runs.
 
 The backend protocol (:class:`ContextBackend`): ``find(args, *, deadline_ms)`` and ``search(args, *,
-deadline_ms)`` take the validated arguments and return the output object (hits and trace id).
+deadline_ms)`` take the validated argument models and return the output object (hits and trace id).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from services.policy import RiskTier
 from services.tools.args import ContextFindArgs, ContextSearchArgs
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
-from services.tools.schemas import schema_of
 
 TOOLS: list[ToolSpec] = []
 BACKEND = "context"
@@ -66,9 +65,9 @@ CONTEXT_OUT: dict[str, Any] = {
 class ContextBackend(Protocol):
     """What the session gives the gateway for the context tools (see :mod:`services.context.tools`)."""
 
-    def find(self, args: dict[str, Any], *, deadline_ms: float | None) -> dict[str, Any]: ...
+    def find(self, args: ContextFindArgs, *, deadline_ms: float | None) -> dict[str, Any]: ...
 
-    def search(self, args: dict[str, Any], *, deadline_ms: float | None) -> dict[str, Any]: ...
+    def search(self, args: ContextSearchArgs, *, deadline_ms: float | None) -> dict[str, Any]: ...
 
 
 def _backend(ctx: ToolContext) -> ContextBackend:
@@ -93,11 +92,11 @@ def _deadline_ms(ctx: ToolContext) -> float | None:
     description="Look up the workspace's axiom:// context tree (resources, memories, sessions): the best "
     "matching files, flat and ranked, with their URI, score (higher is better), tier level and a snippet, and the id "
     "of the retrieval trace. Read-only.",
-    input_schema=schema_of(ContextFindArgs),
+    args=ContextFindArgs,
     output_schema=CONTEXT_OUT,
     registry=TOOLS,
 )
-def context_find(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def context_find(ctx: ToolContext, args: ContextFindArgs) -> ToolOutput:
     data = _backend(ctx).find(args, deadline_ms=_deadline_ms(ctx))
     return ToolOutput(data, {"trace_id": data["trace_id"], "hits": len(data["hits"])})
 
@@ -108,11 +107,11 @@ def context_find(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     description="Search the workspace's axiom:// context tree directory by directory, from the best "
     "folder abstracts down (optionally expanded by a context session's recent messages): ranked hits "
     "with URI, score (higher is better), tier level and snippet, and the id of the retrieval trace. Read-only.",
-    input_schema=schema_of(ContextSearchArgs),
+    args=ContextSearchArgs,
     output_schema=CONTEXT_OUT,
     registry=TOOLS,
 )
-def context_search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def context_search(ctx: ToolContext, args: ContextSearchArgs) -> ToolOutput:
     data = _backend(ctx).search(args, deadline_ms=_deadline_ms(ctx))
     return ToolOutput(data, {"trace_id": data["trace_id"], "hits": len(data["hits"])})
 

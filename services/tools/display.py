@@ -15,12 +15,30 @@ returns it as the tool produced it (for JSON consumers, which escape it themselv
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from services.textsafe import neutralize
 
-if TYPE_CHECKING:
-    from services.tools.results import ToolResult
+
+class _Error(Protocol):
+    @property
+    def type(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def details(self) -> Mapping[str, Any]: ...
+
+
+class Shown(Protocol):
+    """What :func:`result_text` reads of a result (``services.tools.results.ToolResult`` is one)."""
+
+    @property
+    def data(self) -> dict[str, Any] | None: ...
+    @property
+    def error(self) -> _Error | None: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
 
 
 def _one(value: Any) -> str:
@@ -118,7 +136,7 @@ def _data_lines(data: dict[str, Any]) -> list[str]:
     return [_block(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str))]
 
 
-def result_text(result: ToolResult, *, max_chars: int | None = 20_000) -> str:
+def result_text(result: Shown, *, max_chars: int | None = 20_000) -> str:
     """``result`` as neutralised plain text, at most ``max_chars`` characters (None: no cap)."""
     if result.error is not None:
         rule = result.error.details.get("rule")
@@ -138,4 +156,4 @@ def result_text(result: ToolResult, *, max_chars: int | None = 20_000) -> str:
     return text
 
 
-__all__ = ["result_text"]
+__all__ = ["Shown", "result_text"]

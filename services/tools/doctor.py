@@ -10,13 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from services.errors import AriesError, ConfigError
 from services.policy import Policy
-
-if TYPE_CHECKING:
-    from services.session import Session
 
 BUILTIN_TOOL_IDS = (
     "builtin:context:find",
@@ -166,41 +162,3 @@ def _end_to_end(policy: Policy) -> Check:
         return Check("gateway end to end", ok, detail)
     finally:
         workspace.close()
-
-
-def session_doctor(session: Session) -> DoctorReport:
-    """The doctor of an open session: the policy in force (fails when it does not load), its MCP
-    servers (started here if enabled) and one check per index of the workspace."""
-    try:
-        policy = session.policy()
-    except ConfigError as exc:
-        report = doctor(source=session.policy_source, policy_error=exc.message)
-    else:
-        report = doctor(policy, source=session.policy_source, mode=session.mode)
-        try:
-            report.checks.extend(mcp_checks(policy, session.gateway))
-        except Exception as exc:  # the doctor reports, it does not crash
-            report.checks.append(Check("mcp provider", False, f"{type(exc).__name__}: {exc}"[:300]))
-    report.checks.extend(_index_checks(session))
-    return report
-
-
-def _index_checks(session: Session) -> list[Check]:
-    """One check per index of the workspace: does it open, are its vectors sound, which files failed."""
-    if not session.workspace.indexes_dir.is_dir() and not session.has_engine:
-        return []
-    try:
-        infos = session.engine().index_list()
-    except AriesError as exc:
-        return [Check("indexes", False, exc.message)]
-    checks = []
-    for info in infos:
-        detail = f"{info.files} file(s), {info.chunks} chunk(s), {info.status}"
-        if info.status_detail:
-            detail += f": {info.status_detail}"
-        if info.status.startswith("vectors"):
-            detail += f" (keyword-only until repaired: aries rag index repair {info.name})"
-        if info.failed:
-            detail += f"; {len(info.failed)} file(s) failed to re-load (old chunks kept): {info.failed[0]['path']}"
-        checks.append(Check(f"index {info.name}", info.status == "ok", detail))
-    return checks

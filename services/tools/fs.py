@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from services.errors import InvalidInput, NotFound, TooLarge
-from services.policy import PathUse, Resource, RiskTier
-from services.tools import fs_patch, schemas, snapshots
+from services.hashing import sha256_hex
+from services.policy import PathOp, PathUse, Resource, RiskTier
+from services.policy.model import PolicyDenied
+from services.tools import schemas, snapshots
+from services.tools.args import FsListDirArgs, FsReadTextArgs, FsSearchTextArgs, FsWriteTextArgs, capped, given
 from services.tools.fsio import (
     atomic_replace,
     decode_text,
@@ -28,11 +31,9 @@ from services.tools.fsio import (
     read_checked,
     read_fd,
     stop_if_cancelled,
-    unlink_checked,
 )
-from services.tools.patching import FilePatch, Hunk, apply_hunks, parse_patch, split_lines
 from services.tools.registry import ToolContext, ToolSpec, tool
-from services.tools.results import PolicyDenied, ToolOutput
+from services.tools.results import ToolOutput
 
 TOOLS: list[ToolSpec] = []
 _MAX_LINE_OUT = 1000
@@ -50,13 +51,16 @@ def _entry_type(entry: os.DirEntry[str]) -> str:
     return "other"
 
 
-def _clamp(requested: Any, limit: int) -> int:
-    return limit if requested is None else max(1, min(int(requested), limit))
+class _OnePath(Protocol):
+    @property
+    def path(self) -> str: ...
 
 
-def _path_arg(key: str, op: str, default: str | None = None) -> Any:
-    def resources(args: dict[str, Any]) -> list[Resource]:
-        return [PathUse(args.get(key, default), op, arg=key)]  # type: ignore[arg-type]
+def path_resources(op: PathOp) -> Callable[[_OnePath], list[Resource]]:
+    """The policy's view of a tool whose one path is ``args.path``, used for ``op``."""
+
+    def resources(args: _OnePath) -> list[Resource]:
+        return [PathUse(args.path, op, arg="path")]
 
     return resources
 
@@ -67,22 +71,22 @@ def _path_arg(key: str, op: str, default: str | None = None) -> Any:
     tier=RiskTier.READ_ONLY,
     description="List a directory (optionally recursively), sorted by normalized path. Symlinks are "
     "listed, never followed.",
-    input_schema=schemas.FS_LIST_DIR_IN,
+    args=FsListDirArgs,
     output_schema=schemas.FS_LIST_DIR_OUT,
     registry=TOOLS,
-    resources=_path_arg("path", "list", "."),
+    resources=path_resources("list"),
 )
-def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    target = ctx.guard.resolve(args.get("path", "."), "list")
+def list_dir(ctx: ToolContext, args: FsListDirArgs) -> ToolOutput:
+    target = ctx.guard.resolve(args.path, "list")
     if target.kind == "missing":
         raise NotFound(f"{target.raw!r}: no such directory", path=target.raw)
     if target.kind != "dir":
         raise InvalidInput(f"{target.raw!r} is not a directory", path=target.raw)
     dfd, _ = open_dir(ctx, target.path)  # verifies the directory is still the checked one
     os.close(dfd)
-    limit = _clamp(args.get("max_entries"), ctx.limits.fs_list_max_entries)
-    recursive = bool(args.get("recursive", False))
-    include_hidden = bool(args.get("include_hidden", True))
+    limit = capped(args.max_entries, ctx.limits.fs_list_max_entries)
+    recursive = args.recursive
+    include_hidden = args.include_hidden
     walk_cap = limit * _WALK_CAP_FACTOR
     entries: list[dict[str, Any]] = []
     hidden = 0
@@ -140,16 +144,16 @@ def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     "builtin:fs:read_text",
     tier=RiskTier.READ_ONLY,
     description="Read a text file, capped at max_bytes (truncated=true when cut).",
-    input_schema=schemas.FS_READ_TEXT_IN,
+    args=FsReadTextArgs,
     output_schema=schemas.FS_READ_TEXT_OUT,
     registry=TOOLS,
-    resources=_path_arg("path", "read"),
+    resources=path_resources("read"),
 )
-def read_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    target = ctx.guard.resolve(args["path"], "read")
-    limit = _clamp(args.get("max_bytes"), ctx.limits.fs_read_max_bytes)
-    offset = int(args.get("offset", 0))
-    encoding = str(args.get("encoding", "utf-8"))
+def read_text(ctx: ToolContext, args: FsReadTextArgs) -> ToolOutput:
+    target = ctx.guard.resolve(args.path, "read")
+    limit = capped(args.max_bytes, ctx.limits.fs_read_max_bytes)
+    offset = args.offset
+    encoding = args.encoding
     fd = open_for_read(ctx, target)
     try:
         size = os.fstat(fd).st_size
@@ -177,8 +181,8 @@ def read_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 # -- write_text ---------------------------------------------------------------------------------
-def _write_tier(args: dict[str, Any], facts: dict[str, Any]) -> RiskTier:
-    return RiskTier.WRITE_SAFE if args.get("if_exists") == "error" else RiskTier.WRITE_DESTRUCTIVE
+def _write_tier(args: FsWriteTextArgs, facts: dict[str, Any]) -> RiskTier:
+    return RiskTier.WRITE_SAFE if args.if_exists == "error" else RiskTier.WRITE_DESTRUCTIVE
 
 
 def _unified(old: str, new: str, rel: str) -> str:
@@ -188,13 +192,13 @@ def _unified(old: str, new: str, rel: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
 
 
-def _preview_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    target = ctx.guard.resolve(args["path"], "write")
+def _preview_write(ctx: ToolContext, args: FsWriteTextArgs) -> dict[str, Any]:
+    target = ctx.guard.resolve(args.path, "write")
     old = ""
     note = None
     if target.kind == "file":
         try:
-            readable = ctx.guard.resolve(args["path"], "read")
+            readable = ctx.guard.resolve(args.path, "read")
             data = read_checked(ctx, readable, ctx.limits.fs_read_max_bytes + 1)
             if len(data) > ctx.limits.fs_read_max_bytes or b"\x00" in data[:8192]:
                 note = "existing content is too large or binary to show"
@@ -202,7 +206,7 @@ def _preview_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 old = decode_text(data, "utf-8", truncated=False)[0]
         except PolicyDenied:
             note = "existing content not shown: reading it is denied by the policy"
-    new = str(args.get("text", ""))
+    new = args.text
     return {
         "kind": "diff",
         "path": str(target.path),
@@ -218,27 +222,27 @@ def _preview_write(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     tier=RiskTier.WRITE_DESTRUCTIVE,
     description="Write a text file atomically (temp file + rename). if_exists=error makes it create-only "
     "(tier WRITE_SAFE).",
-    input_schema=schemas.FS_WRITE_TEXT_IN,
+    args=FsWriteTextArgs,
     output_schema=schemas.FS_WRITE_TEXT_OUT,
     registry=TOOLS,
-    resources=_path_arg("path", "write"),
+    resources=path_resources("write"),
     tier_fn=_write_tier,
     session_keys=("paths",),
     preview=_preview_write,
 )
-def write_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    target = ctx.guard.resolve(args["path"], "write")
-    data = str(args["text"]).encode("utf-8")
+def write_text(ctx: ToolContext, args: FsWriteTextArgs) -> ToolOutput:
+    target = ctx.guard.resolve(args.path, "write")
+    data = args.text.encode("utf-8")
     if len(data) > ctx.limits.fs_write_max_bytes:
         raise TooLarge(f"{len(data)} bytes exceeds the {ctx.limits.fs_write_max_bytes}-byte write limit")
     parent = target.path.parent
     if not parent.is_dir():
-        if not args.get("create_dirs", False):
+        if not args.create_dirs:
             raise NotFound(f"directory of {target.raw!r} does not exist (set create_dirs to create it)")
         ctx.guard.resolve(str(parent), "write", arg="directory")
         os.makedirs(parent, exist_ok=True)
     before, note = snapshots.before_write(ctx, target)
-    created = atomic_replace(ctx, target, data, exclusive=args.get("if_exists") == "error")
+    created = atomic_replace(ctx, target, data, exclusive=args.if_exists == "error")
     meta: dict[str, Any] = {"bytes": len(data), "normalized_path": str(target.path)}
     if note is None:
         meta["artifacts"] = snapshots.store_change(ctx, target.path, target.rel, None if created else before, data)
@@ -249,7 +253,7 @@ def write_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             "path": str(target.path),
             "bytes_written": len(data),
             "created": created,
-            "sha256": hashlib.sha256(data).hexdigest(),
+            "sha256": sha256_hex(data),
         },
         meta,
     )
@@ -261,24 +265,24 @@ def write_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     tier=RiskTier.READ_ONLY,
     description="Search text files under a directory (or one file) for a string or regex; matches sorted "
     "by path and line, capped in number and context.",
-    input_schema=schemas.FS_SEARCH_TEXT_IN,
+    args=FsSearchTextArgs,
     output_schema=schemas.FS_SEARCH_TEXT_OUT,
     registry=TOOLS,
-    resources=_path_arg("path", "read", "."),
+    resources=path_resources("read"),
 )
-def search_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    target = ctx.guard.resolve(args.get("path", "."), "read")
+def search_text(ctx: ToolContext, args: FsSearchTextArgs) -> ToolOutput:
+    target = ctx.guard.resolve(args.path, "read")
     if target.kind == "missing":
         raise NotFound(f"{target.raw!r}: no such file or directory", path=target.raw)
-    max_matches = _clamp(args.get("max_matches"), ctx.limits.fs_search_max_matches)
-    context = min(int(args.get("context_lines", 0)), ctx.limits.fs_search_max_context_lines)
-    flags = 0 if args.get("case_sensitive", True) else re.IGNORECASE
-    query = str(args["query"])
+    max_matches = capped(args.max_matches, ctx.limits.fs_search_max_matches)
+    context = min(args.context_lines, ctx.limits.fs_search_max_context_lines)
+    flags = 0 if args.case_sensitive else re.IGNORECASE
+    query = args.query
     try:
-        pattern = re.compile(query if args.get("regex") else re.escape(query), flags)
+        pattern = re.compile(query if args.regex else re.escape(query), flags)
     except re.error as exc:
         raise InvalidInput(f"query is not a valid regular expression: {exc}") from None
-    name_glob = args.get("glob")
+    name_glob = given(args.glob, None)
     files: list[tuple[str, Path]] = []
     skipped = 0
     truncated = False
@@ -372,28 +376,11 @@ def search_text(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     )
 
 
-# apply_patch lives in services.tools.fs_patch; it is one of the fs tools.
-TOOLS.extend(fs_patch.TOOLS)
-apply_patch = fs_patch.apply_patch
-
 __all__ = [
     "TOOLS",
-    "FilePatch",
-    "Hunk",
-    "apply_hunks",
-    "apply_patch",
-    "atomic_replace",
-    "decode_text",
+    "path_resources",
     "list_dir",
-    "open_dir",
-    "open_for_read",
-    "parse_patch",
-    "read_checked",
-    "read_fd",
     "read_text",
     "search_text",
-    "split_lines",
-    "stop_if_cancelled",
-    "unlink_checked",
     "write_text",
 ]

@@ -17,36 +17,40 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pydantic import MISSING
+
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.policy import PathUse, ResolvedPath, Resource, RiskTier
+from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
+from services.tools.args import FsApplyPatchArgs, given
 from services.tools.fsio import atomic_replace, read_checked, stop_if_cancelled, unlink_checked
 from services.tools.patching import FilePatch, apply_hunks, parse_patch, split_lines
 from services.tools.registry import ToolContext, ToolSpec, tool
-from services.tools.results import PolicyDenied, ToolOutput
+from services.tools.results import ToolOutput
 
 TOOLS: list[ToolSpec] = []
 
 
-def _patch_resources(args: dict[str, Any]) -> list[Resource]:
-    if args.get("patch_file") is not None:
+def _patch_resources(args: FsApplyPatchArgs) -> list[Resource]:
+    if args.patch_file is not MISSING:
         # The diff file is read like any /fs path; the paths inside it are checked when it is read.
-        return [PathUse(args.get("patch_file"), "read", arg="patch_file")]
-    patch = args.get("patch")
-    if not isinstance(patch, str):
-        raise InvalidInput("patch must be a string", rule="fs.patch_syntax")
-    base = args.get("base")
-    return [PathUse(p.path, "write", arg="patch path", base=base) for p in parse_patch(patch, args.get("strip"))]
+        return [PathUse(args.patch_file, "read", arg="patch_file")]
+    base = given(args.base, None)
+    return [
+        PathUse(p.path, "write", arg="patch path", base=base)
+        for p in parse_patch(given(args.patch, ""), given(args.strip, None))
+    ]
 
 
-def _patch_text(ctx: ToolContext, args: dict[str, Any]) -> str:
+def _patch_text(ctx: ToolContext, args: FsApplyPatchArgs) -> str:
     """The diff: ``patch`` itself, or the file ``patch_file`` names (resolved like every fs path)."""
-    if args.get("patch_file") is None:
-        text = str(args["patch"])
+    if args.patch_file is MISSING:
+        text = given(args.patch, "")
         if len(text.encode("utf-8")) > ctx.limits.fs_patch_max_bytes:
             raise TooLarge(f"the patch exceeds the {ctx.limits.fs_patch_max_bytes}-byte limit")
         return text
-    checked = ctx.guard.resolve(args["patch_file"], "read", arg="patch_file")
+    checked = ctx.guard.resolve(args.patch_file, "read", arg="patch_file")
     data = read_checked(ctx, checked, ctx.limits.fs_patch_max_bytes + 1)
     if len(data) > ctx.limits.fs_patch_max_bytes:
         raise TooLarge(f"{checked.raw!r} exceeds the {ctx.limits.fs_patch_max_bytes}-byte patch limit")
@@ -57,17 +61,17 @@ def _patch_text(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 def _plan_patch(
-    ctx: ToolContext, args: dict[str, Any]
+    ctx: ToolContext, args: FsApplyPatchArgs, text: str
 ) -> list[tuple[FilePatch, ResolvedPath, bytes | None, bytes | None]]:
-    text = _patch_text(ctx, args)
+    """What applying the diff ``text`` (``args.patch`` or the file's content) would write, file by file."""
     base = None
-    if args.get("base") is not None:
-        base_checked = ctx.guard.resolve(args["base"], "list", arg="base")
+    if args.base is not MISSING:
+        base_checked = ctx.guard.resolve(args.base, "list", arg="base")
         if base_checked.kind != "dir":
-            raise InvalidInput(f"base {args['base']!r} is not a directory")
+            raise InvalidInput(f"base {args.base!r} is not a directory")
         base = base_checked.path
     plan: list[tuple[FilePatch, ResolvedPath, bytes | None, bytes | None]] = []
-    for fp in parse_patch(text, args.get("strip")):
+    for fp in parse_patch(text, given(args.strip, None)):
         stop_if_cancelled(ctx, len(plan), "files planned")
         target = ctx.guard.resolve(fp.path, "write", arg="patch path", base=base)
         if fp.action == "create":
@@ -115,17 +119,17 @@ def _patch_summary(plan: list[tuple[FilePatch, ResolvedPath, bytes | None, bytes
     ]
 
 
-def _patch_tier(args: dict[str, Any], facts: dict[str, Any]) -> RiskTier:
-    return RiskTier.READ_ONLY if args.get("dry_run") else RiskTier.WRITE_DESTRUCTIVE
+def _patch_tier(args: FsApplyPatchArgs, facts: dict[str, Any]) -> RiskTier:
+    return RiskTier.READ_ONLY if args.dry_run else RiskTier.WRITE_DESTRUCTIVE
 
 
-def _preview_patch(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _preview_patch(ctx: ToolContext, args: FsApplyPatchArgs) -> dict[str, Any]:
     try:
         diff = _patch_text(ctx, args)
     except (InvalidInput, NotFound, TooLarge, PolicyDenied) as exc:
         return {"kind": "diff", "diff": "", "files": [], "applies": False, "note": exc.message}
     try:
-        summary = _patch_summary(_plan_patch(ctx, {**args, "patch": diff, "patch_file": None}))
+        summary = _patch_summary(_plan_patch(ctx, args, diff))
         applies, problem = True, None
     except (InvalidInput, NotFound, TooLarge, PolicyDenied) as exc:
         summary, applies, problem = [], False, exc.message
@@ -137,7 +141,7 @@ def _preview_patch(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     tier=RiskTier.WRITE_DESTRUCTIVE,
     description="Apply a unified diff: every hunk of every file applies, or nothing changes. dry_run "
     "checks it without writing (READ_ONLY).",
-    input_schema=schemas.FS_APPLY_PATCH_IN,
+    args=FsApplyPatchArgs,
     output_schema=schemas.FS_APPLY_PATCH_OUT,
     registry=TOOLS,
     resources=_patch_resources,
@@ -145,16 +149,16 @@ def _preview_patch(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     session_keys=("paths",),
     preview=_preview_patch,
 )
-def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    if args.get("patch_file") is not None and "session_pattern" in ctx.facts:
+def apply_patch(ctx: ToolContext, args: FsApplyPatchArgs) -> ToolOutput:
+    if args.patch_file is not MISSING and "session_pattern" in ctx.facts:
         raise PolicyDenied(
             "a patch read from a file is approved call by call: approval for the session names the file, "
             "not its content, which can change",
             rule="fs.patch_file_session",
         )
-    plan = _plan_patch(ctx, args)
+    plan = _plan_patch(ctx, args, _patch_text(ctx, args))
     summary = _patch_summary(plan)
-    if args.get("dry_run"):
+    if args.dry_run:
         return ToolOutput({"files": summary, "applied": False}, {"dry_run": True})
     done: list[tuple[ResolvedPath, bytes | None]] = []
     written = 0

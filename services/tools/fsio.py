@@ -15,8 +15,9 @@ from pathlib import Path
 
 from services.errors import InvalidInput, NotFound
 from services.policy import ResolvedPath
+from services.policy.model import PolicyDenied
 from services.tools.registry import ToolContext
-from services.tools.results import PolicyDenied, ToolTimeout
+from services.tools.results import ToolTimeout
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)

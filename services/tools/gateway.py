@@ -2,9 +2,10 @@
 
 ``ToolGateway`` is one workspace session's tool runtime — the policy bound to the workspace, the
 audit store and its run, session grants, the process manager. ``await gateway.execute(tool_id,
-args)`` hands the call to ``services.tools.pipeline.execute_tool_call_with_policy`` (validate,
-policy, approval, dispatch, audit, conversation event). The request and approval types live in
-``services.tools.calls``; everything is re-exported here.
+args)`` is ``execute_tool_call_with_policy(gateway, request)``: the gateway's state taken as a
+``CallSite`` and handed to ``services.tools.pipeline.run_call`` (validate, policy, approval,
+dispatch, audit, conversation event). The request and approval types live in
+``services.tools.calls``, the tool listing in ``services.tools.records``.
 
 Callers (the session core for the TUI, the CLI, ``ask`` and plans) create one ``ToolGateway`` per
 workspace session.
@@ -20,22 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from services.audit import AuditStore
 from services.policy import BoundPolicy, Policy, PolicyDecision, default_policy
-from services.tools.calls import (
-    ApprovalChoice,
-    ApprovalDecision,
-    ApprovalRequest,
-    Approver,
-    ToolCallRequest,
-    _new_id,
-    approve_all,
-    deny_all,
-)
-from services.tools.pipeline import (
-    _preview,
-    execute_tool_call_with_policy,
-    execute_tool_call_with_policy_sync,
-    session_pattern,
-)
+from services.tools.calls import Approver, ToolCallRequest, _new_id
+from services.tools.pipeline import CallSite, Grants, preview_call, run_call
 from services.tools.records import _schema_problem, describe_tools
 from services.tools.registry import ToolRegistry
 from services.tools.results import ToolResult
@@ -43,7 +30,7 @@ from services.tools.results import ToolResult
 if TYPE_CHECKING:
     from services.conversation import Conversation
     from services.tools.mcp_client import McpHub
-    from services.tools.shell import ProcessManager
+    from services.tools.processes import ProcessManager
     from services.transcripts import Transcript
     from services.workspaces import Workspace
 
@@ -69,7 +56,7 @@ class ToolGateway:
     ) -> None:
         self.workspace = workspace
         self.policy = policy or default_policy()
-        self.bound: BoundPolicy = self.policy.bind(workspace.root, mode=mode)
+        self.bound = BoundPolicy(self.policy, workspace.root, mode=mode)
         self.mcp: McpHub | None = None  # the MCP servers, when the policy enables the provider
         self._mcp_key: str | None = None
         self.registry = registry if registry is not None else self._build_registry()
@@ -83,7 +70,7 @@ class ToolGateway:
         self.run_mode = run_mode
         self.run_id = self._start_run()
         self._known_runs = {self.run_id}
-        self._grants: dict[tuple[str, str], dict[str, Any]] = {}
+        self._grants: Grants = {}
         self._processes: ProcessManager | None = None
         self._step = 0
         self._lock = threading.Lock()
@@ -139,7 +126,7 @@ class ToolGateway:
         """
         if self._closed:
             raise RuntimeError("this tool gateway is closed")
-        bound = policy.bind(self.workspace.root, mode=mode)
+        bound = BoundPolicy(policy, self.workspace.root, mode=mode)
         with self._lock:
             self.policy, self.bound = policy, bound
             if self._own_registry:
@@ -160,7 +147,7 @@ class ToolGateway:
     @property
     def processes(self) -> ProcessManager:
         if self._processes is None:
-            from services.tools.shell import ProcessManager
+            from services.tools.processes import ProcessManager
 
             self._processes = ProcessManager()
             atexit.register(self._processes.close)
@@ -194,6 +181,26 @@ class ToolGateway:
         if run_id not in self._known_runs:
             self.audit.start_run(run_id, **{"mode": "plan", "policy_hash": self.policy.hash, **kwargs})
             self._known_runs.add(run_id)
+
+    def call_site(self) -> CallSite:
+        """What a call that starts now needs of this gateway (``services.tools.pipeline``)."""
+        if self._closed:
+            raise RuntimeError("this tool gateway is closed")
+        with self._lock:
+            return CallSite(
+                workspace=self.workspace,
+                registry=self.registry,
+                bound=self.bound,
+                audit=self.audit,
+                run_id=self.run_id,
+                approver=self.approver,
+                grants=self._grants,
+                backends=self.backends,
+                check_outputs=self.check_outputs,
+                processes=lambda: self.processes,
+                next_step=self._next_step,
+                ensure_run=self.ensure_run,
+            )
 
     # -- calls -------------------------------------------------------------------------
     async def execute(
@@ -248,7 +255,7 @@ class ToolGateway:
         decision = self.explain(tool_id, args)
         if decision.action == "deny" or spec.preview is None:
             return None
-        return await _preview(self, spec, _new_id("v"), args, decision)
+        return await preview_call(self.call_site(), spec, _new_id("v"), args, decision)
 
     def last_decision(self) -> dict[str, Any] | None:
         return self.audit.last_decision()
@@ -286,18 +293,31 @@ class ToolGateway:
         await self.aclose()
 
 
-__all__ = [
-    "ApprovalChoice",
-    "ApprovalDecision",
-    "ApprovalRequest",
-    "Approver",
-    "ToolCallRequest",
-    "ToolGateway",
-    "ToolResult",
-    "approve_all",
-    "deny_all",
-    "describe_tools",
-    "execute_tool_call_with_policy",
-    "execute_tool_call_with_policy_sync",
-    "session_pattern",
-]
+async def execute_tool_call_with_policy(
+    gateway: ToolGateway,
+    request: ToolCallRequest,
+    *,
+    approver: Approver | None = None,
+    transcript: Recorder | None = None,
+) -> ToolResult:
+    """The one way a tool call runs: validate, evaluate the policy, ask for approval, dispatch,
+    record (``services.tools.pipeline.run_call``). Never raises for a tool's failure or a denial:
+    those come back as structured error results."""
+    return await run_call(gateway.call_site(), request, approver=approver, transcript=transcript)
+
+
+def execute_tool_call_with_policy_sync(
+    gateway: ToolGateway,
+    request: ToolCallRequest,
+    *,
+    approver: Approver | None = None,
+    transcript: Recorder | None = None,
+) -> ToolResult:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(execute_tool_call_with_policy(gateway, request, approver=approver, transcript=transcript))
+    raise RuntimeError("called from a running event loop; await execute_tool_call_with_policy(...) instead")
+
+
+__all__ = ["ToolGateway", "execute_tool_call_with_policy", "execute_tool_call_with_policy_sync"]

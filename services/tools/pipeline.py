@@ -1,6 +1,9 @@
-"""The pipeline of one governed call: ``execute_tool_call_with_policy(gateway, request)``.
+"""The pipeline of one governed call: ``run_call(site, request)``, run for the gateway by
+``services.tools.site.execute_tool_call_with_policy``.
 
-In order:
+``CallSite`` is what the call needs of the gateway that runs it, taken once when the call starts:
+the workspace, the registry, the bound policy, the audit store and run, the session grants, the
+approver, the backends, and the gateway's step counter and run bookkeeping.  In order:
 
 1. record the call in the audit store (no record, no call: a failing audit store fails closed);
 2. look the tool up and validate the arguments against its input schema (``InvalidInput``);
@@ -8,7 +11,7 @@ In order:
 4. when the policy says ``confirm``: reuse a session grant for the same tool and argument
    pattern, or ask the approver (approve once / approve for the session / deny with a reason);
 5. dispatch with a one-call capability (sync tools in a worker thread, with a time limit and the
-   call's cancel token);
+   call's cancel token); the tool receives its validated argument model (``ToolSpec.parse``);
 6. record the result, the decision, the matched rule and who approved; record the conversation's
    tool-call event when a recorder is given.
 """
@@ -19,10 +22,12 @@ import asyncio
 import contextvars
 import inspect
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from services.audit import canonical_json, content_hash
 from services.clock import monotonic, utc_now
+from services.hashing import canonical_json, content_hash, sha256_tagged
 from services.policy import PolicyDecision, RiskTier
 from services.tools.calls import (
     ApprovalChoice,
@@ -32,16 +37,45 @@ from services.tools.calls import (
     ToolCallRequest,
     _new_id,
 )
-from services.tools.records import _append_transcript, _schema_problem, _sha256, describe_tools
-from services.tools.registry import ToolContext, ToolSpec, _issue, _revoke
+from services.tools.records import _append_transcript, _schema_problem
+from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, _issue, _revoke
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
 
 if TYPE_CHECKING:
+    from services.audit import AuditStore
     from services.conversation import Conversation
-    from services.tools.gateway import ToolGateway
+    from services.policy import BoundPolicy
+    from services.tools.processes import ProcessManager
     from services.transcripts import Transcript
+    from services.workspaces import Workspace
 
     Recorder = Conversation | Transcript
+
+Grants = dict[tuple[str, str], dict[str, Any]]
+"""Session grants: (tool id, canonical pattern) → the pattern "approve for session" covered."""
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """What one call needs of the gateway that runs it, taken when the call starts (a policy or
+    mode change while it waits for approval applies to the calls that come next)."""
+
+    workspace: Workspace
+    registry: ToolRegistry
+    bound: BoundPolicy
+    audit: AuditStore
+    run_id: str
+    approver: Approver | None
+    grants: Grants  # the gateway's own dict: an "approve for session" answer adds to it
+    backends: Mapping[str, Any]
+    check_outputs: bool
+    processes: Callable[[], ProcessManager]  # the gateway's process manager, made on first use
+    next_step: Callable[[], int]
+    ensure_run: Callable[[str], None]
+
+    @property
+    def mode(self) -> str:
+        return self.bound.mode
 
 
 def session_pattern(spec: ToolSpec, facts: dict[str, Any]) -> dict[str, Any]:
@@ -62,37 +96,39 @@ def session_pattern(spec: ToolSpec, facts: dict[str, Any]) -> dict[str, Any]:
 async def _call(
     spec: ToolSpec, handler: Any, is_async: bool, ctx: ToolContext, args: dict[str, Any], timeout: float
 ) -> Any:
+    """Run ``handler`` (the tool or its preview) on the parsed arguments, with a one-call capability."""
+    parsed = spec.parse(args)
     cap = _issue(spec.tool_id, ctx.call_id)
     try:
         if is_async:
-            return await asyncio.wait_for(handler(cap, ctx, args), timeout)
-        return await asyncio.wait_for(asyncio.to_thread(handler, cap, ctx, args), timeout)
+            return await asyncio.wait_for(handler(cap, ctx, parsed), timeout)
+        return await asyncio.wait_for(asyncio.to_thread(handler, cap, ctx, parsed), timeout)
     finally:
         # Timed out, cancelled or done: a tool still working in a thread sees it and stops.
         ctx.cancel.set()
         _revoke(cap)
 
 
-def _context(gateway: ToolGateway, spec: ToolSpec, call_id: str, decision: PolicyDecision) -> ToolContext:
-    timeout = float(gateway.bound.limits.tool_timeout_s)
+def _context(site: CallSite, spec: ToolSpec, call_id: str, decision: PolicyDecision) -> ToolContext:
+    timeout = float(site.bound.limits.tool_timeout_s)
     return ToolContext(
         call_id=call_id,
         tool_id=spec.tool_id,
-        policy=gateway.bound,
-        workspace=gateway.workspace,
-        processes=gateway.processes if spec.tool_class == "shell" else None,
+        policy=site.bound,
+        workspace=site.workspace,
+        processes=site.processes() if spec.tool_class == "shell" else None,
         facts=decision.facts,
         deadline=time.monotonic() + timeout,
-        backends=gateway.backends,
+        backends=site.backends,
     )
 
 
-async def _preview(
-    gateway: ToolGateway, spec: ToolSpec, call_id: str, args: dict[str, Any], decision: PolicyDecision
+async def preview_call(
+    site: CallSite, spec: ToolSpec, call_id: str, args: dict[str, Any], decision: PolicyDecision
 ) -> dict[str, Any] | None:
     if spec.preview is None:
         return None
-    ctx = _context(gateway, spec, call_id, decision)
+    ctx = _context(site, spec, call_id, decision)
     try:
         value = await _call(spec, spec.preview, spec.preview_is_async, ctx, args, 30.0)
     except Exception as exc:  # a failing preview must not block the approval
@@ -119,8 +155,8 @@ async def _ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision
     return answer
 
 
-async def execute_tool_call_with_policy(
-    gateway: ToolGateway,
+async def run_call(
+    site: CallSite,
     request: ToolCallRequest,
     *,
     approver: Approver | None = None,
@@ -133,18 +169,16 @@ async def execute_tool_call_with_policy(
     waited: list[float] = []
     _APPROVAL_WAIT.set(waited)
     call_id = request.call_id or _new_id("call")
-    run_id = request.run_id or gateway.run_id
+    run_id = request.run_id or site.run_id
     tool_id = request.tool_id
     args = request.args
-    if gateway._closed:
-        raise RuntimeError("this tool gateway is closed")
-    step = request.step_index if request.step_index is not None else gateway._next_step()
-    if gateway.registry.lazy and isinstance(tool_id, str) and tool_id not in gateway.registry:
-        await asyncio.to_thread(gateway.registry.load_for, tool_id)  # an MCP server starts on first use
-    spec: ToolSpec | None = gateway.registry.get(tool_id) if tool_id in gateway.registry else None
+    step = request.step_index if request.step_index is not None else site.next_step()
+    if site.registry.lazy and isinstance(tool_id, str) and tool_id not in site.registry:
+        await asyncio.to_thread(site.registry.load_for, tool_id)  # an MCP server starts on first use
+    spec: ToolSpec | None = site.registry.get(tool_id) if tool_id in site.registry else None
     try:
-        gateway.ensure_run(run_id)
-        gateway.audit.record_call(
+        site.ensure_run(run_id)
+        site.audit.record_call(
             call_id=call_id,
             run_id=run_id,
             step_index=step,
@@ -163,14 +197,14 @@ async def execute_tool_call_with_policy(
 
     cancelled: BaseException | None = None
     try:
-        decision, output, error = await _decide_and_dispatch(gateway, spec, request, call_id, approver)
+        decision, output, error = await _decide_and_dispatch(site, spec, request, call_id, approver)
     except asyncio.CancelledError as exc:  # recorded, then passed on
         cancelled = exc
-        decision = _gateway_decision(gateway, spec, tool_id, "gateway.cancelled", "the call was cancelled")
+        decision = _gateway_decision(site, spec, tool_id, "gateway.cancelled", "the call was cancelled")
         decision.error_type = "Cancelled"
         output, error = None, ToolError(ErrorType.CANCELLED, decision.reason, True, {"rule": decision.rule})
     except Exception as exc:  # a gateway bug still yields a recorded, typed result
-        decision = _gateway_decision(gateway, spec, tool_id, "gateway.error", f"{type(exc).__name__}: {exc}")
+        decision = _gateway_decision(site, spec, tool_id, "gateway.error", f"{type(exc).__name__}: {exc}")
         output, error = None, ToolError(ErrorType.INTERNAL_ERROR, decision.reason[:500], False, {"rule": decision.rule})
 
     approval_wait_ms = round(sum(waited) * 1000, 3)
@@ -179,7 +213,7 @@ async def execute_tool_call_with_policy(
     data_json: str | None = None
     if output is not None:
         data_json = canonical_json(output.data)
-        if gateway.check_outputs and spec is not None:
+        if site.check_outputs and spec is not None:
             from jsonschema import Draft202012Validator
 
             Draft202012Validator(spec.output_schema).validate(output.data)
@@ -207,7 +241,7 @@ async def execute_tool_call_with_policy(
         "mode": decision.mode,
     }
     try:
-        gateway.audit.record_result(
+        site.audit.record_result(
             call_id=call_id,
             run_id=run_id,
             status=status,
@@ -218,8 +252,8 @@ async def execute_tool_call_with_policy(
             ended_at=utc_now(),
             duration_ms=duration_ms,
             input_hash=content_hash({"tool": tool_id, "args": args}),
-            output_hash=_sha256(data_json) if data_json is not None else None,
-            workspace=gateway.workspace.name,
+            output_hash=sha256_tagged(data_json) if data_json is not None else None,
+            workspace=site.workspace.name,
             tier=str(decision.tier),  # the tier the decision used (arguments may raise it)
             artifacts=meta.get("artifacts") or None,  # links to what the call stored (snapshots.py)
         )
@@ -232,15 +266,13 @@ async def execute_tool_call_with_policy(
     return result
 
 
-def _gateway_decision(
-    gateway: ToolGateway, spec: ToolSpec | None, tool_id: str, rule: str, reason: str
-) -> PolicyDecision:
+def _gateway_decision(site: CallSite, spec: ToolSpec | None, tool_id: str, rule: str, reason: str) -> PolicyDecision:
     tier = spec.tier if spec is not None else RiskTier.READ_ONLY
-    return PolicyDecision("deny", rule, reason, str(tool_id), tier, gateway.mode, "InternalError")
+    return PolicyDecision("deny", rule, reason, str(tool_id), tier, site.mode, "InternalError")
 
 
 async def _decide_and_dispatch(
-    gateway: ToolGateway,
+    site: CallSite,
     spec: ToolSpec | None,
     request: ToolCallRequest,
     call_id: str,
@@ -252,35 +284,35 @@ async def _decide_and_dispatch(
     output: ToolOutput | None = None
     error: ToolError | None = None
     if spec is None:
-        why = gateway.registry.missing_reason(tool_id)  # e.g. its MCP server failed to start
+        why = site.registry.missing_reason(tool_id)  # e.g. its MCP server failed to start
         decision = PolicyDecision(
             "deny",
             "registry.unknown_tool" if why is None else "registry.provider_failed",
             f"no tool {tool_id!r} is registered" if why is None else f"{tool_id} is unavailable: {why}",
             str(tool_id),
             RiskTier.READ_ONLY,
-            gateway.mode,
+            site.mode,
             "NotFound" if why is None else "InternalError",
         )
         kind = ErrorType.NOT_FOUND if why is None else ErrorType.INTERNAL_ERROR
         error = ToolError(kind, decision.reason, why is not None, {"rule": decision.rule})
     else:
-        problem = _schema_problem(gateway.registry, spec, args)
+        problem = _schema_problem(site.registry, spec, args)
         if problem is not None:
-            decision = PolicyDecision("deny", "input.schema", problem, tool_id, spec.tier, gateway.mode, "InvalidInput")
+            decision = PolicyDecision("deny", "input.schema", problem, tool_id, spec.tier, site.mode, "InvalidInput")
             error = ToolError(ErrorType.INVALID_INPUT, problem, False, {"rule": "input.schema"})
         else:
-            decision = gateway.bound.evaluate(spec, args)
+            decision = site.bound.evaluate(spec, args)
             if decision.action == "confirm":
-                decision, error = await _approval(gateway, spec, call_id, args, decision, approver, request)
+                decision, error = await _approval(site, spec, call_id, args, decision, approver, request)
             elif decision.action == "deny":
                 kind = ErrorType(decision.error_type or "PolicyDenied")
                 error = ToolError(kind, decision.reason, False, {"rule": decision.rule, **decision.facts})
             if error is None:
-                ctx = _context(gateway, spec, call_id, decision)
+                ctx = _context(site, spec, call_id, decision)
                 try:
                     value = await _call(
-                        spec, spec.handler, spec.is_async, ctx, args, float(gateway.bound.limits.tool_timeout_s)
+                        spec, spec.handler, spec.is_async, ctx, args, float(site.bound.limits.tool_timeout_s)
                     )
                     if not isinstance(value, ToolOutput):
                         raise TypeError(f"{tool_id} returned {type(value).__name__}, not ToolOutput")
@@ -288,7 +320,7 @@ async def _decide_and_dispatch(
                 except TimeoutError:
                     error = ToolError(
                         ErrorType.TIMEOUT,
-                        f"{tool_id} did not finish within {gateway.bound.limits.tool_timeout_s:g} s",
+                        f"{tool_id} did not finish within {site.bound.limits.tool_timeout_s:g} s",
                         True,
                         {},
                     )
@@ -299,7 +331,7 @@ async def _decide_and_dispatch(
 
 
 async def _approval(
-    gateway: ToolGateway,
+    site: CallSite,
     spec: ToolSpec,
     call_id: str,
     args: dict[str, Any],
@@ -309,11 +341,11 @@ async def _approval(
 ) -> tuple[PolicyDecision, ToolError | None]:
     pattern = session_pattern(spec, decision.facts)
     key = (spec.tool_id, canonical_json(pattern))
-    if key in gateway._grants:
+    if key in site.grants:
         decision.approved_by = "operator_session"
         decision.facts = {**decision.facts, "session_pattern": pattern}
         return decision, None
-    approver = approver or gateway.approver
+    approver = approver or site.approver
     policy_rule = decision.rule
     if approver is None:
         denied = PolicyDecision(
@@ -329,7 +361,7 @@ async def _approval(
         return denied, ToolError(
             ErrorType.POLICY_DENIED, denied.reason, False, {"rule": denied.rule, "policy_rule": policy_rule}
         )
-    preview = await _preview(gateway, spec, call_id, args, decision)
+    preview = await preview_call(site, spec, call_id, args, decision)
     request = ApprovalRequest(
         call_id,
         spec.tool_id,
@@ -350,7 +382,7 @@ async def _approval(
         decision.approved_by = "operator_once"
         return decision, None
     if answer.choice is ApprovalChoice.APPROVE_SESSION:
-        gateway._grants[key] = pattern
+        site.grants[key] = pattern
         decision.approved_by = "operator_session"
         decision.facts = {**decision.facts, "session_pattern": pattern}
         return decision, None
@@ -373,18 +405,4 @@ async def _approval(
     )
 
 
-def execute_tool_call_with_policy_sync(
-    gateway: ToolGateway,
-    request: ToolCallRequest,
-    *,
-    approver: Approver | None = None,
-    transcript: Recorder | None = None,
-) -> ToolResult:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(execute_tool_call_with_policy(gateway, request, approver=approver, transcript=transcript))
-    raise RuntimeError("called from a running event loop; await execute_tool_call_with_policy(...) instead")
-
-
-__all__ = ["describe_tools", "execute_tool_call_with_policy", "execute_tool_call_with_policy_sync", "session_pattern"]
+__all__ = ["CallSite", "Grants", "preview_call", "run_call", "session_pattern"]

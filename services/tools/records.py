@@ -3,11 +3,10 @@ and the helpers that describe tools and argument problems in one line."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
-from services.audit import canonical_json
 from services.errors import AriesError
+from services.hashing import canonical_json
 from services.policy import Policy
 from services.tools.calls import ToolCallRequest
 from services.tools.registry import ToolRegistry, ToolSpec
@@ -24,14 +23,14 @@ def describe_tools(registry: ToolRegistry, policy: Policy) -> list[dict[str, Any
     """Every registered tool with its class, risk tier, and whether ``policy`` enables it."""
     out = []
     for spec in registry.list():
-        override = policy.tools.get(spec.tool_id, {})
+        switch = policy.tool_switch(spec.tool_id)
         class_on = policy.tool_classes.get(spec.tool_class, False)
         if spec.provider == "mcp" and spec.tool_class not in policy.tool_classes:
-            class_on = override.get("enabled") is True  # an MCP tool may be enabled by name
+            class_on = switch is True  # an MCP tool may be enabled by name
         enabled = (
             policy.providers.get(spec.provider, False)
             and class_on
-            and override.get("enabled", True) is not False
+            and switch is not False
             and policy.allows_tool(spec.tool_id)
         )
         out.append(
@@ -55,10 +54,6 @@ def _schema_problem(registry: ToolRegistry, spec: ToolSpec, args: Any) -> str | 
     except InvalidInput as exc:
         return exc.message
     return None
-
-
-def _sha256(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _summary(result: ToolResult, tool_id: str) -> str:

@@ -1,7 +1,10 @@
 """Tool registry, providers, and the capability that makes the gateway the only way in.
 
 A provider contributes ``ToolSpec``s: id, class, risk tier, input/output JSON schemas, what
-the call touches (``resources`` for the policy) and a *guarded* handler.  The builtin
+the call touches (``resources`` for the policy) and a *guarded* handler.  A builtin tool declares
+its pydantic argument model (``services.tools.args``): its input schema is the model's, and the
+tool's handler, preview, ``resources`` and tier function receive the validated model
+(``ToolSpec.parse``), never the plain dict.  A tool without a model (MCP) receives the dict.  The builtin
 provider is always available; an MCP provider can implement the same ``ToolProvider``
 protocol later and stays disabled by default (``providers.mcp.enabled: false``).
 
@@ -19,17 +22,18 @@ import inspect
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import InvalidInput, NotFound
 from services.policy import Resource, RiskTier
+from services.policy.model import ToolPermissionDenied
 from services.textsafe import neutralize
-from services.tools.results import ToolOutput, ToolPermissionDenied
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
+    from pydantic import BaseModel
 
     from services.policy import BoundPolicy, Limits, PathGuard
     from services.workspaces import Workspace
@@ -119,16 +123,15 @@ class ToolContext:
         return self.policy.guard
 
 
-Impl = Callable[[ToolContext, dict[str, Any]], "ToolOutput | Awaitable[ToolOutput]"]
-PreviewImpl = Callable[[ToolContext, dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]
-Guarded = Callable[[Capability, ToolContext, dict[str, Any]], Any]
+Guarded = Callable[[Capability, ToolContext, Any], Any]
+"""A handler or preview as the gateway calls it: capability, context, the parsed arguments."""
 
 
 def guard_impl(tool_id: str, impl: Callable[..., Any]) -> Guarded:
     """Wrap ``impl(ctx, args)`` so that it runs only with the live capability for ``tool_id``."""
     if inspect.iscoroutinefunction(impl):
 
-        async def guarded_async(cap: Capability, ctx: ToolContext, args: dict[str, Any]) -> Any:
+        async def guarded_async(cap: Capability, ctx: ToolContext, args: Any) -> Any:
             _check(cap, tool_id, ctx)
             return await impl(ctx, args)
 
@@ -136,7 +139,7 @@ def guard_impl(tool_id: str, impl: Callable[..., Any]) -> Guarded:
         guarded_async.__doc__ = impl.__doc__
         return guarded_async
 
-    def guarded(cap: Capability, ctx: ToolContext, args: dict[str, Any]) -> Any:
+    def guarded(cap: Capability, ctx: ToolContext, args: Any) -> Any:
         _check(cap, tool_id, ctx)
         return impl(ctx, args)
 
@@ -145,7 +148,7 @@ def guard_impl(tool_id: str, impl: Callable[..., Any]) -> Guarded:
     return guarded
 
 
-def _no_resources(args: dict[str, Any]) -> list[Resource]:
+def _no_resources(args: Any) -> list[Resource]:
     return []
 
 
@@ -160,17 +163,36 @@ class ToolSpec:
     output_schema: dict[str, Any]
     handler: Guarded = field(repr=False)
     is_async: bool = False
-    resources_fn: Callable[[dict[str, Any]], list[Resource]] = field(default=_no_resources, repr=False)
-    tier_fn: Callable[[dict[str, Any], dict[str, Any]], RiskTier] | None = field(default=None, repr=False)
+    resources_fn: Callable[[Any], list[Resource]] = field(default=_no_resources, repr=False)
+    tier_fn: Callable[[Any, dict[str, Any]], RiskTier] | None = field(default=None, repr=False)
     session_keys: tuple[str, ...] = ()
     preview: Guarded | None = field(default=None, repr=False)
     preview_is_async: bool = False
+    args_model: type[BaseModel] | None = field(default=None, repr=False)
+
+    def parse(self, args: dict[str, Any]) -> Any:
+        """The arguments as the tool receives them: its validated model (the dict when it has none).
+
+        The gateway has checked ``args`` against the published schema first (which names the failing
+        field); what the model still refuses is ``InvalidInput`` (rule ``input.schema``)."""
+        if self.args_model is None:
+            return args
+        from pydantic import ValidationError
+
+        try:
+            return self.args_model.model_validate(args)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = "/".join(str(p) for p in first["loc"]) or "(arguments)"
+            message = neutralize(f"{where}: {first['msg']}", single_line=True)
+            raise InvalidInput(message[:500], tool_id=self.tool_id, field=where, rule="input.schema") from None
 
     def resources(self, args: dict[str, Any]) -> list[Resource]:
-        return self.resources_fn(args)
+        """What a call with ``args`` touches, for the policy."""
+        return self.resources_fn(self.parse(args))
 
     def effective_tier(self, args: dict[str, Any], facts: dict[str, Any]) -> RiskTier:
-        return self.tier_fn(args, facts) if self.tier_fn is not None else self.tier
+        return self.tier_fn(self.parse(args), facts) if self.tier_fn is not None else self.tier
 
     def describe(self) -> dict[str, Any]:
         """The published description; the schemas are copies, so a caller cannot change validation."""
@@ -190,16 +212,21 @@ def tool(
     *,
     tier: RiskTier,
     description: str,
-    input_schema: dict[str, Any],
+    args: type[BaseModel],
     output_schema: dict[str, Any],
     registry: list[ToolSpec],
-    resources: Callable[[dict[str, Any]], list[Resource]] = _no_resources,
-    tier_fn: Callable[[dict[str, Any], dict[str, Any]], RiskTier] | None = None,
+    resources: Callable[[Any], list[Resource]] = _no_resources,
+    tier_fn: Callable[[Any, dict[str, Any]], RiskTier] | None = None,
     session_keys: tuple[str, ...] = (),
     preview: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Guarded]:
-    """Decorator for builtin implementations: registers the spec, returns the guarded handler."""
+    """Decorator for builtin implementations: registers the spec (its input schema is ``args``'s),
+    returns the guarded handler. ``impl``, ``preview``, ``resources`` and ``tier_fn`` receive an
+    ``args`` instance."""
+    from services.tools.schemas import schema_of
+
     provider, tool_class = tool_id.split(":")[0], tool_id.split(":")[1]
+    input_schema = schema_of(args)
 
     def decorate(impl: Callable[..., Any]) -> Guarded:
         handler = guard_impl(tool_id, impl)
@@ -219,6 +246,7 @@ def tool(
                 session_keys=session_keys,
                 preview=guard_impl(tool_id, preview) if preview is not None else None,
                 preview_is_async=preview is not None and inspect.iscoroutinefunction(preview),
+                args_model=args,
             )
         )
         return handler

@@ -23,8 +23,11 @@ from enum import StrEnum
 from typing import Any
 
 from services.errors import AriesError, InvalidInput, NotFound, TooLarge
-from services.policy.model import PolicyDenied as PolicyDenied  # defined with the policy, re-exported
-from services.policy.model import ToolPermissionDenied as ToolPermissionDenied
+from services.policy.model import (
+    PolicyDenied,  # defined with the policy, re-exported
+    ToolPermissionDenied,
+)
+from services.tools.display import result_text
 
 
 class ErrorType(StrEnum):
@@ -99,8 +102,6 @@ class ToolResult:
         file text, command output, listings, matches, fetched previews, or the typed error. ``data``
         itself is untouched (the audit store keeps it byte for byte).
         """
-        from services.tools.display import result_text
-
         return result_text(self, max_chars=max_chars)
 
     def to_dict(self) -> dict[str, Any]:

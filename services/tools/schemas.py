@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from services.tools.args import (
-    ARGS_MODELS,
     FsApplyPatchArgs,
     FsListDirArgs,
     FsReadTextArgs,
@@ -27,7 +26,6 @@ from services.tools.args import (
     ShellPollArgs,
     ShellRunArgs,
     ShellStartArgs,
-    ToolArgs,
     WebExtractArgs,
     WebFetchArgs,
     WebSearchArgs,
@@ -35,7 +33,6 @@ from services.tools.args import (
 from services.tools.results import ErrorType
 
 __all__ = [
-    "ARGS_MODELS",
     "FS_APPLY_PATCH_IN",
     "FS_APPLY_PATCH_OUT",
     "FS_ENTRY",
@@ -48,11 +45,6 @@ __all__ = [
     "FS_SEARCH_TEXT_OUT",
     "FS_WRITE_TEXT_IN",
     "FS_WRITE_TEXT_OUT",
-    "FsApplyPatchArgs",
-    "FsListDirArgs",
-    "FsReadTextArgs",
-    "FsSearchTextArgs",
-    "FsWriteTextArgs",
     "RESULT_SCHEMA",
     "SHELL_KILL_IN",
     "SHELL_KILL_OUT",
@@ -62,20 +54,12 @@ __all__ = [
     "SHELL_RUN_OUT",
     "SHELL_START_IN",
     "SHELL_START_OUT",
-    "ShellKillArgs",
-    "ShellPollArgs",
-    "ShellRunArgs",
-    "ShellStartArgs",
-    "ToolArgs",
     "WEB_EXTRACT_IN",
     "WEB_EXTRACT_OUT",
     "WEB_FETCH_IN",
     "WEB_FETCH_OUT",
     "WEB_SEARCH_IN",
     "WEB_SEARCH_OUT",
-    "WebExtractArgs",
-    "WebFetchArgs",
-    "WebSearchArgs",
     "schema_of",
 ]
 

@@ -19,21 +19,26 @@ from typing import Any
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.policy import CommandUse, Resource, RiskTier
 from services.tools import schemas
+from services.tools.args import ShellKillArgs, ShellPollArgs, ShellRunArgs, ShellStartArgs, given
 from services.tools.childlimits import plan, stopped_by
-from services.tools.processes import ENV_TAG, ManagedProcess, ProcessManager
+from services.tools.processes import ManagedProcess, ProcessManager
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput, ToolTimeout
 from services.tools.sandbox import SandboxPlan, discard, prepare
 
-__all__ = ["ENV_TAG", "TOOLS", "ManagedProcess", "ProcessManager", "kill", "poll", "run", "start"]
+__all__ = ["TOOLS", "kill", "poll", "run", "start"]
 
 TOOLS: list[ToolSpec] = []
 # Approving an exec-capable command "for the session" covers that exact argv only.
 _SESSION_KEYS = ("command.executable", "command.cwd", "command.exec_argv")
 
 
-def _command_resources(args: dict[str, Any]) -> list[Resource]:
-    return [CommandUse(args.get("argv"), args.get("cwd"), args.get("env"))]
+def _command(args: ShellStartArgs | ShellRunArgs) -> CommandUse:
+    return CommandUse(list(args.argv), given(args.cwd, None), given(args.env, None))
+
+
+def _command_resources(args: ShellStartArgs | ShellRunArgs) -> list[Resource]:
+    return [_command(args)]
 
 
 # Set in every child: no pager can run (its shell escapes), git never prompts, and a repository's
@@ -56,14 +61,16 @@ def _child_env(ctx: ToolContext, extra: dict[str, str] | None) -> dict[str, str]
     return env
 
 
-def _start(ctx: ToolContext, args: dict[str, Any]) -> ManagedProcess:
-    facts = ctx.policy.check_command(CommandUse(args.get("argv"), args.get("cwd"), args.get("env")))
+def _start(ctx: ToolContext, args: ShellStartArgs | ShellRunArgs) -> ManagedProcess:
+    facts = ctx.policy.check_command(_command(args))
     if facts["executable"] is None:
         raise NotFound(f"executable {facts['executable_name']!r} is not on the search path")
-    stall = float(args.get("stall_after_s", ctx.limits.shell_stall_after_s))
+    stall = ctx.limits.shell_stall_after_s
+    if isinstance(args, ShellStartArgs):
+        stall = given(args.stall_after_s, stall)
     manager: ProcessManager = ctx.processes
-    env = _child_env(ctx, args.get("env"))
-    argv = list(args["argv"])
+    env = _child_env(ctx, given(args.env, None))
+    argv = list(args.argv)
     sandbox = prepare(ctx.policy, argv=argv, executable=facts["executable"], cwd=facts["cwd"], env=env)
     try:
         return _launch(ctx, manager, argv, facts, env, stall, sandbox)
@@ -94,17 +101,17 @@ def _launch(
     )
 
 
-def _preview_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    facts = ctx.policy.check_command(CommandUse(args.get("argv"), args.get("cwd"), args.get("env")))
+def _preview_command(ctx: ToolContext, args: ShellStartArgs | ShellRunArgs) -> dict[str, Any]:
+    facts = ctx.policy.check_command(_command(args))
     import shlex
 
     return {
         "kind": "command",
-        "command": shlex.join(args["argv"]),
+        "command": shlex.join(args.argv),
         "executable": facts["executable"],
         "cwd": facts["cwd"],
-        "env": sorted((args.get("env") or {}).keys()),
-        "timeout_s": args.get("timeout_s"),
+        "env": sorted(given(args.env, {}).keys()),
+        "timeout_s": given(args.timeout_s, None) if isinstance(args, ShellRunArgs) else None,
     }
 
 
@@ -112,14 +119,14 @@ def _preview_command(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     "builtin:shell:start",
     tier=RiskTier.EXEC_USERSPACE,
     description="Start a command (argv, no shell) in the background; returns a stable process_id.",
-    input_schema=schemas.SHELL_START_IN,
+    args=ShellStartArgs,
     output_schema=schemas.SHELL_START_OUT,
     registry=TOOLS,
     resources=_command_resources,
     session_keys=_SESSION_KEYS,
     preview=_preview_command,
 )
-def start(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def start(ctx: ToolContext, args: ShellStartArgs) -> ToolOutput:
     proc = _start(ctx, args)
     return ToolOutput(
         {
@@ -137,17 +144,16 @@ def start(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     tier=RiskTier.READ_ONLY,
     description="Status of a started process: running flag, exit code, stdout/stderr tails, stall metadata. "
     "wait_s blocks (with backoff) until new output or exit.",
-    input_schema=schemas.SHELL_POLL_IN,
+    args=ShellPollArgs,
     output_schema=schemas.SHELL_POLL_OUT,
     registry=TOOLS,
 )
-def poll(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def poll(ctx: ToolContext, args: ShellPollArgs) -> ToolOutput:
     manager: ProcessManager = ctx.processes
-    proc = manager.get(str(args["process_id"]))
-    wait_s = float(args.get("wait_s", 0))
-    if wait_s > 0:
-        manager.wait_for_change(proc, wait_s, cancelled=ctx.cancelled)
-    status = manager.status(proc, args.get("tail_bytes"))
+    proc = manager.get(args.process_id)
+    if args.wait_s > 0:
+        manager.wait_for_change(proc, args.wait_s, cancelled=ctx.cancelled)
+    status = manager.status(proc, given(args.tail_bytes, None))
     truncated = status.pop("_truncated")
     meta: dict[str, Any] = {"truncated": truncated}
     if proc.limits is not None and not status["running"]:
@@ -161,14 +167,14 @@ def poll(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     "builtin:shell:kill",
     tier=RiskTier.EXEC_USERSPACE,
     description="End a started process and its whole tree: SIGTERM, grace period, then SIGKILL.",
-    input_schema=schemas.SHELL_KILL_IN,
+    args=ShellKillArgs,
     output_schema=schemas.SHELL_KILL_OUT,
     registry=TOOLS,
 )
-def kill(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def kill(ctx: ToolContext, args: ShellKillArgs) -> ToolOutput:
     manager: ProcessManager = ctx.processes
-    proc = manager.get(str(args["process_id"]))
-    grace = min(float(args.get("grace_s", ctx.limits.shell_kill_grace_s)), 60.0)
+    proc = manager.get(args.process_id)
+    grace = min(given(args.grace_s, ctx.limits.shell_kill_grace_s), 60.0)
     return ToolOutput(manager.kill(proc, grace_s=grace))
 
 
@@ -177,15 +183,15 @@ def kill(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     tier=RiskTier.EXEC_USERSPACE,
     description="Run a command to completion with a timeout; on timeout the whole tree is ended. Background "
     "processes left behind are ended too.",
-    input_schema=schemas.SHELL_RUN_IN,
+    args=ShellRunArgs,
     output_schema=schemas.SHELL_RUN_OUT,
     registry=TOOLS,
     resources=_command_resources,
     session_keys=_SESSION_KEYS,
     preview=_preview_command,
 )
-def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    timeout = float(args.get("timeout_s", ctx.limits.shell_timeout_s))
+def run(ctx: ToolContext, args: ShellRunArgs) -> ToolOutput:
+    timeout = given(args.timeout_s, ctx.limits.shell_timeout_s)
     timeout = min(timeout, ctx.limits.shell_max_timeout_s)
     if timeout <= 0:
         raise InvalidInput("timeout_s must be positive")
@@ -204,7 +210,7 @@ def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         status = manager.status(proc, 4096)
         what = f"did not finish within {timeout:g} s" if outcome == "timeout" else "was cancelled"
         raise ToolTimeout(
-            f"{args['argv'][0]} {what}; its process tree was ended",
+            f"{args.argv[0]} {what}; its process tree was ended",
             process_id=proc.process_id,
             stdout_tail=status["stdout_tail"],
             stderr_tail=status["stderr_tail"],
@@ -237,7 +243,7 @@ def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         hit = stopped_by(proc.limits, proc.exit_code, stderr_tail, watchdog_hit=proc.limit_hit == "processes")
         if hit is not None:
             raise TooLarge(
-                f"{args['argv'][0]} {hit['message']}",
+                f"{args.argv[0]} {hit['message']}",
                 limit=hit["limit"],
                 exit_code=proc.exit_code,
                 process_id=proc.process_id,

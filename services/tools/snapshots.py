@@ -17,11 +17,11 @@ what ``builtin:fs:restore`` checks before it puts the snapshot back.
 from __future__ import annotations
 
 import difflib
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput
+from services.hashing import sha256_hex
 
 if TYPE_CHECKING:
     from services.artifacts import Artifact
@@ -80,10 +80,6 @@ def unified_diff(old: bytes | None, new: bytes | None, rel: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def store_change(
     ctx: ToolContext, path: Path, rel: str, before: bytes | None, after: bytes | None
 ) -> list[dict[str, Any]]:
@@ -93,7 +89,7 @@ def store_change(
     change: dict[str, Any] = {
         "path": str(path),
         "existed": before is not None,
-        "after_sha256": None if after is None else _sha256(after),
+        "after_sha256": None if after is None else sha256_hex(after),
     }
     what = f"{rel} before {ctx.tool_id} call {ctx.call_id}"
     links = [store(ctx, before or b"", f"{name}.before", "snapshot", description=what, **change)]

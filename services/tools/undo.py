@@ -17,18 +17,18 @@ successful write or patch that no restore has undone yet).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput, NotFound
+from services.hashing import sha256_hex, sha256_tagged
 from services.policy import PathUse, Resource, RiskTier
 from services.tools import snapshots
 from services.tools.args import FsRestoreArgs
 from services.tools.fsio import atomic_replace, read_checked, unlink_checked
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
-from services.tools.schemas import _BOOL, _STR, _obj, schema_of
+from services.tools.schemas import _BOOL, _STR, _obj
 
 if TYPE_CHECKING:
     from services.audit import AuditStore
@@ -39,7 +39,6 @@ RESTORE_ID = "builtin:fs:restore"
 UNDOABLE_TOOLS = ("builtin:fs:write_text", "builtin:fs:apply_patch", RESTORE_ID)
 _SCAN = 500  # how many recent calls the default ``/undo`` looks through
 
-RESTORE_IN = schema_of(FsRestoreArgs)
 RESTORE_OUT = _obj(
     {
         "call_id": _STR,
@@ -101,11 +100,8 @@ def undo_arguments(audit: AuditStore, call_id: str | None = None) -> dict[str, A
 
 
 # -- the tool -----------------------------------------------------------------------------------------
-def _resources(args: dict[str, Any]) -> list[Resource]:
-    paths = args.get("paths")
-    if not isinstance(paths, list):
-        return []
-    return [PathUse(path, "write", arg="paths") for path in paths]
+def _resources(args: FsRestoreArgs) -> list[Resource]:
+    return [PathUse(path, "write", arg="paths") for path in args.paths]
 
 
 def _read_now(ctx: ToolContext, target: ResolvedPath) -> bytes | None:
@@ -117,7 +113,7 @@ def _read_now(ctx: ToolContext, target: ResolvedPath) -> bytes | None:
 
 
 def _sha(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
+    return None if data is None else sha256_hex(data)
 
 
 def _object(ctx: ToolContext, link: dict[str, Any]) -> bytes:
@@ -125,7 +121,7 @@ def _object(ctx: ToolContext, link: dict[str, Any]) -> bytes:
     registry = ctx.workspace.artifacts
     artifact = registry.get(str(link["id"]))
     data = registry.read_bytes(artifact)
-    if "sha256:" + hashlib.sha256(data).hexdigest() != link.get("hash"):
+    if sha256_tagged(data) != link.get("hash"):
         raise InvalidInput(f"the stored snapshot {link['id']} does not match its hash; not restored")
     return data
 
@@ -133,20 +129,20 @@ def _object(ctx: ToolContext, link: dict[str, Any]) -> bytes:
 Plan = list[tuple["ResolvedPath", dict[str, Any], bytes | None]]
 
 
-def _plan(ctx: ToolContext, args: dict[str, Any]) -> tuple[Plan, list[str], str]:
+def _plan(ctx: ToolContext, args: FsRestoreArgs) -> tuple[Plan, list[str], str]:
     """What the restore would do: per file its target, snapshot link and current content; and the
     diffs of the files that changed since the call (empty: the restore may go ahead)."""
     if ctx.workspace is None:
         raise InvalidInput("undo needs a workspace (the snapshots live there)")
     from services.audit import AuditStore
 
-    call_id = str(args["call_id"])
+    call_id = args.call_id
     with AuditStore.for_workspace(ctx.workspace.root) as audit:
         row = audit.get_call(call_id)
     if row is None:
         raise NotFound(f"no tool call {call_id!r} in this workspace's audit store")
     changes = changes_of(row)
-    asked = {ctx.guard.resolve(p, "write", arg="paths").path for p in args["paths"]}
+    asked = {ctx.guard.resolve(p, "write", arg="paths").path for p in args.paths}
     changed_paths = {Path(str(link["path"])) for link in changes}
     if asked != changed_paths:
         names = ", ".join(sorted(str(p) for p in changed_paths))
@@ -165,7 +161,7 @@ def _plan(ctx: ToolContext, args: dict[str, Any]) -> tuple[Plan, list[str], str]
     return plan, drift, call_id
 
 
-def _preview(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def _preview(ctx: ToolContext, args: FsRestoreArgs) -> dict[str, Any]:
     """The diff the restore would make (or, if a file changed since, what changed)."""
     plan, drift, call_id = _plan(ctx, args)
     if drift:
@@ -183,14 +179,14 @@ def _preview(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     tier=RiskTier.WRITE_DESTRUCTIVE,
     description="Undo a write or patch call: put back the files it changed from their snapshots, only if each "
     "still holds exactly what that call left (otherwise refused, with the diff of what changed since).",
-    input_schema=RESTORE_IN,
+    args=FsRestoreArgs,
     output_schema=RESTORE_OUT,
     registry=TOOLS,
     resources=_resources,
     session_keys=("paths",),
     preview=_preview,
 )
-def restore(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def restore(ctx: ToolContext, args: FsRestoreArgs) -> ToolOutput:
     plan, drift, call_id = _plan(ctx, args)
     if drift:
         names = ", ".join(t.rel for t, link, now in plan if _sha(now) != link.get("after_sha256"))

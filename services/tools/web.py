@@ -7,8 +7,8 @@ deadline for connect, headers and body of every hop, ``ctx.cancel`` honoured (th
 aborted and its connection closed), and typed failures (``NetworkError``, ``Timeout``).  Bodies are
 capped (``truncated``) and stored as artifacts with their provenance; the citation handle is
 ``web:<artifact id>``.  A fetch or search that is cancelled or times out stores nothing.
-``extract`` turns a stored HTML artifact into text deterministically and touches no network
-(READ_ONLY).
+``extract`` turns a stored HTML artifact into text deterministically (``services.htmltext``) and
+touches no network (READ_ONLY).
 """
 
 from __future__ import annotations
@@ -16,17 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
+from pydantic import MISSING
+
 from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
+from services.htmltext import html_to_text
 from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
+from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
+from services.tools.args import WebExtractArgs, WebFetchArgs, WebSearchArgs, given
 from services.tools.registry import ToolContext, ToolSpec, tool
-from services.tools.results import PolicyDenied, ToolInternalError, ToolOutput, ToolTimeout
-from services.tools.webclient import USER_AGENT, Fetched, http_get
+from services.tools.results import ToolInternalError, ToolOutput, ToolTimeout
+from services.tools.webclient import http_get
 
 if TYPE_CHECKING:
     from services.artifacts import Artifact
@@ -85,22 +89,22 @@ def _charset(content_type: str, body: bytes) -> str:
     tier=RiskTier.NETWORK,
     description="Search the web through the configured SearXNG endpoint (JSON API). Results are stored as "
     "an artifact for citation.",
-    input_schema=schemas.WEB_SEARCH_IN,
+    args=WebSearchArgs,
     output_schema=schemas.WEB_SEARCH_OUT,
     registry=TOOLS,
     resources=lambda args: [SearchEndpointUse()],
 )
-async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+async def search(ctx: ToolContext, args: WebSearchArgs) -> ToolOutput:
     endpoint = ctx.policy.policy.searxng_url
     if not endpoint:
         raise PolicyDenied("no SearXNG endpoint is configured (web.searxng_url)", rule="web.searxng_url")
     base = endpoint.rstrip("/")
     if not base.endswith("/search"):
         base += "/search"
-    params: dict[str, Any] = {"q": args["query"], "format": "json"}
-    for key, param in (("categories", "categories"), ("language", "language"), ("page", "pageno")):
-        if key in args:
-            params[param] = args[key]
+    params: dict[str, Any] = {"q": args.query, "format": "json"}
+    for param, value in (("categories", args.categories), ("language", args.language), ("pageno", args.page)):
+        if value is not MISSING:
+            params[param] = value
     url = f"{base}?{urlencode(params)}"
     fetched = await http_get(ctx, url, max_bytes=ctx.limits.web_max_bytes)
     if fetched.status != 200:
@@ -116,7 +120,7 @@ async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
             raise TypeError("results is not a list")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ToolInternalError(f"SearXNG did not answer with its JSON format ({exc})") from None
-    limit = min(int(args.get("max_results", ctx.limits.web_search_max_results)), ctx.limits.web_search_max_results)
+    limit = min(given(args.max_results, ctx.limits.web_search_max_results), ctx.limits.web_search_max_results)
     results = []
     for item in raw_results:
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
@@ -132,17 +136,17 @@ async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         if len(results) >= limit:
             break
     stored = json.dumps(
-        {"query": args["query"], "endpoint": endpoint, "results": results}, indent=2, ensure_ascii=False
+        {"query": args.query, "endpoint": endpoint, "results": results}, indent=2, ensure_ascii=False
     ).encode("utf-8")
     artifact = await _store(
         ctx,
         stored,
         "search-results.json",
-        f"web search: {args['query'][:100]}",
+        f"web search: {args.query[:100]}",
         {
             "kind": "tool",
             "tool": "builtin:web:search",
-            "query": args["query"],
+            "query": args.query,
             "endpoint": endpoint,
             "url": url,
             "fetched_at": utc_now(),
@@ -150,7 +154,7 @@ async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     )
     return ToolOutput(
         {
-            "query": args["query"],
+            "query": args.query,
             "endpoint": endpoint,
             "results": results,
             "artifact_id": artifact.id,
@@ -166,18 +170,17 @@ async def search(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 # -- fetch --------------------------------------------------------------------------------------
-def _fetch_resources(args: dict[str, Any]) -> list[Resource]:
-    return [UrlUse(args.get("url"))]
+def _fetch_resources(args: WebFetchArgs) -> list[Resource]:
+    return [UrlUse(args.url)]
 
 
-def _preview_fetch(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    checked = ctx.policy.check_url(args["url"])
-    return {
-        "kind": "url",
-        "url": args["url"],
-        "host": checked["host"],
-        "max_bytes": min(int(args.get("max_bytes", ctx.limits.web_max_bytes)), ctx.limits.web_max_bytes),
-    }
+def _max_bytes(ctx: ToolContext, args: WebFetchArgs) -> int:
+    return min(given(args.max_bytes, ctx.limits.web_max_bytes), ctx.limits.web_max_bytes)
+
+
+def _preview_fetch(ctx: ToolContext, args: WebFetchArgs) -> dict[str, Any]:
+    checked = ctx.policy.check_url(args.url)
+    return {"kind": "url", "url": args.url, "host": checked["host"], "max_bytes": _max_bytes(ctx, args)}
 
 
 @tool(
@@ -185,16 +188,16 @@ def _preview_fetch(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     tier=RiskTier.NETWORK,
     description="Fetch a URL (every redirect hop checked by the policy, body capped). The body is stored as "
     "an artifact; the result carries its citation handle.",
-    input_schema=schemas.WEB_FETCH_IN,
+    args=WebFetchArgs,
     output_schema=schemas.WEB_FETCH_OUT,
     registry=TOOLS,
     resources=_fetch_resources,
     session_keys=("hosts",),
     preview=_preview_fetch,
 )
-async def fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    max_bytes = min(int(args.get("max_bytes", ctx.limits.web_max_bytes)), ctx.limits.web_max_bytes)
-    fetched = await http_get(ctx, str(args["url"]), max_bytes=max_bytes)
+async def fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
+    max_bytes = _max_bytes(ctx, args)
+    fetched = await http_get(ctx, args.url, max_bytes=max_bytes)
     artifact = await _store(
         ctx,
         fetched.body,
@@ -235,133 +238,23 @@ async def fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     )
 
 
-__all__ = ["TOOLS", "USER_AGENT", "Fetched", "extract", "fetch", "html_to_text", "http_get", "search"]
+__all__ = ["TOOLS", "extract", "fetch", "search"]
 
 
 # -- extract ------------------------------------------------------------------------------------
-_SKIP = {"script", "style", "noscript", "template", "svg", "iframe", "object", "canvas", "head"}
-_BLOCK = {
-    "p",
-    "div",
-    "br",
-    "li",
-    "ul",
-    "ol",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "tr",
-    "table",
-    "section",
-    "article",
-    "header",
-    "footer",
-    "nav",
-    "aside",
-    "main",
-    "pre",
-    "blockquote",
-    "hr",
-    "dd",
-    "dt",
-    "dl",
-    "figure",
-    "figcaption",
-    "form",
-    "fieldset",
-    "address",
-    "details",
-    "summary",
-    "td",
-    "th",
-}
-_VOID = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr"}
-
-
-class _TextExtractor(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.skip_depth = 0
-        self.pre_depth = 0
-        self.in_title = False
-        self.title: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title":
-            self.in_title = True
-        if tag in _SKIP and tag not in _VOID:
-            self.skip_depth += 1
-            return
-        if tag == "pre":
-            self.pre_depth += 1
-        if tag in _BLOCK:
-            self.parts.append("\n")
-        if tag == "li":
-            self.parts.append("- ")
-        if tag in {"td", "th"}:
-            self.parts.append(" ")
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        if tag in _SKIP and tag not in _VOID:
-            self.skip_depth = max(0, self.skip_depth - 1)
-            return
-        if tag == "pre":
-            self.pre_depth = max(0, self.pre_depth - 1)
-        if tag in _BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title.append(data)
-        if self.skip_depth:
-            return
-        if self.pre_depth:
-            self.parts.append(data.replace("\n", "\x00"))  # kept through normalisation below
-        else:
-            self.parts.append(re.sub(r"\s+", " ", data))
-
-
-def html_to_text(html: str) -> tuple[str, str]:
-    """Deterministic HTML to text: scripts/styles dropped, blocks on their own lines, white space
-    normalised (kept inside ``<pre>``). Returns ``(title, text)``."""
-    parser = _TextExtractor()
-    parser.feed(html)
-    parser.close()
-    raw = "".join(parser.parts)
-    lines: list[str] = []
-    for line in raw.split("\n"):
-        if "\x00" in line:
-            lines.extend(part.rstrip() for part in line.split("\x00"))
-        else:
-            lines.append(re.sub(r"[ \t\f\v]+", " ", line).strip())
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    title = re.sub(r"\s+", " ", "".join(parser.title)).strip()
-    return title, text
-
-
 @tool(
     "builtin:web:extract",
     tier=RiskTier.READ_ONLY,
     description="Text of a stored artifact (e.g. a fetched page): HTML is converted deterministically. Takes an "
     "artifact id, never a URL.",
-    input_schema=schemas.WEB_EXTRACT_IN,
+    args=WebExtractArgs,
     output_schema=schemas.WEB_EXTRACT_OUT,
     registry=TOOLS,
 )
-def extract(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+def extract(ctx: ToolContext, args: WebExtractArgs) -> ToolOutput:
     if ctx.workspace is None:
         raise InvalidInput("extract needs a workspace (artifacts live there)")
-    ref = str(args["artifact_id"])
+    ref = args.artifact_id
     if "://" in ref:
         raise InvalidInput("extract takes an artifact id; fetch the URL first with builtin:web:fetch")
     registry = ctx.workspace.artifacts
@@ -377,7 +270,7 @@ def extract(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     decoded = data.decode(_charset(content_type, data), errors="replace")
     looks_html = "html" in content_type.lower() or re.match(r"\s*(<!doctype html|<html)", decoded[:1000], re.I)
     title, text = html_to_text(decoded) if looks_html else ("", decoded.strip())
-    max_chars = int(args.get("max_chars", ctx.limits.fs_read_max_bytes))
+    max_chars = given(args.max_chars, ctx.limits.fs_read_max_bytes)
     if len(text) > max_chars:
         text = text[:max_chars]
         truncated = True

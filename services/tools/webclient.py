@@ -38,8 +38,9 @@ from urllib.parse import urljoin, urlsplit
 
 from services.errors import InvalidInput
 from services.policy import BoundPolicy
+from services.policy.model import PolicyDenied
 from services.tools.registry import ToolContext
-from services.tools.results import PolicyDenied, ToolNetworkError, ToolTimeout
+from services.tools.results import ToolNetworkError, ToolTimeout
 
 USER_AGENT = "Aries/0.1 (builtin:web)"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

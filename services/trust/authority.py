@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import json
 import os
 import shutil
@@ -29,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.audit_db import AUDIT_FILE, open_audit_db
 from services.errors import ConfigError
+from services.hashing import sha256_hex
 
 POLICY_FILE = "policy.yaml"
 PROFILES_DIR = "profiles"
@@ -114,7 +115,7 @@ class Authority:
             ensure_ascii=False,
             default=str,
         )
-        return hashlib.sha256(body.encode("utf-8")).hexdigest()
+        return sha256_hex(body)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -331,7 +332,7 @@ def _put_roots(database: Path, rows: list[list[str]]) -> None:
 def _plan_runs(database: Path) -> list[str]:
     if not database.is_file():
         return []
-    db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    db = open_audit_db(database, readonly=True, timeout=5)
     try:
         return sorted(str(row[0]) for row in db.execute("SELECT run_id FROM plan_runs"))
     except sqlite3.OperationalError:  # no plan_runs table: no run to replay
@@ -381,7 +382,7 @@ def quarantine(root: Path) -> Authority:
             moved.index_roots[name] = rows
     if moved.index_roots:
         atomic_write_text(folder / INDEX_ROOTS_FILE, json.dumps(moved.index_roots, indent=2, sort_keys=True) + "\n")
-    moved.plan_runs = _plan_runs(root / "audit.db")
+    moved.plan_runs = _plan_runs(root / AUDIT_FILE)
     if moved.plan_runs:
         atomic_write_text(folder / PLAN_RUNS_FILE, json.dumps(moved.plan_runs, indent=2) + "\n")
     if moved.empty():

@@ -27,7 +27,6 @@ answers any document request) reindexes every document left marked by a killed s
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_bytes
 from services.errors import AriesError
+from services.hashing import sha256_hex
 from services.web.errors import (
     BadDocumentId,
     DocumentNotFound,
@@ -79,7 +79,7 @@ def kind_of(name: str) -> str | None:
 
 def etag_of(data: bytes) -> str:
     """The etag of a document: the SHA-256 of the bytes on disk, in hex."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 @dataclass(frozen=True)
@@ -349,7 +349,7 @@ class DocumentSet:
         return summary
 
     def _marker(self, doc_id: str) -> Path:
-        return self.pending_dir / f"{hashlib.sha256(doc_id.encode('utf-8')).hexdigest()[:32]}.json"
+        return self.pending_dir / f"{sha256_hex(doc_id)[:32]}.json"
 
     def _mark(self, doc_id: str) -> None:
         self.pending_dir.mkdir(parents=True, exist_ok=True)

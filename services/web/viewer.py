@@ -233,4 +233,4 @@ def run_viewer(
             signal.signal(sig, handler)
 
 
-__all__ = ["ViewerError", "ViewerServer", "check_host", "run_viewer"]
+__all__ = ["ViewerServer", "check_host", "run_viewer"]

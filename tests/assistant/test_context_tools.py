@@ -16,7 +16,8 @@ from services.assistant import TurnLoop
 from services.audit import AuditStore
 from services.context.service import ContextService
 from services.session import Session
-from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway
+from services.tools.calls import ApprovalDecision, ApprovalRequest
+from services.tools.gateway import ToolGateway
 from tests.assistant.conftest import provider_for
 from tests.models.servers import Call, Reply, ScriptedServer
 

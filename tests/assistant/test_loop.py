@@ -12,7 +12,7 @@ import pytest
 from services.assistant import Cancelled, Done, Failed, LoopEvent, TextDelta, ToolFinished, TurnLoop
 from services.audit import AuditStore
 from services.session import Session
-from services.tools.gateway import ApprovalDecision, ApprovalRequest, approve_all
+from services.tools.calls import ApprovalDecision, ApprovalRequest, approve_all
 from tests.assistant.conftest import provider_for
 from tests.models.servers import Call, Reply, ScriptedServer
 

@@ -20,8 +20,8 @@ from services.bridge import (
     QueryRefused,
     headless_approver,
     maybe_ask_cloud,
-    sha256_text,
 )
+from services.hashing import sha256_tagged
 from tests.bridge.conftest import ENV, RecordingCloud, config_for, must_not_redact, must_redact
 
 REDACT = must_redact()
@@ -157,8 +157,8 @@ async def test_the_log_has_hashes_and_counts_but_no_raw_text(cloud: RecordingClo
     assert [r["status"] for r in rows] == ["declined", "refused", "sent"]
     sent = audit.get("cloud-r1")
     assert sent is not None
-    assert sent["prompt_sha256"] == sha256_text(reply.sent) == reply.prompt_sha256
-    assert sent["reply_sha256"] == sha256_text(reply_text)
+    assert sent["prompt_sha256"] == sha256_tagged(reply.sent) == reply.prompt_sha256
+    assert sent["reply_sha256"] == sha256_tagged(reply_text)
     assert sent["redactions"] == {"api_key": 1, "host": 1, "project": 1} == reply.redactions
     assert sent["model"] == "cloud-model" and sent["ts"] and sent["mode"] == "ask"
     assert rows[1]["error"] == "command" and rows[1]["reply_sha256"] is None

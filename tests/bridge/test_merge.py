@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from services.bridge import CloudReply, sha256_text
+from services.bridge import CloudReply
 from services.bridge.merge import CLOUD_INDEX, cloud_replies, forget_cloud, forget_reply, merge_reply, record_reply
 from services.conversation import Conversation
 from services.errors import ConfigError
+from services.hashing import sha256_tagged
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.transcripts import Transcript
 from services.workspace_config import validate_config
@@ -24,8 +25,8 @@ def _reply(request_id: str, text: str) -> CloudReply:
         text=text,
         model="cloud-model",
         sent=sent,
-        prompt_sha256=sha256_text(sent),
-        reply_sha256=sha256_text(text),
+        prompt_sha256=sha256_tagged(sent),
+        reply_sha256=sha256_tagged(text),
         redactions={"email": 1},
         usage={"prompt_tokens": 11, "completion_tokens": 5},
     )

@@ -10,20 +10,22 @@ from pathlib import Path
 import pytest
 
 from services.context.memory import (
+    extract_offline,
+    extract_with_model,
+    model_extractor,
+    read_memory_file,
+    write_memories,
+)
+from services.context.memory_model import SCHEMA, approx_tokens, batches
+from services.context.memory_types import (
     MAX_MEMORIES,
     MAX_MEMORY_CHARS,
     Memory,
     MemoryExtractionFailed,
     MemorySource,
     SessionMessage,
-    extract_offline,
-    extract_with_model,
     memory_id,
-    model_extractor,
-    read_memory_file,
-    write_memories,
 )
-from services.context.memory_model import SCHEMA, approx_tokens, batches
 from services.context.sessions import SessionStore
 from services.models.ollama import OllamaProvider
 from services.models.openai_compat import OpenAICompatProvider

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import pytest
 
+from services.audit_db import AUDIT_FILE
 from services.context.errors import InvalidUri
 from services.context.index import NotContextSource
-from services.context.search import ContextRetriever, SearchFilter
+from services.context.search import ContextRetriever
+from services.context.search_types import SearchFilter
 from services.context.sessions import SessionStore
 from services.context.settings import ContextSettings
 from services.context.tiers import ABSTRACT, OVERVIEW
 from services.context.traces import STOP_REASONS, Budget, TraceNotFound, TraceStore
 from services.context.uri import parse_uri
 from services.errors import ConfigError, InvalidInput
-from services.retrieval.audit import AUDIT_DB
 from tests.context.ctx_fixtures import Ctx, ctx_fixture  # noqa: F401 - the fixture "ctx"
 
 
@@ -163,7 +164,7 @@ def test_traces_are_persisted_and_read_back_after_reopening(ctx: Ctx) -> None:
     searched = retriever.search("llama wool", limit=2)
     found = retriever.find("sourdough")
     retriever.close()
-    reopened = TraceStore(ctx.workspace.root / AUDIT_DB)
+    reopened = TraceStore(ctx.workspace.root / AUDIT_FILE)
     try:
         assert reopened.get(searched.trace.id).to_dict() == searched.trace.to_dict()
         assert [t.id for t in reopened.recent(5)][:2] == [found.trace.id, searched.trace.id]

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from services.context.errors import ResourceExists, ScopeReadOnly
+from services.context.evidence import write_evidence
 from services.context.index import sync_index
 from services.context.ingest import NothingToAdd, UnsupportedSource, UrlRefused
 from services.context.service import ContextService
 from services.context.tiers import ABSTRACT, OVERVIEW
 from services.context.uri import AxiomUri, parse_uri
 from services.session import Session
-from services.tools.gateway import approve_all
+from services.tools.calls import approve_all
 from services.workspaces import WorkspaceManager
 from tests.tools.conftest import policy_data
 
@@ -206,11 +207,11 @@ def test_reconcile_cleans_stale_staging_and_evidence_passes(service: ContextServ
     (temp / "staging-deadbeef00000000" / "payload").mkdir(parents=True)  # a killed add: no lock held
     report = service.reconcile()
     assert report.staging_removed == ["staging-deadbeef00000000"] and report.consistent
-    paths = service.evidence(tmp_path / "ev")
+    paths = write_evidence(service, tmp_path / "ev")
     assert [p.name for p in paths] == ["operability.md", "reliability.md", "security.md"]
     texts = [p.read_text() for p in paths]
     assert all("FAIL" not in t for t in texts), "\n".join(texts)
     assert "hostile-URI suite" in texts[2]
-    again = [p.read_text() for p in service.evidence(tmp_path / "ev2")]
+    again = [p.read_text() for p in write_evidence(service, tmp_path / "ev2")]
     strip = lambda t: [line for line in t.splitlines() if not line.startswith("Generated:")]  # noqa: E731
     assert [strip(t) for t in texts] == [strip(t) for t in again]

@@ -14,13 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from services.context.memory import (
-    CorruptMemoryFile,
-    Memory,
-    MemoryExtractionFailed,
-    SessionMessage,
-    read_memory_file,
-)
+from services.context.memory import CorruptMemoryFile, read_memory_file
+from services.context.memory_types import Memory, MemoryExtractionFailed, SessionMessage
 from services.context.session_commit import FAULT_ENV, JOURNAL
 from services.context.sessions import (
     MAX_CONTENT_CHARS,

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from services.policy import Policy, parse_policy
-from services.tools.gateway import ToolGateway, approve_all
+from services.tools.calls import approve_all
+from services.tools.gateway import ToolGateway
 from services.workspaces import Workspace
 from tests.loopback import LoopbackServer
 

@@ -8,9 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from services.audit import AuditStore, content_hash, explain
+from services.audit import AuditStore, explain
+from services.hashing import content_hash
+from services.tools.calls import ApprovalDecision
 from services.tools.doctor import doctor
-from services.tools.gateway import ApprovalDecision, ToolGateway
+from services.tools.gateway import ToolGateway
 from tests.tools.conftest import Sandbox, make_policy
 
 pytestmark = pytest.mark.timeout(30)

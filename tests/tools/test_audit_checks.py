@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from services.audit import SCHEMA_VERSION, AuditStore, AuditStoreError
+from services.audit import AuditStore
+from services.audit_db import SCHEMA_VERSION, AuditStoreError
 from services.errors import AriesError
-from services.tools.gateway import ApprovalDecision, ToolGateway
+from services.tools.calls import ApprovalDecision
+from services.tools.gateway import ToolGateway
 from tests.tools.conftest import Sandbox
 
 pytestmark = pytest.mark.timeout(60)
@@ -164,7 +166,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from services.audit import AuditStore, AuditStoreError
+    from services.audit import AuditStore
+    from services.audit_db import AuditStoreError
     mode, mount = sys.argv[1], Path(sys.argv[2])
     path = mount / "audit.db"
     def record(store, n, pad):

@@ -11,8 +11,9 @@ from typing import Any
 import psutil
 import pytest
 
+from services.policy import BoundPolicy
 from services.tools.gateway import ToolGateway
-from services.tools.shell import ENV_TAG
+from services.tools.processes import ENV_TAG
 from tests.tools.conftest import Sandbox, make_policy
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(sys.platform == "win32", reason="POSIX rlimits")]
@@ -166,7 +167,7 @@ def test_policy_rebinding_keeps_background_processes(sandbox: Sandbox, gateway_f
     started = gateway.execute_sync("builtin:shell:start", {"argv": ["sleep", "30"]})
     assert started.ok and started.data is not None
     manager = gateway.processes
-    gateway.bound = gateway.policy.bind(sandbox.workspace.root, mode="strict")  # a mode change
+    gateway.bound = BoundPolicy(gateway.policy, sandbox.workspace.root, mode="strict")  # a mode change
     assert gateway.processes is manager
     polled = gateway.execute_sync("builtin:shell:poll", {"process_id": started.data["process_id"]})
     assert polled.data is not None and polled.data["running"] is True

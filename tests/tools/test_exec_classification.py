@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from services.policy import classify
-from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway, deny_all
+from services.policy import BoundPolicy, classify
+from services.tools.calls import ApprovalDecision, ApprovalRequest, deny_all
+from services.tools.gateway import ToolGateway
 from tests.tools.conftest import SENTINEL, Sandbox, make_policy, policy_data
 
 pytestmark = pytest.mark.timeout(120)
@@ -232,7 +233,7 @@ def test_auto_approve_rules_and_strict_mode_cannot_pass_exec_capable_commands(
     assert decision.action == "confirm" and decision.rule == "shell.exec_capable"
     for mode in ("guide", "strict"):
         bound = make_policy(sandbox.root, mode=mode, shell__executables=[{"id": "d", "names": ALLOWED}])
-        verdict = bound.bind(sandbox.workspace.root).evaluate(
+        verdict = BoundPolicy(bound, sandbox.workspace.root).evaluate(
             gateway.registry.get("builtin:shell:start"), {"argv": ["sh", "-c", "true"]}
         )
         assert verdict.action == "confirm" and verdict.rule == "shell.exec_capable"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from services.tools.fs import parse_patch
 from services.tools.gateway import ToolGateway
+from services.tools.patching import parse_patch
 from tests.tools.conftest import Sandbox, make_policy, policy_data
 
 pytestmark = pytest.mark.timeout(60)
@@ -454,7 +454,7 @@ def test_patch_file_resolves_like_every_fs_path(
 def test_patch_file_is_never_covered_by_a_session_grant(sandbox: Sandbox, gateway: ToolGateway) -> None:
     """A grant names the diff file, not the files its (changeable) content touches: patches from a file
     are approved call by call, and "approve for session" is refused for them."""
-    from services.tools.gateway import ApprovalDecision
+    from services.tools.calls import ApprovalDecision
 
     (sandbox.root / "one.txt").write_text("a\n")
     (sandbox.root / "fix.diff").write_text("--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-a\n+b\n")

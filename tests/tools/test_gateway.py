@@ -8,20 +8,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import MISSING, BaseModel, ConfigDict
 
 from services.errors import InvalidInput
-from services.policy import RiskTier
+from services.policy import PathUse, RiskTier
+from services.policy.model import ToolPermissionDenied
 from services.tools import fs
+from services.tools.args import ARGS_MODELS, ToolArgs
 from services.tools.builtin import BuiltinProvider, default_registry
-from services.tools.gateway import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ToolCallRequest,
-    ToolGateway,
-    deny_all,
-    execute_tool_call_with_policy,
-    execute_tool_call_with_policy_sync,
-)
+from services.tools.calls import ApprovalDecision, ApprovalRequest, ToolCallRequest, deny_all
+from services.tools.gateway import ToolGateway, execute_tool_call_with_policy, execute_tool_call_with_policy_sync
 from services.tools.registry import (
     Capability,
     ToolContext,
@@ -31,7 +27,8 @@ from services.tools.registry import (
     _revoke,
     tool,
 )
-from services.tools.results import ToolOutput, ToolPermissionDenied
+from services.tools.results import ToolOutput
+from services.tools.schemas import schema_of
 from tests.tools.conftest import Sandbox, make_policy, policy_data
 
 pytestmark = pytest.mark.timeout(60)
@@ -305,6 +302,35 @@ def _sabotage_audit(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     return ToolOutput({"sabotaged": True})
 
 
+class AnyArgs(BaseModel):
+    """Any object: a test tool that takes what it is given."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class EchoArgs(ToolArgs):
+    """A test tool's arguments: what the tool sees of them is echoed back."""
+
+    word: str
+    times: int = 2
+    tail: str | MISSING = MISSING
+
+
+def _echo(ctx: ToolContext, args: EchoArgs) -> ToolOutput:
+    return ToolOutput({"type": type(args).__name__, "seen": args.model_dump(), "tail_given": args.tail is not MISSING})
+
+
+tool(
+    "testprov:misc:echo",
+    tier=RiskTier.READ_ONLY,
+    description="echo",
+    args=EchoArgs,
+    output_schema={"type": "object"},
+    registry=TEST_TOOLS,
+    resources=lambda args: [] if isinstance(args, EchoArgs) else [PathUse("/not-a-model", "read", arg="x")],
+)(_echo)
+
+
 for _name, _impl in (
     ("explode", _explode),
     ("sleepy", _sleepy),
@@ -316,7 +342,7 @@ for _name, _impl in (
         f"testprov:misc:{_name}",
         tier=RiskTier.READ_ONLY,
         description=_name,
-        input_schema={"type": "object"},
+        args=AnyArgs,
         output_schema={"type": "object"},
         registry=TEST_TOOLS,
     )(_impl)
@@ -362,6 +388,21 @@ def test_tool_returning_garbage_is_an_internal_error(test_gateway: ToolGateway) 
 def test_typed_errors_keep_their_type(test_gateway: ToolGateway) -> None:
     result = test_gateway.execute_sync("testprov:misc:invalid", {})
     assert result.error is not None and result.error.type == "InvalidInput"
+
+
+def test_a_tool_receives_its_validated_argument_model(test_gateway: ToolGateway) -> None:
+    """The handler, the preview and the policy's resources function get the model, defaults filled in."""
+    result = test_gateway.execute_sync("testprov:misc:echo", {"word": "hi"})
+    assert result.ok and result.data == {"type": "EchoArgs", "seen": {"word": "hi", "times": 2}, "tail_given": False}
+    refused = test_gateway.execute_sync("testprov:misc:echo", {"word": "hi", "times": "2"})
+    assert refused.error is not None and refused.error.type == "InvalidInput"
+    assert refused.error.message.startswith("times: ")  # named by the published schema, before any tool code
+
+
+def test_every_builtin_tool_declares_its_model() -> None:
+    for spec in default_registry().list():
+        assert spec.args_model is ARGS_MODELS[spec.tool_id], spec.tool_id
+        assert spec.input_schema == schema_of(spec.args_model), spec.tool_id
 
 
 def test_a_failing_audit_write_is_flagged_on_the_result(test_gateway: ToolGateway) -> None:

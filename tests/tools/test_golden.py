@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway
+from services.tools.calls import ApprovalDecision, ApprovalRequest
+from services.tools.gateway import ToolGateway
 from services.transcripts import Transcript
 from tests.tools.conftest import LoopbackServer, Sandbox, make_policy
 

@@ -244,7 +244,7 @@ def test_shell_cat_of_an_allowed_file_works(sandbox: Sandbox, gateway: ToolGatew
 
 def test_toctou_swap_to_symlink_is_caught(sandbox: Sandbox, gateway: ToolGateway) -> None:
     """A file checked by the policy and then swapped for a link to outside is not read."""
-    from services.tools import fs
+    from services.tools import fsio
     from services.tools.registry import ToolContext, _issue, _revoke
 
     target = sandbox.root / "swap.txt"
@@ -256,7 +256,7 @@ def test_toctou_swap_to_symlink_is_caught(sandbox: Sandbox, gateway: ToolGateway
     cap = _issue("builtin:fs:read_text", "c1")
     try:
         with pytest.raises(OSError):  # O_NOFOLLOW refuses the swapped-in link (ELOOP)
-            fs.open_for_read(ctx, resolved)
+            fsio.open_for_read(ctx, resolved)
     finally:
         _revoke(cap)
     target.unlink()
@@ -264,7 +264,7 @@ def test_toctou_swap_to_symlink_is_caught(sandbox: Sandbox, gateway: ToolGateway
     resolved = gateway.bound.guard.resolve("swap.txt", "read")
     target.rename(sandbox.root / "aside.txt")  # keeps the checked inode alive, so it is not reused
     target.write_text("replaced\n")
-    from services.tools.results import ToolPermissionDenied
+    from services.policy.model import ToolPermissionDenied
 
     with pytest.raises(ToolPermissionDenied):
-        fs.open_for_read(ctx, resolved)
+        fsio.open_for_read(ctx, resolved)

@@ -21,7 +21,7 @@ def _bound(sandbox: Sandbox, **web: Any) -> BoundPolicy:
     data["web"] = {"schemes": ["http", "https"], **web}
     import json
 
-    return parse_policy(json.dumps(data), source="<net>").bind(sandbox.workspace.root)
+    return BoundPolicy(parse_policy(json.dumps(data), source="<net>"), sandbox.workspace.root)
 
 
 def _rule(bound: BoundPolicy, url: str) -> str | None:

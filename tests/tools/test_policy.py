@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def _bound(sandbox: Sandbox, **overrides: object) -> BoundPolicy:
-    return make_policy(sandbox.root, **overrides).bind(sandbox.workspace.root)
+    return BoundPolicy(make_policy(sandbox.root, **overrides), sandbox.workspace.root)
 
 
 def _decide(bound: BoundPolicy, tool_id: str, args: dict[str, Any]) -> tuple[str, str, str | None]:
@@ -36,7 +36,7 @@ def _decide(bound: BoundPolicy, tool_id: str, args: dict[str, Any]) -> tuple[str
 def test_default_policy_is_safe(sandbox: Sandbox) -> None:
     policy = default_policy()
     assert policy.mode == "guide" and policy.providers == {"builtin": True, "mcp": False}
-    bound = policy.bind(sandbox.workspace.root)
+    bound = BoundPolicy(policy, sandbox.workspace.root)
     (sandbox.workspace.root / "notes.txt").write_text("x")
     assert _decide(bound, "builtin:fs:read_text", {"path": "notes.txt"}) == ("allow", "mode.guide.read_only", "mode")
     assert _decide(bound, "builtin:shell:run", {"argv": ["ls"]})[:2] == ("confirm", "mode.guide.requires_approval")
@@ -148,23 +148,23 @@ def test_commander_auto_approve_rules(sandbox: Sandbox) -> None:
 
 def test_mode_override_and_bad_mode(sandbox: Sandbox) -> None:
     policy = make_policy(sandbox.root)
-    assert policy.bind(None, mode="strict").mode == "strict"
+    assert BoundPolicy(policy, None, mode="strict").mode == "strict"
     assert policy.with_mode("commander").mode == "commander"
     with pytest.raises(ConfigError):
-        policy.bind(None, mode="yolo")
+        BoundPolicy(policy, None, mode="yolo")
     with pytest.raises(ConfigError):
         policy.with_mode("yolo")
 
 
 def test_roots_variables_and_missing_roots(sandbox: Sandbox) -> None:
     policy = make_policy("${workspace}")
-    bound = policy.bind(sandbox.workspace.root)
+    bound = BoundPolicy(policy, sandbox.workspace.root)
     assert bound.roots == [sandbox.workspace.root.resolve()]
-    unbound = policy.bind(None)
+    unbound = BoundPolicy(policy, None)
     assert unbound.roots == [] and unbound.warnings
     decision = unbound.evaluate(default_registry().get("builtin:fs:list_dir"), {"path": "."})
     assert decision.action == "deny" and decision.rule == "fs.allowed_roots"
-    gone = make_policy(sandbox.base / "does-not-exist").bind(None)
+    gone = BoundPolicy(make_policy(sandbox.base / "does-not-exist"), None)
     assert gone.roots == [] and "not an existing directory" in gone.warnings[0]
 
 
@@ -258,3 +258,46 @@ def test_policy_hash_changes_with_content(sandbox: Sandbox) -> None:
 )
 def test_glob_semantics(pattern: str, path: str, matches: bool) -> None:
     assert bool(glob_to_regex(pattern).match(path)) is matches
+
+
+# -- the document (pydantic) ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "version: 1\nfilesystem:\n  deny:\n    - id: a\n      glob: '*.x'\n      color: red\n",
+            "p.yaml:6: filesystem.deny.0.color: is not a setting Aries knows here",
+        ),
+        ("version: 1\nweb:\n  allow_private:\n    - {host: x}\n", "p.yaml:4: web.allow_private.0.ports: is required"),
+        ("version: 1\nmode: yolo\n", "p.yaml:2: mode: Input should be 'guide', 'commander' or 'strict' (not 'yolo')"),
+        (
+            "version: 1\ntool_classes:\n  fs: maybe\n",
+            "p.yaml:3: tool_classes.fs: must be enabled, disabled, true or false",
+        ),
+        (
+            "version: 1\nproviders:\n  mcp:\n    servers:\n      t:\n        command: x\n        url: http://127.0.0.1:1/mcp\n",
+            "p.yaml:5: providers.mcp.servers.t: give exactly one of command",
+        ),
+        (
+            "version: 1\nproviders:\n  mcp:\n    servers:\n      t:\n        url: http://example.com/mcp\n",
+            "p.yaml:6: providers.mcp.servers.t.url: only loopback hosts",
+        ),
+    ],
+)
+def test_policy_problems_name_the_setting_and_its_line(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_policy(text, source="p.yaml")
+    assert caught.value.message.startswith(expected), caught.value.message
+
+
+def test_the_document_holds_the_defaults_the_rules_use() -> None:
+    from services.policy.document import PolicyDocument
+    from services.policy.exec_table import DEFAULT_ENV_ALLOW
+    from services.policy.model import DEFAULT_VISIBLE, Limits
+
+    doc = PolicyDocument.model_validate({"version": 1})
+    policy = parse_policy("version: 1\n")
+    assert tuple(doc.shell.env_allow) == DEFAULT_ENV_ALLOW == policy.env_allow
+    assert tuple(doc.shell.visible_paths) == DEFAULT_VISIBLE == policy.sandbox.visible
+    assert doc.limits == Limits() == policy.limits and policy.providers == {}
+    assert policy.data == {"version": 1}  # what the hash is taken of: the file as written

@@ -22,8 +22,8 @@ import pytest
 from services.policy import Policy
 from services.tools.doctor import doctor
 from services.tools.gateway import ToolGateway
+from services.tools.processes import ENV_TAG
 from services.tools.sandbox import SandboxSupport, SandboxUnavailable, select, support
-from services.tools.shell import ENV_TAG
 from tests.tools.conftest import SENTINEL, Sandbox, make_policy
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]

@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 import pytest
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import MISSING, BaseModel, ConfigDict, ValidationError
 
 from services.errors import InvalidInput, NotFound
 from services.policy import RiskTier
 from services.tools import schemas
-from services.tools.args import ARGS_MODELS, ToolArgs
+from services.tools.args import ARGS_MODELS, FsReadTextArgs, ShellRunArgs, ToolArgs
 from services.tools.builtin import BuiltinProvider, default_registry
 from services.tools.gateway import ToolGateway
 from services.tools.registry import (
@@ -255,7 +255,7 @@ def test_registry_publishes_the_self_contained_model_schema(tool_id: str) -> Non
 
 
 def test_module_level_names_are_the_generated_schemas() -> None:
-    assert schemas.FS_READ_TEXT_IN == schema_of(schemas.FsReadTextArgs)
+    assert schemas.FS_READ_TEXT_IN == schema_of(FsReadTextArgs)
     assert schemas.SHELL_RUN_IN["required"] == ["argv"]
     assert schemas.FS_READ_TEXT_OUT["required"] == ["path", "text", "encoding", "size", "offset"]
 
@@ -330,13 +330,15 @@ def test_schema_of_refuses_a_recursive_model() -> None:
 
 
 def test_schema_of_is_deterministic() -> None:
-    first = json.dumps(schema_of(schemas.ShellRunArgs))
-    assert all(json.dumps(schema_of(schemas.ShellRunArgs)) == first for _ in range(3))
+    first = json.dumps(schema_of(ShellRunArgs))
+    assert all(json.dumps(schema_of(ShellRunArgs)) == first for _ in range(3))
 
 
 def test_tool_args_are_frozen_and_strict() -> None:
-    args = schemas.FsReadTextArgs.model_validate({"path": "a"})
-    assert isinstance(args, ToolArgs) and args.model_dump() == {"path": "a"}  # omitted stays omitted
+    args = FsReadTextArgs.model_validate({"path": "a"})
+    assert isinstance(args, ToolArgs) and args.model_dump(exclude_unset=True) == {"path": "a"}
+    # A fixed default is the model's own; a default that comes from the policy's limits stays omitted.
+    assert args.model_dump() == {"path": "a", "offset": 0, "encoding": "utf-8"} and args.max_bytes is MISSING
     with pytest.raises(ValidationError):
         args.path = "b"  # type: ignore[misc]
 
@@ -425,6 +427,12 @@ def test_tool_schemas_for_model() -> None:
         tool_schemas_for_model(registry, ["builtin:fs:format_disk"])
 
 
+class AnyArgs(BaseModel):
+    """Any object: a test tool that takes what it is given."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 def _noop(ctx: Any, args: dict[str, Any]) -> Any:
     raise AssertionError("never called")
 
@@ -435,7 +443,7 @@ def test_tool_schemas_for_model_neutralise_provider_descriptions() -> None:
         "hostile:misc:x",
         tier=RiskTier.READ_ONLY,
         description="List files.\x1b]0;pwned\x07\u202eexe.txt",
-        input_schema={"type": "object"},
+        args=AnyArgs,
         output_schema={"type": "object"},
         registry=specs,
     )(_noop)

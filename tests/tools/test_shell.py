@@ -12,7 +12,8 @@ from typing import Any
 import psutil
 import pytest
 
-from services.tools.gateway import ApprovalDecision, ApprovalRequest, ToolGateway
+from services.tools.calls import ApprovalDecision, ApprovalRequest
+from services.tools.gateway import ToolGateway
 from services.tools.shell import HARDENED_ENV
 from tests.tools.conftest import Sandbox, make_policy
 

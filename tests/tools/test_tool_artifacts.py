@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from services.audit import SCHEMA_VERSION, AuditStore
-from services.tools.gateway import ToolGateway, deny_all
+from services.audit import AuditStore
+from services.audit_db import SCHEMA_VERSION
+from services.tools.calls import deny_all
+from services.tools.gateway import ToolGateway
 from services.tools.undo import RESTORE_ID, last_undoable, undo_arguments
 from services.transcripts import Transcript
 from tests.tools.conftest import PAGE, LoopbackServer, Sandbox, make_policy

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
+from services.htmltext import html_to_text
 from services.tools.gateway import ToolGateway
-from services.tools.web import html_to_text
 from tests.tools.conftest import PAGE, LoopbackServer, Sandbox, make_policy
 
 pytestmark = pytest.mark.timeout(60)

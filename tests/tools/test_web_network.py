@@ -14,6 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from services.errors import ConfigError
+from services.policy import BoundPolicy
 from services.tools.gateway import ToolGateway
 from services.tools.registry import ToolContext
 from services.tools.results import ToolTimeout
@@ -129,7 +130,7 @@ def test_setting_the_cancel_event_aborts_the_request(sandbox: Sandbox, loopback:
     """``ctx.cancel`` (what the gateway sets on cancel or timeout) stops a request in flight."""
     drip = Drip(0.2)
     server = loopback({"/drip": drip.handle})
-    bound = _policy(sandbox, server.port, web_read_timeout_s=60).bind(sandbox.workspace.root)
+    bound = BoundPolicy(_policy(sandbox, server.port, web_read_timeout_s=60), sandbox.workspace.root)
     ctx = ToolContext("call-1", "builtin:web:fetch", bound, sandbox.workspace, None)
 
     def cancel_when_dripping() -> None:

@@ -430,13 +430,15 @@ def make_bundle(base: Path, tmp: Path, case: Case, canary: Canary) -> Path:
 def raw_export(folder: Path, dest: Path) -> None:
     """Every regular file of ``folder`` in a bundle of Aries's format (manifest first, sorted members,
     sizes and SHA-256 in the manifest), without the exporter's own leaving-out."""
-    from services.bundles.manifest import KIND, MANIFEST_NAME, FileEntry, Manifest, mime_type
-    from services.bundles.writer import atomic_output, hash_file, write_archive
+    from services.bundles.archive import FileEntry
+    from services.bundles.manifest import KIND, MANIFEST_NAME, Manifest, mime_type
+    from services.bundles.writer import atomic_output, write_archive
+    from services.hashing import file_sha256
 
     files = sorted(
         (p.relative_to(folder).as_posix(), p) for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
     )
-    entries = [FileEntry(rel, *hash_file(path), mime_type(rel)) for rel, path in files]
+    entries = [FileEntry(rel, *file_sha256(path), mime_type(rel)) for rel, path in files]
     manifest = Manifest(workspace={"name": folder.name}, aries_version="test", embedders={}, files=entries)
     with atomic_output(dest) as out:
         write_archive(

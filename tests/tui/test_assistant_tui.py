@@ -49,10 +49,10 @@ def workspace(tmp_path: Path) -> Workspace:
 
 
 def tool_name(tool_id: str) -> str:
-    from services.models.base import ToolNameMap
+    from services.models.toolnames import ToolNameMap
     from services.policy import default_policy
     from services.tools.builtin import default_registry
-    from services.tools.gateway import describe_tools
+    from services.tools.records import describe_tools
 
     enabled = [t["id"] for t in describe_tools(default_registry(), default_policy()) if t["enabled"]]
     return ToolNameMap(enabled).provider_name(tool_id)

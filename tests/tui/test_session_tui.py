@@ -11,7 +11,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
-from services.tools.gateway import ApprovalDecision
+from services.tools.calls import ApprovalDecision
 from services.workspaces import Workspace, WorkspaceManager
 
 SIZE = (160, 48)

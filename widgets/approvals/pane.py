@@ -17,7 +17,7 @@ from widgets.safe import clip
 from widgets.toolinfo import TIER_STYLES, key_argument
 
 if TYPE_CHECKING:
-    from services.tools.gateway import ApprovalRequest
+    from services.tools.calls import ApprovalRequest
 
 
 def queue_label(request: ApprovalRequest) -> Text:
