@@ -57,16 +57,16 @@ ROWS = [
             "app.cli.rag",
             "app.cli.tool",
             "app.cli.model",
-            "app.assistant_controller",
-            "app.rag_controller",
-            "app.tool_controller",
-            "app.desktop_controller",
+            "app.commands.assistant",
+            "app.commands.rag",
+            "app.commands.tools",
+            "app.commands.desktop",
             "app.cli.desktop",
             "services.desktop",
             "app.palette",
             "services.session",
             "services.leases",
-            "app.serve_controller",
+            "app.commands.serve",
             "services.web",
             *HEAVY,
         ],
@@ -85,11 +85,11 @@ ROWS = [
     (WALK_SERVICES, UI),
     # Profiles: importing them (and their TUI/CLI shells) loads no pydantic or jsonschema; only parsing does.
     (
-        "import services.profiles, services.profiles.audit, app.profile_controller, app.cli.profile",
+        "import services.profiles, services.profiles.audit, app.commands.profile, app.cli.profile",
         ["pydantic", "jsonschema", *HEAVY],
     ),
     # /serve: the controller (made when the palette opens) brings no aiohttp; the server comes on start.
-    ("import app.serve_controller", ["aiohttp", "services.web", "services.web.viewer", *HEAVY]),
+    ("import app.commands.serve", ["aiohttp", "services.web", "services.web.viewer", *HEAVY]),
     # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"

@@ -24,7 +24,9 @@ async def _ask(cloud: RecordingCloud, key: str) -> tuple[Any, list[str]]:
     config = config_for(cloud, "ask")
     shown: list[str] = []
     async with app.run_test() as pilot:
-        task = app.run_worker(maybe_ask_cloud(QUESTION, 0.0, config, modal_approver(app, config), environ=ENV))
+        task = app.run_worker(
+            maybe_ask_cloud(QUESTION, 0.0, config, modal_approver(app.push_screen, config), environ=ENV)
+        )
         for _ in range(50):
             await pilot.pause(0.05)
             if isinstance(app.screen, CloudSendScreen):

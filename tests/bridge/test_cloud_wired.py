@@ -241,7 +241,7 @@ async def test_the_tui_asks_with_the_modal_and_shows_the_cloud_answer(
             shown = app.screen.text  # type: ignore[attr-defined]
             assert "[REDACTED:email#1]" in shown and all(leak not in shown for leak in LEAKS)
             await pilot.press(key)
-            await wait_until(pilot, lambda: not app.assistant.running)
+            await wait_until(pilot, lambda: not app.commands.assistant.running)
             if key == "n":
                 assert cloud.raw == []
         assert cloud.user_messages() == [shown]

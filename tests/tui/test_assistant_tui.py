@@ -94,7 +94,7 @@ async def run_turn(server: ScriptedServer, workspace: Workspace, decide: str) ->
         assert isinstance(app.screen, ApprovalScreen)
         assert app.screen.request.origin["model"] == "ollama:llama3.2:3b"
         await pilot.press(*decide)
-        await wait_until(pilot, lambda: not app.assistant.running)
+        await wait_until(pilot, lambda: not app.commands.assistant.running)
         await pilot.pause(0.2)
         # The Context pane shows the injected chunk; the streamed answer links the citation.
         from textual.widgets import DataTable
@@ -165,7 +165,7 @@ async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspac
             await wait_until(pilot, lambda: len(server.chat_requests()) == 1)
             await pilot.pause(0.5)
         await pilot.press("ctrl+x")
-        await wait_until(pilot, lambda: not app.assistant.running)
+        await wait_until(pilot, lambda: not app.commands.assistant.running)
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ApprovalScreen)  # the modal of a cancelled turn closes
         recorded = entries(app)
@@ -191,7 +191,7 @@ async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.Monkey
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press(*"hello", "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and len(entries(app)) >= 2)
+        await wait_until(pilot, lambda: not app.commands.assistant.running and len(entries(app)) >= 2)
         await pilot.pause(0.2)
         last = entries(app)[-1]
         assert last["role"] == "notice" and last["level"] == "error" and "127.0.0.1:9" in last["content"]
@@ -244,7 +244,9 @@ def test_snapshot_a_streamed_answer_with_a_citation_and_a_tool_block(
     assert snap_compare(
         AriesApp("demo"),
         terminal_size=SIZE,
-        run_before=_turn_until(lambda app: not app.assistant.running and entries(app)[-1]["role"] == "assistant"),
+        run_before=_turn_until(
+            lambda app: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant"
+        ),
     )
 
 
@@ -319,7 +321,7 @@ async def test_planted_instructions_are_held_by_the_policy_in_the_tui(
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press(*QUESTION, "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
+        await wait_until(pilot, lambda: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant")
         await pilot.pause(0.2)
         assert app.session is not None and len(app.session.approvals) == 0  # nothing even reached the operator
         recorded = entries(app)

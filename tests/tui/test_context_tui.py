@@ -313,7 +313,7 @@ async def test_the_trace_view_renders_the_agreed_shape(workspace: Workspace) -> 
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
-        app.context.show_trace(TRACE)
+        app.commands.context.show_trace(TRACE)
         await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
         assert app.screen.query_one(TraceView) is not None
         await pilot.press("escape")

@@ -39,5 +39,5 @@ async def test_tui_says_the_encoder_is_being_prepared(tmp_path: Path, monkeypatc
         assert any(PREPARING in m for m in messages), messages
         failures = [m for m in messages if FIX in m]
         assert len(failures) == 1 and "ONNX model cache" in failures[0], messages
-        screen = app._main_screen()
+        screen = app.screen_stack[0]
         assert screen is not None and "onnx-export" not in screen.run_status.running  # the status line is gone

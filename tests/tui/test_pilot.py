@@ -8,7 +8,6 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from app.aries_app import AriesApp
-from app.messages import WorkspaceChanged
 from screens.help import HelpScreen
 from screens.workspace_switcher import WorkspaceSwitcher
 from services.answers import NO_INDEX_REPLY
@@ -16,6 +15,7 @@ from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
 from widgets.artifacts.pane import ArtifactsPane
+from widgets.messages import WorkspaceChanged
 from widgets.transcript.pane import TranscriptEntry, TranscriptPane
 
 SIZE = (160, 48)
@@ -99,7 +99,7 @@ async def test_switcher_creates_a_workspace_and_refuses_bad_names(aries_home: Pa
 
 
 async def test_help_lists_the_dispatch_table_and_closes() -> None:
-    from app.commands import COMMANDS
+    from widgets.commands import COMMANDS
 
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
@@ -195,7 +195,7 @@ async def test_ephemeral_session_leaves_nothing_behind(aries_home: Path) -> None
 
 
 async def test_palette_offers_workspace_commands() -> None:
-    from app.palette import WorkspaceCommands
+    from app.palette import AriesCommands as WorkspaceCommands
 
     WorkspaceManager().create("alpha")
     WorkspaceManager().create("beta")

@@ -20,6 +20,7 @@ from services.audit import AuditStore
 from services.profiles import load_profile
 from services.workspaces import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
+from widgets.transcript.pane import TranscriptPane
 
 SIZE = (160, 48)
 QUESTION = "how are tool calls approved?"
@@ -84,10 +85,10 @@ async def test_list_use_auditor_ask_and_get_schema_valid_json_with_citations(
         assert "Profile is now auditor" in entries(app)[-1]["content"]
         await app.workers.wait_for_complete()
         await pilot.pause(0.2)
-        shown = app.transcript_pane().entries()  # type: ignore[union-attr]
+        shown = app.screen.query_one(TranscriptPane).entries()
         assert sum("Profile is now auditor" in str(e.get("content")) for e in shown) == 1  # once, not twice
         await pilot.press(*QUESTION, "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
+        await wait_until(pilot, lambda: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant")
         recorded = entries(app)
     answer = recorded[-1]
     from jsonschema import validate
@@ -122,12 +123,12 @@ async def test_switching_to_researcher_refuses_the_next_model_write(
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
         await pilot.press("a")
-        await wait_until(pilot, lambda: not app.assistant.running)
+        await wait_until(pilot, lambda: not app.commands.assistant.running)
         assert (workspace.root / "one.txt").read_text() == "1\n"
         await command(pilot, "/profile use researcher")
         assert "profile researcher" in app.header_text()
         await pilot.press(*"write two", "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
+        await wait_until(pilot, lambda: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant")
         recorded = entries(app)
     assert not (workspace.root / "two.txt").exists()
     refused = [e for e in recorded if e["role"] == "tool"][-1]
@@ -194,7 +195,7 @@ def test_snapshot_profile_show(snap_compare: Any, workspace: Workspace, monkeypa
         app = pilot.app
         assert isinstance(app, AriesApp)
         assert app.session is not None
-        app.profiles.show("auditor")
+        app.commands.profiles.show("auditor")
         await pilot.pause(0.3)
         assert isinstance(app.screen, ProfileViewer)
 

@@ -66,8 +66,8 @@ async def test_serve_prints_a_url_that_answers_then_stop_stops_it() -> None:
         status, body = page(match.group(0))
         assert status == 200 and 'id="editor"' in body and 'id="tree"' in body
         assert f"web http://127.0.0.1:{port}/" in app.header_text()
-        assert app.serve.running
-        assert app.clipboard == app.serve.server.url and "#token=" in app.clipboard  # type: ignore[union-attr]
+        assert app.commands.serve.running
+        assert app.clipboard == app.commands.serve.server.url and "#token=" in app.clipboard  # type: ignore[union-attr]
 
         await command(pilot, "/serve status")
         await wait_until(pilot, lambda: "serves workspace demo" in notices(app)[-1])
@@ -75,7 +75,7 @@ async def test_serve_prints_a_url_that_answers_then_stop_stops_it() -> None:
 
         await command(pilot, "/serve stop")
         await wait_until(pilot, lambda: "stopped" in notices(app)[-1])
-        assert not app.serve.running and port_closed(port)
+        assert not app.commands.serve.running and port_closed(port)
         assert "web http" not in app.header_text()
 
         await command(pilot, "/serve status")
@@ -96,7 +96,7 @@ async def test_the_palette_toggles_it_and_a_workspace_switch_stops_it() -> None:
         await pilot.press(*"start/stop the web viewer")
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.serve.running and last_url(app) is not None)
+        await wait_until(pilot, lambda: app.commands.serve.running and last_url(app) is not None)
         match = last_url(app)
         assert match is not None
         port = int(match.group(1))
@@ -104,7 +104,7 @@ async def test_the_palette_toggles_it_and_a_workspace_switch_stops_it() -> None:
 
         await app.open_workspace("other")
         await wait_until(pilot, lambda: port_closed(port))
-        assert not app.serve.running
+        assert not app.commands.serve.running
         assert "web http" not in app.header_text()
 
 
@@ -114,8 +114,8 @@ async def test_quitting_stops_the_server() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await command(pilot, "/serve start")
-        await wait_until(pilot, lambda: app.serve.running)
-        server = app.serve.server
+        await wait_until(pilot, lambda: app.commands.serve.running)
+        server = app.commands.serve.server
         assert server is not None
         port = server.port
         assert page(server.url)[0] == 200
@@ -158,8 +158,8 @@ async def test_a_save_through_the_served_page_is_found_by_the_tuis_own_engine(tm
         before = session.engine().query("quetzalkite", index="docs").hits  # the engine is open before the save
         assert not any("quetzalkite" in hit.text for hit in before)
         await command(pilot, "/serve")
-        await wait_until(pilot, lambda: app.serve.running)
-        server = app.serve.server
+        await wait_until(pilot, lambda: app.commands.serve.running)
+        server = app.commands.serve.server
         assert server is not None
         base = f"http://127.0.0.1:{server.port}"
         _, tree, _ = api(f"{base}/api/tree", server.token)
@@ -172,4 +172,4 @@ async def test_a_save_through_the_served_page_is_found_by_the_tuis_own_engine(tm
         hits = session.engine().query("quetzalkite", index="docs").hits
         assert hits and "quetzalkite" in hits[0].text and hits[0].bm25_rank == 1
         await command(pilot, "/serve stop")
-        await wait_until(pilot, lambda: not app.serve.running)
+        await wait_until(pilot, lambda: not app.commands.serve.running)
