@@ -88,8 +88,7 @@ class Messages:
             return bool(found)
 
         await until(pilot, arrived, messages=self, timeout=timeout, what=f"a {kind.__name__} message")
-        await pilot.pause()  # its handler ran, and whatever it relayed to the panes
-        return found[0]
+        return found[0]  # handled, and whatever it relayed to the panes too (until's last barrier)
 
     async def notified(self, pilot: Pilot[Any], text: str, *, since: int = 0, timeout: float = TIMEOUT_S) -> str:
         """The first notification (after ``since``) whose title or message contains ``text``."""
@@ -111,8 +110,9 @@ async def until(
     timeout: float = TIMEOUT_S,
     what: str = "",
 ) -> None:
-    """Return as soon as ``check()`` is true: re-checked after each message handled (with a recorder),
-    else after each ``pilot.pause()`` barrier. Fails after ``timeout`` seconds."""
+    """Return once ``check()`` is true: re-checked after each message handled (with a recorder), else
+    after each ``pilot.pause()`` barrier; then one barrier more, so that what the change started (a
+    screen composing, a relayed message) is done. Fails after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not check():
         left = deadline - time.monotonic()
@@ -122,6 +122,7 @@ async def until(
             await messages.next(min(left, BACKSTOP_S))
         else:
             await pilot.pause()
+    await pilot.pause()
 
 
 async def settle(pilot: Pilot[Any]) -> None:
