@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from textual.app import App
 from textual.message import Message
 from textual.notifications import Notification, Notify
 from textual.pilot import Pilot
@@ -129,6 +130,14 @@ async def settle(pilot: Pilot[Any]) -> None:
     """Every worker has finished and every message they posted has been handled."""
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+def palette_offers(app: App[Any], text: str) -> bool:
+    """The command palette lists a hit containing ``text`` (hits arrive while its search runs)."""
+    from textual.command import CommandList
+
+    lists = list(app.screen.query(CommandList))
+    return bool(lists) and any(text in str(option.prompt) for option in lists[0].options)
 
 
 async def command(pilot: Pilot[Any], line: str) -> None:

@@ -22,7 +22,7 @@ from services.context.tiers import synthesize_tiers
 from services.context.tree import ContextTree
 from services.context.uri import AxiomUri, parse_uri
 from services.workspaces import Workspace, WorkspaceManager
-from tests.tui.helpers import Messages, settle, until
+from tests.tui.helpers import Messages, palette_offers, settle, until
 from widgets.context_tree.preview import PREVIEW_BYTES, VIEWER_BYTES, ContextPreview
 from widgets.context_tree.trace import TraceView, render_trace
 from widgets.context_tree.tree import ContextTreeView
@@ -272,14 +272,6 @@ async def test_long_files_are_cut_with_a_note(workspace: Workspace) -> None:
         await until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
         more = str(app.screen.query_one("#context-file-more").render())
         assert f"… {len(big) - VIEWER_BYTES:,} more bytes" in more
-
-
-def palette_offers(app: AriesApp, text: str) -> bool:
-    """The command palette lists a hit containing ``text`` (hits arrive as the search runs)."""
-    from textual.command import CommandList
-
-    lists = list(app.screen.query(CommandList))
-    return bool(lists) and any(text in str(option.prompt) for option in lists[0].options)
 
 
 async def test_the_palette_browses_the_context(workspace: Workspace) -> None:

@@ -12,6 +12,8 @@ from services.retrieval.embedders_onnx import FIX, PREPARING, cache_key
 from services.workspaces import WorkspaceManager
 from tests.tui.helpers import Messages, settle
 
+pytestmark = pytest.mark.slow  # the real embedding model
+
 SIZE = (160, 48)
 
 
