@@ -28,10 +28,10 @@ from services.workspaces import WorkspaceManager
 from services.retrieval import RetrievalEngine
 ws, _ = WorkspaceManager().open("rw")
 with RetrievalEngine(ws) as engine:
-    store = engine._store("docs")
-    manifest = set(store.chunk_ids())
-    chroma = set(store._collection.get(include=[])["ids"])
-    searcher = store._tantivy.searcher()
+    store = engine.indexes.store("docs")
+    manifest = set(store.manifest.chunk_ids())
+    chroma = set(store.vectors.get(include=[])["ids"])
+    searcher = store.lexical.searcher()
     hits = engine.query("herons egrets", k=5).hits
     print(json.dumps({"manifest": len(manifest), "chroma": len(chroma), "tantivy": searcher.num_docs,
                       "chroma_extra": len(chroma - manifest), "chroma_missing": len(manifest - chroma),

@@ -79,7 +79,7 @@ def run_one(backend: str, dataset: Path, limit_docs: int | None, work: Path) -> 
     began, cpu = time.perf_counter(), time.process_time()
     store = build_index(data, directory, embedder)
     ingest_s, ingest_cpu = time.perf_counter() - began, time.process_time() - cpu
-    files, chunks = store.counts()
+    files, chunks = store.manifest.counts()
     quality = run_queries(store, data, embedder, settings.fusion, top_n=max(settings.top_n, 200))
     store.close()
 

@@ -78,8 +78,10 @@ def main() -> int:
             report = engine.index_add(root, name="bench")
             pipeline = (time.perf_counter() - wall, time.process_time() - cpu)
             raw_after = raw(texts)
-            store = engine._store("bench")
-            written = sorted(stored.chunk.embed_text for stored in store.get_chunks(store.chunk_ids()).values())
+            store = engine.indexes.store("bench")
+            written = sorted(
+                stored.chunk.embed_text for stored in store.manifest.get_chunks(store.manifest.chunk_ids()).values()
+            )
         assert written == sorted(texts), "the pipeline wrote other chunks than the ones encoded raw"
         raw_wall = (raw_before[0] + raw_after[0]) / 2
         raw_cpu = (raw_before[1] + raw_after[1]) / 2

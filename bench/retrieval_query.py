@@ -65,7 +65,7 @@ def main() -> int:
     )
     print(f"\rindex ready in {time.perf_counter() - started:.1f} s ({directory})", file=sys.stderr)
     quality = run_queries(store, data, embedder, settings.fusion, top_n=max(settings.top_n, 200))
-    files, chunks = store.counts()
+    files, chunks = store.manifest.counts()
     store.close()
 
     with tempfile.TemporaryDirectory(prefix="aries-bench-query-") as tmp:

@@ -3,24 +3,8 @@
 It needs no model. Its answer is clearly labelled, quotes each passage (cut to a readable
 length) under its handle, and is deterministic: the same hits give the same text.
 
-Only *relevant* passages are quoted (:class:`Relevance`).  Why this signal: the fused score
-is reciprocal-rank fusion, so it depends only on ranks — the best passage of an unrelated
-query gets the same fused score as the best passage of a perfect one, and no threshold on it
-can tell them apart.  The two retrievers' own scores are absolute:
-
-* **dense similarity** (cosine, -1…1) is comparable across queries and corpora: with
-  all-MiniLM-L6-v2, passages that answer a question score about 0.45–0.7 and unrelated ones
-  below 0.15 (measured on small mixed-topic sets);
-* **BM25** is not normalised, but a score of at least 1 means at least one distinctive term
-  matched; matches on common words only ("what is the …") stay well below it.
-
-A passage is kept when *either* retriever vouches for it: ``dense_score >= min_score`` or
-``bm25_score >= min_bm25``.  The keyword side is what keeps the no-model ``hash`` embedder
-useful (its similarity is a bag-of-words hash, not meaning).  Defaults: ``min_score``
-:data:`DEFAULT_MIN_SCORE`, ``min_bm25`` :data:`DEFAULT_MIN_BM25`; set them per workspace in
-``workspace.yaml`` (``settings.retrieval.min_score`` / ``min_bm25``) or for the process with
-``AXIOMME_MIN_SCORE`` (which wins).  The threshold used is recorded in the retrieval audit row
-(``params.threshold``).
+Only *relevant* passages are quoted: the relevance threshold is
+:mod:`services.retrieval.relevance` (the same one the engine records with every query).
 """
 
 from __future__ import annotations
@@ -29,17 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from services.retrieval.relevance import Relevance, relevance_for
+
 if TYPE_CHECKING:
-    from services.retrieval import RetrievalEngine
+    from services.retrieval.engine import RetrievalEngine
     from services.retrieval.models import QueryResult
-    from services.workspaces import Workspace
 
 OFFLINE_LABEL = "offline (no model)"
 PASSAGE_CHARS = 480
-DEFAULT_MIN_SCORE = 0.30
-"""Minimum dense (cosine) similarity for a passage to count as relevant."""
-DEFAULT_MIN_BM25 = 1.0
-"""Minimum BM25 score for a keyword match to count as relevant on its own."""
 NO_INDEX_REPLY = (
     f"{OFFLINE_LABEL}: no index is in use, so there is nothing to answer from yet. "
     "Add documents with /rag index add PATH; your message is kept in the transcript."
@@ -52,53 +33,6 @@ class Answer:
     provider: str
     provenance: str  # "local" or "cloud"
     citations: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Relevance:
-    """The relevance threshold of the offline answer (see the module docstring)."""
-
-    min_score: float = DEFAULT_MIN_SCORE
-    min_bm25: float = DEFAULT_MIN_BM25
-
-    def admits(self, hit: Mapping[str, Any]) -> bool:
-        dense = hit.get("dense_score")
-        bm25 = hit.get("bm25_score")
-        return (dense is not None and float(dense) >= self.min_score) or (
-            bm25 is not None and float(bm25) >= self.min_bm25
-        )
-
-    def filter(self, hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """The relevant hits, in their order, with their original ranks."""
-        return [dict(hit) for hit in hits if self.admits(hit)]
-
-    def describe(self) -> str:
-        return f"similarity ≥ {self.min_score:g} or keyword score ≥ {self.min_bm25:g}"
-
-    def to_dict(self, kept: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-        data: dict[str, Any] = {"min_score": self.min_score, "min_bm25": self.min_bm25}
-        if kept is not None:
-            data["kept"] = [str(hit.get("handle")) for hit in kept]
-        return data
-
-
-def relevance_for(workspace: Workspace | None = None, environ: Mapping[str, str] | None = None) -> Relevance:
-    """The threshold in force: ``AXIOMME_MIN_SCORE``, else the workspace setting, else the default.
-
-    A bad value raises :class:`~services.errors.ConfigError` naming the variable or file:line.
-    """
-    from services.config import env_settings
-
-    min_score: float | None = env_settings(environ).min_score
-    min_bm25: float | None = None
-    if workspace is not None:
-        retrieval = workspace.config.settings.retrieval
-        min_score = retrieval.min_score if min_score is None else min_score
-        min_bm25 = retrieval.min_bm25
-    return Relevance(
-        DEFAULT_MIN_SCORE if min_score is None else min_score,
-        DEFAULT_MIN_BM25 if min_bm25 is None else min_bm25,
-    )
 
 
 def _where(hit: Mapping[str, Any]) -> str:

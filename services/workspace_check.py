@@ -60,6 +60,7 @@ def _policy_yaml(path: Path) -> str:
 
 def _audit_db(workspace: Workspace) -> str:
     from services.audit import AUDIT_FILE, AuditStore
+    from services.retrieval.audit import pending_report
 
     path = workspace.root / AUDIT_FILE
     if not path.exists():
@@ -68,7 +69,8 @@ def _audit_db(workspace: Workspace) -> str:
         counts = store.counts()
         version = store.schema_version()
     total = sum(counts.values())
-    return f"integrity ok, schema {version}, {total} finished tool call(s)"
+    pending = pending_report(path)  # retrievals not committed yet (a running Aries, or a stopped one's)
+    return "; ".join([f"integrity ok, schema {version}, {total} finished tool call(s)", *pending])
 
 
 def _transcripts(workspace: Workspace) -> str:
@@ -97,7 +99,7 @@ class _Failed(AriesError):
 def _index(directory: Path) -> str:
     import os
 
-    from services.retrieval.store import MANIFEST, read_index_info
+    from services.retrieval.store_manifest import MANIFEST, read_index_info
 
     manifest = directory / MANIFEST
     if not manifest.is_file():
@@ -134,13 +136,13 @@ def _index(directory: Path) -> str:
 def _tantivy(directory: Path) -> str:
     import tantivy
 
-    from services.retrieval.store import _schema
+    from services.retrieval.store_lexical import tantivy_schema
 
     path = directory / "tantivy"
     if not path.is_dir():
         raise _Failed("the Tantivy folder is missing (it is rebuilt from the manifest on next use)")
     try:
-        index = tantivy.Index(_schema(), path=str(path), reuse=True)
+        index = tantivy.Index(tantivy_schema(), path=str(path), reuse=True)
         index.reload()
         documents = index.searcher().num_docs
     except ValueError as exc:

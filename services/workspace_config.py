@@ -32,9 +32,11 @@ class RetrievalConfig(BaseModel):
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
-    """Minimum dense similarity of a relevant passage (see :mod:`services.answers`); None: the default."""
+    """Minimum dense similarity of a relevant passage (see :mod:`services.retrieval.relevance`); None: the default."""
+    min_keyword: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Minimum keyword share (0…1) of a keyword match that counts on its own; None: the default."""
     min_bm25: float | None = Field(default=None, ge=0.0)
-    """Minimum BM25 score of a keyword match that counts on its own; None: the default."""
+    """For hits recorded without a keyword share: the minimum BM25 score; None: the default."""
 
 
 class WorkspaceSettings(BaseModel):

@@ -6,16 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from services.answers import (
+from services.answers import NO_INDEX_REPLY, answer_from_index, offline_answer
+from services.errors import ConfigError
+from services.retrieval.relevance import (
     DEFAULT_MIN_BM25,
+    DEFAULT_MIN_KEYWORD,
     DEFAULT_MIN_SCORE,
-    NO_INDEX_REPLY,
     Relevance,
-    answer_from_index,
-    offline_answer,
     relevance_for,
 )
-from services.errors import ConfigError
 
 HITS = [
     {
@@ -72,10 +71,10 @@ def test_threshold_settings_env_then_workspace_then_default(aries_home: Path) ->
     from services.workspaces import WorkspaceManager
 
     workspace, _ = WorkspaceManager().create("demo")
-    assert relevance_for(workspace, {}) == Relevance(DEFAULT_MIN_SCORE, DEFAULT_MIN_BM25)
-    workspace.update(retrieval={"min_score": 0.5, "min_bm25": 2})
-    assert relevance_for(workspace, {}) == Relevance(0.5, 2.0)
-    assert relevance_for(workspace, {"AXIOMME_MIN_SCORE": "0.25"}) == Relevance(0.25, 2.0)
+    assert relevance_for(workspace, {}) == Relevance(DEFAULT_MIN_SCORE, DEFAULT_MIN_KEYWORD, DEFAULT_MIN_BM25)
+    workspace.update(retrieval={"min_score": 0.5, "min_keyword": 0.7, "min_bm25": 2})
+    assert relevance_for(workspace, {}) == Relevance(0.5, 0.7, 2.0)
+    assert relevance_for(workspace, {"AXIOMME_MIN_SCORE": "0.25"}) == Relevance(0.25, 0.7, 2.0)
     with pytest.raises(ConfigError, match="AXIOMME_MIN_SCORE='high': must be a number"):
         relevance_for(workspace, {"AXIOMME_MIN_SCORE": "high"})
     with pytest.raises(ConfigError, match="AXIOMME_MIN_SCORE='7'"):
@@ -116,6 +115,7 @@ def indexed(tmp_path: Path, aries_home: Path) -> Iterator[object]:
 def _threshold_of_last_row(engine: object) -> object:
     import json
 
+    engine.audit.flush()  # type: ignore[attr-defined]  # committed off the query's path: now
     path = engine.workspace.root / "audit.db"  # type: ignore[attr-defined]
     with sqlite3.connect(path) as db:
         params = db.execute("SELECT params FROM retrievals ORDER BY id DESC LIMIT 1").fetchone()[0]
@@ -128,7 +128,12 @@ def test_a_relevant_query_lists_the_relevant_passages(indexed: object) -> None:
     assert [handle.split(":")[0] for handle in answer.citations] == ["docs"]
     assert len(answer.citations) == 1 and "bread.md" in answer.text and "volcano.md" not in answer.text
     threshold = _threshold_of_last_row(indexed)
-    assert threshold == {"min_score": DEFAULT_MIN_SCORE, "min_bm25": DEFAULT_MIN_BM25, "kept": answer.citations}
+    assert threshold == {
+        "min_score": DEFAULT_MIN_SCORE,
+        "min_keyword": DEFAULT_MIN_KEYWORD,
+        "min_bm25": DEFAULT_MIN_BM25,
+        "kept": answer.citations,
+    }
 
 
 def test_an_unrelated_query_lists_none_and_the_audit_row_has_the_threshold(indexed: object) -> None:
@@ -139,6 +144,7 @@ def test_an_unrelated_query_lists_none_and_the_audit_row_has_the_threshold(index
         assert "is relevant enough" in answer.text
         assert _threshold_of_last_row(indexed) == {
             "min_score": DEFAULT_MIN_SCORE,
+            "min_keyword": DEFAULT_MIN_KEYWORD,
             "min_bm25": DEFAULT_MIN_BM25,
             "kept": [],
         }

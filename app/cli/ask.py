@@ -45,7 +45,7 @@ output: the answer and a compact provenance table; with --json the response JSON
   TRANSCRIPT#TURN_ID (an ephemeral workspace's transcript is gone after the command; use -w).
 
 confidence.local (0..1), from the passages injected (those over the relevance threshold):
-  strength = max(dense cosine if >= min_score, bm25/(bm25+10) if bm25 >= min_bm25)
+  strength = max(dense cosine if >= min_score, 0.7 * keyword share if >= min_keyword)
   confidence.local = max strength * (0.5 + 0.5 * share of those passages the answer cites)
   0 when no passage passed the threshold. confidence.cloud is 0.5 when the cloud answered (it is
   not grounded in your documents), else 0.

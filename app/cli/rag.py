@@ -530,9 +530,8 @@ def handle_eval_rag(args: argparse.Namespace) -> int:
         err("", end="\n")
     if args.run_file:
         atomic_write_text(Path(args.run_file), json.dumps(result, indent=2) + "\n")
-    strict_error = result["environment"]["embedding_strict_error"]
-    if strict_error:
-        warn(f"AXIOMME_EMBEDDER_STRICT: the embedder failed: {strict_error}")
+    for problem in result.get("problems", []):  # the embedder's strict failure among them
+        warn(problem)
     gate = result.get("gate")
     if gate is not None and not gate["passed"]:
         for reason in gate["reasons"]:

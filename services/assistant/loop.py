@@ -256,14 +256,18 @@ class TurnLoop:
     async def _cloud(self, text: str, outcome: TurnOutcome) -> None:
         """confidence.local, then the bridge's step (:mod:`services.assistant.cloud`); the local answer
         is recorded and shown before anything is prepared for the cloud."""
-        from services.answers import relevance_for
         from services.assistant.cloud import cloud_step
         from services.assistant.confidence import local_confidence
         from services.bridge import headless_approver
+        from services.retrieval.relevance import relevance_for
 
         relevance = relevance_for(self.session.workspace)
         outcome.confidence, outcome.confidence_inputs = local_confidence(
-            outcome.hits, outcome.citations, min_score=relevance.min_score, min_bm25=relevance.min_bm25
+            outcome.hits,
+            outcome.citations,
+            min_score=relevance.min_score,
+            min_keyword=relevance.min_keyword,
+            min_bm25=relevance.min_bm25,
         )
         approve = self.cloud_approve or headless_approver(False)
         step = await cloud_step(self.session, text, outcome.confidence, approve, turn_id=outcome.turn_id)
@@ -301,8 +305,8 @@ class TurnLoop:
     ) -> tuple[list[dict[str, Any]], str | None]:
         """The chunks to inject: the index in use (or the profile's), queried (audited by the engine),
         then only those that pass the relevance threshold (recorded in the same audit row)."""
-        from services.answers import relevance_for
         from services.config import env_settings
+        from services.retrieval.relevance import relevance_for
 
         spec = profile.retrieval if profile is not None else None
         k = self.k or (spec.k if spec is not None else DEFAULT_K)

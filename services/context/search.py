@@ -139,13 +139,13 @@ class ContextRetriever:
     def _candidates(self, text: str, top_n: int) -> list[Hit]:
         """Fused candidate chunks of the context index (none before the first sync)."""
         engine = self.engine
-        if not engine._exists(INDEX_NAME):
+        if not engine.indexes.exists(INDEX_NAME):
             return []
-        store = engine._store(INDEX_NAME)
-        embedder = engine._check_model(store)  # the index's own vector space (AXIOMME_EMBEDDER_BACKEND unset)
+        store = engine.indexes.store(INDEX_NAME)
+        embedder = engine.indexes.check_model(store)  # the index's own vector space (AXIOMME_EMBEDDER_BACKEND unset)
         vector = embedder.embed_query(text) if store.vector_health.ok else None
         with store.reading():
-            hits, _warnings = engine._hits(store, INDEX_NAME, text, vector, top_n, top_n, None, embedder=embedder)
+            hits, _warnings = engine.hits(store, INDEX_NAME, text, vector, top_n, top_n, None, embedder=embedder)
         return hits
 
     def _collect(

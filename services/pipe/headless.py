@@ -161,10 +161,10 @@ async def ask(
 
     ``cloud`` is the operator's yes for the bridge's ``ask`` mode (``--cloud``, or the request's
     ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says."""
-    from services.answers import relevance_for
     from services.assistant import Decided, ToolFinished, TurnLoop
     from services.assistant.cloud import CLOUD_CONFIDENCE
     from services.bridge import headless_approver
+    from services.retrieval.relevance import relevance_for
 
     decisions: dict[str, Decided] = {}
     finished: list[ToolFinished] = []
@@ -203,7 +203,7 @@ async def ask(
             "score": float(hit.get("score") or 0.0),
             "bm25_score": hit.get("bm25_score"),
             "dense_score": hit.get("dense_score"),
-            "strength": round(strength(hit, relevance.min_score, relevance.min_bm25), 4),
+            "strength": round(strength(hit, relevance.min_score, relevance.min_keyword, relevance.min_bm25), 4),
             "cited": str(hit.get("handle")) in cited,
         }
         for position, hit in enumerate(outcome.hits, start=1)

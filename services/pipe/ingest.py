@@ -20,7 +20,7 @@ ID_NAMESPACE = uuid.UUID("0d6f2b8e-3c1a-4f5e-8a7b-2e9c4d1f6a30")
 
 def _chunks(engine: RetrievalEngine, index: str, path: str) -> int:
     """How many chunks ``path`` has in ``index`` now (0 when it is not there)."""
-    record = engine._store(index).file(path)
+    record = engine.indexes.store(index).manifest.file(path)
     return int(record.chunks) if record is not None else 0
 
 

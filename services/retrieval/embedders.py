@@ -43,30 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import ConfigError
-from services.retrieval.embedders_http import (  # re-exported: callers keep one import path
-    EmbedderBadResponse as EmbedderBadResponse,
-)
-from services.retrieval.embedders_http import (
-    EmbedderHTTPError as EmbedderHTTPError,
-)
-from services.retrieval.embedders_http import (
-    EmbedderTimeout as EmbedderTimeout,
-)
-from services.retrieval.embedders_http import (
-    EmbedderUnreachable as EmbedderUnreachable,
-)
-from services.retrieval.embedders_http import (
-    HttpEmbedder as HttpEmbedder,
-)
-from services.retrieval.embedders_http import (
-    check_loopback_endpoint as check_loopback_endpoint,
-)
-from services.retrieval.embedders_http import (
-    run_sync as run_sync,
-)
-from services.retrieval.embedders_lite import SemanticLiteEmbedder as SemanticLiteEmbedder  # re-exported
-from services.retrieval.embedders_onnx import QUANTIZATION
-from services.retrieval.embedders_onnx import OnnxEmbedder as OnnxEmbedder  # re-exported
+from services.retrieval.embedders_http import HttpEmbedder
+from services.retrieval.embedders_lite import SemanticLiteEmbedder
+from services.retrieval.embedders_onnx import QUANTIZATION, OnnxEmbedder
 from services.retrieval.errors import EmbedderError
 from services.retrieval.settings import NEW_INDEX_BACKEND, RetrievalSettings
 
@@ -269,9 +248,6 @@ class SentenceTransformerEmbedder:
             finally:
                 torch.set_num_threads(previous)
         return vector
-
-
-# The Ollama-protocol HTTP embedder lives in services.retrieval.embedders_http (re-exported here).
 
 
 def create_embedder(settings: RetrievalSettings | None = None) -> Embedder:

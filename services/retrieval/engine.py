@@ -8,9 +8,10 @@ Citation handles are ``<index>:<chunk_id>``.  Chunk ids depend only on the file'
 path, the chunk's offsets and its text (see :mod:`services.retrieval.chunking`), so the
 handles of an unchanged file survive re-indexing, restarts and other processes.
 
-The engine is built in layers: :mod:`services.retrieval.engine_indexes` (life cycle, index
-management), :mod:`services.retrieval.engine_ingest` (``index_add``) and this module (query,
-show, history).
+The engine is made of parts: :class:`~services.retrieval.engine_indexes.Indexes` (``indexes``:
+opening stores, index management), :class:`~services.retrieval.engine_ingest.Ingestor`
+(``ingestor``: ``index_add``, ``index_update``) and the retrieval audit (``audit``); this
+module puts them together and answers queries, ``show`` and the history.
 """
 
 from __future__ import annotations
@@ -18,31 +19,108 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from services.audit_db import AuditStoreError
 from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
-from services.retrieval.embedders import Embedder, backend_of
-from services.retrieval.engine_indexes import MAX_K, ProgressCallback, derive_index_name, parse_handle
-from services.retrieval.engine_ingest import IngestingEngine
-from services.retrieval.errors import HandleNotFound, IndexStorageError, NoActiveIndex, VectorStoreDamaged
+from services.retrieval.audit import AUDIT_DB, RetrievalAudit
+from services.retrieval.chunking import ChunkConfig, default_counter
+from services.retrieval.embedders import Embedder, backend_of, preload
+from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
+from services.retrieval.engine_ingest import Ingestor
+from services.retrieval.engine_spaces import VectorSpaces
+from services.retrieval.errors import HandleNotFound, NoActiveIndex, VectorStoreDamaged
 from services.retrieval.faults import storage_guard
 from services.retrieval.fusion import fuse
-from services.retrieval.ingest import Cancelled
-from services.retrieval.models import ChunkView, Hit, IngestReport, QueryResult, RetrievalRecord
+from services.retrieval.models import ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
+from services.retrieval.relevance import keyword_share, relevance_for
+from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
+from services.retrieval.store_check import Consistency
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
+
+if TYPE_CHECKING:
+    from services.workspaces import Workspace
 
 __all__ = ["MAX_K", "ProgressCallback", "RetrievalEngine", "derive_index_name", "parse_handle"]
 
 
-class RetrievalEngine(IngestingEngine):
+class RetrievalEngine:
     """Indexes under ``<workspace>/indexes/<name>/`` and hybrid BM25 + dense queries over them."""
 
-    # -- ingest: storage faults and damaged vectors ---------------------------------------------
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: RetrievalSettings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        chroma_url: str | None = None,
+        chunk_config: ChunkConfig | None = None,
+    ) -> None:
+        settings = settings or RetrievalSettings.from_env()
+        if chroma_url is not None:
+            settings = settings.with_(chroma_url=chroma_url)
+        self.settings = settings
+        self.workspace = workspace
+        self.spaces = VectorSpaces(settings, embedder)
+        self.embedder = self.spaces.default
+        """The embedder of new indexes; an index is served by its own space (:meth:`VectorSpaces.embedder_for`)."""
+        self.chunk_config = chunk_config or ChunkConfig(max_chars=settings.limits.max_chunk_chars)
+        self.audit = RetrievalAudit(workspace.root / AUDIT_DB, workspace=workspace.name)
+        self.indexes = Indexes(workspace, settings, self.spaces)
+        self.ingestor = Ingestor(self.indexes, self.chunk_config)
+        self._lock = threading.Lock()
+        self._said_unaudited = False  # "not audited" is said once per engine (a read-only workspace)
+        self._encoder_pool: ThreadPoolExecutor | None = None
+
+    # -- life cycle ------------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self.settings.backend
+
+    @property
+    def persistent(self) -> bool:
+        return self.settings.backend == "sqlite" and not self.workspace.ephemeral
+
+    def preload(self) -> None:
+        """Load the embedding model and the store libraries now (call from a worker thread)."""
+        import chromadb  # noqa: F401
+        import tantivy  # noqa: F401
+
+        default_counter()
+        preload(self.embedder)
+
+    def _encoder(self) -> ThreadPoolExecutor:
+        """The thread that embeds queries while BM25 searches (one per engine, started on first use)."""
+        with self._lock:
+            if self._encoder_pool is None:
+                self._encoder_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-encoder")
+            return self._encoder_pool
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._encoder_pool = self._encoder_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.indexes.close()
+        self.ingestor.close()
+        self.audit.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- indexes (see Indexes and Ingestor) ---------------------------------------------------
+    @property
+    def active_index(self) -> str | None:
+        """The index queries go to (see :attr:`Indexes.active`)."""
+        return self.indexes.active
+
     def index_add(
         self,
         path: str | os.PathLike[str],
@@ -55,39 +133,49 @@ class RetrievalEngine(IngestingEngine):
         exclude_top: tuple[str, ...] = (),
         activate: bool = True,
     ) -> IngestReport:
-        """:meth:`IngestingEngine.index_add`, after rebuilding a damaged or missing vector store
-        from the manifest (unchanged files are never re-embedded, so this is what brings them
-        back); a full or read-only disk is one :class:`IndexStorageError` and the index keeps its
-        previous state.  Both wait for another writer of the index as ``wait_s`` says."""
-        given = Path(os.fspath(path)).expanduser()
-        label = name if name is not None else (derive_index_name(given.resolve()) if given.exists() else "?")
-        directory = self._index_dir(label) if self.settings.backend != "memory" and label != "?" else None
-        rebuilt = 0
-        try:
-            with storage_guard(label, directory, "write to it"):
-                if label != "?" and given.exists() and self._exists(label):
-                    store = self._store(label)
-                    if not self._vector_health(store).ok:
-                        try:
-                            rebuilt = self.index_repair(label, progress=progress, cancel=cancel, wait_s=wait_s)
-                        except Cancelled:
-                            report = IngestReport(index=label, root=given.as_posix(), cancelled=True)
-                            return report
-                report = super().index_add(
-                    path,
-                    name,
-                    progress=progress,
-                    cancel=cancel,
-                    wait_s=wait_s,
-                    include_hidden=include_hidden,
-                    exclude_top=exclude_top,
-                    activate=activate,
-                )
-        except IndexStorageError:
-            self._forget(label)  # reopened on next use: the journal is replayed then
-            raise
-        report.vectors_rebuilt = rebuilt
-        return report
+        """Index a file or a folder into ``name``: see :meth:`Ingestor.add` and :meth:`Ingestor.add_files`."""
+        return self.ingestor.add(
+            path,
+            name,
+            progress=progress,
+            cancel=cancel,
+            wait_s=wait_s,
+            include_hidden=include_hidden,
+            exclude_top=exclude_top,
+            activate=activate,
+        )
+
+    def index_update(
+        self, name: str, root: str | os.PathLike[str], paths: list[str], *, wait_s: float = DEFAULT_WRITE_WAIT_S
+    ) -> IngestReport:
+        """Re-read only ``paths`` of ``root`` into index ``name``: see :meth:`Ingestor.update`."""
+        return self.ingestor.update(name, root, paths, wait_s=wait_s)
+
+    def index_list(self, *, check: bool = True) -> list[IndexInfo]:
+        return self.indexes.list(check=check)
+
+    def index_info(self, name: str, *, check: bool = True) -> IndexInfo:
+        return self.indexes.info(name, check=check)
+
+    def index_use(self, name: str) -> IndexInfo:
+        return self.indexes.use(name)
+
+    def index_check(self, name: str) -> Consistency:
+        return self.indexes.check(name)
+
+    def index_drop(self, name: str) -> None:
+        self.indexes.drop(name)
+
+    def index_repair(
+        self,
+        name: str,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+    ) -> int:
+        """Rebuild the vectors of index ``name`` from its manifest: see :meth:`Indexes.repair`."""
+        return self.indexes.repair(name, progress=progress, cancel=cancel, wait_s=wait_s)
 
     # -- query -----------------------------------------------------------------------------
     def query(
@@ -105,8 +193,6 @@ class RetrievalEngine(IngestingEngine):
         best ``k`` live chunks are returned, each with its fused score and both retrievers'
         ranks and scores.  ``score_threshold`` drops hits whose fused score is lower.
         """
-        from services.answers import relevance_for  # the threshold in force is recorded with every query
-
         started = time.perf_counter()
         if not text or not text.strip():
             raise InvalidInput("the query is empty")
@@ -118,17 +204,20 @@ class RetrievalEngine(IngestingEngine):
         name = index or self.active_index
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
-        store = self._store(name)
-        embedder = self._check_model(store)  # the index's own vector space (auto), or refused
+        directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
+        with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
+            store = self.indexes.store(name)
+            embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
+            candidates = max(top_n, k)
+            # The query is embedded in the encoder thread while BM25 searches (unless keyword-only).
+            vector = self._encoder().submit(embedder.embed_query, text) if store.vector_health.ok else None
+            with store.reading():  # one state of the index: before or after a batch write, never during
+                hits, warnings = self.hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
         backend, quantization = backend_of(embedder)
-        candidates = max(top_n, k)
-        # The query is embedded before the store lock is taken (unless the index is keyword-only).
-        vector = embedder.embed_query(text) if store.vector_health.ok else None
-        with store.reading():  # one state of the index: before or after a batch write, never during
-            hits, warnings = self._hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
-        threshold = relevance_for(self.workspace).to_dict([hit.to_dict(with_text=False) for hit in hits])
+        rows = [hit.to_dict(with_text=False) for hit in hits]
+        threshold = relevance_for(self.workspace).to_dict(rows)
         params: dict[str, Any] = {
             "k": k,
             "top_n": top_n,
@@ -142,7 +231,7 @@ class RetrievalEngine(IngestingEngine):
         }
         if warnings:
             params["warnings"] = warnings
-        audit_id = self._record(text, name, params, hits, warnings, embedder.model_id)
+        audit_id = self._record(text, name, params, rows, warnings, embedder.model_id)
         return QueryResult(
             query=text,
             index=name,
@@ -161,7 +250,7 @@ class RetrievalEngine(IngestingEngine):
         )
 
     def _record(
-        self, text: str, name: str, params: dict[str, Any], hits: list[Hit], warnings: list[str], model: str
+        self, text: str, name: str, params: dict[str, Any], hits: list[dict[str, Any]], warnings: list[str], model: str
     ) -> int | None:
         """The audit row's id; None where the workspace cannot be written (the first time in this
         engine, a line in ``warnings`` says so).  Any other audit failure is raised."""
@@ -171,7 +260,7 @@ class RetrievalEngine(IngestingEngine):
                 index=name,
                 embedding_model=model,
                 params=params,
-                hits=[hit.to_dict(with_text=False) for hit in hits],
+                hits=hits,
             )
         except AuditStoreError:
             why = self.audit.unwritable()
@@ -186,26 +275,30 @@ class RetrievalEngine(IngestingEngine):
             )
         return None
 
-    def _hits(
+    def hits(
         self,
         store: IndexStore,
         name: str,
         text: str,
-        vector: list[float] | None,
+        vector: list[float] | Future[list[float]] | None,
         candidates: int,
         k: int,
         score_threshold: float | None,
         *,
         embedder: Embedder | None = None,
     ) -> tuple[list[Hit], list[str]]:
-        """The hits (under the store lock) and the warnings of a keyword-only answer; ``embedder``
-        (default: :meth:`_embedder_for` the store) embeds the query if ``vector`` is None."""
+        """The hits of ``store`` (call it under its store lock: :meth:`IndexStore.reading`) and the
+        warnings of a keyword-only answer.  ``vector`` may be a future (the query being embedded in
+        another thread while BM25 searches here); ``embedder`` (default: the store's own) embeds
+        the query if ``vector`` is None."""
         bm25 = store.bm25(text, candidates)
+        if isinstance(vector, Future):
+            vector = vector.result()
         dense: list[tuple[str, float]] = []
         warnings: list[str] = []
         if store.vector_health.ok:
             if vector is None:  # repaired by another process since the query began
-                vector = (embedder or self._embedder_for(store)).embed_query(text)
+                vector = (embedder or self.indexes.embedder_for(store)).embed_query(text)
             try:
                 dense = store.dense(vector, candidates)
             except VectorStoreDamaged as exc:  # found damaged now: keyword-only, and said so
@@ -216,11 +309,12 @@ class RetrievalEngine(IngestingEngine):
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
         hits: list[Hit] = []
+        weights = store.keyword_weights(text) if fused else {}
         position = 0
         while len(hits) < k and position < len(fused):
             window = fused[position : position + 2 * k]
             position += len(window)
-            live = store.get_chunks([item.chunk_id for item in window])
+            live = store.manifest.get_chunks([item.chunk_id for item in window])
             for item in window:
                 stored = live.get(item.chunk_id)
                 if stored is None:
@@ -241,6 +335,7 @@ class RetrievalEngine(IngestingEngine):
                         dense_rank=item.dense_rank,
                         dense_score=item.dense_score,
                         text=chunk.text,
+                        keyword_score=round(keyword_share(weights, store.terms(f"{chunk.context}\n{chunk.text}")), 4),
                     )
                 )
                 if len(hits) >= k:
@@ -255,10 +350,10 @@ class RetrievalEngine(IngestingEngine):
             validate_name(name, "index")
         except InvalidName as exc:
             raise InvalidInput(f"{handle!r}: {exc.message}") from None
-        if not self._exists(name):
+        if not self.indexes.exists(name):
             raise HandleNotFound(f"{handle}: there is no index named {name!r}", handle=handle)
-        store = self._store(name)
-        found = store.get_chunks([chunk_id]).get(chunk_id)
+        store = self.indexes.store(name)
+        found = store.manifest.get_chunks([chunk_id]).get(chunk_id)
         if found is None:
             raise HandleNotFound(f"{handle}: no such chunk (the file may have changed since)", handle=handle)
         chunk, record = found.chunk, found.file

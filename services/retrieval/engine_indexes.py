@@ -1,7 +1,7 @@
-"""The base of the retrieval engine: its life cycle, opening index stores, and index management.
+"""The indexes of a workspace: opening their stores, listing, choosing, checking, repairing, dropping.
 
-:class:`EngineBase` lists, picks and drops the indexes of a workspace; ingest is added by
-:mod:`services.retrieval.engine_ingest` and query / show by :mod:`services.retrieval.engine`.
+:class:`Indexes` is one part of the :class:`~services.retrieval.engine.RetrievalEngine` (which
+holds it as ``engine.indexes``); the engine's ingest is :class:`~services.retrieval.engine_ingest.Ingestor`.
 """
 
 from __future__ import annotations
@@ -11,24 +11,24 @@ import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from services.errors import AriesError, InvalidInput, InvalidName
 from services.names import validate_name
-from services.retrieval.audit import AUDIT_DB, RetrievalAudit
-from services.retrieval.chunking import ChunkConfig, default_counter
-from services.retrieval.embedders import Embedder, preload
+from services.retrieval.embedders import Embedder
 from services.retrieval.engine_spaces import SPACE_KEYS, VectorSpaces
 from services.retrieval.errors import IndexBusy, IndexNotFound, IndexStorageError, IngestError
 from services.retrieval.faults import storage_guard
 from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
 from services.retrieval.settings import RetrievalSettings
-from services.retrieval.store import Consistency, IndexStore, read_index_info
+from services.retrieval.store import IndexStore
+from services.retrieval.store_check import Consistency
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks, WaitCancelled
+from services.retrieval.store_manifest import read_index_info
 from services.retrieval.store_vectors import VectorHealth
+from services.retrieval.store_writer import recover
 
 if TYPE_CHECKING:
-    from services.retrieval.sandbox import LoaderSandbox
     from services.workspaces import Workspace
 
 ProgressCallback = Callable[[ProgressEvent], None]
@@ -56,95 +56,56 @@ def parse_handle(handle: str) -> tuple[str, str]:
     return index, chunk_id
 
 
-class EngineBase:
-    """Indexes under ``<workspace>/indexes/<name>/`` and hybrid BM25 + dense queries over them."""
+class Indexes:
+    """The indexes under ``<workspace>/indexes/<name>/`` (or in RAM: backend ``memory``) and their open stores."""
 
-    def __init__(
-        self,
-        workspace: Workspace,
-        settings: RetrievalSettings | None = None,
-        *,
-        embedder: Embedder | None = None,
-        chroma_url: str | None = None,
-        chunk_config: ChunkConfig | None = None,
-    ) -> None:
-        settings = settings or RetrievalSettings.from_env()
-        if chroma_url is not None:
-            settings = settings.with_(chroma_url=chroma_url)
-        self.settings = settings
+    def __init__(self, workspace: Workspace, settings: RetrievalSettings, spaces: VectorSpaces) -> None:
         self.workspace = workspace
-        self.spaces = VectorSpaces(settings, embedder)
-        self.embedder = self.spaces.default
-        """The embedder of new indexes; an index is served by :meth:`_embedder_for` (*auto*: its own space)."""
-        self.chunk_config = chunk_config or ChunkConfig(max_chars=settings.limits.max_chunk_chars)
-        self.audit = RetrievalAudit(workspace.root / AUDIT_DB, workspace=workspace.name)
+        self.settings = settings
+        self.spaces = spaces
         self._stores: dict[str, IndexStore] = {}
         self._lock = threading.RLock()
-        self._sandbox: LoaderSandbox | None = None
         self._memory_active: str | None = None
-        self._said_unaudited = False  # "not audited" is said once per engine (a read-only workspace)
-
-    # -- life cycle ------------------------------------------------------------------------
-    @property
-    def backend(self) -> str:
-        return self.settings.backend
-
-    @property
-    def persistent(self) -> bool:
-        return self.settings.backend == "sqlite" and not self.workspace.ephemeral
-
-    def preload(self) -> None:
-        """Load the embedding model and the store libraries now (call from a worker thread)."""
-        import chromadb  # noqa: F401
-        import tantivy  # noqa: F401
-
-        default_counter()
-        preload(self.embedder)
 
     def close(self) -> None:
         with self._lock:
             for store in self._stores.values():
                 store.close()
             self._stores.clear()
-            if self._sandbox is not None:
-                self._sandbox.close()
-                self._sandbox = None
-            self.audit.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _index_dir(self, name: str) -> Path:
+    def index_dir(self, name: str) -> Path:
         return self.workspace.indexes_dir / validate_name(name, "index")
 
-    def _exists(self, name: str) -> bool:
+    def exists(self, name: str) -> bool:
         if self.settings.backend == "memory":
             return name in self._stores
-        return (self._index_dir(name) / "manifest.db").is_file()
+        return (self.index_dir(name) / "manifest.db").is_file()
 
-    def _store(self, name: str, *, create: bool = False) -> IndexStore:
+    def store(self, name: str, *, create: bool = False) -> IndexStore:
         validate_name(name, "index")
         with self._lock:
             store = self._stores.get(name)
             if store is not None:
                 return store
-            if not create and not self._exists(name):
+            if not create and not self.exists(name):
                 raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
             if self.settings.backend == "memory":
                 store = IndexStore(name, None, chroma_url=self.settings.chroma_url)
             else:
                 # A new index is created only by a writer (index_add holds the writer lock), as a
                 # whole manifest renamed into place: a reader never sees a half-made one.
-                directory = self._index_dir(name)
+                directory = self.index_dir(name)
                 info = read_index_info(directory) or {}
                 chroma_url = info.get("chroma_url", self.settings.chroma_url)
                 existed = directory.exists()
                 try:
                     with storage_guard(name, directory, "open it"):
                         store = IndexStore(name, directory, chroma_url=chroma_url, create=create)
+                        try:
+                            recover(store)  # a journal left by an interrupted writer
+                        except BaseException:
+                            store.close()
+                            raise
                 except BaseException:
                     if not existed and create:  # the writer lock is held: leave no half-created index
                         import shutil
@@ -154,26 +115,18 @@ class EngineBase:
             self._stores[name] = store
             return store
 
-    def _sandboxed(self) -> LoaderSandbox:
-        from services.retrieval.sandbox import LoaderSandbox
-
-        with self._lock:
-            if self._sandbox is None:
-                self._sandbox = LoaderSandbox(self.settings.limits)
-            return self._sandbox
-
-    def _embedder_for(self, store: IndexStore) -> Embedder:
+    def embedder_for(self, store: IndexStore) -> Embedder:
         """The embedder for ``store``'s vectors (see :class:`~services.retrieval.engine_spaces.VectorSpaces`)."""
         return self.spaces.embedder_for(store)
 
-    def _check_model(self, store: IndexStore, *, record: bool = False) -> Embedder:
+    def check_model(self, store: IndexStore, *, record: bool = False) -> Embedder:
         """The embedder for ``store``, or :class:`IndexMismatch` (see :meth:`VectorSpaces.check`)."""
         return self.spaces.check(store, record=record)
 
     # -- index lifecycle -------------------------------------------------------------------
-    def index_list(self, *, check: bool = True) -> list[IndexInfo]:
+    def list(self, *, check: bool = True) -> list[IndexInfo]:
         """The indexes; with ``check`` each one is opened and its vector store checked (``status``)."""
-        active = self.active_index
+        active = self.active
         if self.settings.backend == "memory":
             return [self._from_store(name, store, active) for name, store in sorted(self._stores.items())]
         directory = self.workspace.indexes_dir
@@ -192,7 +145,7 @@ class EngineBase:
         info = read_index_info(entry)
         if info is None:  # it exists: say so (and why), never hide it
             try:
-                return self._from_store(name, self._store(name), active)
+                return self._from_store(name, self.store(name), active)
             except AriesError as exc:
                 return IndexInfo(name, name == active, "sqlite", None, 0, 0, [], None, None, "unreadable", exc.message)
         status, detail = self._health(name) if check else ("unchecked", None)
@@ -213,39 +166,39 @@ class EngineBase:
         )
 
     def _from_store(self, name: str, store: IndexStore, active: str | None) -> IndexInfo:
-        files, chunks = store.counts()
-        health = self._vector_health(store)
+        files, chunks = store.manifest.counts()
+        health = self.vector_health(store)
         return IndexInfo(
             name=name,
             active=name == active,
             backend=self.settings.backend,
-            embedding_model=store.get_meta("embedding_model"),
+            embedding_model=store.manifest.get_meta("embedding_model"),
             files=files,
             chunks=chunks,
-            roots=store.roots(),
-            created_at=store.get_meta("created_at"),
-            updated_at=store.get_meta("updated_at"),
+            roots=store.manifest.roots(),
+            created_at=store.manifest.get_meta("created_at"),
+            updated_at=store.manifest.get_meta("updated_at"),
             status="ok" if health.ok else f"vectors {health.status}",
             status_detail=None if health.ok else health.detail,
-            failed=[failure.to_dict() for failure in store.failures()],
-            **self.spaces.describe(*(store.get_meta(key) for key in SPACE_KEYS)),
+            failed=[failure.to_dict() for failure in store.manifest.failures()],
+            **self.spaces.describe(*(store.manifest.get_meta(key) for key in SPACE_KEYS)),
         )
 
     def _health(self, name: str) -> tuple[str, str | None]:
         """``ok`` or ``vectors missing|damaged`` with the reason; ``unreadable`` when the index does not open."""
         try:
-            health = self._vector_health(self._store(name))
+            health = self.vector_health(self.store(name))
         except AriesError as exc:
             return "unreadable", exc.message
         return ("ok", None) if health.ok else (f"vectors {health.status}", health.detail)
 
     @staticmethod
-    def _vector_health(store: IndexStore) -> VectorHealth:
+    def vector_health(store: IndexStore) -> VectorHealth:
         """The store's vector health, current with what other processes wrote (under its store lock)."""
         with store.reading():
             return store.vector_health
 
-    def index_repair(
+    def repair(
         self,
         name: str,
         *,
@@ -262,8 +215,8 @@ class EngineBase:
         from services.retrieval.ingest import Cancelled
         from services.retrieval.store_health import rebuild_vectors
 
-        store = self._store(name)
-        embedder = self._check_model(store)
+        store = self.store(name)
+        embedder = self.check_model(store)
 
         def step(done: int, total: int) -> None:
             if progress is not None:
@@ -281,10 +234,10 @@ class EngineBase:
             except (IndexStorageError, IndexBusy):
                 raise
             except Exception:
-                self._forget(name)
+                self.forget(name)
                 raise
 
-    def _forget(self, name: str) -> None:
+    def forget(self, name: str) -> None:
         """Close and drop the cached store (after a failed write: the next use reopens and recovers)."""
         with self._lock:
             store = self._stores.pop(name, None)
@@ -292,17 +245,17 @@ class EngineBase:
             with contextlib.suppress(Exception):
                 store.close()
 
-    def index_info(self, name: str, *, check: bool = True) -> IndexInfo:
+    def info(self, name: str, *, check: bool = True) -> IndexInfo:
         validate_name(name, "index")
         if self.settings.backend == "memory":
             if name in self._stores:
-                return self._from_store(name, self._stores[name], self.active_index)
-        elif self._exists(name):
-            return self._describe(self._index_dir(name), self.active_index, check)
+                return self._from_store(name, self._stores[name], self.active)
+        elif self.exists(name):
+            return self._describe(self.index_dir(name), self.active, check)
         raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
 
     @property
-    def active_index(self) -> str | None:
+    def active(self) -> str | None:
         """The index queries go to: the workspace's ``active_index`` setting, if that index exists.
 
         With the ``memory`` backend the choice lives in this engine only (its indexes do not
@@ -316,41 +269,42 @@ class EngineBase:
             return None
         name = str(value)
         try:
-            return name if self._exists(name) else None
+            return name if self.exists(name) else None
         except InvalidName:
             return None
 
-    def _active_setting(self) -> str | None:
+    def active_setting(self) -> str | None:
         value = self._memory_active if self.settings.backend == "memory" else self.workspace.setting("active_index")
         return str(value) if value else None
 
-    def _set_active(self, name: str | None) -> None:
+    def set_active(self, name: str | None) -> None:
         if self.settings.backend == "memory":
             self._memory_active = name
         else:
             self.workspace.update(active_index=name)
 
-    def index_use(self, name: str) -> IndexInfo:
+    def use(self, name: str) -> IndexInfo:
         validate_name(name, "index")
-        if not self._exists(name):
+        if not self.exists(name):
             raise IndexNotFound(f"no index named {name!r}; see: rag index list", index=name)
-        self._set_active(name)
-        return self.index_info(name)
+        self.set_active(name)
+        return self.info(name)
 
-    def index_check(self, name: str) -> Consistency:
+    def check(self, name: str) -> Consistency:
         """Compare the manifest, Tantivy and Chroma of index ``name`` (every chunk id in all three)."""
         validate_name(name, "index")
-        return self._store(name).consistency()
+        with storage_guard(name, self.index_dir(name) if self.settings.backend != "memory" else None, "check it"):
+            return self.store(name).consistency()
 
-    def _locks(self, name: str) -> IndexLocks | None:
+    def locks(self, name: str) -> IndexLocks | None:
         if self.settings.backend == "memory":
             return None
         return IndexLocks(self.workspace.indexes_dir, validate_name(name, "index"))
 
-    def index_drop(self, name: str) -> None:
+    def drop(self, name: str) -> None:
         validate_name(name, "index")
-        locks = self._locks(name)
-        with storage_guard(name, self._index_dir(name) if locks else None, "drop it"):
+        locks = self.locks(name)
+        with storage_guard(name, self.index_dir(name) if locks else None, "drop it"):
             if locks is not None and not locks.try_writer():
                 raise IndexBusy(f"index {name!r} is being written by another Aries ({locks.holder()}); drop it later")
             try:
@@ -362,19 +316,19 @@ class EngineBase:
     def _drop(self, name: str) -> None:
         with self._lock:
             store = self._stores.pop(name, None)
-            if store is None and self._exists(name):
+            if store is None and self.exists(name):
                 try:
-                    store = self._store(name)
+                    store = self.store(name)
                     self._stores.pop(name, None)
                 except Exception:
                     store = None
             if store is not None:
                 store.destroy()
-            elif self.settings.backend == "memory" or not self._index_dir(name).exists():
+            elif self.settings.backend == "memory" or not self.index_dir(name).exists():
                 raise IndexNotFound(f"no index named {name!r}", index=name)
             else:
                 import shutil
 
-                shutil.rmtree(self._index_dir(name))
-        if self._active_setting() == name:
-            self._set_active(None)
+                shutil.rmtree(self.index_dir(name))
+        if self.active_setting() == name:
+            self.set_active(None)

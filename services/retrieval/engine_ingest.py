@@ -1,4 +1,8 @@
-"""Ingest of the retrieval engine: scanning a folder, reading files safely, loading and writing them."""
+"""Ingest of the retrieval engine: scanning a folder, reading files safely, loading and writing them.
+
+:class:`Ingestor` is one part of the :class:`~services.retrieval.engine.RetrievalEngine` (held
+as ``engine.ingestor``); it opens stores through the engine's :class:`~services.retrieval.engine_indexes.Indexes`.
+"""
 
 from __future__ import annotations
 
@@ -8,37 +12,113 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.clock import format_ts
 from services.errors import NotFound
 from services.names import validate_name
-from services.retrieval.chunking import chunk_document, default_counter
-from services.retrieval.engine_indexes import EngineBase, ProgressCallback, _issue, derive_index_name
+from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
+from services.retrieval.engine_indexes import Indexes, ProgressCallback, _issue, derive_index_name
 from services.retrieval.errors import (
     LIMIT_CODES,
     DuplicateSource,
     EmptyDocument,
     FileTooLarge,
+    IndexStorageError,
     IngestError,
     MalformedDocument,
     UnsafePath,
     UnsupportedType,
 )
+from services.retrieval.faults import storage_guard
 from services.retrieval.ingest import Batch, Cancelled, flush
 from services.retrieval.loaders import SANDBOXED_TYPES, content_type_for, load_bytes
 from services.retrieval.models import Document, FileIssue, IngestReport, ProgressEvent
-from services.retrieval.store import FileRecord
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, WaitCancelled
+from services.retrieval.store_manifest import FileRecord
+from services.retrieval.store_writer import writing
+
+if TYPE_CHECKING:
+    from services.retrieval.sandbox import LoaderSandbox
 
 
-class IngestingEngine(EngineBase):
-    """:class:`EngineBase` and ``index_add``: incremental, whole-file atomic indexing."""
+class Ingestor:
+    """Incremental, whole-file atomic indexing of files and folders into the indexes of ``indexes``."""
+
+    def __init__(self, indexes: Indexes, chunk_config: ChunkConfig) -> None:
+        self.indexes = indexes
+        self.settings = indexes.settings
+        self.chunk_config = chunk_config
+        self._sandbox: LoaderSandbox | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None
+
+    def sandboxed(self) -> LoaderSandbox:
+        """The loader subprocess for PDF, EPUB and HTML (started on first use, kept until :meth:`close`)."""
+        from services.retrieval.sandbox import LoaderSandbox
+
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = LoaderSandbox(self.settings.limits)
+            return self._sandbox
 
     # -- ingest ----------------------------------------------------------------------------
-    def index_add(
+    def add(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+        include_hidden: tuple[str, ...] = (),
+        exclude_top: tuple[str, ...] = (),
+        activate: bool = True,
+    ) -> IngestReport:
+        """:meth:`add_files`, after rebuilding a damaged or missing vector store from the manifest
+        (unchanged files are never re-embedded, so this is what brings them back); a full or
+        read-only disk is one :class:`IndexStorageError` and the index keeps its previous state.
+        Both wait for another writer of the index as ``wait_s`` says."""
+        indexes = self.indexes
+        given = Path(os.fspath(path)).expanduser()
+        label = name if name is not None else (derive_index_name(given.resolve()) if given.exists() else "?")
+        directory = indexes.index_dir(label) if self.settings.backend != "memory" and label != "?" else None
+        rebuilt = 0
+        try:
+            with storage_guard(label, directory, "write to it"):
+                if label != "?" and given.exists() and indexes.exists(label):
+                    store = indexes.store(label)
+                    if not indexes.vector_health(store).ok:
+                        try:
+                            rebuilt = indexes.repair(label, progress=progress, cancel=cancel, wait_s=wait_s)
+                        except Cancelled:
+                            return IngestReport(index=label, root=given.as_posix(), cancelled=True)
+                report = self.add_files(
+                    path,
+                    name,
+                    progress=progress,
+                    cancel=cancel,
+                    wait_s=wait_s,
+                    include_hidden=include_hidden,
+                    exclude_top=exclude_top,
+                    activate=activate,
+                )
+        except IndexStorageError:
+            indexes.forget(label)  # reopened on next use: the journal is replayed then
+            raise
+        report.vectors_rebuilt = rebuilt
+        return report
+
+    def add_files(
         self,
         path: str | os.PathLike[str],
         name: str | None = None,
@@ -84,7 +164,7 @@ class IngestingEngine(EngineBase):
                 progress(ProgressEvent("wait", 0, 0, message))
 
         # One writer per index, across processes, from before the index is created (see store_locks).
-        locks = self._locks(name)
+        locks = self.indexes.locks(name)
         held = locks.writer(wait_s=wait_s, on_wait=waiting, cancel=cancel) if locks else contextlib.nullcontext()
         try:
             with held:
@@ -96,7 +176,7 @@ class IngestingEngine(EngineBase):
             report.elapsed_s = round(time.monotonic() - started, 3)
             return report
 
-    def index_update(
+    def update(
         self,
         name: str,
         root: str | os.PathLike[str],
@@ -107,13 +187,13 @@ class IngestingEngine(EngineBase):
         """Re-read only ``paths`` (POSIX paths relative to ``root``, one of the roots index ``name``
         was built from): changed files re-chunked and re-embedded, unchanged ones skipped, files
         gone from ``root`` dropped, every other file of the index left alone.  The same whole-file
-        atomic ingest and one-writer lock as :meth:`index_add` (which walks the whole folder)."""
+        atomic ingest and one-writer lock as :meth:`add` (which walks the whole folder)."""
         started = time.monotonic()
         name = validate_name(name, "index")
-        if not self._exists(name):
+        if not self.indexes.exists(name):
             raise NotFound(f"no index named {name!r}")
         base = Path(os.fspath(root)).resolve(strict=True)
-        if base.as_posix() not in self._store(name).roots():
+        if base.as_posix() not in self.indexes.store(name).manifest.roots():
             raise NotFound(f"{base} is not a root of index {name!r}")
         candidates: list[tuple[str, Path]] = []
         skipped: list[FileIssue] = []
@@ -131,7 +211,7 @@ class IngestingEngine(EngineBase):
             if resolved.is_file():
                 candidates.append((rel, resolved))
         report = IngestReport(index=name, root=base.as_posix())
-        locks = self._locks(name)
+        locks = self.indexes.locks(name)
         held = locks.writer(wait_s=wait_s) if locks else contextlib.nullcontext()
         with held:
             return self._add_locked(
@@ -152,8 +232,10 @@ class IngestingEngine(EngineBase):
         activate: bool = True,
         only: frozenset[str] | None = None,
     ) -> IngestReport:
-        store = self._store(name, create=True)
-        embedder = self._check_model(store, record=True)  # records model, backend and quantization in a new index
+        store = self.indexes.store(name, create=True)
+        embedder = self.indexes.check_model(
+            store, record=True
+        )  # records model, backend and quantization in a new index
         counter = default_counter()
         chunk_key = self.chunk_config.key(counter)
         limits = self.settings.limits
@@ -165,36 +247,59 @@ class IngestingEngine(EngineBase):
 
         report.skipped.extend(skipped)
         emit("scan", len(candidates), len(candidates))
-        store.add_root(root_key)
-        known = {record.source_path: record for record in store.files_under(root_key)}
+        store.manifest.add_root(root_key)
+        if only is None:
+            known = {record.source_path: record for record in store.manifest.files_under(root_key)}
+        else:  # an update of a few files (a save in the viewer): their records only, not the whole root's
+            found = (store.manifest.file(path) for path in sorted(only))
+            known = {record.source_path: record for record in found if record is not None and record.root == root_key}
         kept: set[str] = set()
         failed: dict[str, tuple[str, str]] = {}  # indexed files that failed to load: chunks kept, marked failed
         batch = Batch()
         pending: list[tuple[str, bool, int]] = []  # (source path, is new, chunks) of the unwritten batch
-        embedded = 0
+        # Two stages overlap: this thread reads, parses and chunks the next batch while the writer
+        # thread embeds and writes the previous one (at most one batch in flight).
+        in_flight: tuple[Future[int], list[tuple[str, bool, int]]] | None = None
+        writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
 
-        def on_group(count: int) -> None:
-            nonlocal embedded
-            embedded += count
-            emit("embed", embedded, batch.chunk_count)
-
-        def write(writer: Any) -> None:
-            nonlocal embedded
+        def progress_of(total: int) -> Callable[[int], None]:
             embedded = 0
-            report.chunks_removed += flush(writer, embedder, batch, cancel, on_group)
-            for source_path, is_new, count in pending:
+
+            def on_group(count: int) -> None:
+                nonlocal embedded
+                embedded += count
+                emit("embed", embedded, total)
+
+            return on_group
+
+        def settle() -> None:
+            """Wait for the batch in flight and book it in the report (its errors are raised here)."""
+            nonlocal in_flight
+            if in_flight is None:
+                return
+            future, booked = in_flight
+            in_flight = None
+            report.chunks_removed += future.result()
+            for source_path, is_new, count in booked:
                 (report.added if is_new else report.updated).append(source_path)
                 report.chunks_added += count
-            pending.clear()
             emit("commit", len(kept), len(candidates))
 
-        with store.writing() as writer:
+        def write(writer: Any) -> None:
+            nonlocal batch, pending, in_flight
+            settle()
+            full, booked = batch, pending
+            batch, pending = Batch(), []
+            on_group = progress_of(full.chunk_count)
+            in_flight = (writer_pool.submit(flush, writer, embedder, full, cancel, on_group), booked)
+
+        with writing(store) as writer:
             try:
                 for number, (rel, real) in enumerate(candidates, start=1):
                     if cancel is not None and cancel.is_set():
                         raise Cancelled
                     emit("file", number, len(candidates), rel)
-                    existing = known.get(rel) or store.file(rel)
+                    existing = known.get(rel) or store.manifest.file(rel)
                     if existing is not None and existing.root != root_key:
                         report.errors.append(
                             _issue(
@@ -256,12 +361,20 @@ class IngestingEngine(EngineBase):
                 report.removed.extend(gone)
                 if batch:
                     write(writer)
+                settle()
             except Cancelled:
+                with contextlib.suppress(Cancelled):
+                    settle()  # a batch that was written before the cancel is booked
                 report.cancelled = True
-                report.removed = [path for path in report.removed if store.file(path) is None]
-        store.record_failures(failed, cleared=[*report.unchanged, *report.updated, *report.removed])
-        if activate and not report.cancelled and self.active_index is None:
-            self._set_active(name)
+                report.removed = [path for path in report.removed if store.manifest.file(path) is None]
+            finally:
+                if in_flight is not None:  # an error in this thread: the batch in flight ends before the lock goes
+                    with contextlib.suppress(BaseException):
+                        in_flight[0].result()
+                writer_pool.shutdown(wait=True)
+        store.manifest.record_failures(failed, cleared=[*report.unchanged, *report.updated, *report.removed])
+        if activate and not report.cancelled and self.indexes.active is None:
+            self.indexes.set_active(name)
             report.activated = True
         report.elapsed_s = round(time.monotonic() - started, 3)
         emit("done", len(candidates), len(candidates))
@@ -346,5 +459,5 @@ class IngestingEngine(EngineBase):
 
     def _load(self, content_type: str, data: bytes) -> Document:
         if content_type in SANDBOXED_TYPES:
-            return self._sandboxed().load(content_type, data)
+            return self.sandboxed().load(content_type, data)
         return load_bytes(content_type, data, self.settings.limits)

@@ -61,7 +61,9 @@ class VectorSpaces:
 
     def embedder_for(self, store: IndexStore) -> Embedder:
         """The embedder for ``store``'s vectors (see :meth:`backend_for`); created once per backend."""
-        backend = self.backend_for(store.get_meta("embedding_model"), store.get_meta("embedding_quantization"))
+        backend = self.backend_for(
+            store.manifest.get_meta("embedding_model"), store.manifest.get_meta("embedding_quantization")
+        )
         with self._lock:
             embedder = self._embedders.get(backend)
             if embedder is None:
@@ -79,7 +81,7 @@ class VectorSpaces:
         explicit ``AXIOMME_EMBEDDER_BACKEND``; *auto* picks the backend of the index's space).
         """
         embedder = self.embedder_for(store)
-        built_with = store.get_meta("embedding_model")
+        built_with = store.manifest.get_meta("embedding_model")
         if built_with is not None and built_with != embedder.model_id:
             raise IndexMismatch(
                 f"index {store.name!r} was built with {built_with}, but the embedder now is {embedder.model_id}; "
@@ -87,8 +89,8 @@ class VectorSpaces:
                 index=store.name,
             )
         backend, quantization = backend_of(embedder)
-        built_backend = store.get_meta("embedding_backend")
-        built_quantization = store.get_meta("embedding_quantization")
+        built_backend = store.manifest.get_meta("embedding_backend")
+        built_quantization = store.manifest.get_meta("embedding_quantization")
         if built_with is not None and (built_quantization or "none") != quantization:
             was = built_backend or "torch"
             raise IndexMismatch(
@@ -99,7 +101,7 @@ class VectorSpaces:
                 index=store.name,
             )
         if record and (built_with is None or built_backend is None):
-            store.set_meta(
+            store.manifest.set_meta(
                 embedding_model=embedder.model_id, embedding_backend=backend, embedding_quantization=quantization
             )
         return embedder

@@ -12,6 +12,12 @@ vanish into a traceback — the run is still written, with ``embedding_strict_er
 error's one-line text and no metrics, and :func:`evaluate_run` reports it as failed.  Without strict
 mode a model failure is the typed :class:`~services.retrieval.errors.EmbedderError` it always was.
 
+The record also says what was measured and how long it took: ``dataset`` (path, SHA-256 of the
+corpus, queries and qrels, and of each file), ``documents``, ``queries``, ``missing_judged`` and
+``timings`` (load, index, queries, total seconds).  ``problems`` lists, one line each, why a run is
+not ``ok`` apart from the gate: a strict-mode embedder failure, or judged documents missing from
+the corpus above :data:`~services.retrieval.evaluation.MISSING_JUDGED_MAX` of the judgments.
+
 A **release-profile gate** (``gate_profile`` containing ``release``, or ``write_release_check``)
 fails unless the provider is ``semantic-model-http`` and no strict error was recorded; its report
 carries the embedding diagnostics (``embedding_provider``, ``embedding_strict_error``).
@@ -19,6 +25,7 @@ carries the embedding diagnostics (``embedding_provider``, ``embedding_strict_er
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,12 +100,14 @@ def evaluate_run(
 ) -> dict[str, Any]:
     """:func:`~services.retrieval.evaluation.evaluate` as a run record.
 
-    ``{"queries", "methods", "environment", "ok"[, "gate"]}``: ``ok`` is False when a strict-mode
-    model failure was recorded or the gate failed.  Raises the typed error of a model failure
-    when strict mode is off, and ConfigError / NotFound / CorruptFile for bad settings or data.
+    ``{"queries", "methods", "documents", "missing_judged", "timings", "dataset", "environment",
+    "problems", "ok"[, "gate"]}``: ``ok`` is False when a strict-mode model failure was recorded,
+    too many judged documents are missing from the corpus, or the gate failed.  Raises the typed
+    error of a model failure when strict mode is off, and ConfigError / NotFound / CorruptFile for bad settings or data.
     """
-    from services.retrieval.evaluation import evaluate
+    from services.retrieval.evaluation import MISSING_JUDGED_MAX, dataset_fingerprint, evaluate
 
+    began = time.perf_counter()
     settings = settings or RetrievalSettings.from_env()
     embedder = embedder or create_embedder(settings)
     record: dict[str, Any] = {"queries": 0, "methods": {}}
@@ -119,8 +128,21 @@ def evaluate_run(
         if not settings.embedder_strict:
             raise
         strict_error = exc.message
+    record["dataset"] = dataset_fingerprint(dataset, queries_file, qrels_file)
+    record.setdefault("timings", {})["total_s"] = round(time.perf_counter() - began, 3)
     record["environment"] = run_environment(settings, embedder, strict_error=strict_error)
-    ok = strict_error is None
+    problems: list[str] = []
+    if strict_error is not None:
+        problems.append(f"AXIOMME_EMBEDDER_STRICT: the embedder failed: {strict_error}")
+    missing = record.get("missing_judged") or {}
+    if missing.get("count") and missing.get("share", 0.0) > MISSING_JUDGED_MAX:
+        problems.append(
+            f"{missing['count']} of {missing['judgments']} judged documents are missing from the corpus "
+            f"({missing['share']:.1%}, over the {MISSING_JUDGED_MAX:.0%} allowed): they count as relevant and "
+            "not found; check that the qrels belong to this corpus"
+        )
+    record["problems"] = problems
+    ok = not problems
     if gate_profile is not None or write_release_check:
         gate = release_gate(record["environment"], gate_profile, write_release_check=write_release_check)
         record["gate"] = gate

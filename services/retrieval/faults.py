@@ -1,11 +1,14 @@
 """Storage faults of an index (disk full, read-only file system, permission denied) as one typed error.
 
 SQLite, Chroma (Rust) and Tantivy (Rust) each report a full or read-only disk in their own
-words, often as a generic "disk I/O error".  :func:`storage_guard` turns any of them into one
-:class:`~services.retrieval.errors.IndexStorageError` line that names the index, the cause and
-what to do; the index keeps its previous state (writes are journalled: see
-:mod:`services.retrieval.store`).  When the words are vague, the file system itself is asked
-(``statvfs``: read-only flag, free space).
+words, often as a generic "disk I/O error" — or in none: a Chroma write that runs out of space
+in its compaction says ``Error in compaction: Failed to apply logs to the hnsw segment writer``.
+:func:`storage_guard` turns any of them into one :class:`~services.retrieval.errors.IndexStorageError`
+line that names the index, the cause and what to do; the index keeps its previous state (writes
+are journalled: see :mod:`services.retrieval.store`).  When the words are vague — and every error
+of a store library is taken as vague — the file system itself is asked (``statvfs``: read-only
+flag, free space).  A store error that is not a storage fault is still one line (which store
+failed, its words, what to do), never a traceback: :func:`store_part` says which store raised it.
 """
 
 from __future__ import annotations
@@ -67,9 +70,33 @@ def diagnose(directory: Path | None) -> str | None:
     return None
 
 
+_STORE_MODULES = {"store_lexical.py": "the keyword index (Tantivy)", "store_writer.py": "the keyword index (Tantivy)"}
+
+
+def store_part(exc: BaseException) -> str | None:
+    """Which store raised ``exc`` — the vector store (Chroma), the manifest (SQLite), the keyword
+    index (Tantivy: a ``ValueError`` raised inside the modules that call it) or the file system —
+    or None for anything else."""
+    for link in _chain(exc):
+        if type(link).__module__.split(".")[0] == "chromadb":
+            return "the vector store (Chroma)"
+        if isinstance(link, sqlite3.Error):
+            return "the manifest (SQLite)"
+        if isinstance(link, OSError):
+            return "the file system"
+        if isinstance(link, ValueError) and link.__traceback__ is not None:
+            frame = link.__traceback__
+            while frame.tb_next is not None:
+                frame = frame.tb_next
+            part = _STORE_MODULES.get(Path(frame.tb_frame.f_code.co_filename).name)
+            if part is not None:
+                return part
+    return None
+
+
 def storage_fault(exc: BaseException, directory: Path | None) -> str | None:
     """The storage cause behind ``exc`` (:data:`DISK_FULL`, :data:`READ_ONLY`, :data:`DENIED`), or None."""
-    vague = False
+    vague = store_part(exc) is not None and not isinstance(exc, OSError)
     for link in _chain(exc):
         if isinstance(link, OSError) and link.errno is not None:
             if link.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
@@ -101,7 +128,8 @@ def _hint(reason: str) -> str:
 
 @contextlib.contextmanager
 def storage_guard(index: str, directory: Path | None, action: str) -> Iterator[None]:
-    """Turn a storage fault raised inside into :class:`IndexStorageError` (other errors pass)."""
+    """Turn a storage fault raised inside into :class:`IndexStorageError`, and any other error of a
+    store (:func:`store_part`) into one line too; other errors pass."""
     try:
         yield
     except (IndexStorageError, IngestError):
@@ -111,9 +139,18 @@ def storage_guard(index: str, directory: Path | None, action: str) -> Iterator[N
             reason = storage_fault(exc, None)  # only what its own words say
         else:
             reason = storage_fault(exc, directory)
-        if reason is None:
+        if reason is not None:
+            raise storage_error(index, reason, action) from None
+        part = None if isinstance(exc, AriesError) else store_part(exc)
+        if part is None:
             raise
-        raise storage_error(index, reason, action) from None
+        words = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise IndexStorageError(
+            f"index {index!r}: cannot {action}: {part} failed: {words}; the index keeps its previous state "
+            f"(run it again; if it fails again, rebuild its vectors from the manifest: aries rag index repair {index})",
+            index=index,
+            reason="store error",
+        ) from None
 
 
 def storage_error(index: str, reason: str, action: str) -> IndexStorageError:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from services.retrieval.embedders import Embedder
 from services.retrieval.models import Chunk
-from services.retrieval.store import FileRecord, FileUpdate, Writer
+from services.retrieval.store_manifest import FileRecord, FileUpdate
+from services.retrieval.store_writer import Writer
 
 EMBED_GROUP = 32
 """Chunks embedded per call (one model batch); a cancel, or a query waiting for the model, waits at most this long."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from services.retrieval.errors import LIMIT_CODES
@@ -175,12 +175,17 @@ class Hit:
     dense_rank: int | None
     dense_score: float | None
     text: str
+    keyword_score: float | None = None
+    """The share (0…1) of the query's keyword weight this passage holds (see :mod:`services.retrieval.relevance`)."""
 
     def to_dict(self, *, with_text: bool = True) -> dict[str, Any]:
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in _HIT_FIELDS}  # flat values: no deep copy (asdict's cost)
         if not with_text:
             data.pop("text")
         return data
+
+
+_HIT_FIELDS = tuple(f.name for f in fields(Hit))
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,8 @@ class QueryResult:
     """``hybrid``, or ``keyword`` when the vector store is damaged or missing (see ``warnings``)."""
     warnings: list[str] = field(default_factory=list)
     threshold: dict[str, Any] | None = None
-    """The relevance threshold in force (``min_score``, ``min_bm25``, the handles that pass: ``kept``)."""
+    """The relevance threshold in force (``min_score``, ``min_keyword``, ``min_bm25``; ``kept``: the
+    handles that pass)."""
     audited: bool = True
     """False where the workspace cannot be written: no audit row (``audit_id`` None), and the first
     such query of an engine says so in ``warnings``."""

@@ -40,96 +40,55 @@ store opens for reading only (``read_only``; see :mod:`services.retrieval.readon
 Backend ``memory`` keeps all three parts in RAM (Tantivy RAM directory, Chroma
 ``EphemeralClient`` with a collection of its own, SQLite ``:memory:``).
 
-The parts live in ``store_manifest`` (SQLite), ``store_lexical`` (Tantivy), ``store_vectors``
-(Chroma) and ``store_writer`` (the journalled write); :class:`IndexStore` puts them together.
+The parts live in ``store_manifest`` (SQLite: :class:`~services.retrieval.store_manifest.Manifest`,
+held as ``IndexStore.manifest``), ``store_lexical`` (Tantivy) and ``store_vectors`` (Chroma);
+:class:`IndexStore` holds them and the locks.  Writing (the journal above, and its replay) is
+``store_writer``: ``writing(store)``, ``recover(store)``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreDamaged
-from services.retrieval.models import Chunk
-from services.retrieval.readonly import not_writable, writable
+from services.retrieval.faults import store_part
+from services.retrieval.readonly import writable
+from services.retrieval.relevance import term_weight
 from services.retrieval.store_check import Consistency, check_stores
 from services.retrieval.store_lexical import (
-    BM25_WINDOW,
-    FIELD_BOOSTS,
     LEXICAL_FORMAT,
-    WRITER_HEAP,
     bm25_search,
     open_lexical,
     query_analyzer,
+    question_terms,
     stopwords,
-    tantivy_schema,
 )
-from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks
+from services.retrieval.store_locks import IndexLocks
 from services.retrieval.store_manifest import (
     _SCHEMA,
     MANIFEST,
     SCHEMA_VERSION,
-    SQL_BATCH,
-    FileRecord,
-    FileUpdate,
     Manifest,
-    StoredChunk,
     create_manifest,
     damaged_manifest,
-    initial_meta,
     migrate_schema,
     open_manifest,
-    read_index_info,
 )
-from services.retrieval.store_vectors import (
-    CHROMA_BATCH,
-    HNSW,
-    OK,
-    VectorHealth,
-    check_vectors,
-    dense_search,
-    open_chroma,
-    unopenable,
-)
-from services.retrieval.store_writer import Writer
+from services.retrieval.store_vectors import OK, VectorHealth, check_vectors, dense_search, open_chroma, unopenable
 
 if TYPE_CHECKING:
     import tantivy
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-__all__ = [
-    "BM25_WINDOW",
-    "CHROMA_BATCH",
-    "Consistency",
-    "FIELD_BOOSTS",
-    "HNSW",
-    "LEXICAL_FORMAT",
-    "MANIFEST",
-    "SCHEMA_VERSION",
-    "SQL_BATCH",
-    "WRITER_HEAP",
-    "FileRecord",
-    "FileUpdate",
-    "IndexStore",
-    "StoredChunk",
-    "VectorHealth",
-    "Writer",
-    "_schema",
-    "query_analyzer",
-    "read_index_info",
-]
 
-_schema = tantivy_schema  # the name services.workspace_check imports
-
-
-class IndexStore(Manifest):
+class IndexStore:
     """Tantivy + Chroma + manifest for one index.  See the module docstring for the locking."""
 
     def __init__(
@@ -144,8 +103,8 @@ class IndexStore(Manifest):
         self.directory = Path(directory) if directory is not None else None
         self.memory = directory is None
         self.chroma_url = chroma_url
-        self._write_lock = threading.RLock()
-        self._db_lock = threading.RLock()
+        self.write_lock = threading.RLock()
+        """Held by this process's writer of the index (see :func:`services.retrieval.store_writer.writing`)."""
         self._memory_lock = threading.RLock()
         self._closed = False
         self.locks: IndexLocks | None = None
@@ -161,26 +120,23 @@ class IndexStore(Manifest):
                     raise IndexCorrupt(f"index {name!r} has no manifest at {self.directory}")
                 create_manifest(self.directory, name, chroma_url)
             self.read_only = not writable(self.directory)
-            self._db = open_manifest(self.directory / MANIFEST, name, read_only=self.read_only)
+            db = open_manifest(self.directory / MANIFEST, name, read_only=self.read_only)
             try:
-                self._db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+                db.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
             except sqlite3.DatabaseError as exc:
-                self._db.close()
+                db.close()
                 raise damaged_manifest(name, exc) from None
+            self.manifest = Manifest(db)
         else:
-            self._db = sqlite3.connect(":memory:", check_same_thread=False)
-            self._db.executescript(_SCHEMA)
-            with self._tx() as db:
-                for key, value in initial_meta(name, chroma_url).items():
-                    db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
-        version = self.get_meta("schema_version")
+            self.manifest = Manifest.in_memory(name, chroma_url)
+        version = self.manifest.get_meta("schema_version")
         if version != SCHEMA_VERSION and not (self.read_only and isinstance(version, int) and version < SCHEMA_VERSION):
             try:
                 if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
-                    self._db.executescript(_SCHEMA)  # the tables added since (``failures``)
-                migrate_schema(self, name)  # or IndexCorrupt for a version this Aries does not read
+                    self.manifest.db.executescript(_SCHEMA)  # the tables added since (``failures``)
+                migrate_schema(self.manifest, name)  # or IndexCorrupt for a version this Aries does not read
             except BaseException:
-                self._db.close()
+                self.manifest.close()
                 raise
         self.vector_health = VectorHealth(OK, "")
         self._opened = False
@@ -191,10 +147,8 @@ class IndexStore(Manifest):
         except BaseException:
             self._close_client()
             with contextlib.suppress(sqlite3.Error):
-                self._db.close()
+                self.manifest.close()
             raise
-        if not self.read_only:
-            self._recover()
 
     # -- parts ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -221,7 +175,7 @@ class IndexStore(Manifest):
         (it is tried again only after another process wrote, e.g. rebuilt it), and one found
         damaged is checked again whenever it is reopened.
         """
-        generation = int(self.get_meta("generation") or 0)
+        generation = int(self.manifest.get_meta("generation") or 0)
         stale = self.directory is not None and generation != self._generation
         first = not self._opened
         if self._tantivy_index is None or stale:
@@ -229,24 +183,22 @@ class IndexStore(Manifest):
         if (self._collection_api is None and (first or stale)) or (stale and not self.chroma_url):
             self._close_client()
             try:
-                self._client_api, self._collection_api = self._open_chroma(opening=first)
+                self.open_vectors(opening=first)
             except IndexCorrupt as exc:  # an embedded store that does not open: keyword-only until rebuilt
                 self.vector_health = unopenable(exc, self.directory if self.read_only else None)
             else:
                 if first or not self.vector_health.ok:
-                    self.vector_health = self._vector_check()
+                    self.vector_health = self.vector_check()
         self._opened = True
-        self._generation = int(self.get_meta("generation") or 0)
+        self._generation = int(self.manifest.get_meta("generation") or 0)
 
     def bump_generation(self, db: sqlite3.Connection) -> None:
-        """Inside a write transaction: mark the stores as changed (other processes reopen)."""
-        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        value = int(json.loads(row[0])) + 1 if row else 1
-        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (json.dumps(value),))
-        self._generation = value
+        """Inside a write transaction: mark the stores as changed (other processes reopen; this one is current)."""
+        self._generation = Manifest.bump_generation(db)
 
     @property
-    def _tantivy(self) -> tantivy.Index:
+    def lexical(self) -> tantivy.Index:
+        """The Tantivy index (use it under :meth:`reading`)."""
         if self._tantivy_index is None:
             raise IndexCorrupt(f"index {self.name!r}: the keyword index is not open")
         return self._tantivy_index
@@ -259,24 +211,26 @@ class IndexStore(Manifest):
 
     def _open_tantivy(self) -> tantivy.Index:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
-        current = self.get_meta("lexical_format") == LEXICAL_FORMAT
-        index, rebuilt = open_lexical(self.name, self.directory, current, self._all_chunks, read_only=self.read_only)
+        current = self.manifest.get_meta("lexical_format") == LEXICAL_FORMAT
+        index, rebuilt = open_lexical(
+            self.name, self.directory, current, self.manifest.all_chunks, read_only=self.read_only
+        )
         if rebuilt:
-            self.set_meta(lexical_format=LEXICAL_FORMAT)
+            self.manifest.set_meta(lexical_format=LEXICAL_FORMAT)
         return index
 
-    def _all_chunks(self) -> list[Chunk]:
-        rows = self._query(
-            "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
-            "embedding_model FROM chunks ORDER BY source_path, ordinal"
-        )
-        return [Chunk(*row) for row in rows]
+    def open_vectors(self, *, opening: bool = False) -> None:
+        """(Re)open the Chroma client and collection.  Raises IndexCorrupt (embedded store) or
+        VectorStoreUnavailable (server: while ``opening`` the store, its manifest is closed too,
+        since the store does not open)."""
+        db = self.manifest.db if opening and self.chroma_url else None
+        collection = str(self.manifest.get_meta("collection"))
+        self._client_api, self._collection_api = open_chroma(self.name, self.directory, self.chroma_url, collection, db)
 
-    def _open_chroma(self, *, opening: bool = False) -> tuple[ClientAPI, Collection]:
-        """Raises IndexCorrupt (embedded store) or VectorStoreUnavailable (server: while ``opening``
-        the store, its manifest is closed too, since the store does not open)."""
-        db = self._db if opening and self.chroma_url else None
-        return open_chroma(self.name, self.directory, self.chroma_url, str(self.get_meta("collection")), db)
+    @property
+    def client(self) -> ClientAPI | None:
+        """The Chroma client, once open."""
+        return self._client_api
 
     # -- vector store health (see services.retrieval.store_health) -----------------------------
     @property
@@ -289,12 +243,17 @@ class IndexStore(Manifest):
     def check_vectors(self) -> VectorHealth:
         """Collection present, a vector per manifest chunk, a probe query that answers (under the store lock)."""
         with self.reading():
-            return self._vector_check()
+            return self.vector_check()
 
-    def _vector_check(self) -> VectorHealth:
+    def vector_check(self) -> VectorHealth:
+        """:meth:`check_vectors` without taking the store lock (the caller holds it)."""
         if self._collection_api is None:
             return self.vector_health
-        return check_vectors(self._collection_api, self.counts()[1])
+        return check_vectors(self._collection_api, self.manifest.counts()[1])
+
+    def close_vectors(self) -> None:
+        """Release the Chroma client (it is reopened on the next :meth:`reading`)."""
+        self._close_client()
 
     def _close_client(self) -> None:
         client, self._client_api, self._collection_api = self._client_api, None, None
@@ -312,12 +271,27 @@ class IndexStore(Manifest):
             terms = list(self._analyzer.analyze(text))
         return list(dict.fromkeys(terms))
 
+    def keyword_weights(self, text: str) -> dict[str, float]:
+        """The query's keyword terms (question words left out) and their weights in this index
+        (:func:`~services.retrieval.relevance.term_weight`); call it under :meth:`reading`."""
+        skip = question_terms()
+        terms = [term for term in self.query_terms(text) if term not in skip]
+        if not terms:
+            return {}
+        searcher = self.lexical.searcher()
+        documents = int(searcher.num_docs)
+        return {term: term_weight(documents, int(searcher.doc_freq("text", term))) for term in terms}
+
+    def terms(self, text: str) -> frozenset[str]:
+        """``text`` analysed like the index (stemmed, lower-case)."""
+        return frozenset(self._analyzer.analyze(text))
+
     def bm25(self, text: str, top_n: int) -> list[tuple[str, float]]:
         terms = self.query_terms(text)
         if not terms:
             return []
         with self.reading():
-            return bm25_search(self._tantivy, terms, top_n)
+            return bm25_search(self.lexical, terms, top_n)
 
     def dense(self, vector: list[float], top_n: int) -> list[tuple[str, float]]:
         """Dense search; :class:`VectorStoreDamaged` (and the store marked so) when it fails."""
@@ -328,7 +302,7 @@ class IndexStore(Manifest):
             except Exception:
                 if self.chroma_url:
                     raise
-                self.vector_health = self._vector_check()
+                self.vector_health = self.vector_check()
                 if self.vector_health.ok:
                     raise
                 raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name) from None
@@ -337,54 +311,17 @@ class IndexStore(Manifest):
         """Compare the manifest's chunk ids with the ids in Tantivy and in Chroma
         (:class:`VectorStoreDamaged` when the vector store does not open)."""
         with self.reading():
-            return check_stores(self.name, self.chunk_ids(), self._tantivy, self.vectors, self._journal_size())
-
-    def _journal_size(self) -> int:
-        return int(self._query("SELECT COUNT(*) FROM journal")[0][0])
-
-    # -- writing ---------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def writing(
-        self,
-        *,
-        wait_s: float = DEFAULT_WRITE_WAIT_S,
-        on_wait: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[Writer]:
-        """Be the one writer of this index (waiting for another Aries up to ``wait_s``) for a series
-        of :meth:`Writer.apply` calls; a journal left by an interrupted writer is replayed first."""
-        if self.read_only:
-            raise not_writable(self.name, self.directory, "write to it")
-        locked = (
-            self.locks.writer(wait_s=wait_s, on_wait=on_wait, cancel=cancel)
-            if self.locks is not None
-            else contextlib.nullcontext()
-        )
-        with locked, self._write_lock:
-            self._recover()
-            yield Writer(self)
-
-    def _recover(self) -> None:
-        """Replay a journal left by an interrupted write, if no other process is writing now."""
-        if not self.vector_health.ok:
-            return  # replayed after the vectors are rebuilt (store_health.rebuild_vectors)
-        if self.locks is not None and not self.locks.try_writer():
-            return  # another process is writing; its journal is live, not left over
-        try:
-            with self._write_lock:
-                if not self._journal_size():
-                    return
-                with Writer(self).batch() as writer:
-                    pending = [row[0] for row in self._query("SELECT chunk_id FROM journal")]
-                    live = set(self.get_chunks(pending))
-                    writer.delete_from_stores([chunk_id for chunk_id in pending if chunk_id not in live])
-                    writer.commit()
-                    with self._tx() as db:
-                        db.execute("DELETE FROM journal")
-                        self.bump_generation(db)
-        finally:
-            if self.locks is not None:
-                self.locks.release_writer()
+            try:
+                return check_stores(
+                    self.name, self.manifest.chunk_ids(), self.lexical, self.vectors, self.manifest.journal_size()
+                )
+            except Exception as exc:
+                if store_part(exc) != "the vector store (Chroma)" or self.chroma_url:
+                    raise
+                self.vector_health = self.vector_check()
+                if self.vector_health.ok:
+                    raise
+                raise VectorStoreDamaged(self.vector_health.warning(self.name), index=self.name) from None
 
     def close(self) -> None:
         if self._closed:
@@ -392,17 +329,16 @@ class IndexStore(Manifest):
         self._closed = True
         if self.memory and self._client_api is not None:
             with contextlib.suppress(Exception):
-                self._client_api.delete_collection(str(self.get_meta("collection")))
+                self._client_api.delete_collection(str(self.manifest.get_meta("collection")))
         self._close_client()
-        with self._db_lock:
-            self._db.close()
+        self.manifest.close()
 
     def destroy(self) -> None:
         """Delete everything: the collection (also on a Chroma server) and the directory."""
         with self.store_locked():  # no other process is in the middle of a query or a batch
             if self._client_api is not None:
                 with contextlib.suppress(Exception):
-                    self._client_api.delete_collection(str(self.get_meta("collection")))
+                    self._client_api.delete_collection(str(self.manifest.get_meta("collection")))
             self.close()
             if self.directory is not None and self.directory.exists():
                 shutil.rmtree(self.directory)

@@ -30,6 +30,7 @@ from services.retrieval.ingest import Cancelled, embed_chunks
 from services.retrieval.models import Chunk
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.retrieval.store_vectors import CHROMA_BATCH, open_chroma
+from services.retrieval.store_writer import recover, writing
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
@@ -44,14 +45,6 @@ REBUILD_BATCH = 512
 
 
 ProgressFn = Callable[[int, int], None]
-
-
-def _stored_chunks(store: IndexStore) -> list[Chunk]:
-    rows = store._query(
-        "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
-        "embedding_model FROM chunks ORDER BY source_path, ordinal"
-    )
-    return [Chunk(*row) for row in rows]
 
 
 def _fill(
@@ -91,7 +84,7 @@ def rebuild_vectors(
     """Embed every chunk of the manifest into a fresh vector store and swap it in.
 
     Holds the index's writer lock throughout (no other writer meanwhile; ``wait_s`` and
-    ``on_wait`` as in :meth:`IndexStore.writing`), and its store lock while the new store is
+    ``on_wait`` as in :func:`~services.retrieval.store_writer.writing`), and its store lock while the new store is
     swapped in (no query of any process sees it half-swapped); the manifest's ``generation``
     moves, so other processes reopen the new store.
 
@@ -99,16 +92,16 @@ def rebuild_vectors(
     when ``cancel`` is set (nothing changed), and lets storage errors through (the caller turns
     them into one typed message; nothing changed either).
     """
-    with store.writing(wait_s=wait_s, on_wait=on_wait, cancel=cancel):
-        chunks = _stored_chunks(store)
-        collection_name = str(store.get_meta("collection"))
+    with writing(store, wait_s=wait_s, on_wait=on_wait, cancel=cancel):
+        chunks = store.manifest.all_chunks()
+        collection_name = str(store.manifest.get_meta("collection"))
         if store.directory is None or store.chroma_url:
             _rebuild_in_place(store, collection_name, chunks, embedder, progress, cancel)
         else:
             _rebuild_embedded(store, collection_name, chunks, embedder, progress, cancel)
         with store.reading():
-            store.vector_health = store._vector_check()
-    store._recover()  # journal left by an interrupted write: ids without a chunk row go from Tantivy too
+            store.vector_health = store.vector_check()
+    recover(store)  # journal left by an interrupted write: ids without a chunk row go from Tantivy too
     return len(chunks)
 
 
@@ -125,14 +118,13 @@ def _rebuild_in_place(
     if cancel is not None and cancel.is_set():
         raise Cancelled
     with store.store_locked():
-        client = store._client_api
-        if client is None:
-            store._client_api, store._collection_api = store._open_chroma()
-            client = store._client_api
+        if store.client is None:
+            store.open_vectors()
+        client = store.client
         assert client is not None
         with contextlib.suppress(Exception):
             client.delete_collection(collection_name)
-        store._client_api, store._collection_api = store._open_chroma()
+        store.open_vectors()
         collection = store.vectors
         if progress is not None:
             progress(0, len(chunks))
@@ -145,7 +137,7 @@ def _rebuild_in_place(
             )
             if progress is not None:
                 progress(min(start + CHROMA_BATCH, len(chunks)), len(chunks))
-        with store._tx() as db:
+        with store.manifest.transaction() as db:
             store.bump_generation(db)
 
 
@@ -181,13 +173,13 @@ def _rebuild_embedded(
     # Swap, under the store lock (no process is reading or writing the store meanwhile): the
     # damaged store goes aside, the new one takes its name, the old one is deleted.
     with store.store_locked():
-        store._close_client()
+        store.close_vectors()
         live = directory / "chroma"
         if live.exists():
             live.rename(retired)
         target.rename(live)
         fsync_dir(directory)
         shutil.rmtree(retired, ignore_errors=True)
-        with store._tx() as db:
+        with store.manifest.transaction() as db:
             store.bump_generation(db)  # other processes reopen the new store
-        store._client_api, store._collection_api = store._open_chroma()
+        store.open_vectors()

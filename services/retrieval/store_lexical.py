@@ -61,6 +61,19 @@ def stopwords() -> frozenset[str]:
     return _STOPWORDS
 
 
+_QUESTION_TERMS: frozenset[str] | None = None
+
+
+def question_terms() -> frozenset[str]:
+    """:data:`services.retrieval.relevance.QUESTION_WORDS`, analysed like the index."""
+    global _QUESTION_TERMS
+    if _QUESTION_TERMS is None:
+        from services.retrieval.relevance import QUESTION_WORDS
+
+        _QUESTION_TERMS = frozenset(query_analyzer().analyze(QUESTION_WORDS))
+    return _QUESTION_TERMS
+
+
 def tantivy_schema() -> tantivy.Schema:
     import tantivy
 

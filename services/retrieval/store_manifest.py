@@ -107,52 +107,78 @@ class StoredChunk:
 
 
 class Manifest:
-    """Reads and transactions on an index's manifest (``_db``, guarded by ``_db_lock``)."""
+    """Reads and transactions on an index's manifest: one SQLite connection, shared by threads
+    under a lock.  The :class:`~services.retrieval.store.IndexStore` of the index holds one."""
 
-    _db: sqlite3.Connection
-    _db_lock: threading.RLock
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.lock = threading.RLock()
+
+    @classmethod
+    def in_memory(cls, name: str, chroma_url: str | None) -> Manifest:
+        """A new manifest in RAM (backend ``memory``)."""
+        db = sqlite3.connect(":memory:", check_same_thread=False)
+        db.executescript(_SCHEMA)
+        manifest = cls(db)
+        with manifest.transaction() as tx:
+            for key, value in initial_meta(name, chroma_url).items():
+                tx.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        return manifest
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._db_lock:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back on any error)."""
+        with self.lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                yield self._db
-                self._db.execute("COMMIT")
+                self.db.execute("BEGIN IMMEDIATE")
+                yield self.db
+                self.db.execute("COMMIT")
             except BaseException:
-                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full, I/O error)
-                    self._db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite may have rolled back itself (disk full, I/O error)
+                    self.db.execute("ROLLBACK")
                 raise
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._db_lock:
-            return list(self._db.execute(sql, params).fetchall())
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.lock:
+            return list(self.db.execute(sql, params).fetchall())
 
     def get_meta(self, key: str) -> Any:
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        rows = self.query("SELECT value FROM meta WHERE key = ?", (key,))
         return json.loads(rows[0][0]) if rows else None
 
     def set_meta(self, **values: Any) -> None:
-        with self._tx() as db:
+        with self.transaction() as db:
             for key, value in values.items():
                 db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
+    @staticmethod
+    def bump_generation(db: sqlite3.Connection) -> int:
+        """Inside a write transaction: move ``generation`` (other processes reopen their stores); the new value."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        value = int(json.loads(row[0])) + 1 if row else 1
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', ?)", (json.dumps(value),))
+        return value
+
     # -- reading ---------------------------------------------------------------------------
     def file(self, source_path: str) -> FileRecord | None:
-        rows = self._query("SELECT * FROM files WHERE source_path = ?", (source_path,))
+        rows = self.query("SELECT * FROM files WHERE source_path = ?", (source_path,))
         return FileRecord(*rows[0]) if rows else None
 
     def files_under(self, root: str) -> list[FileRecord]:
         return [
-            FileRecord(*row) for row in self._query("SELECT * FROM files WHERE root = ? ORDER BY source_path", (root,))
+            FileRecord(*row) for row in self.query("SELECT * FROM files WHERE root = ? ORDER BY source_path", (root,))
         ]
 
     def roots(self) -> list[str]:
-        return [row[0] for row in self._query("SELECT root FROM roots ORDER BY root")]
+        return [row[0] for row in self.query("SELECT root FROM roots ORDER BY root")]
 
     def add_root(self, root: str) -> None:
         now = utc_now()
-        with self._tx() as db:
+        with self.transaction() as db:
             db.execute(
                 "INSERT INTO roots(root, added_at, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(root) DO UPDATE SET updated_at = excluded.updated_at",
@@ -162,7 +188,7 @@ class Manifest:
     def failures(self) -> list[FileFailure]:
         """Files whose last load failed while their previous chunks stay searchable."""
         try:
-            rows = self._query("SELECT source_path, code, message, failed_at FROM failures ORDER BY source_path")
+            rows = self.query("SELECT source_path, code, message, failed_at FROM failures ORDER BY source_path")
         except sqlite3.OperationalError as exc:  # a version-1 manifest that could not be migrated (read-only)
             if "no such table: failures" not in str(exc):
                 raise
@@ -174,7 +200,7 @@ class Manifest:
         if not failed and not cleared:
             return
         now = utc_now()
-        with self._tx() as db:
+        with self.transaction() as db:
             db.executemany("DELETE FROM failures WHERE source_path = ?", [(path,) for path in cleared])
             db.executemany(
                 "INSERT INTO failures(source_path, code, message, failed_at) VALUES (?, ?, ?, ?) "
@@ -186,12 +212,23 @@ class Manifest:
             db.execute("DELETE FROM failures WHERE source_path NOT IN (SELECT source_path FROM files)")
 
     def counts(self) -> tuple[int, int]:
-        files = self._query("SELECT COUNT(*) FROM files")[0][0]
-        chunks = self._query("SELECT COUNT(*) FROM chunks")[0][0]
+        files = self.query("SELECT COUNT(*) FROM files")[0][0]
+        chunks = self.query("SELECT COUNT(*) FROM chunks")[0][0]
         return int(files), int(chunks)
 
     def chunk_ids(self) -> list[str]:
-        return [row[0] for row in self._query("SELECT chunk_id FROM chunks ORDER BY source_path, ordinal")]
+        return [row[0] for row in self.query("SELECT chunk_id FROM chunks ORDER BY source_path, ordinal")]
+
+    def all_chunks(self) -> list[Chunk]:
+        """Every chunk, ordered by file and position (what Tantivy and Chroma are rebuilt from)."""
+        rows = self.query(
+            "SELECT chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
+            "embedding_model FROM chunks ORDER BY source_path, ordinal"
+        )
+        return [Chunk(*row) for row in rows]
+
+    def journal_size(self) -> int:
+        return int(self.query("SELECT COUNT(*) FROM journal")[0][0])
 
     def get_chunks(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         """The live chunks among ``ids`` (unknown or replaced ids are absent)."""
@@ -200,26 +237,14 @@ class Manifest:
         for start in range(0, len(unique), SQL_BATCH):
             batch = unique[start : start + SQL_BATCH]
             marks = ",".join("?" * len(batch))
-            rows = self._query(
+            rows = self.query(
                 "SELECT c.chunk_id, c.source_path, c.ordinal, c.text, c.context, c.start_offset, c.end_offset, "
                 "c.page, c.section, c.hash, c.embedding_model, f.* FROM chunks c "
                 f"JOIN files f ON f.source_path = c.source_path WHERE c.chunk_id IN ({marks})",
                 batch,
             )
             for row in rows:
-                chunk = Chunk(
-                    chunk_id=row[0],
-                    source_path=row[1],
-                    ordinal=row[2],
-                    text=row[3],
-                    context=row[4],
-                    start_offset=row[5],
-                    end_offset=row[6],
-                    page=row[7],
-                    section=row[8],
-                    hash=row[9],
-                    embedding_model=row[10],
-                )
+                chunk = Chunk(*row[:11])
                 found[chunk.chunk_id] = StoredChunk(chunk, FileRecord(*row[11:]))
         return found
 

@@ -1,31 +1,81 @@
 """Writing files into an index: the journalled sequence described in :mod:`services.retrieval.store`.
 
-Each :meth:`Writer.apply` is one batch: it holds the index's store lock and a Tantivy writer
-of its own from step 1 to step 5 (so Tantivy merges and file deletions happen under the lock
-too), and bumps the manifest's ``generation`` at its start and its end.
+:func:`writing` makes this process the one writer of an index (after replaying a journal left by
+an interrupted writer: :func:`recover`) and hands out a :class:`Writer`.  Each
+:meth:`Writer.apply` is one batch: it holds the index's store lock and a Tantivy writer of its
+own from step 1 to step 5 (so Tantivy merges and file deletions happen under the lock too), and
+bumps the manifest's ``generation`` at its start and its end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from services.clock import utc_now
 from services.retrieval.errors import IndexBusy
+from services.retrieval.readonly import not_writable
+from services.retrieval.store import IndexStore
 from services.retrieval.store_lexical import WRITER_HEAP, add_lexical
+from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.retrieval.store_manifest import SQL_BATCH, FileUpdate
 from services.retrieval.store_vectors import CHROMA_BATCH
 
 if TYPE_CHECKING:
     import tantivy
 
-    from services.retrieval.store import IndexStore
+
+@contextlib.contextmanager
+def writing(
+    store: IndexStore,
+    *,
+    wait_s: float = DEFAULT_WRITE_WAIT_S,
+    on_wait: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> Iterator[Writer]:
+    """Be the one writer of ``store`` (waiting for another Aries up to ``wait_s``) for a series of
+    :meth:`Writer.apply` calls; a journal left by an interrupted writer is replayed first."""
+    if store.read_only:
+        raise not_writable(store.name, store.directory, "write to it")
+    locked = (
+        store.locks.writer(wait_s=wait_s, on_wait=on_wait, cancel=cancel)
+        if store.locks is not None
+        else contextlib.nullcontext()
+    )
+    with locked, store.write_lock:
+        recover(store)
+        yield Writer(store)
+
+
+def recover(store: IndexStore) -> None:
+    """Replay a journal left by an interrupted write, if no other process is writing now
+    (run whenever an index is opened for use, and before every ingest writes)."""
+    if store.read_only or not store.vector_health.ok:
+        return  # replayed after the vectors are rebuilt (store_health.rebuild_vectors)
+    if store.locks is not None and not store.locks.try_writer():
+        return  # another process is writing; its journal is live, not left over
+    try:
+        with store.write_lock:
+            if not store.manifest.journal_size():
+                return
+            with Writer(store).batch() as writer:
+                pending = [row[0] for row in store.manifest.query("SELECT chunk_id FROM journal")]
+                live = set(store.manifest.get_chunks(pending))
+                writer.delete_from_stores([chunk_id for chunk_id in pending if chunk_id not in live])
+                writer.commit()
+                with store.manifest.transaction() as db:
+                    db.execute("DELETE FROM journal")
+                    store.bump_generation(db)
+    finally:
+        if store.locks is not None:
+            store.locks.release_writer()
 
 
 class Writer:
-    """Writes into ``store``; the caller holds the writer lock (:meth:`IndexStore.writing`)."""
+    """Writes into ``store``; the caller holds the writer lock (:func:`writing`)."""
 
     def __init__(self, store: IndexStore) -> None:
         self.store = store
@@ -45,7 +95,7 @@ class Writer:
             yield self
             return
         with self.store.reading(write=True):
-            index = self.store._tantivy
+            index = self.store.lexical
             try:
                 tantivy_writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
             except ValueError as exc:
@@ -88,12 +138,13 @@ class Writer:
             batch = affected[start : start + SQL_BATCH]
             marks = ",".join("?" * len(batch))
             old_ids.update(
-                row[0] for row in store._query(f"SELECT chunk_id FROM chunks WHERE source_path IN ({marks})", batch)
+                row[0]
+                for row in store.manifest.query(f"SELECT chunk_id FROM chunks WHERE source_path IN ({marks})", batch)
             )
         new_chunks = [c for u in updates for c in u.chunks]
         new_vectors = [v for u in updates for v in u.vectors]
         new_ids = [c.chunk_id for c in new_chunks]
-        with store._tx() as db:
+        with store.manifest.transaction() as db:
             db.executemany("INSERT OR IGNORE INTO journal(chunk_id) VALUES (?)", [(i,) for i in (*new_ids, *old_ids)])
             store.bump_generation(db)
         # 2. new chunks into both stores
@@ -111,7 +162,7 @@ class Writer:
         self.writer.commit()
         # 3. swap the manifest rows in one transaction
         now = utc_now()
-        with store._tx() as db:
+        with store.manifest.transaction() as db:
             for start in range(0, len(affected), SQL_BATCH):
                 batch = affected[start : start + SQL_BATCH]
                 marks = ",".join("?" * len(batch))
@@ -160,7 +211,7 @@ class Writer:
         if stale:
             self.delete_from_stores(stale)
             self.writer.commit()
-        with store._tx() as db:
+        with store.manifest.transaction() as db:
             db.execute("DELETE FROM journal")
             store.bump_generation(db)
         return len(stale)

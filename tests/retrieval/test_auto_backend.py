@@ -50,7 +50,7 @@ SERVE = textwrap.dedent(
             first = engine.query(query, k=5, index=name)
             report = engine.index_add(docs, name=name, activate=False)
             penguins = engine.query("birds keeping warm on the ice", k=1, index=name)
-            store = engine._store(name)
+            store = engine.indexes.store(name)
             info = engine.index_info(name)
             out[name] = {
                 "handles": [hit.handle for hit in first.hits],
@@ -59,7 +59,7 @@ SERVE = textwrap.dedent(
                 "added": report.added,
                 "penguins": penguins.hits[0].source_path,
                 "penguins_dense_rank": penguins.hits[0].dense_rank,
-                "meta": [store.get_meta(k) for k in ("embedding_backend", "embedding_quantization")],
+                "meta": [store.manifest.get_meta(k) for k in ("embedding_backend", "embedding_quantization")],
                 "listed": [info.embedding_backend, info.built_backend],
             }
     heavy = sorted(m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules)
@@ -111,7 +111,7 @@ def test_torch_indexes_are_served_under_auto_without_torch(tmp_path: Path, docs:
     with RetrievalEngine(workspace, settings) as engine:
         for name in ("torch", "legacy"):
             engine.index_add(docs, name=name)
-            assert engine._store(name).get_meta("embedding_backend") == "torch"
+            assert engine.indexes.store(name).manifest.get_meta("embedding_backend") == "torch"
             expected[name] = [hit.handle for hit in engine.query(QUERY, k=5, index=name).hits]
     _forget_backend(workspace.indexes_dir / "legacy")
     workspace.close()
@@ -152,9 +152,12 @@ def test_new_index_under_auto_is_fp32_and_int8_stays_in_its_own_space(
     with RetrievalEngine(workspace) as engine:
         assert engine.settings.embedder_backend is None
         engine.index_add(docs, name="fresh")
-        store = engine._store("fresh")
-        assert store.get_meta("embedding_model") == MINILM_ID
-        assert (store.get_meta("embedding_backend"), store.get_meta("embedding_quantization")) == ("onnx", "none")
+        store = engine.indexes.store("fresh")
+        assert store.manifest.get_meta("embedding_model") == MINILM_ID
+        assert (store.manifest.get_meta("embedding_backend"), store.manifest.get_meta("embedding_quantization")) == (
+            "onnx",
+            "none",
+        )
         result = engine.query(QUERY, k=3, index="fresh")
         assert result.hits[0].source_path == "cats.md"
         assert result.embedding_backend == "onnx" and result.to_dict()["embedding_backend"] == "onnx"

@@ -82,7 +82,7 @@ def test_engine_against_a_chroma_server(chroma_server: str, workspace: Workspace
         assert hit.source_path == "guides/install.md" and hit.dense_rank is not None
         collections = [c.name for c in client.list_collections()]
         assert len(collections) == 1
-        _, chunks = engine._store("docs").counts()
+        _, chunks = engine.indexes.store("docs").manifest.counts()
         assert client.get_collection(collections[0]).count() == chunks
         assert not (workspace.indexes_dir / "docs" / "chroma").exists()  # vectors live on the server
     # a new engine (no URL given) finds the server recorded in the index
@@ -111,13 +111,13 @@ def test_collection_lost_on_the_server_is_rebuilt_in_place(
     with RetrievalEngine(workspace, chroma_url=chroma_server) as engine:
         engine.index_add(docs, "docs")
         fresh = [h.handle for h in engine.query("cats purr", k=3).hits]
-        collection = str(engine._store("docs").get_meta("collection"))
+        collection = str(engine.indexes.store("docs").manifest.get_meta("collection"))
     client.delete_collection(collection)  # the server lost it (wiped, restored from an old backup)
     with RetrievalEngine(workspace, chroma_url=chroma_server) as engine:
         assert engine.index_info("docs").status == "vectors missing"
         result = engine.query("cats purr", k=3)
         assert result.mode == "keyword" and result.warnings
-        chunks = engine._store("docs").counts()[1]
+        chunks = engine.indexes.store("docs").manifest.counts()[1]
         assert engine.index_repair("docs") == chunks
         assert engine.index_info("docs").status == "ok"
         healed = engine.query("cats purr", k=3)

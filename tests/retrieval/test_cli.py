@@ -111,7 +111,19 @@ def test_eval_rag_json_shape_and_cache(tmp_path: Path, capsys: pytest.CaptureFix
     code, out, _ = run(argv, capsys)
     assert code == 0
     result = json.loads(out)
-    assert set(result) == {"queries", "methods", "environment", "ok"} and result["queries"] == 3
+    assert set(result) == {
+        "queries",
+        "methods",
+        "ann_recall@100",
+        "documents",
+        "missing_judged",
+        "timings",
+        "dataset",
+        "environment",
+        "problems",
+        "ok",
+    }
+    assert result["queries"] == 3 and result["documents"] == 4 and result["problems"] == []
     assert result["ok"] is True and result["environment"]["embedding_provider"] == "hash"
     assert result["environment"]["embedding_strict_error"] is None
     assert set(result["methods"]) == {"bm25", "dense", "hybrid"}
@@ -123,7 +135,8 @@ def test_eval_rag_json_shape_and_cache(tmp_path: Path, capsys: pytest.CaptureFix
     assert len(cached) == 1
     stamp = (cached[0] / "manifest.db").stat().st_mtime_ns
     code, again, _ = run(argv, capsys)
-    assert code == 0 and json.loads(again) == result
+    again_result = json.loads(again)
+    assert code == 0 and again_result.pop("timings") and result.pop("timings") and again_result == result
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".locks", cached[0].name]
     assert (cached[0] / "manifest.db").stat().st_mtime_ns == stamp  # reused, not rebuilt
 

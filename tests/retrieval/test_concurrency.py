@@ -338,15 +338,15 @@ def test_sigkill_at_random_moments_of_an_ingest(tmp_path: Path) -> None:
                 finished += 1
             workspace, engine = _open(home)
             with engine:
-                if not engine._exists("docs"):
+                if not engine.indexes.exists("docs"):
                     continue  # killed before the manifest was renamed into place: no index, no debris
-                store = engine._store("docs")  # opening replays the journal
+                store = engine.indexes.store("docs")  # opening replays the journal
                 result = store.consistency()
                 assert result.ok, f"run {run} kill {attempt}: {result.summary()}"
-                files, chunks = store.counts()
+                files, chunks = store.manifest.counts()
                 partial.append(files)
-                for source_path, count in store._query("SELECT source_path, chunks FROM files"):
-                    rows = store._query("SELECT COUNT(*) FROM chunks WHERE source_path = ?", (source_path,))
+                for source_path, count in store.manifest.query("SELECT source_path, chunks FROM files"):
+                    rows = store.manifest.query("SELECT COUNT(*) FROM chunks WHERE source_path = ?", (source_path,))
                     assert rows[0][0] == count, f"{source_path} half-indexed"
                 if chunks:
                     assert engine.query("herons egrets", k=3, index="docs").hits

@@ -14,6 +14,7 @@ import pytest
 
 from services.retrieval import RetrievalEngine
 from services.retrieval.store import IndexStore
+from services.retrieval.store_writer import writing
 from services.workspaces import Workspace
 
 from .builders import make_pdf
@@ -29,8 +30,8 @@ from services.retrieval import RetrievalEngine
 ws, _ = WorkspaceManager().create("det")
 with RetrievalEngine(ws) as engine:
     report = engine.index_add(sys.argv[1], name="corpus")
-    store = engine._store("corpus")
-    chunks = store.get_chunks(store.chunk_ids())
+    store = engine.indexes.store("corpus")
+    chunks = store.manifest.get_chunks(store.manifest.chunk_ids())
     out = {
         "added": report.added,
         "chunks": sorted(
@@ -102,16 +103,18 @@ print("finished", flush=True)
 
 
 def _check_consistent(store: IndexStore) -> int:
-    files = store._query("SELECT source_path, chunks FROM files")
+    files = store.manifest.query("SELECT source_path, chunks FROM files")
     for source_path, count in files:
-        rows = store._query("SELECT COUNT(*) FROM chunks WHERE source_path = ?", (source_path,))[0][0]
+        rows = store.manifest.query("SELECT COUNT(*) FROM chunks WHERE source_path = ?", (source_path,))[0][0]
         assert rows == count, f"{source_path} is half-indexed: {rows} of {count} chunks"
-    orphans = store._query("SELECT COUNT(*) FROM chunks WHERE source_path NOT IN (SELECT source_path FROM files)")
+    orphans = store.manifest.query(
+        "SELECT COUNT(*) FROM chunks WHERE source_path NOT IN (SELECT source_path FROM files)"
+    )
     assert orphans[0][0] == 0
-    assert store._query("SELECT COUNT(*) FROM journal")[0][0] == 0
-    _, chunks = store.counts()
-    assert store._collection.count() == chunks
-    assert store._tantivy.searcher().num_docs == chunks
+    assert store.manifest.query("SELECT COUNT(*) FROM journal")[0][0] == 0
+    _, chunks = store.manifest.counts()
+    assert store.vectors.count() == chunks
+    assert store.lexical.searcher().num_docs == chunks
     return len(files)
 
 
@@ -148,7 +151,7 @@ def test_killed_ingest_leaves_no_half_indexed_file(tmp_path: Path, workspace: Wo
 
     crashed, _ = WorkspaceManager(home / "workspaces").open("crash")
     with RetrievalEngine(crashed) as engine:
-        store = engine._store("big")  # opening replays the journal
+        store = engine.indexes.store("big")  # opening replays the journal
         indexed = _check_consistent(store)
         assert 3 <= indexed < 40
         report = engine.index_add(root, name="big")
@@ -161,22 +164,22 @@ def test_journal_replay_removes_unfinished_writes(workspace: Workspace, docs: Pa
 
     with RetrievalEngine(workspace) as engine:
         engine.index_add(docs)
-        store = engine._store("docs")
-        _, before = store.counts()
+        store = engine.indexes.store("docs")
+        _, before = store.manifest.counts()
         # What a crash between "written to the stores" and "manifest swapped" leaves behind:
         ghost = "feedfacecafebeef"
-        with store.writing() as writer, writer.batch():  # (a writer replays old journals when it starts)
-            with store._tx() as db:
+        with writing(store) as writer, writer.batch():  # (a writer replays old journals when it starts)
+            with store.manifest.transaction() as db:
                 db.execute("INSERT INTO journal(chunk_id) VALUES (?)", (ghost,))
-            store._collection.upsert(ids=[ghost], embeddings=[[1.0] + [0.0] * 383], metadatas=[{"source_path": "x"}])
+            store.vectors.upsert(ids=[ghost], embeddings=[[1.0] + [0.0] * 383], metadatas=[{"source_path": "x"}])
             document = tantivy.Document()
             document.add_text("chunk_id", ghost)
             document.add_text("text", "zebra zebra zebra")
             writer.writer.add_document(document)
             writer.commit()
         assert all(h.chunk_id != ghost for h in engine.query("zebra", k=10).hits)  # never visible
-        assert store._collection.count() == before + 1
+        assert store.vectors.count() == before + 1
     with RetrievalEngine(workspace) as reopened:
-        store = reopened._store("docs")
+        store = reopened.indexes.store("docs")
         assert _check_consistent(store) == 3
-        assert store.counts()[1] == before
+        assert store.manifest.counts()[1] == before

@@ -85,7 +85,7 @@ def _answers(engine: RetrievalEngine, name: str) -> list[list[tuple[str, int | N
 
 def _dense(engine: RetrievalEngine, name: str) -> list[list[float]]:
     """The vector side alone: the similarities of the 10 nearest chunks of each query (ties may swap ids)."""
-    store = engine._store(name)
+    store = engine.indexes.store(name)
     return [[round(score, 5) for _, score in store.dense(engine.embedder.embed_query(q), 10)] for q in QUERIES]
 
 
@@ -100,8 +100,8 @@ def _same_results(
 
 def _stores_agree(engine: RetrievalEngine, name: str) -> list[str]:
     """The manifest's chunk ids, after checking that Chroma holds exactly those."""
-    store = engine._store(name)
-    ids = sorted(store.chunk_ids())
+    store = engine.indexes.store(name)
+    ids = sorted(store.manifest.chunk_ids())
     assert sorted(store.vectors.get(include=[])["ids"]) == ids
     return ids
 
@@ -147,7 +147,9 @@ def test_disk_full_twice_then_the_index_heals(
     with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:
         engine.index_add(docs, "notes")
         before = _stores_agree(engine, "notes")
-        files_before = sorted(r.source_path for r in engine._store("notes").files_under(docs.as_posix()))
+        files_before = sorted(
+            r.source_path for r in engine.indexes.store("notes").manifest.files_under(docs.as_posix())
+        )
     _write_docs(docs, 8, 120)  # far more than the space left
     filler = _fill(small_fs, leave)
     for attempt in (1, 2):  # two failures in a row, each in a process of its own (as an operator would)
@@ -166,11 +168,14 @@ def test_disk_full_twice_then_the_index_heals(
         # the previous state is intact: the same files, and the stores agree (nothing half-written)
         names = [info.name for info in engine.index_list()]
         assert names == ["notes"]
-        store = engine._store("notes")
-        assert sorted(r.source_path for r in store.files_under(docs.as_posix()))[: len(files_before)] == files_before
+        store = engine.indexes.store("notes")
+        assert (
+            sorted(r.source_path for r in store.manifest.files_under(docs.as_posix()))[: len(files_before)]
+            == files_before
+        )
         if store.vector_health.ok:
             _stores_agree(engine, "notes")
-            assert set(before) <= set(store.chunk_ids())
+            assert set(before) <= set(store.manifest.chunk_ids())
         # and it heals: the next add completes the work and queries are hybrid again
         report = engine.index_add(docs, "notes")
         assert not report.errors and engine.index_info("notes").status == "ok"
@@ -218,7 +223,7 @@ def _read_only(mount: Path) -> Iterator[None]:
 
 def _keyword(engine: RetrievalEngine, name: str) -> list[list[tuple[str, float]]]:
     """The BM25 side alone: every matching chunk with its score (order of ties aside)."""
-    store = engine._store(name)
+    store = engine.indexes.store(name)
     return [sorted((chunk_id, round(score, 4)) for chunk_id, score in store.bm25(q, 100)) for q in QUERIES]
 
 
@@ -328,11 +333,11 @@ def test_read_only_after_a_killed_writer(small_fs: Path, tmp_path: Path, monkeyp
     assert Path(f"{manifest}-wal").stat().st_size > 0 and Path(f"{manifest}-shm").exists()
     with _read_only(small_fs):
         with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:
-            assert engine._store("notes").get_meta("probe") == "in the wal"
+            assert engine.indexes.store("notes").manifest.get_meta("probe") == "in the wal"
             _reads_work(engine, keyword, 6, reason="read-only")
         _cli_reads_work(lambda *argv: _cli(small_fs, *argv), reason="read-only")
     with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:
-        assert engine._store("notes").get_meta("probe") == "in the wal"
+        assert engine.indexes.store("notes").manifest.get_meta("probe") == "in the wal"
 
 
 @pytest.mark.slow
@@ -363,7 +368,7 @@ def test_read_only_wal_without_its_index_is_one_clear_line(
         _one_clear_line(failed.stderr, reason="manifest.db-wal")
         assert "read-only" in failed.stderr and "nothing is lost" in failed.stderr
     with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:  # writable again: the WAL is read
-        assert engine._store("notes").counts()[1] == 0
+        assert engine.indexes.store("notes").manifest.counts()[1] == 0
 
 
 def _as_nobody(path: Path) -> list[str]:

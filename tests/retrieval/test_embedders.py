@@ -16,18 +16,17 @@ import pytest
 
 from services.errors import ConfigError
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.retrieval.embedders import (
+from services.retrieval.embedders import HashEmbedder, create_embedder
+from services.retrieval.embedders_http import (
+    CONCURRENCY,
     EmbedderBadResponse,
     EmbedderHTTPError,
     EmbedderTimeout,
     EmbedderUnreachable,
-    HashEmbedder,
     HttpEmbedder,
-    SemanticLiteEmbedder,
     check_loopback_endpoint,
-    create_embedder,
 )
-from services.retrieval.embedders_http import CONCURRENCY
+from services.retrieval.embedders_lite import SemanticLiteEmbedder
 from services.retrieval.errors import EmbedderError
 from services.workspaces import Workspace
 from tests.loopback import LoopbackServer

@@ -39,7 +39,7 @@ def _answers(engine: RetrievalEngine) -> list[list[tuple[str, int | None, int | 
 
 
 def _chroma_ids(engine: RetrievalEngine, name: str) -> list[str]:
-    store = engine._store(name)
+    store = engine.indexes.store(name)
     return sorted(store.vectors.get(include=[])["ids"])
 
 
@@ -85,13 +85,13 @@ def test_damaged_vector_store_is_detected_searched_around_and_rebuilt(
         # the next index add rebuilds the vectors (unchanged files are not re-read into Chroma otherwise)
         events: list[ProgressEvent] = []
         report = engine.index_add(docs, "docs", progress=events.append)
-        _, chunks = engine._store("docs").counts()
+        _, chunks = engine.indexes.store("docs").manifest.counts()
         assert report.vectors_rebuilt == chunks > 0 and len(report.unchanged) == 3
         assert any(event.stage == "repair" and event.done == chunks for event in events)
         assert engine.index_info("docs").status == "ok"
         assert engine.query("cats purr").mode == "hybrid"
         assert _answers(engine) == fresh
-        assert _chroma_ids(engine, "docs") == sorted(engine._store("docs").chunk_ids())
+        assert _chroma_ids(engine, "docs") == sorted(engine.indexes.store("docs").manifest.chunk_ids())
     assert not (index_dir / "chroma.rebuild").exists() and not (index_dir / "chroma.old").exists()
     with _open(workspace) as engine:  # and it stays healed after a reopen
         assert engine.index_info("docs").status == "ok" and _answers(engine) == fresh
@@ -117,10 +117,12 @@ def test_repair_is_explicit_cancellable_and_checked_by_doctor_and_workspace_chec
             engine.index_repair("docs", cancel=cancel)
         assert engine.index_info("docs").status == "vectors missing"  # nothing changed
         assert not (workspace.indexes_dir / "docs" / "chroma.rebuild").exists()
-        assert engine._store("docs")._query("SELECT chunk_id FROM journal")  # replayed only once vectors are sound
-        assert engine.index_repair("docs") == engine._store("docs").counts()[1]
+        assert engine.indexes.store("docs").manifest.query(
+            "SELECT chunk_id FROM journal"
+        )  # replayed only once vectors are sound
+        assert engine.index_repair("docs") == engine.indexes.store("docs").manifest.counts()[1]
         assert engine.index_info("docs").status == "ok" and _answers(engine) == fresh
-        assert engine._store("docs")._query("SELECT chunk_id FROM journal") == []
+        assert engine.indexes.store("docs").manifest.query("SELECT chunk_id FROM journal") == []
     checks = {c.name: c for c in check_workspace(workspace)}
     assert checks["index docs"].ok, checks["index docs"].detail
 
@@ -246,7 +248,7 @@ def test_version_1_manifest_is_migrated_and_a_newer_one_refused(workspace: Works
     with _open(workspace) as engine:
         assert engine.index_info("docs").failed == []  # listed before any open: no failures table yet
         assert _answers(engine) == fresh
-        assert engine._store("docs").get_meta("schema_version") == 2
+        assert engine.indexes.store("docs").manifest.get_meta("schema_version") == 2
     db = sqlite3.connect(manifest)
     assert db.execute("SELECT COUNT(*) FROM failures").fetchone() == (0,)
     db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")

@@ -21,7 +21,6 @@ import pytest
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.embedders import (
     MINILM_ID,
-    OnnxEmbedder,
     SentenceTransformerEmbedder,
     create_embedder,
     minilm_path,
@@ -31,6 +30,7 @@ from services.retrieval.embedders_onnx import (
     FP32_FILE,
     INT8_FILE,
     MARKER,
+    OnnxEmbedder,
     cache_key,
     ensure_onnx_models,
     package_version,
@@ -120,8 +120,8 @@ def test_same_chunk_ids_and_handles_whatever_the_backend(
             result = engine.query("which animal purrs when happy?", k=50, index=f"docs-{backend}")
             assert result.hits[0].source_path == "cats.md"
             handles[backend] = sorted(hit.handle.split(":", 1)[1] for hit in result.hits)
-            info = engine._store(f"docs-{backend}")
-            assert info.get_meta("embedding_backend") == backend
+            info = engine.indexes.store(f"docs-{backend}")
+            assert info.manifest.get_meta("embedding_backend") == backend
     assert handles["onnx"] == handles["onnx-int8"] == handles["torch"]
 
 

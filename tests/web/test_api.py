@@ -339,8 +339,8 @@ async def test_loads_and_saves_are_logged_with_their_timings(served: Any, env: E
 async def test_an_inconsistent_index_is_served_read_only(env: Env) -> None:
     from services.web.documents import DocumentSet
 
-    store = env.engine._store("docs")
-    chunk_id = store.chunk_ids()[0]
+    store = env.engine.indexes.store("docs")
+    chunk_id = store.manifest.chunk_ids()[0]
     store.vectors.delete(ids=[chunk_id])  # Chroma loses a chunk the manifest has
     documents = DocumentSet(env.workspace, env.engine, env.context)
     report = documents.reconcile()
