@@ -138,8 +138,10 @@ def base_checkout(ref: str, folder: str | None) -> Path:
         print(f"making the base's venv in {where}/.venv (torch, then the project; a few minutes)", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(where / ".venv")], check=True)
         pip = [str(where / ".venv" / "bin" / "pip"), "install", "--quiet"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, "-e", str(where)], check=True)
+        for step in (["torch==2.13.0"], ["-e", str(where)]):
+            done = subprocess.run([*pip, *step], capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"pip install {' '.join(step)} failed:\n{done.stdout}{done.stderr}")
     return where
 
 

@@ -40,22 +40,12 @@ class AssistantController:
         session = self.host.session
         setting = session.authority_setting("model") if session is not None else None
         if not (os.environ.get("ARIES_MODEL") or "").strip() and setting in (None, "", "offline"):
-            if session is None or not self._profile_may_name_a_model():
+            if session is None or not session.profile_may_set():
                 return "offline"  # the default needs no provider code (nor profile loading) at start-up
             setting = session.model_setting()
         from services.models.config import resolve_model
 
         return str(resolve_model(setting, os.environ).label)
-
-    def _profile_may_name_a_model(self) -> bool:
-        """False for the shipped ``default`` profile (which names no model): no need to load it."""
-        session = self.host.session
-        if session is None:
-            return False
-        from services.profiles.loader import WORKSPACE_PROFILES
-
-        own = session.workspace.root / WORKSPACE_PROFILES / f"{session.profile_name}.yaml"
-        return session.profile_name != "default" or own.exists()
 
     def ask(self, text: str) -> None:
         session = self.host.require_session()
