@@ -14,7 +14,7 @@ from services.answers import NO_INDEX_REPLY
 from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
-from tests.tui.helpers import Messages, palette_offers, until
+from tests.tui.helpers import Messages, palette_offers, settle, until
 from widgets.artifacts.pane import ArtifactsPane
 from widgets.messages import ArtifactsChanged, WorkspaceChanged
 from widgets.transcript.pane import TranscriptEntry, TranscriptPane
@@ -207,6 +207,23 @@ async def test_palette_offers_workspace_commands() -> None:
         await until(pilot, lambda: palette_offers(app, "workspace: open beta"), what="the palette's hit")
         await pilot.press("enter")
         await until(pilot, lambda: app.workspace_name == "beta", what="workspace beta")
+
+
+async def test_a_new_conversation_or_another_workspace_leaves_no_streamed_answer_behind() -> None:
+    """Streamed answers are blocks of their conversation: /new and a workspace switch take them away."""
+    WorkspaceManager().create("other")
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        pane = app.screen.query_one(TranscriptPane)
+        for leave in ("/new", "/workspace open other"):
+            await pilot.press(*"hello", "enter")
+            await until(pilot, lambda: len(pane.query("StreamingAnswer")) == 1, what="the streamed answer")
+            await settle(pilot)
+            await pilot.press(*leave, "enter")
+            await until(pilot, lambda: not pane.query("TranscriptEntry, StreamingAnswer"), what=f"{leave}: empty")
+            assert pane.border_subtitle == "new conversation"
+            assert pane.query_one("#transcript-empty").display
 
 
 async def test_new_conversation_and_resume_latest() -> None:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries", "notice": "aries"}
 MAX_SHOWN_CHARS = 20_000
 MAX_TOOL_LINES = 16
+SHOWN = "TranscriptEntry, ToolCallBlock, StreamingAnswer"
+"""Every block the pane shows for a conversation."""
 
 
 def render_entry(entry: dict[str, Any]) -> Text:
@@ -121,11 +123,13 @@ class TranscriptPane(VerticalScroll):
         yield self._empty
 
     def load(self, entries: list[dict[str, Any]], subtitle: str = "") -> None:
+        """Show ``entries`` instead of what is shown (streamed answers of the conversation before too)."""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if not entries and not self.query("TranscriptEntry, ToolCallBlock"):
+        if not entries and not self.query(SHOWN):
             return  # already empty: nothing to restyle
-        self.remove_children("TranscriptEntry, ToolCallBlock")
+        self._answer = None
+        self.remove_children(SHOWN)
         self._empty.display = not entries
         if entries:
             self.mount_all([entry_widget(entry) for entry in entries])
