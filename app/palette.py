@@ -1,7 +1,7 @@
 """Command-palette provider (Ctrl+P): namespaced workspace, help and slash commands.
 
 The slash commands come from the same table as ``/help`` and Tab completion
-(``app.commands.palette_entries``): ``command: /rag last`` runs it; ``command: /rag query …``
+(``widgets.commands.palette_entries``): ``command: /rag last`` runs it; ``command: /rag query …``
 (one that still needs an argument) puts it in the prompt. Both post ``MainScreen.SlashCommand``
 to the main screen, which submits the prompt as if typed, so the App dispatches it as usual.
 """
@@ -10,17 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.markup import escape
 
-from app.commands import palette_entries
+from widgets.commands import palette_entries
 from widgets.safe import clean
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.commands import Commands
+    from app.host import AppHost
+
+    class PaletteHost(AppHost, Protocol):
+        """The App as the palette sees it: its actions and its controllers."""
+
+        commands: Commands
 
 
 class AriesCommands(Provider):
@@ -32,7 +38,7 @@ class AriesCommands(Provider):
             screens[0].post_message(MainScreen.SlashCommand(line, run))
 
     def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
-        app: AriesApp = self.app  # type: ignore[assignment]
+        app: PaletteHost = self.app  # type: ignore[assignment]
         commands: list[tuple[str, Callable[[], Any], str]] = [
             ("workspace: switch…", app.action_switch_workspace, "Open the workspace switcher"),
             ("workspace: new…", partial(app.action_switch_workspace, True), "Create a workspace by name"),
@@ -40,7 +46,7 @@ class AriesCommands(Provider):
             ("context: browse", app.action_context_browse, "Open the context browser (axiom:// scopes, L0/L1, files)"),
             (
                 "viewer: start/stop the web viewer",
-                app.serve.toggle,
+                app.commands.serve.toggle,
                 "Start/stop the web viewer of this workspace's documents (/serve); its URL goes to the transcript",
             ),
         ]
@@ -61,10 +67,10 @@ class AriesCommands(Provider):
         """The profile picker: every usable profile (listed once per palette opening)."""
         cached: list[tuple[str, str]] | None = getattr(self, "_profile_rows", None)
         if cached is None:
-            app: AriesApp = self.app  # type: ignore[assignment]
+            app: PaletteHost = self.app  # type: ignore[assignment]
             if app.session is None:
                 return []
-            cached = [(e.name, e.description) for e in app.profiles.entries() if e.error is None]
+            cached = [(e.name, e.description) for e in app.commands.profiles.entries() if e.error is None]
             self._profile_rows = cached
         return cached
 
@@ -81,6 +87,3 @@ class AriesCommands(Provider):
             if score > 0:
                 help_shown = escape(clean(help_text, single_line=True))
                 yield Hit(score, matcher.highlight(shown), callback, text=shown, help=help_shown)
-
-
-WorkspaceCommands = AriesCommands  # the name the App registers

@@ -1,16 +1,23 @@
-"""Time to first paint of ``aries`` against a bare Textual app (Header, Static, Footer), same run.
+"""Start-up of ``aries`` against a bare Textual app (Header, Static, Footer), in the same run.
 
-Each command runs in a real pseudo-terminal of 160×48. The clock starts just before the
-process is spawned and stops when the marker text of the first full frame appears in the
-terminal output ("Artifacts", the last pane title Aries paints; "Bare Textual baseline" for
-the baseline). Runs alternate between the two so that machine noise hits both alike.
+Each command runs in a real pseudo-terminal of 160×48. The clock starts just before the process is
+spawned and stops when a marker appears in the terminal output: the first full frame ("Artifacts",
+the last pane title Aries paints; "Bare Textual baseline" for the baseline), then, for Aries, the
+workspace ready ("new conversation" in the Transcript pane's title: lease taken, session open,
+panes filled). At each marker the script reads the CPU time the process used until then
+(``/proc/PID/task/*/schedstat``: the steadier figure when other work loads the machine) and, at
+the last one, its resident memory (``VmRSS``). Runs alternate between the programs so that machine
+noise hits them alike. Aries runs with a model configured (``--model``, default
+``ollama:llama3.2``; nothing is contacted at start-up) unless ``--model ''``.
 
-    .venv/bin/python bench/startup.py [--runs 9]
+    .venv/bin/python bench/startup.py [--runs 9]                 # this checkout against the bare app
+    .venv/bin/python bench/startup.py --base HEAD~1 [--runs 9]   # … and side by side with a base commit
 
-Prints each median and the ratio aries / bare (target: at most 1.5), in wall time and in the CPU
-time the process used until then (the steadier figure when other work loads the machine). Aries paints its first frame,
-then opens the workspace; the time until the workspace is in the panes ("new conversation" in the
-Transcript pane's title) is printed too, as "ws ready".
+``--base REF`` measures the commit REF too, from a git worktree under /tmp with its own venv
+(``--base-dir`` to choose the folder; made on first use — ``pip install torch==2.13.0`` then
+``pip install -e .`` from the local caches, a few minutes — and kept for the next run). Targets:
+first frame ≤ 1.3× the bare app's first paint; workspace ready ≤ 1.8×; resident memory at that
+moment ≤ 50 MB.
 """
 
 from __future__ import annotations
@@ -23,14 +30,19 @@ import select
 import signal
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import termios
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
+BARE_MARK = b"Bare Textual baseline"
+FRAME_MARK = b"Artifacts"
+READY_MARK = b"new conversation"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -44,17 +56,23 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def first_paint(argv: list[str], marker: bytes, env: dict[str, str], timeout: float = 60.0) -> tuple[float, float]:
-    return paint_times(argv, [marker], env, timeout)[0]
+def resident_mb(pid: int) -> float:
+    """The process's resident set (``VmRSS``), in MB (MiB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def paint_times(
-    argv: list[str], markers: list[bytes], env: dict[str, str], timeout: float = 60.0
-) -> list[tuple[float, float]]:
-    """(wall seconds from spawn, CPU seconds the process used) when each marker appeared, in order.
+@dataclass
+class Run:
+    times: list[tuple[float, float]]  # (wall s, cpu s) at each marker
+    rss_mb: float  # at the last marker
 
-    The CPU time is what the process itself spent to get there: on a loaded machine the wall time
-    also counts the time it waited for a core, the CPU time does not."""
+
+def paint_times(argv: list[str], markers: list[bytes], env: dict[str, str], timeout: float = 60.0) -> Run:
+    """Spawn ``argv`` in a 160×48 pty; (wall seconds from spawn, CPU seconds used) at each marker, in
+    order, and the resident memory when the last one appeared."""
     pid, fd = pty.fork()
     if pid == 0:  # child
         os.execvpe(argv[0], argv, env)
@@ -62,6 +80,7 @@ def paint_times(
     start = time.perf_counter()
     seen = b""
     found: list[tuple[float, float]] = []
+    rss = float("nan")
     try:
         while time.perf_counter() - start < timeout:
             ready, _, _ = select.select([fd], [], [], 0.05)
@@ -76,6 +95,8 @@ def paint_times(
             seen += chunk
             while len(found) < len(markers) and markers[len(found)] in seen:
                 found.append((time.perf_counter() - start, cpu_seconds(pid)))
+                if len(found) == len(markers):
+                    rss = resident_mb(pid)
             if len(found) == len(markers):
                 break
     finally:
@@ -84,42 +105,100 @@ def paint_times(
         os.close(fd)
     if len(found) < len(markers):
         raise RuntimeError(f"{argv} never painted {markers[len(found)]!r}; output tail: {seen[-400:]!r}")
-    return found
+    return Run(found, rss)
+
+
+@dataclass
+class Program:
+    label: str
+    argv: list[str]
+    markers: list[bytes]
+    env: dict[str, str]
+    runs: list[Run] = field(default_factory=list)
+
+    def median(self, marker: int) -> tuple[float, float]:
+        return (
+            statistics.median(r.times[marker][0] for r in self.runs),
+            statistics.median(r.times[marker][1] for r in self.runs),
+        )
+
+    def rss(self) -> float:
+        return statistics.median(r.rss_mb for r in self.runs)
+
+
+def base_checkout(ref: str, folder: str | None) -> Path:
+    """A worktree of ``ref`` with its own venv (made once, kept)."""
+    sha = subprocess.run(["git", "rev-parse", ref], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    sha = sha.strip()
+    where = Path(folder or f"/tmp/aries-startup-base-{sha[:10]}")
+    if not where.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(where), sha], cwd=ROOT, check=True)
+    aries = where / ".venv" / "bin" / "aries"
+    if not aries.exists():
+        print(f"making the base's venv in {where}/.venv (torch, then the project; a few minutes)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(where / ".venv")], check=True)
+        pip = [str(where / ".venv" / "bin" / "pip"), "install", "--quiet"]
+        for step in (["torch==2.13.0"], ["-e", str(where)]):
+            done = subprocess.run([*pip, *step], capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"pip install {' '.join(step)} failed:\n{done.stdout}{done.stderr}")
+    return where
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--model", default="ollama:llama3.2", help="ARIES_MODEL for Aries ('' for none)")
+    parser.add_argument("--base", help="a commit to measure side by side (e.g. HEAD~1, main)")
+    parser.add_argument("--base-dir", help="the base's worktree (default /tmp/aries-startup-base-SHA)")
     args = parser.parse_args()
-    home = tempfile.mkdtemp(prefix="aries-bench-home-")
-    env = {**os.environ, "TERM": "xterm-256color", "ARIES_HOME": home, "COLUMNS": "160", "LINES": "48"}
+
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "48"}
     # As on a user's machine: bytecode is cached after the warm-up run (some shells and CI set this).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    aries = [str(VENV_BIN / "aries")]
-    bare = [sys.executable, str(ROOT / "bench" / "bare_app.py")]
-    # one warm-up each: the first run pays for cold .pyc compilation and page cache
-    first_paint(aries, b"Artifacts", env)
-    first_paint(bare, b"Bare Textual baseline", env)
-    runs: dict[str, list[tuple[float, float]]] = {"bare Textual app": [], "aries": [], "aries, ws ready": []}
+    for name in [n for n in env if n.startswith(("ARIES_", "AXIOMME_", "OLLAMA_", "OPENAI_", "TEXTUAL_"))]:
+        del env[name]  # the developer's own settings would measure something else
+    if args.model:
+        env["ARIES_MODEL"] = args.model
+        env["OLLAMA_HOST"] = "127.0.0.1:9"  # never contacted at start-up; a closed port if it were
+
+    def home() -> dict[str, str]:
+        return {**env, "ARIES_HOME": tempfile.mkdtemp(prefix="aries-bench-home-")}
+
+    programs = [Program("bare Textual app", [sys.executable, str(ROOT / "bench" / "bare_app.py")], [BARE_MARK], env)]
+    if args.base:
+        base = base_checkout(args.base, args.base_dir)
+        label = f"aries {args.base}"
+        programs.append(Program(label, [str(base / ".venv" / "bin" / "aries")], [FRAME_MARK, READY_MARK], home()))
+    programs.append(Program("aries (this tree)", [str(VENV_BIN / "aries")], [FRAME_MARK, READY_MARK], home()))
+
+    load_before = os.getloadavg()[0]
+    for program in programs:  # one warm-up each: the first run pays for cold .pyc compilation and page cache
+        paint_times(program.argv, program.markers, program.env)
     for _ in range(args.runs):
-        runs["bare Textual app"].append(first_paint(bare, b"Bare Textual baseline", env))
-        painted, ready = paint_times(aries, [b"Artifacts", b"new conversation"], env)
-        runs["aries"].append(painted)
-        runs["aries, ws ready"].append(ready)
-    print(f"runs: {args.runs} each, interleaved, 160x48 pty; load average {os.getloadavg()[0]:.1f}")
-    medians: dict[str, tuple[float, float]] = {}
-    for label, times in runs.items():
-        wall = statistics.median(t[0] for t in times)
-        cpu = statistics.median(t[1] for t in times)
-        medians[label] = (wall, cpu)
-        spread = f"min {min(t[0] for t in times) * 1000:.0f}, max {max(t[0] for t in times) * 1000:.0f}"
-        print(f"{label:<17} wall median {wall * 1000:7.1f} ms ({spread})   cpu median {cpu * 1000:7.1f} ms")
-    b, a, r = medians["bare Textual app"], medians["aries"], medians["aries, ws ready"]
-    print(f"ratio aries/bare  wall {a[0] / b[0]:.2f}  cpu {a[1] / b[1]:.2f}  (target <= 1.50)")
+        for program in programs:
+            program.runs.append(paint_times(program.argv, program.markers, program.env))
+    load_after = os.getloadavg()[0]
+
     print(
-        f"ratio ready/bare  wall {r[0] / b[0]:.2f}  cpu {r[1] / b[1]:.2f}  "
-        "(first frame, then the workspace opens: lease, repair, transcript)"
+        f"runs: {args.runs} each, interleaved, 160x48 pty; ARIES_MODEL={args.model or '(unset)'}; "
+        f"load average {load_before:.1f} before, {load_after:.1f} after"
     )
+    bare = programs[0]
+    b_wall, b_cpu = bare.median(0)
+    shown = f"wall {b_wall * 1000:6.0f} ms  cpu {b_cpu * 1000:6.0f} ms   rss {bare.rss():5.1f} MB"
+    print(f"{bare.label:<22} first paint  {shown}")
+    for program in programs[1:]:
+        for marker, name in ((0, "first frame"), (1, "ws ready")):
+            wall, cpu = program.median(marker)
+            walls = [r.times[marker][0] * 1000 for r in program.runs]
+            rss = f"rss {program.rss():5.1f} MB" if marker == 1 else ""
+            print(
+                f"{program.label:<22} {name:<12} wall {wall * 1000:6.0f} ms  cpu {cpu * 1000:6.0f} ms   "
+                f"{rss:<15} ratio to bare: wall {wall / b_wall:.2f}  cpu {cpu / b_cpu:.2f}  "
+                f"(min {min(walls):.0f}, max {max(walls):.0f} ms)"
+            )
+    print("targets: first frame <= 1.30x, ws ready <= 1.80x the bare app's first paint; rss at ws ready <= 50 MB")
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Dismisses with ``True`` (send) or ``False`` (don't send; also Esc).  The text shown is the redacted
 question that :func:`services.bridge.maybe_ask_cloud` passes to its ``approve`` callable — the
-same string goes on the wire, byte for byte.  :func:`modal_approver` turns an App into that
-callable.
+same string goes on the wire, byte for byte.  :func:`modal_approver` turns an App's
+``push_screen`` into that callable.
 """
 
 from __future__ import annotations
@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from services.bridge import Approve, BridgeConfig
+from services.bridge import Approve
+from services.bridge_config import BridgeConfig
 from widgets.safe import plain
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z_]+)#\d+\]")
@@ -75,8 +76,9 @@ class CloudSendScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-def modal_approver(app: App[Any], config: BridgeConfig) -> Approve:
-    """The ``approve`` callable of the TUI: shows :class:`CloudSendScreen`, returns the choice."""
+def modal_approver(push_screen: Callable[..., Any], config: BridgeConfig) -> Approve:
+    """The ``approve`` callable of the TUI: shows :class:`CloudSendScreen` (with the App's
+    ``push_screen``), returns the choice."""
 
     async def approve(text: str) -> bool:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -85,7 +87,7 @@ def modal_approver(app: App[Any], config: BridgeConfig) -> Approve:
             if not future.done():
                 future.set_result(bool(result))
 
-        app.push_screen(CloudSendScreen(text, config), callback=done)
+        push_screen(CloudSendScreen(text, config), done)
         return await future
 
     return approve

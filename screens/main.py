@@ -5,6 +5,9 @@ At ``NARROW_WIDTH`` columns and wider the side column stands beside the transcri
 focus (F3, F4, F5; F2 and sending a message bring the transcript back). A strip at the top names
 the pane in view, the F-keys and how many approvals wait.
 
+The App relays the messages of ``widgets.messages`` here (``relay``): each pane and the status line
+gets its own copy and updates itself from it.
+
 Focus: the prompt has it unless the operator moves it. Panes never take it; when a modal closes,
 the widget that had the focus gets it back, or the prompt when that widget is gone or hidden; when
 the approval queue empties while it had the focus, the prompt gets it.
@@ -12,10 +15,7 @@ the approval queue empties while it had the focus, the prompt gets it.
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from textual import events, on
@@ -39,6 +39,8 @@ from widgets.transcript.pane import TranscriptPane
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
+RECEIVERS = (*PANE_IDS, "run-status")
+"""Who ``relay`` hands a message to: the panes and the status line."""
 
 
 class MainScreen(Screen[None]):
@@ -73,7 +75,7 @@ class MainScreen(Screen[None]):
                 yield ApprovalsPane(id="approvals")
                 yield ArtifactsPane(id="artifacts")
         with Vertical(id="input-area"):
-            yield RunStatus(id="run-status", clock=_status_clock())
+            yield RunStatus(id="run-status")
             yield Static("", id="completions", markup=False)
             yield PromptInput(suggestions(), completer=complete, id="prompt")
         yield KeyBar(id="keys")
@@ -123,6 +125,14 @@ class MainScreen(Screen[None]):
     def focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
 
+    def focus_pane(self, pane: str) -> None:
+        """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""
+        widget = self.query_one(f"#{pane}")
+        if isinstance(widget, TranscriptPane):
+            widget.focus()
+        elif isinstance(widget, ContextPane | ApprovalsPane | ArtifactsPane):
+            widget.focus_main()
+
     def on_screen_resume(self, event: events.ScreenResume) -> None:
         """Back from a modal: keep the restored focus if it is still usable, else the prompt."""
         self.call_after_refresh(self._check_focus)
@@ -170,18 +180,16 @@ class MainScreen(Screen[None]):
         if event.run:  # submitted from the prompt's own context, so that it is the message's sender
             prompt.call_later(prompt.action_submit)
 
-    # -- what the App calls ----------------------------------------------------------------------
+    # -- what the App relays ---------------------------------------------------------------------
+    def relay(self, message: Message) -> None:
+        """Hand a copy of ``message`` (a dataclass of ``widgets.messages``, which never bubbles) to each
+        pane and the status line: each one handles what concerns it and ignores the rest."""
+        for receiver in self.query(", ".join(f"#{name}" for name in RECEIVERS)):
+            receiver.post_message(replace(message))  # type: ignore[type-var]
+
     @property
     def run_status(self) -> RunStatus:
         return self.query_one(RunStatus)
-
-
-def _status_clock() -> Callable[[], float]:
-    """The status line's clock: ``ARIES_FROZEN_CLOCK=1`` (the test configuration) stops it, so that
-    snapshots never depend on how long a call has been running."""
-    if os.environ.get("ARIES_FROZEN_CLOCK") == "1":
-        return lambda: 0.0
-    return time.monotonic
 
 
 def _shown(widget: Widget) -> bool:

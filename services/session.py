@@ -151,6 +151,22 @@ class Session:
                 )
         return self._profile
 
+    def profile_may_set(self) -> bool:
+        """False for the shipped ``default`` profile with no workspace copy: it names no policy, mode or
+        model (``tests/test_profiles.py`` holds it to that), so what is in force is known without
+        loading it — and without its parser (pydantic, the YAML reader), which opening a workspace
+        need not pay for. True for any other profile (loaded to know)."""
+        if self._profile is not None or self._profile_error is not None or self.profile_name != "default":
+            return True
+        from services.profiles.loader import SUFFIX, WORKSPACE_PROFILES
+
+        own = self._profiles_root()
+        return own is not None and (own / WORKSPACE_PROFILES / f"default{SUFFIX}").exists()
+
+    def _settings_profile(self) -> ActiveProfile | None:
+        """The profile, where it may set what is in force (``profile_may_set``)."""
+        return self.profile() if self.profile_may_set() else None
+
     @property
     def profile_broken(self) -> bool:
         """True once the active profile was found unusable (does not load it)."""
@@ -166,7 +182,7 @@ class Session:
         both, in ``services.models.config.resolve_model``)."""
         setting = self.authority_setting("model")
         if setting in (None, "", "offline"):
-            profile = self.profile()
+            profile = self._settings_profile()
             if profile is not None and profile.model.default:
                 return profile.model.default
         return setting if setting is None else str(setting)
@@ -175,7 +191,7 @@ class Session:
     @property
     def policy_path(self) -> Path | None:
         """The policy file in force, or None for the shipped default."""
-        return self._policy_path_for(self.profile())
+        return self._policy_path_for(self._settings_profile())
 
     def _policy_path_for(self, profile: ActiveProfile | None) -> Path | None:
         if self._policy_file is not None:
@@ -213,7 +229,7 @@ class Session:
             return self._mode_override
         if self._mode_chosen is not None:
             return self._mode_chosen
-        profile = self.profile()
+        profile = self._settings_profile()
         if profile is not None and profile.mode is not None:
             return profile.mode
         setting = self.authority_setting("approval_mode")

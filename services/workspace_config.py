@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from services.bridge.config import MODES as CLOUD_MODES
-from services.bridge.config import BridgeConfig
+from services.bridge_config import MODES as CLOUD_MODES
+from services.bridge_config import BridgeConfig
 from services.errors import ConfigError, InvalidName
 from services.names import validate_name
 from services.yamlio import line_of

@@ -319,6 +319,7 @@ def test_export_refuses_to_write_inside_the_workspace_or_over_a_file(tmp_path: P
     assert (tmp_path / "taken.tar.zst").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_sigkill_during_import_leaves_no_workspace_after_the_next_start(tmp_path: Path) -> None:
     home = tmp_path / "home"
     manager = WorkspaceManager(tmp_path / "src")

@@ -19,6 +19,7 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 KILLS = 50
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 @pytest.mark.timeout(600)
 def test_sigkill_fifty_times_loses_no_acknowledged_write(aries_home: Path) -> None:

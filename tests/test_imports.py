@@ -57,16 +57,16 @@ ROWS = [
             "app.cli.rag",
             "app.cli.tool",
             "app.cli.model",
-            "app.assistant_controller",
-            "app.rag_controller",
-            "app.tool_controller",
-            "app.desktop_controller",
+            "app.commands.assistant",
+            "app.commands.rag",
+            "app.commands.tools",
+            "app.commands.desktop",
             "app.cli.desktop",
             "services.desktop",
             "app.palette",
             "services.session",
             "services.leases",
-            "app.serve_controller",
+            "app.commands.serve",
             "services.web",
             *HEAVY,
         ],
@@ -85,11 +85,11 @@ ROWS = [
     (WALK_SERVICES, UI),
     # Profiles: importing them (and their TUI/CLI shells) loads no pydantic or jsonschema; only parsing does.
     (
-        "import services.profiles, services.profiles.audit, app.profile_controller, app.cli.profile",
+        "import services.profiles, services.profiles.audit, app.commands.profile, app.cli.profile",
         ["pydantic", "jsonschema", *HEAVY],
     ),
     # /serve: the controller (made when the palette opens) brings no aiohttp; the server comes on start.
-    ("import app.serve_controller", ["aiohttp", "services.web", "services.web.viewer", *HEAVY]),
+    ("import app.commands.serve", ["aiohttp", "services.web", "services.web.viewer", *HEAVY]),
     # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
@@ -98,6 +98,42 @@ ROWS = [
         "from services.workspaces import ephemeral_workspace\ne = ephemeral_workspace()\n"
         "assert e.setting('model') == 'offline'",
         ["pydantic", *HEAVY],
+    ),
+    # The workspace ready, with a model configured: what the header shows (policy file, approval mode,
+    # model) needs no profile parser (pydantic, the YAML reader) for the shipped default profile, and
+    # no retrieval or answer code for the model's name.
+    (
+        "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
+        "os.environ['ARIES_MODEL'] = 'ollama:llama3.2'\n"
+        "from services.workspaces import WorkspaceManager\nfrom services.session import Session\n"
+        "from services.models.config import resolve_model\n"
+        "ws, _ = WorkspaceManager().create('w')\ns = Session(ws)\n"
+        "assert s.policy_path is None and s.mode == 'guide' and s.model_setting() == 'offline'\n"
+        "assert resolve_model(s.model_setting(), os.environ).label == 'ollama:llama3.2'\ns.close()",
+        ["pydantic", "services.retrieval", "services.answers", "services.profiles.model", *HEAVY],
+    ),
+    # … and in the TUI: the modules loaded when the header first shows the workspace.
+    (
+        "import asyncio, os, sys, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
+        "os.environ['ARIES_MODEL'] = 'ollama:llama3.2'\nfrom app.aries_app import AriesApp\nseen = set()\n"
+        "header_text = AriesApp.header_text\n"
+        "def probe(self):\n"
+        "    text = header_text(self)\n"
+        "    if text:\n"
+        "        seen.update(sys.modules)\n"
+        "    return text\n"
+        "AriesApp.header_text = probe\n"
+        "async def main():\n"
+        "    app = AriesApp()\n"
+        "    async with app.run_test() as pilot:\n"
+        "        await app.ready()\n"
+        "        await pilot.pause()\n"
+        "        assert 'model ollama:llama3.2' in app.sub_title, app.sub_title\n"
+        "asyncio.run(main())\n"
+        "bad = sorted(m for m in seen if m.split('.')[0] in ('pydantic', 'ruamel', 'torch', 'chromadb', 'tantivy')"
+        " or m.startswith(('services.retrieval', 'services.answers', 'services.profiles.model')))\n"
+        "assert seen and not bad, bad",
+        [],
     ),
 ]
 

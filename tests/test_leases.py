@@ -73,6 +73,7 @@ def test_a_second_process_is_refused_with_the_holders_pid(aries_home: Path) -> N
         child.wait()
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_lease_the_next_opener_takes_and_reports(aries_home: Path) -> None:
     workspace, _ = WorkspaceManager().create("demo")
     child = _holder("demo")

@@ -127,6 +127,22 @@ def test_the_shipped_profiles_load_and_say_what_they_enable() -> None:
     assert parse_profile(auditor.text, source="x").output_schema == auditor.output_schema
 
 
+def test_the_shipped_default_sets_nothing_so_a_session_need_not_load_it(workspace: Workspace) -> None:
+    """``Session.profile_may_set`` answers what is in force without loading the shipped default (it
+    keeps the profile parser out of opening a workspace): that holds only while it names no policy,
+    mode or model. A workspace's own ``default`` profile, or any other, is loaded to know."""
+    default = load_profile("default")
+    assert default.policy_path is None and default.mode is None and default.model.default is None
+    with Session(workspace, interactive=False) as session:
+        assert not session.profile_may_set()
+        assert session.policy_path is None and session.mode == "guide"
+    own = workspace.root / "profiles"
+    own.mkdir(exist_ok=True)
+    (own / "default.yaml").write_text("name: default\ntools:\n  mode: strict\n", encoding="utf-8")
+    with Session(workspace, interactive=False) as session:
+        assert session.profile_may_set() and session.mode == "strict"
+
+
 async def test_an_operator_command_is_refused_too_after_switching(workspace: Workspace) -> None:
     """The gateway enforces the profile for every caller, not only for the model."""
     session = Session(workspace, interactive=False)

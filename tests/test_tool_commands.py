@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from app.commands import CommandError
-from app.tool_commands import fs_call, generic_call, shell_call, web_call
+from app.commands.tool_parse import fs_call, generic_call, shell_call, web_call
+from widgets.commands import CommandError
 
 
 def test_fs_commands_map_to_tools(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_generic_tool_call_takes_json_from_the_raw_line() -> None:
 def test_a_desktop_request_with_an_apostrophe_reaches_its_parser() -> None:
     """/desktop reads its request as typed: a lone apostrophe is a word, not an open quote (the
     desktop parser itself says what it makes of it); other commands still refuse one."""
-    from app.commands import parse
+    from widgets.commands import parse
 
     command, args = parse("/desktop create notes/todo.md with don't forget")
     assert command.name == "desktop" and args[-2:] == ["don't", "forget"]

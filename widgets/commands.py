@@ -1,7 +1,8 @@
-"""The slash-command table (lowest UI layer, so that screens and the App can both read it). It dispatches
+"""The slash-command table (lowest UI layer, so that screens and the App can both read it).
 
-Each command maps to ``AriesApp.command_<handler>(args: list[str])``.  Adding a row here
-is the only step needed for ``/help``, the suggester and the dispatcher to know it.
+The one source for ``/help``, Tab completion, the suggester and the palette. Each row's ``handler``
+names its entry in ``app.commands.HANDLERS``, which calls the controller of its area
+(``app/commands/<area>.py``); a test checks that every row has one.
 """
 
 from __future__ import annotations

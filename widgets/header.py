@@ -7,10 +7,15 @@ cut with an ellipsis when the terminal is narrow.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
 from textual.widgets import Header
 
 from widgets.safe import clean
+
+if TYPE_CHECKING:
+    from services.session import Session
 
 
 def subtitle(
@@ -28,6 +33,16 @@ def subtitle(
         ("approvals", mode),
     ]
     return " · ".join(f"{label} {clean(value, single_line=True)}" for label, value in parts if value)
+
+
+def session_line(session: Session, model: str, serving: str = "") -> str:
+    """The App's subtitle: what ``session`` has in force (workspace, profile, ``model``, approval mode,
+    policy file) and, while it runs, where the web viewer serves (``serving``)."""
+    policy = "workspace policy" if session.policy_path is not None else "default policy"
+    profile = session.profile_name + (" (broken)" if session.profile_broken else "")
+    name = session.workspace.name + (f" ({session.trust.label}: /trust)" if session.trust.needs_review else "")
+    line = subtitle(workspace=name, profile=profile, model=model, mode=session.mode)
+    return f"{line} · {policy}" + (f" · {serving}" if serving else "")
 
 
 class WorkbenchHeader(Header):

@@ -2,7 +2,8 @@
 
 ``start(key, label)`` adds an item (a tool call, a turn); ``stop(key)`` removes it. While anything
 runs, the line shows each item with its elapsed time, ticking; when idle it is hidden. The App
-calls it around tool calls and turns and binds the cancel key named in ``cancel_hint``.
+relays ``StatusStarted`` / ``StatusStopped`` (``widgets.messages``) around tool calls, turns and
+other work, and binds the cancel key named in ``cancel_hint``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,19 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.widgets import Static
 
+from widgets.messages import StatusStarted, StatusStopped
 from widgets.safe import clip
 
 TICK_S = 0.1
 LABEL_WIDTH = 60
+
+
+def monotonic() -> float:
+    """The status line's clock (a module function, so that a test can stop it)."""
+    return time.monotonic()
 
 
 def elapsed_text(seconds: float) -> str:
@@ -38,12 +46,12 @@ class RunStatus(Static):
         self,
         *,
         cancel_hint: str = "Ctrl+X cancels",
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         id: str | None = None,  # noqa: A002 - Textual's parameter name
     ) -> None:
         super().__init__("", id=id, markup=False)
         self.cancel_hint = cancel_hint
-        self.clock = clock
+        self.clock = clock or monotonic
         self._items: dict[str, tuple[str, float, bool]] = {}
         self._timer: Any = None
 
@@ -62,6 +70,14 @@ class RunStatus(Static):
         """Remove ``key`` (unknown keys are ignored); hides the line when nothing runs."""
         if self._items.pop(key, None) is not None:
             self._changed()
+
+    @on(StatusStarted)
+    def _started(self, message: StatusStarted) -> None:
+        self.start(message.key, message.label, cancellable=message.cancellable)
+
+    @on(StatusStopped)
+    def _stopped(self, message: StatusStopped) -> None:
+        self.stop(message.key)
 
     def clear(self) -> None:
         self._items.clear()

@@ -1,7 +1,8 @@
 """The redacting cloud bridge: off by default; a question leaves the machine only sanitized,
 allowlisted, approved (``ask``) or below the confidence threshold (``auto``), and logged by hash.
 
-- :mod:`~services.bridge.config`: :class:`BridgeConfig` (the ``settings.cloud`` block)
+- :mod:`services.bridge_config` (beside this package, below the workspace configuration):
+  :class:`BridgeConfig` (the ``settings.cloud`` block)
 - :mod:`~services.bridge.sanitizer` + :mod:`~services.bridge.detectors`: redaction (detect-secrets)
 - :mod:`~services.bridge.allowlist`: generic questions only
 - :mod:`~services.bridge.client`: :func:`maybe_ask_cloud`
@@ -27,11 +28,10 @@ if TYPE_CHECKING:
         maybe_ask_cloud,
         prepare,
     )
-    from services.bridge.config import BridgeConfig, CloudMode, bridge_config
     from services.bridge.errors import BridgeError, CloudNotConfigured, QueryRefused
     from services.bridge.sanitizer import Sanitized, sanitize
 
-# Loaded on first use (PEP 562): a profile that only needs BridgeConfig loads config.py alone.
+# Loaded on first use (PEP 562): a caller that needs only the errors loads errors.py alone.
 _HOME = {
     "check_outbound": "allowlist",
     "CloudAudit": "audit",
@@ -41,9 +41,6 @@ _HOME = {
     "headless_approver": "client",
     "maybe_ask_cloud": "client",
     "prepare": "client",
-    "BridgeConfig": "config",
-    "CloudMode": "config",
-    "bridge_config": "config",
     "BridgeError": "errors",
     "CloudNotConfigured": "errors",
     "QueryRefused": "errors",
@@ -63,16 +60,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Approve",
-    "BridgeConfig",
     "BridgeError",
     "CloudAudit",
-    "CloudMode",
     "CloudNotConfigured",
     "CloudReply",
     "Outbound",
     "QueryRefused",
     "Sanitized",
-    "bridge_config",
     "check_outbound",
     "headless_approver",
     "maybe_ask_cloud",

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-from services.bridge.config import BridgeConfig
 from services.bridge.errors import QueryRefused
+from services.bridge_config import BridgeConfig
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]+#\d+\]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")

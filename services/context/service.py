@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.audit_db import AUDIT_FILE
 from services.context.errors import ResourceNotFound, WrongKind
@@ -61,10 +61,20 @@ from services.crashpoints import crash_point
 if TYPE_CHECKING:
     from services.context.packages import PackageReport
     from services.context.session_commit import CommitReport
-    from services.session import Session
     from services.workspaces import Workspace
 
 Indexer = Callable[[ContextTree], object]
+
+
+class ToolSession(Protocol):
+    """What this service needs of a :class:`services.session.Session`: its engine, its governed tool
+    calls (a URL fetch), and closing.  A protocol, because ``services.session`` imports this package."""
+
+    def engine(self) -> Any: ...
+
+    def call_tool_sync(self, tool_id: str, args: Any, **kwargs: Any) -> Any: ...
+
+    def close(self, reason: str = ...) -> None: ...
 
 
 FAULT_ENV = "ARIES_CONTEXT_INGEST_FAULT"
@@ -110,8 +120,8 @@ class ContextService:
         *,
         engine_factory: Callable[[], Any] | None = None,
         indexer: Indexer | None = None,
-        session: Session | None = None,
-        session_factory: Callable[[], Session] | None = None,
+        session: ToolSession | None = None,
+        session_factory: Callable[[], ToolSession] | None = None,
         approver: Any = None,
         settings: ContextSettings | None = None,
         embedder: Any = None,
@@ -124,7 +134,7 @@ class ContextService:
         self._engine_factory = engine_factory
         self._engine: Any = None
         self._session = session
-        self._own_session: Session | None = None
+        self._own_session: ToolSession | None = None
         self._session_factory = session_factory
         self._approver = approver
         self._embedder = embedder
@@ -150,7 +160,7 @@ class ContextService:
 
         return lambda tree: sync_index(tree, self.engine())
 
-    def session(self) -> Session:
+    def session(self) -> ToolSession:
         """The tool session URL fetches go through (the given one, else one made here)."""
         if self._session is not None:
             return self._session

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from services.errors import ConfigError
 from services.models.base import ModelProvider, ProviderError
 from services.models.http import Timeouts
-from services.models.offline import OFFLINE_MODEL
 
 PROVIDERS = ("offline", "ollama", "openai")
 ENV_MODEL = "ARIES_MODEL"
@@ -65,6 +64,8 @@ def parse_spec(spec: str, where: str) -> tuple[str, str]:
         known = ", ".join(PROVIDERS)
         raise UnknownProvider(f"{where}: unknown model provider {provider!r} in {spec!r} (known: {known})")
     if provider == "offline":
+        from services.models.offline import OFFLINE_MODEL  # it brings services.answers: not at start-up
+
         return provider, model or OFFLINE_MODEL
     if not model:
         raise ModelMissing(f"{where}: {spec!r} names no model; write {provider}:MODEL, e.g. {provider}:llama3.2")

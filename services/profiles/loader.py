@@ -19,7 +19,7 @@ from services.errors import ConfigError, InvalidName
 from services.names import validate_name
 
 if TYPE_CHECKING:
-    from services.bridge.config import BridgeConfig
+    from services.bridge_config import BridgeConfig
     from services.profiles.model import ModelSpec, RetrievalSpec
 
 DEFAULT_PROFILE = "default"

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from services.bridge.config import BridgeConfig
+from services.bridge_config import BridgeConfig
 
 ApprovalMode = Literal["guide", "commander", "strict"]
 

@@ -275,7 +275,7 @@ def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
 
 
 def _cloud_line(value: Any) -> str:
-    from services.bridge.config import bridge_config
+    from services.bridge_config import bridge_config
 
     try:
         return f"cloud bridge: {_short(bridge_config(value).describe().removeprefix('cloud: '))}"

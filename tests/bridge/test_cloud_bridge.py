@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from services.bridge import (
-    BridgeConfig,
     CloudAudit,
     CloudNotConfigured,
     QueryRefused,
     headless_approver,
     maybe_ask_cloud,
 )
+from services.bridge_config import BridgeConfig
 from services.hashing import sha256_tagged
 from tests.bridge.conftest import ENV, RecordingCloud, config_for, must_not_redact, must_redact
 

@@ -10,6 +10,7 @@ from textual.widgets import Static
 from screens.cloud_send import CloudSendScreen, modal_approver
 from services.bridge import maybe_ask_cloud
 from tests.bridge.conftest import ENV, RecordingCloud, config_for
+from tests.tui.helpers import until
 
 QUESTION = "Why does jane.doe@acme-corp.com get a 403 from /home/jane/app/run.py under Bluebird?"
 SENT = "Why does [REDACTED:email#1] get a 403 from [REDACTED:path#1] under [REDACTED:project#1]?"
@@ -24,12 +25,10 @@ async def _ask(cloud: RecordingCloud, key: str) -> tuple[Any, list[str]]:
     config = config_for(cloud, "ask")
     shown: list[str] = []
     async with app.run_test() as pilot:
-        task = app.run_worker(maybe_ask_cloud(QUESTION, 0.0, config, modal_approver(app, config), environ=ENV))
-        for _ in range(50):
-            await pilot.pause(0.05)
-            if isinstance(app.screen, CloudSendScreen):
-                break
-        assert isinstance(app.screen, CloudSendScreen)
+        task = app.run_worker(
+            maybe_ask_cloud(QUESTION, 0.0, config, modal_approver(app.push_screen, config), environ=ENV)
+        )
+        await until(pilot, lambda: isinstance(app.screen, CloudSendScreen), what="the send modal")
         shown.append(str(app.screen.query_one("#cloud-send-text", Static).render()))
         assert {b.id for b in CloudSendScreen.BINDINGS if hasattr(b, "id")} >= {"cloud.send", "cloud.dont_send"}
         assert all(getattr(b, "tooltip", "") for b in CloudSendScreen.BINDINGS)

@@ -223,7 +223,7 @@ async def test_the_tui_asks_with_the_modal_and_shows_the_cloud_answer(
     Send makes the cloud's answer appear in the transcript tagged ``cloud · cloud-model``."""
     from app.aries_app import AriesApp
     from screens.cloud_send import CloudSendScreen
-    from tests.tui.test_assistant_tui import wait_until
+    from tests.tui.helpers import until
     from widgets.transcript.pane import TranscriptEntry
 
     for name, value in ENV.items():
@@ -237,11 +237,11 @@ async def test_the_tui_asks_with_the_modal_and_shows_the_cloud_answer(
         await app.ready()
         for key in ("n", "s"):
             app.send_message(SECRET_QUESTION)
-            await wait_until(pilot, lambda: isinstance(app.screen, CloudSendScreen))
+            await until(pilot, lambda: isinstance(app.screen, CloudSendScreen))
             shown = app.screen.text  # type: ignore[attr-defined]
             assert "[REDACTED:email#1]" in shown and all(leak not in shown for leak in LEAKS)
             await pilot.press(key)
-            await wait_until(pilot, lambda: not app.assistant.running)
+            await until(pilot, lambda: not app.commands.assistant.running)
             if key == "n":
                 assert cloud.raw == []
         assert cloud.user_messages() == [shown]

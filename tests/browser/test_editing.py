@@ -14,7 +14,7 @@ from services.workspaces import Workspace
 from tests.browser.conftest import CONFIG, NOTES, ROWS, OpenPage, screenshot
 from tests.browser.pages import editor_value, open_document, state, type_into_editor, wait_preview, wait_state
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
 
 
 def is_put(response: Any) -> bool:

@@ -13,7 +13,7 @@ import pytest
 from tests.browser.conftest import HOSTILE, Guard, OpenPage, screenshot
 from tests.browser.pages import editor_value, open_document, type_into_editor, wait_preview
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
 
 LAST_LINE = "The last line of the hostile document."
 

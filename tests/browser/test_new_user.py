@@ -20,7 +20,7 @@ from services.workspaces import Workspace
 from tests.browser.conftest import NOTES, REPO_ROOT, OpenPage, screenshot
 from tests.browser.pages import editor_value, open_document, type_into_editor, wait_preview, wait_state
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)/#token=\S+")
 
 

@@ -292,6 +292,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 STEPS = ["journal", "history", "memory", "meta", "active", "callback"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 @pytest.mark.parametrize("step", STEPS)
 def test_sigkill_at_each_commit_step_then_recover_completes_it(
@@ -310,6 +311,7 @@ def test_sigkill_at_each_commit_step_then_recover_completes_it(
     assert recover_commit(root, "s1") is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 def test_sigkill_before_the_journal_rolls_back(tmp_path: Path, reference: dict[str, bytes]) -> None:
     root = tmp_path / "context"
@@ -324,6 +326,7 @@ def test_sigkill_before_the_journal_rolls_back(tmp_path: Path, reference: dict[s
     assert tree(root) == reference
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 def test_the_next_append_finishes_an_interrupted_commit_and_keeps_the_new_message(tmp_path: Path) -> None:
     root = tmp_path / "context"
@@ -337,6 +340,7 @@ def test_the_next_append_finishes_an_interrupted_commit_and_keeps_the_new_messag
     assert session.usage.messages == 6 and session.usage.commits == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 @pytest.mark.timeout(600)
 def test_sigkill_at_random_moments_loses_no_message_and_duplicates_no_memory(tmp_path: Path) -> None:

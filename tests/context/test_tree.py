@@ -256,6 +256,7 @@ def test_finalize_replaces_a_folder_and_refuses_staged_symlinks(tree: ContextTre
     assert os.listdir(tree.root / "temp") == []
 
 
+@pytest.mark.slow
 def test_sigkill_mid_staging_leaves_nothing_outside_temp_and_is_cleaned(tree: ContextTree) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen(

@@ -32,7 +32,7 @@ from services.workspaces import Workspace, WorkspaceManager
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 QUERY = "which animal purrs when happy?"
 NEW_FILE = "Penguins huddle together on the Antarctic ice to keep warm through the polar winter.\n"

@@ -17,7 +17,7 @@ from services.retrieval import RetrievalEngine
 from services.retrieval.errors import VectorStoreUnavailable
 from services.workspaces import Workspace
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _chroma_executable() -> str | None:

@@ -19,7 +19,7 @@ from services.workspaces import Workspace
 
 from .builders import make_pdf
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -308,6 +308,7 @@ def test_read_only_file_system(small_fs: Path, tmp_path: Path, monkeypatch: pyte
         _stores_agree(engine, "notes")
 
 
+@pytest.mark.slow
 def test_read_only_after_a_killed_writer(small_fs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer killed with its last commit still in the manifest's WAL (``-wal`` and ``-shm`` left
     behind): on the read-only file system the manifest is read with the WAL, not beside it."""
@@ -339,6 +340,7 @@ def test_read_only_after_a_killed_writer(small_fs: Path, tmp_path: Path, monkeyp
         assert engine.indexes.store("notes").manifest.get_meta("probe") == "in the wal"
 
 
+@pytest.mark.slow
 def test_read_only_wal_without_its_index_is_one_clear_line(
     small_fs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,7 +21,8 @@ from .conftest import SCIFACT
 
 BASELINE = Path(__file__).with_name("baseline_scifact_subset.json")
 
-pytestmark = pytest.mark.timeout(900)  # a guard against hangs, not a speed test: the gates embed 400 documents
+# a guard against hangs, not a speed test: the gates embed 400 documents
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # slow: the real embedding model
 
 
 @pytest.mark.parametrize(

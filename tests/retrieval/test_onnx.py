@@ -41,7 +41,7 @@ from services.workspaces import Workspace
 from .conftest import REPO
 from .test_chunking import ADVERSARIAL
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 SAMPLES = [
     "A cat sleeps on the sofa.",

@@ -21,7 +21,7 @@ from services.workspaces import Workspace
 
 from .test_chunking import ADVERSARIAL
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.cli import tool as cli_tool
-from app.tool_controller import explain_decision
+from app.commands.tools import explain_decision
 from services.conversation import Conversation
 from services.session import Session
 from services.workspaces import Workspace, WorkspaceManager

@@ -60,6 +60,7 @@ def test_explain_loads_the_server_of_an_mcp_tool(sandbox: Sandbox, gateway_facto
     assert decision.action == "allow" and decision.rule == "mode.guide.read_only", decision
 
 
+@pytest.mark.slow
 def test_time_server_killed_is_restarted_on_the_next_call(
     sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]
 ) -> None:

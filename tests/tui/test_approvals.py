@@ -10,6 +10,7 @@ from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from services.transcripts import read_transcript
 from services.workspaces import Workspace, WorkspaceManager
+from tests.tui.helpers import Messages, settle, until
 from widgets.approvals.pane import ApprovalsPane
 
 SIZE = (160, 48)
@@ -39,16 +40,17 @@ def make_workspace(name: str = "demo", policy: str | None = None) -> Workspace:
 
 
 async def wait_for_pending(app: AriesApp, pilot: Pilot[int], count: int = 1) -> None:
-    for _ in range(100):
-        await pilot.pause(0.05)
-        if len(app.session.approvals.pending()) >= count:
-            return
-    raise AssertionError(f"expected {count} pending approvals, have {len(app.session.approvals.pending())}")
+    """``count`` calls wait, and the Approvals pane shows them."""
+    pane = app.screen_stack[0].query_one(ApprovalsPane)
+    await until(
+        pilot,
+        lambda: app.session is not None and len(app.session.approvals.pending()) >= count and pane.count >= count,
+        what=f"{count} pending approval(s)",
+    )
 
 
 async def wait_for_tools(app: AriesApp, pilot: Pilot[int]) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    await settle(pilot)
 
 
 def tool_entries(app: AriesApp) -> list[dict]:
@@ -175,7 +177,8 @@ def queue(*commands: str, open_first: bool = False):  # type: ignore[no-untyped-
             app.screen.query_one(ApprovalsPane).focus_main()
             await pilot.pause()
             await pilot.press("enter")
-        await pilot.pause(0.2)
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
+        await pilot.pause()
 
     return run_before
 
@@ -221,7 +224,8 @@ def test_approvals_pane_with_three_pending_calls(snap_compare) -> None:
 async def test_doctor_and_policy_mode_from_the_prompt() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await pilot.press(*"/doctor", "enter")
         await wait_for_tools(app, pilot)
@@ -235,8 +239,7 @@ async def test_doctor_and_policy_mode_from_the_prompt() -> None:
         assert "approvals strict" in app.sub_title
         assert app.session.gateway().mode == "strict"
         await pilot.press(*"/policy mode reckless", "enter")
-        await pilot.pause()
-        assert any("approval mode is one of" in n.message for n in app._notifications)
+        await messages.notified(pilot, "approval mode is one of")
 
 
 def audit_rows(workspace: Workspace, tool: str) -> list[dict]:
@@ -282,10 +285,7 @@ async def test_quitting_with_a_waiting_call_asks_first_and_records_the_denial() 
         await pilot.press("ctrl+q")
         await pilot.pause()
         await pilot.press("y")
-        for _ in range(50):
-            await pilot.pause(0.05)
-            if app.session is None:
-                break
+        await until(pilot, lambda: app.session is None, what="the session to close")
     [row] = audit_rows(workspace, "builtin:fs:write_text")
     assert row["status"] == "denied" and row["rule_id"] == "approval.operator_denied"
     entries = [e for e in read_transcript(workspace.latest_transcript().path).entries if e["role"] == "tool"]

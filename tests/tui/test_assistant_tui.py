@@ -16,6 +16,7 @@ from screens.approval import ApprovalScreen
 from services.audit import AuditStore
 from services.workspaces import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
+from tests.tui.helpers import settle, until
 
 SIZE = (160, 48)
 QUESTION = "how are tool calls approved?"
@@ -58,12 +59,10 @@ def tool_name(tool_id: str) -> str:
     return ToolNameMap(enabled).provider_name(tool_id)
 
 
-async def wait_until(pilot: Pilot[int], check: Any, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        await pilot.pause(0.05)
-        if check():
-            return
-    raise AssertionError("timed out waiting")
+def context_rows(app: AriesApp) -> int:
+    """Rows in the Context pane's table (0 before its first result set)."""
+    tables = list(app.screen_stack[0].query("#context-table"))
+    return int(getattr(tables[0], "row_count", 0)) if tables else 0
 
 
 def entries(app: AriesApp) -> list[dict[str, Any]]:
@@ -87,15 +86,15 @@ async def run_turn(server: ScriptedServer, workspace: Workspace, decide: str) ->
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press(*QUESTION, "enter")
-        await wait_until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+        await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
         assert app.focused is app.screen.query_one("#prompt")  # the queued call did not take the focus
         await pilot.press("f4", "enter")
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
         assert app.screen.request.origin["model"] == "ollama:llama3.2:3b"
         await pilot.press(*decide)
-        await wait_until(pilot, lambda: not app.assistant.running)
-        await pilot.pause(0.2)
+        await until(pilot, lambda: not app.commands.assistant.running, what="the turn to end")
+        await settle(pilot)
         # The Context pane shows the injected chunk; the streamed answer links the citation.
         from textual.widgets import DataTable
 
@@ -137,6 +136,13 @@ async def test_a_model_write_denied_in_the_modal(server: ScriptedServer, workspa
     assert recorded[-1]["role"] == "assistant"
 
 
+def sleeping() -> bool:
+    """The model's ``sleep 30`` runs (a process below this one)."""
+    import psutil
+
+    return any("sleep" in " ".join(child.cmdline()) for child in psutil.Process().children(recursive=True))
+
+
 @pytest.mark.parametrize("where", ["streaming", "modal", "tool"])
 async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspace, where: str) -> None:
     if where == "streaming":
@@ -155,18 +161,17 @@ async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspac
         await app.ready()
         await pilot.press(*"go", "enter")
         if where == "streaming":
-            await wait_until(pilot, lambda: bool(app.screen.query("StreamingAnswer")))
+            await until(pilot, lambda: bool(app.screen.query("StreamingAnswer")))
         elif where == "modal":
-            await wait_until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+            await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
             await pilot.press("f4", "enter")
             await pilot.pause()
             assert isinstance(app.screen, ApprovalScreen)
         else:
-            await wait_until(pilot, lambda: len(server.chat_requests()) == 1)
-            await pilot.pause(0.5)
+            await until(pilot, sleeping, what="the tool's sleep process")
         await pilot.press("ctrl+x")
-        await wait_until(pilot, lambda: not app.assistant.running)
-        await pilot.pause(0.2)
+        await until(pilot, lambda: not app.commands.assistant.running, what="the turn to end")
+        await settle(pilot)
         assert not isinstance(app.screen, ApprovalScreen)  # the modal of a cancelled turn closes
         recorded = entries(app)
         assert recorded[-1]["role"] == "notice" and "cancelled" in recorded[-1]["content"]
@@ -179,7 +184,7 @@ async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspac
         server.add(Reply(text="fine"))
         await pilot.press(*"again", "enter")
         try:
-            await wait_until(pilot, lambda: entries(app)[-1]["role"] == "assistant")
+            await until(pilot, lambda: entries(app)[-1]["role"] == "assistant")
         except AssertionError:
             raise AssertionError(f"{app.focused!r} {[(e['role'], e['content'][:80]) for e in entries(app)]}") from None
 
@@ -191,8 +196,8 @@ async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.Monkey
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press(*"hello", "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and len(entries(app)) >= 2)
-        await pilot.pause(0.2)
+        await until(pilot, lambda: not app.commands.assistant.running and len(entries(app)) >= 2)
+        await settle(pilot)
         last = entries(app)[-1]
         assert last["role"] == "notice" and last["level"] == "error" and "127.0.0.1:9" in last["content"]
         assert "model ollama:llama3.2" in app.sub_title
@@ -218,13 +223,11 @@ def _turn_until(condition: Any) -> Any:
     async def run_before(pilot: Pilot[int]) -> None:
         app = pilot.app
         assert isinstance(app, AriesApp)
-        await pilot.pause(0.5)  # the last retrieved set (loaded just after start) is on screen first
-        prompt = app.screen.query_one("#prompt")
-        prompt.cursor_blink = False  # type: ignore[attr-defined]  # no blink phase in the picture
-        prompt.focus()
+        await until(pilot, lambda: context_rows(app) > 0, what="the last retrieved set")  # loaded after start
+        app.screen.query_one("#prompt").focus()
         await pilot.press(*QUESTION, "enter")
-        await wait_until(pilot, lambda: condition(app))
-        await pilot.pause(0.3)
+        await until(pilot, lambda: condition(app))
+        await pilot.pause()  # the turn may still wait (for the operator): no waiting for every worker
 
     return run_before
 
@@ -244,7 +247,9 @@ def test_snapshot_a_streamed_answer_with_a_citation_and_a_tool_block(
     assert snap_compare(
         AriesApp("demo"),
         terminal_size=SIZE,
-        run_before=_turn_until(lambda app: not app.assistant.running and entries(app)[-1]["role"] == "assistant"),
+        run_before=_turn_until(
+            lambda app: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant"
+        ),
     )
 
 
@@ -259,7 +264,8 @@ def test_snapshot_the_modal_opened_by_a_models_call(
     async def run_before(pilot: Pilot[int]) -> None:
         await _turn_until(lambda app: app.session is not None and len(app.session.approvals) == 1)(pilot)
         await pilot.press("f4", "enter")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen), what="the approval modal")
+        await pilot.pause()
 
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
 
@@ -277,11 +283,10 @@ def test_snapshot_model_listing(
     async def run_before(pilot: Pilot[int]) -> None:
         app = pilot.app
         assert isinstance(app, AriesApp)
-        await pilot.pause()
-        app.screen.query_one("#prompt").cursor_blink = False  # type: ignore[attr-defined]
+        await until(pilot, lambda: context_rows(app) > 0, what="the last retrieved set")  # loaded after start
         await pilot.press(*"/model", "enter")
-        await wait_until(pilot, lambda: "Model in use" in entries(app)[-1]["content"])
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "Model in use" in entries(app)[-1]["content"])
+        await settle(pilot)
 
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
 
@@ -319,8 +324,8 @@ async def test_planted_instructions_are_held_by_the_policy_in_the_tui(
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press(*QUESTION, "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant")
+        await settle(pilot)
         assert app.session is not None and len(app.session.approvals) == 0  # nothing even reached the operator
         recorded = entries(app)
         from textual.widgets import DataTable

@@ -22,6 +22,7 @@ from services.context.tiers import synthesize_tiers
 from services.context.tree import ContextTree
 from services.context.uri import AxiomUri, parse_uri
 from services.workspaces import Workspace, WorkspaceManager
+from tests.tui.helpers import Messages, palette_offers, settle, until
 from widgets.context_tree.preview import PREVIEW_BYTES, VIEWER_BYTES, ContextPreview
 from widgets.context_tree.trace import TraceView, render_trace
 from widgets.context_tree.tree import ContextTreeView
@@ -85,21 +86,6 @@ def preview_text(app: AriesApp) -> str:
     return text_of(app.screen.query_one(ContextPreview).rendered)
 
 
-async def settle(pilot: Pilot[int]) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause(0.1)
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause(0.05)
-
-
-async def wait_until(pilot: Pilot[int], check: Any, seconds: float = 15.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        await pilot.pause(0.05)
-        if check():
-            return
-    raise AssertionError("timed out waiting")
-
-
 async def command(pilot: Pilot[int], line: str) -> None:
     await pilot.press(*line, "enter")
     await settle(pilot)
@@ -124,7 +110,7 @@ async def test_f6_opens_the_browser_on_the_scopes_and_expanding_lists_lazily(wor
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press("f6")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         tree = app.screen.query_one(ContextTreeView)
         scopes = [c.data.uri.scope for c in tree.root.children]
         assert scopes == ["resources", "user", "agent", "session", "temp", "queue"]
@@ -150,7 +136,7 @@ async def test_f6_opens_the_browser_on_the_scopes_and_expanding_lists_lazily(wor
         assert tree.cursor_info is not None and str(tree.cursor_info.uri) == "axiom://resources/guides/rivers.md"
         assert "Rivers carry silt to the sea" in preview_text(app)
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        await until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
         viewer = app.screen
         assert "Deltas form where they slow" in str(viewer.query_one("#context-file-text").render())
         await pilot.press("escape")
@@ -166,30 +152,31 @@ async def test_slash_context_opens_at_a_uri_and_reads_files(workspace: Workspace
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await command(pilot, "/context ls axiom://resources/guides")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         await settle(pilot)
         tree = app.screen.query_one(ContextTreeView)
         # The browser moves its cursor to the URI once the tree has loaded the path to it.
-        await wait_until(pilot, lambda: tree.cursor_info is not None and str(tree.cursor_info.uri).endswith("/guides"))
+        await until(pilot, lambda: tree.cursor_info is not None and str(tree.cursor_info.uri).endswith("/guides"))
         assert str(tree.cursor_info.uri) == "axiom://resources/guides"  # type: ignore[union-attr]
         assert "axiom://resources/guides/lakes.md" in labels(tree)  # the folder at the URI is listed
         assert "guides holds 2 files" in preview_text(app)
         await pilot.press("escape")
         await pilot.pause()
         await command(pilot, "/context read axiom://user/notes.md")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        await until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
         assert "Prefers metric units." in str(app.screen.query_one("#context-file-text").render())
         await pilot.press("escape")
         await pilot.pause()
         await command(pilot, "/context")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         await pilot.press("escape")
         await pilot.pause()
 
 
 async def test_bad_uris_and_hooks_are_one_line_errors(workspace: Workspace) -> None:
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         for line, expected in [
             ("/context read axiom://resources/../etc/passwd", "'..'"),
@@ -199,10 +186,9 @@ async def test_bad_uris_and_hooks_are_one_line_errors(workspace: Workspace) -> N
             ("/context trace last", "no find or search has run"),
             ("/context bogus", "cannot read '/context bogus'"),
         ]:
-            app.clear_notifications()
+            mark = messages.mark()
             await command(pilot, line)
-            messages = [n.message for n in app._notifications]
-            assert any(expected in m for m in messages), (line, messages)
+            await messages.notified(pilot, expected, since=mark)
             assert not isinstance(app.screen, ContextBrowser | ContextFileViewer)
 
 
@@ -213,7 +199,7 @@ async def test_temp_and_queue_are_visible_dimmed_and_read_only(workspace: Worksp
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await command(pilot, "/context ls axiom://queue")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         await settle(pilot)
         tree = app.screen.query_one(ContextTreeView)
         shown = labels(tree)
@@ -246,7 +232,7 @@ async def test_hostile_names_and_contents_are_shown_inert(workspace: Workspace) 
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await command(pilot, "/context ls axiom://resources/hostile")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         await settle(pilot)
         tree = app.screen.query_one(ContextTreeView)
         shown = labels(tree)
@@ -262,7 +248,7 @@ async def test_hostile_names_and_contents_are_shown_inert(workspace: Workspace) 
         assert "[red]boom[/red]" in text and "[link=https://evil.example]click[/link]" in text
         assert "\\x1b[31mansi" in text and "bell\\x07" in text and "<U+202E>evil" in text
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        await until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
         body = app.screen.query_one("#context-file-text").render()
         rendered = str(body)
         assert "[red]boom[/red]" in rendered and "\\x1b[31mansi" in rendered and "\x1b" not in rendered
@@ -278,12 +264,12 @@ async def test_long_files_are_cut_with_a_note(workspace: Workspace) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await command(pilot, "/context ls axiom://resources/big.txt")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
         await settle(pilot)
         text = preview_text(app)
         assert f"… {len(big) - PREVIEW_BYTES:,} more bytes" in text
         await pilot.press("o")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
+        await until(pilot, lambda: isinstance(app.screen, ContextFileViewer))
         more = str(app.screen.query_one("#context-file-more").render())
         assert f"… {len(big) - VIEWER_BYTES:,} more bytes" in more
 
@@ -295,11 +281,11 @@ async def test_the_palette_browses_the_context(workspace: Workspace) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press("ctrl+p")
-        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"context: browse")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: palette_offers(app, "context: browse"), what="the palette's hit")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextBrowser))
+        await until(pilot, lambda: isinstance(app.screen, ContextBrowser))
 
 
 async def test_the_trace_view_renders_the_agreed_shape(workspace: Workspace) -> None:
@@ -313,8 +299,8 @@ async def test_the_trace_view_renders_the_agreed_shape(workspace: Workspace) -> 
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
-        app.context.show_trace(TRACE)
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
+        app.commands.context.show_trace(TRACE)
+        await until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
         assert app.screen.query_one(TraceView) is not None
         await pilot.press("escape")
         await pilot.pause()
@@ -371,7 +357,7 @@ async def test_find_and_search_open_their_trace_and_trace_last_reopens_it(worksp
         seen = []
         for line in ("/context search rivers silt", "/context find rivers silt", "/context trace last"):
             await command(pilot, line)
-            await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
+            await until(pilot, lambda: isinstance(app.screen, ContextTraceScreen))
             shown = text_of(render_trace(app.screen.trace), width=160)  # type: ignore[attr-defined]
             assert "axiom://resources/guides/rivers.md" in shown and "stop reason" in shown
             seen.append(app.screen.trace["id"])  # type: ignore[attr-defined]
@@ -397,19 +383,18 @@ async def test_context_add_from_the_prompt_stages_indexes_and_says_so(workspace:
     field.mkdir()
     (field / "otters.md").write_text("# Otters\n\nOtters juggle pebbles on riverbanks.\n", encoding="utf-8")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await command(pilot, f"/context add {field}")
         tree = ContextTree(workspace.root / "context")
-        await wait_until(pilot, said, seconds=60)
+        await until(pilot, said, timeout=60)
         assert tree.exists(parse_uri("axiom://resources/field/otters.md"))
         assert tree.exists(parse_uri("axiom://resources/field/.abstract.md"))
         await command(pilot, "/context find juggling otters")
-        await wait_until(pilot, lambda: isinstance(app.screen, ContextTraceScreen), seconds=30)
+        await until(pilot, lambda: isinstance(app.screen, ContextTraceScreen), timeout=30)
         shown = text_of(render_trace(app.screen.trace), width=160)  # type: ignore[attr-defined]
         assert "axiom://resources/field/otters.md" in shown
         await pilot.press("escape")
         await command(pilot, "/context add http://127.0.0.1:9/x.html")
-        assert any(
-            "aries -w demo context add http://127.0.0.1:9/x.html --approve" in n.message for n in app._notifications
-        )
+        await messages.notified(pilot, "aries -w demo context add http://127.0.0.1:9/x.html --approve")

@@ -10,6 +10,7 @@ from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from screens.confirm import ConfirmScreen
 from services.transcripts import read_transcript
+from tests.tui.helpers import Messages
 from tests.tui.test_approvals import SIZE, make_workspace, wait_for_pending, wait_for_tools
 
 
@@ -87,14 +88,15 @@ async def test_desktop_list_runs_without_approval() -> None:
 async def test_desktop_request_that_cannot_be_planned_is_one_notification() -> None:
     make_workspace()
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await submit(app, pilot, "/desktop dance wildly")
+        await messages.notified(pilot, "cannot tell what to do with 'dance'")
         assert not isinstance(app.screen, ConfirmScreen)
-        messages = [n.message for n in app._notifications]
-        assert any(m.startswith("cannot tell what to do with 'dance'") for m in messages), messages
+        mark = messages.mark()
         await submit(app, pilot, "/desktop")
-        assert any(m.startswith("say what to do") for m in (n.message for n in app._notifications))
+        await messages.notified(pilot, "/desktop say what to do", since=mark)
 
 
 async def test_desktop_with_a_model_is_one_turn_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:

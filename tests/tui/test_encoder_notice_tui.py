@@ -3,7 +3,6 @@ machine), and an export that fails is one error naming the way around it."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,9 @@ import pytest
 from app.aries_app import AriesApp
 from services.retrieval.embedders_onnx import FIX, PREPARING, cache_key
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages, settle
+
+pytestmark = pytest.mark.slow  # the real embedding model
 
 SIZE = (160, 48)
 
@@ -27,17 +29,14 @@ async def test_tui_says_the_encoder_is_being_prepared(tmp_path: Path, monkeypatc
     monkeypatch.setenv("AXIOMME_EMBEDDER_CACHE", str(cache))
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    recorder = Messages()
+    async with app.run_test(size=SIZE, message_hook=recorder) as pilot:
         await pilot.press(*f"/rag index add {folder} --name docs", "enter")
-        for _ in range(400):
-            if any(FIX in n.message for n in app._notifications):
-                break
-            await asyncio.sleep(0.05)
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        messages = [n.message for n in app._notifications]
+        await recorder.notified(pilot, FIX, timeout=20)
+        await settle(pilot)
+        messages = [n.message for n in recorder.notifications()]
         assert any(PREPARING in m for m in messages), messages
         failures = [m for m in messages if FIX in m]
         assert len(failures) == 1 and "ONNX model cache" in failures[0], messages
-        screen = app._main_screen()
+        screen = app.screen_stack[0]
         assert screen is not None and "onnx-export" not in screen.run_status.running  # the status line is gone

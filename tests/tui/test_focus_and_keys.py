@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.pilot import Pilot
-
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from screens.confirm import ConfirmScreen
 from screens.help import HelpScreen
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import settle, until
+from tests.tui.test_approvals import wait_for_pending
 from widgets.approvals.pane import ApprovalsPane
 from widgets.prompt.input import PromptInput
 
@@ -36,14 +36,6 @@ def indexed_workspace(tmp_path: Path) -> None:
         engine.query("rivers silt", k=3)  # something for /rag last to show
     finally:
         engine.close()
-
-
-async def wait_for_pending(app: AriesApp, pilot: Pilot[int], count: int = 1) -> None:
-    for _ in range(100):
-        await pilot.pause(0.05)
-        if len(app.session.approvals.pending()) >= count:
-            return
-    raise AssertionError("no pending approval")
 
 
 def prompt_of(app: AriesApp) -> PromptInput:
@@ -110,10 +102,9 @@ async def test_closing_modals_gives_the_focus_back() -> None:
         await app.open_workspace("other")
         await pilot.pause()
         await pilot.press("escape")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.1)
+        await settle(pilot)
         assert app.session.approvals.pending() == []
-        assert app.focused is prompt_of(app)
+        await until(pilot, lambda: app.focused is prompt_of(app), what="the focus back at the prompt")
 
 
 async def test_after_deciding_one_of_two_calls_the_queue_keeps_the_focus() -> None:
@@ -126,13 +117,12 @@ async def test_after_deciding_one_of_two_calls_the_queue_keeps_the_focus() -> No
         await pilot.press(*"/fs write other.txt two", "enter")
         await wait_for_pending(app, pilot, 2)
         await pilot.press("f4", "enter", "a")  # the operator moved the focus: it stays for the next call
-        await pilot.pause(0.2)
+        await until(pilot, lambda: len(app.session.approvals.pending()) == 1, what="one call decided")
         pane = app.screen.query_one(ApprovalsPane)
         assert app.focused is not None and pane in app.focused.ancestors_with_self
         await pilot.press("enter", "a")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
-        assert app.focused is prompt_of(app)  # the queue is done
+        await settle(pilot)
+        await until(pilot, lambda: app.focused is prompt_of(app), what="the focus back at the prompt")  # queue done
 
 
 # -- Tab -------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from app.aries_app import AriesApp
 from services.retrieval.store_locks import IndexLocks
 from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages, settle
 
 SIZE = (160, 48)
 
@@ -21,18 +21,14 @@ async def test_tui_ingest_waits_for_another_writer_with_a_notice(tmp_path: Path)
     workspace, _ = WorkspaceManager().create("demo")
     locks = IndexLocks(workspace.indexes_dir, "docs")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         with locks.writer():  # "another Aries" (here: this process, from another thread) writes index docs
             await pilot.press(*f"/rag index add {folder} --name docs", "enter")
             expected = f"index 'docs' is being written by another Aries (pid {os.getpid()}); waiting… Ctrl+C to stop"
-            for _ in range(200):
-                if any(expected in n.message for n in app._notifications):
-                    break
-                await asyncio.sleep(0.05)
-            assert any(expected in n.message for n in app._notifications)
+            await messages.notified(pilot, expected, timeout=10)
             assert not (workspace.indexes_dir / "docs").exists()  # nothing written while it waits
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(pilot)
         assert app.session is not None
         report = read_transcript(app.session.conversation.transcript.path).entries[-1]["content"]
         assert report.startswith("Index docs (done") and "1 added" in report, report

@@ -7,6 +7,7 @@ from pathlib import Path
 from app.aries_app import AriesApp
 from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages
 from tests.tui.test_retrieval_tui import SIZE, settle
 
 
@@ -18,7 +19,8 @@ async def test_ingest_result_lists_each_file_and_warns(tmp_path: Path) -> None:
     (docs / "bad\x1b[31m.txt").write_bytes(b"caf\xe9")  # a hostile name stays inert
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await pilot.press(*f"/rag index add {docs} --name docs", "enter")
         await settle(app, pilot)
         assert app.session is not None
@@ -31,5 +33,4 @@ async def test_ingest_result_lists_each_file_and_warns(tmp_path: Path) -> None:
         failed = [line for line in lines if line.startswith("  failed   bad")]
         assert len(failed) == 1 and "\x1b" not in failed[0] and "[bad_encoding]" in failed[0], report
         assert "2 file(s) not indexed: each is listed above with its reason." in lines
-        warnings = [n for n in app._notifications if n.severity == "warning"]
-        assert any("2 file(s) not indexed" in n.message for n in warnings)
+        assert any("2 file(s) not indexed" in note for note in messages.notes(severity="warning"))

@@ -24,6 +24,8 @@ from screens.confirm import ConfirmScreen
 from screens.workspace_switcher import WorkspaceSwitcher
 from services.textsafe import neutralize
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages
+from tests.tui.test_approvals import wait_for_pending
 from widgets.prompt.input import PromptInput
 
 SIZE = (160, 48)
@@ -116,11 +118,7 @@ async def test_hostile_tool_arguments_in_the_approval_queue_modal_and_tool_block
         prompt = app.screen.query_one(PromptInput)
         prompt.value = f"/fs write notes.txt {MARKUP} \x1b]0;pwned\x07 \u202eevil"
         await pilot.press("enter")
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.session.approvals.pending():
-                break
-        assert app.session.approvals.pending()
+        await wait_for_pending(app, pilot)
         assert_literal(screen_text(app), "[/x] [link=http://evil.example]click[/link]")  # the Approvals row
         await pilot.press("f4", "enter")
         await pilot.pause()
@@ -139,7 +137,8 @@ async def test_hostile_artifacts_notifications_switcher_and_confirm(tmp_path: Pa
     workspace, _ = WorkspaceManager().create("demo")
     workspace.artifacts.add_bytes(HOSTILE.encode(), "art [b] [link=y].txt", description=MARKUP, provenance={"k": "t"})
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    recorder = Messages()
+    async with app.run_test(size=SIZE, message_hook=recorder) as pilot:
         await app.ready()
         await pilot.pause()
         text = screen_text(app)
@@ -147,8 +146,8 @@ async def test_hostile_artifacts_notifications_switcher_and_confirm(tmp_path: Pa
         assert_literal(text)  # the preview and the description
         await submit(pilot, "/rag show [/x]:abc")  # an error notification that quotes the handle
         await submit(pilot, f"/artifact add {tmp_path}/[/x]\x1b[2J.txt")
-        messages = [n.message for n in app._notifications]
-        assert any("[/x]" in m for m in messages)
+        await recorder.notified(pilot, "[/x]")
+        messages = [n.message for n in recorder.notifications()]
         assert all("\x1b" not in m for m in messages)
         await pilot.pause()
         app.notify(HOSTILE, title=HOSTILE)  # a toast renders its text literally

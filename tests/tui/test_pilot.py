@@ -8,14 +8,15 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from app.aries_app import AriesApp
-from app.messages import WorkspaceChanged
 from screens.help import HelpScreen
 from screens.workspace_switcher import WorkspaceSwitcher
 from services.answers import NO_INDEX_REPLY
 from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
+from tests.tui.helpers import Messages, palette_offers, settle, until
 from widgets.artifacts.pane import ArtifactsPane
+from widgets.messages import ArtifactsChanged, WorkspaceChanged
 from widgets.transcript.pane import TranscriptEntry, TranscriptPane
 
 SIZE = (160, 48)
@@ -99,7 +100,7 @@ async def test_switcher_creates_a_workspace_and_refuses_bad_names(aries_home: Pa
 
 
 async def test_help_lists_the_dispatch_table_and_closes() -> None:
-    from app.commands import COMMANDS
+    from widgets.commands import COMMANDS
 
     app = AriesApp()
     async with app.run_test(size=SIZE) as pilot:
@@ -126,12 +127,12 @@ async def test_help_lists_the_dispatch_table_and_closes() -> None:
 
 async def test_unknown_command_gets_a_helpful_error() -> None:
     app = AriesApp()
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await pilot.press(*"/hlep", "enter")
-        await pilot.pause()
-        messages = [n.message for n in app._notifications]
-        assert any("Unknown command /hlep" in m and "/help" in m for m in messages)
+        note = await messages.notified(pilot, "Unknown command /hlep")
+        assert "/help" in note
 
 
 async def test_function_keys_focus_each_pane() -> None:
@@ -155,16 +156,13 @@ async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> 
     outside = tmp_path / "outside.txt"
     outside.write_text("not for the workspace\n")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         # Relative paths resolve against the workspace; a file outside the allowed roots is refused.
         await pilot.press(*f"/artifact add {outside}", "enter")
         await pilot.press(*"/artifact add note.txt shopping", "enter")
-        for _ in range(50):
-            await pilot.pause(0.05)
-            if app.workspace is not None and app.workspace.artifacts.list():
-                break
-        await pilot.pause(0.2)
+        await messages.wait_for(pilot, ArtifactsChanged)  # the call kept it: the pane shows it
         assert app.workspace is not None
         [artifact] = app.workspace.artifacts.list()
         assert artifact.description == "shopping" and artifact.provenance["tool"] == "builtin:fs:add_artifact"
@@ -173,11 +171,7 @@ async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> 
         preview = str(app.screen.query_one("#artifact-preview").render())
         assert "remember the milk" in preview
         await pilot.press(*"/artifact add no/such/file", "enter")
-        for _ in range(50):
-            await pilot.pause(0.05)
-            if any("no such file" in n.message for n in app._notifications):
-                break
-        assert any("no such file" in n.message for n in app._notifications)
+        await messages.notified(pilot, "no such file")
 
 
 async def test_ephemeral_session_leaves_nothing_behind(aries_home: Path) -> None:
@@ -195,7 +189,7 @@ async def test_ephemeral_session_leaves_nothing_behind(aries_home: Path) -> None
 
 
 async def test_palette_offers_workspace_commands() -> None:
-    from app.palette import WorkspaceCommands
+    from app.palette import AriesCommands as WorkspaceCommands
 
     WorkspaceManager().create("alpha")
     WorkspaceManager().create("beta")
@@ -210,10 +204,26 @@ async def test_palette_offers_workspace_commands() -> None:
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"open beta")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: palette_offers(app, "workspace: open beta"), what="the palette's hit")
         await pilot.press("enter")
-        await pilot.pause()
-        assert app.workspace_name == "beta"
+        await until(pilot, lambda: app.workspace_name == "beta", what="workspace beta")
+
+
+async def test_a_new_conversation_or_another_workspace_leaves_no_streamed_answer_behind() -> None:
+    """Streamed answers are blocks of their conversation: /new and a workspace switch take them away."""
+    WorkspaceManager().create("other")
+    app = AriesApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        pane = app.screen.query_one(TranscriptPane)
+        for leave in ("/new", "/workspace open other"):
+            await pilot.press(*"hello", "enter")
+            await until(pilot, lambda: len(pane.query("StreamingAnswer")) == 1, what="the streamed answer")
+            await settle(pilot)
+            await pilot.press(*leave, "enter")
+            await until(pilot, lambda: not pane.query("TranscriptEntry, StreamingAnswer"), what=f"{leave}: empty")
+            assert pane.border_subtitle == "new conversation"
+            assert pane.query_one("#transcript-empty").display
 
 
 async def test_new_conversation_and_resume_latest() -> None:

@@ -20,6 +20,9 @@ from services.audit import AuditStore
 from services.profiles import load_profile
 from services.workspaces import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
+from tests.tui.helpers import command as typed
+from tests.tui.helpers import palette_offers, settle, until
+from widgets.transcript.pane import TranscriptPane
 
 SIZE = (160, 48)
 QUESTION = "how are tool calls approved?"
@@ -49,23 +52,14 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
     server.stop()
 
 
-async def wait_until(pilot: Pilot[int], check: Any, seconds: float = 15.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        await pilot.pause(0.05)
-        if check():
-            return
-    raise AssertionError("timed out waiting")
-
-
 def entries(app: AriesApp) -> list[dict[str, Any]]:
     assert app.session is not None
     return app.session.conversation.read().entries
 
 
 async def command(pilot: Pilot[int], line: str) -> None:
-    pilot.app.screen.query_one("#prompt").focus()
-    await pilot.press(*line, "enter")
-    await pilot.pause(0.1)
+    await typed(pilot, line)
+    await pilot.pause()
 
 
 async def test_list_use_auditor_ask_and_get_schema_valid_json_with_citations(
@@ -82,12 +76,11 @@ async def test_list_use_auditor_ask_and_get_schema_valid_json_with_citations(
         await command(pilot, "/profile use auditor")
         assert "profile auditor" in app.header_text() and "profile auditor" in str(app.sub_title)
         assert "Profile is now auditor" in entries(app)[-1]["content"]
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
-        shown = app.transcript_pane().entries()  # type: ignore[union-attr]
+        await settle(pilot)
+        shown = app.screen.query_one(TranscriptPane).entries()
         assert sum("Profile is now auditor" in str(e.get("content")) for e in shown) == 1  # once, not twice
         await pilot.press(*QUESTION, "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
+        await until(pilot, lambda: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant")
         recorded = entries(app)
     answer = recorded[-1]
     from jsonschema import validate
@@ -117,17 +110,17 @@ async def test_switching_to_researcher_refuses_the_next_model_write(
         await app.ready()
         await command(pilot, "/profile use operator")
         await pilot.press(*"write one", "enter")
-        await wait_until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+        await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
         await pilot.press("f4", "enter")
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
         await pilot.press("a")
-        await wait_until(pilot, lambda: not app.assistant.running)
+        await until(pilot, lambda: not app.commands.assistant.running)
         assert (workspace.root / "one.txt").read_text() == "1\n"
         await command(pilot, "/profile use researcher")
         assert "profile researcher" in app.header_text()
         await pilot.press(*"write two", "enter")
-        await wait_until(pilot, lambda: not app.assistant.running and entries(app)[-1]["role"] == "assistant")
+        await until(pilot, lambda: not app.commands.assistant.running and entries(app)[-1]["role"] == "assistant")
         recorded = entries(app)
     assert not (workspace.root / "two.txt").exists()
     refused = [e for e in recorded if e["role"] == "tool"][-1]
@@ -159,11 +152,11 @@ async def test_the_palette_picks_a_profile(workspace: Workspace) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press("ctrl+p")
-        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"profile: use researcher")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: palette_offers(app, "profile: use researcher"), what="the palette's hit")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.session is not None and app.session.profile_name == "researcher")
+        await until(pilot, lambda: app.session is not None and app.session.profile_name == "researcher")
         assert "profile researcher" in app.header_text()
 
 
@@ -175,7 +168,7 @@ async def test_a_broken_workspace_profile_is_reported_at_start(workspace: Worksp
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
-        await wait_until(pilot, lambda: "profile mine (broken)" in str(app.sub_title))
+        await until(pilot, lambda: "profile mine (broken)" in str(app.sub_title))
         notice = next(e for e in entries(app) if e.get("title") == "profile")
         assert notice["level"] == "error" and "mine.yaml:3: tools.enable.1" in notice["content"]
         await command(pilot, "/profile list")
@@ -190,12 +183,11 @@ def test_snapshot_profile_show(snap_compare: Any, workspace: Workspace, monkeypa
     monkeypatch.setenv("ARIES_FROZEN_TIME", "1")
 
     async def run_before(pilot: Pilot[int]) -> None:
-        await pilot.pause(0.3)
         app = pilot.app
         assert isinstance(app, AriesApp)
-        assert app.session is not None
-        app.profiles.show("auditor")
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, ProfileViewer)
+        await app.ready()
+        await pilot.pause()
+        app.commands.profiles.show("auditor")
+        await until(pilot, lambda: isinstance(app.screen, ProfileViewer), what="the profile viewer")
 
     assert snap_compare(AriesApp("demo"), terminal_size=(120, 40), run_before=run_before)

@@ -14,6 +14,7 @@ from screens.confirm import ConfirmScreen
 from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
 from tests.retrieval.builders import make_epub, make_pdf
+from tests.tui.helpers import Messages, until
 
 SIZE = (160, 48)
 
@@ -105,26 +106,22 @@ async def test_a_message_retrieves_injects_and_answers_with_handles(tmp_path: Pa
 async def test_bad_rag_input_gets_clear_errors(tmp_path: Path) -> None:
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         for line in ("/rag", "/rag index add", "/rag query", "/rag query x -k zero", "/rag frob"):
+            mark = messages.mark()
             await pilot.press(*line, "enter")
-            await pilot.pause()
-            assert "Usage: /rag" in list(app._notifications)[-1].message, line
-        await pilot.press(*"/rag query anything", "enter")
-        await settle(app, pilot)
-        assert "no index is in use" in list(app._notifications)[-1].message
-        # Checked one at a time: a notification expires after a few seconds, and a loaded machine
-        # can take longer than that to get through all three.
+            await messages.notified(pilot, "Usage: /rag", since=mark)
         for line, expected in (
+            ("/rag query anything", "no index is in use"),
             (f"/rag index add {tmp_path / 'missing'}", "no such file or folder"),
             ("/rag show nope:abc", "nope"),
             (f"/rag index add {tmp_path} --name ../evil", "index name"),
         ):
+            mark = messages.mark()
             await pilot.press(*line, "enter")
-            await settle(app, pilot)
-            messages = [n.message for n in app._notifications]
-            assert any(expected in m for m in messages), (line, messages)
+            await messages.notified(pilot, expected, since=mark)
 
 
 async def test_drop_asks_first(tmp_path: Path) -> None:
@@ -175,15 +172,15 @@ def corpus_and_query(query: str, *, open_first: bool = False):  # type: ignore[n
     async def run_before(pilot: Pilot[int]) -> None:
         app = pilot.app
         assert isinstance(app, AriesApp)
-        await pilot.pause()
+        await app.ready()
         await pilot.press(*query, "enter")
         await settle(app, pilot)
         if open_first:
             app.action_focus_pane("context")
             await pilot.pause()
             await pilot.press("enter")
-            await settle(app, pilot)
-        await pilot.pause(0.2)
+            await until(pilot, lambda: isinstance(app.screen, ChunkViewer), what="the chunk viewer")
+        await settle(app, pilot)
 
     return run_before
 
@@ -233,7 +230,8 @@ async def test_damaged_vector_store_is_said_and_repaired(tmp_path: Path) -> None
         await settle(app, pilot)
     shutil.rmtree(workspace.indexes_dir / "docs" / "chroma")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await pilot.press(*"/rag index list", "enter")
         await settle(app, pilot)
         assert app.session is not None
@@ -241,7 +239,7 @@ async def test_damaged_vector_store_is_said_and_repaired(tmp_path: Path) -> None
         assert "vectors missing" in listing and "/rag index repair docs" in listing, listing
         await pilot.press(*"/rag query stemming analyzers BM25", "enter")
         await settle(app, pilot)
-        assert any("keyword-only" in n.message for n in app._notifications)
+        assert any("keyword-only" in note for note in messages.notes())
         caption = str(app.screen.query_one("#context-caption").render())
         assert "KEYWORD ONLY" in caption
         table = app.screen.query_one("#context-table", DataTable)

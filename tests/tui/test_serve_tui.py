@@ -9,27 +9,21 @@ import socket
 import urllib.request
 from typing import Any
 
+from textual.command import CommandPalette
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages, palette_offers, until
+from tests.tui.helpers import command as typed
 
 SIZE = (160, 48)
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)/#token=([A-Za-z0-9_\-]+)")
 
 
-async def wait_until(pilot: Pilot[int], check: Any, seconds: float = 20.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        await pilot.pause(0.05)
-        if check():
-            return
-    raise AssertionError("timed out waiting")
-
-
 async def command(pilot: Pilot[int], line: str) -> None:
-    pilot.app.screen.query_one("#prompt").focus()
-    await pilot.press(*line, "enter")
-    await pilot.pause(0.1)
+    await typed(pilot, line)
+    await pilot.pause()
 
 
 def notices(app: AriesApp) -> list[str]:
@@ -56,33 +50,33 @@ def port_closed(port: int) -> bool:
 async def test_serve_prints_a_url_that_answers_then_stop_stops_it() -> None:
     WorkspaceManager().create("demo")
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await command(pilot, "/serve")
-        await wait_until(pilot, lambda: last_url(app) is not None)
+        await until(pilot, lambda: last_url(app) is not None)
         match = last_url(app)
         assert match is not None
         port = int(match.group(1))
         status, body = page(match.group(0))
         assert status == 200 and 'id="editor"' in body and 'id="tree"' in body
         assert f"web http://127.0.0.1:{port}/" in app.header_text()
-        assert app.serve.running
-        assert app.clipboard == app.serve.server.url and "#token=" in app.clipboard  # type: ignore[union-attr]
+        assert app.commands.serve.running
+        assert app.clipboard == app.commands.serve.server.url and "#token=" in app.clipboard  # type: ignore[union-attr]
 
         await command(pilot, "/serve status")
-        await wait_until(pilot, lambda: "serves workspace demo" in notices(app)[-1])
+        await until(pilot, lambda: "serves workspace demo" in notices(app)[-1])
         assert match.group(0) in notices(app)[-1]
 
         await command(pilot, "/serve stop")
-        await wait_until(pilot, lambda: "stopped" in notices(app)[-1])
-        assert not app.serve.running and port_closed(port)
+        await until(pilot, lambda: "stopped" in notices(app)[-1])
+        assert not app.commands.serve.running and port_closed(port)
         assert "web http" not in app.header_text()
 
         await command(pilot, "/serve status")
-        await wait_until(pilot, lambda: "not running" in notices(app)[-1])
+        await until(pilot, lambda: "not running" in notices(app)[-1])
         await command(pilot, "/serve bogus")
-        await pilot.pause(0.2)
-        assert any("cannot read '/serve bogus'" in n.message for n in app._notifications)
+        await messages.notified(pilot, "cannot read '/serve bogus'")
 
 
 async def test_the_palette_toggles_it_and_a_workspace_switch_stops_it() -> None:
@@ -92,19 +86,19 @@ async def test_the_palette_toggles_it_and_a_workspace_switch_stops_it() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
         await pilot.press(*"start/stop the web viewer")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: palette_offers(app, "start/stop the web viewer"), what="the palette's hit")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.serve.running and last_url(app) is not None)
+        await until(pilot, lambda: app.commands.serve.running and last_url(app) is not None)
         match = last_url(app)
         assert match is not None
         port = int(match.group(1))
         assert page(match.group(0))[0] == 200
 
         await app.open_workspace("other")
-        await wait_until(pilot, lambda: port_closed(port))
-        assert not app.serve.running
+        await until(pilot, lambda: port_closed(port))
+        assert not app.commands.serve.running
         assert "web http" not in app.header_text()
 
 
@@ -114,8 +108,8 @@ async def test_quitting_stops_the_server() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await command(pilot, "/serve start")
-        await wait_until(pilot, lambda: app.serve.running)
-        server = app.serve.server
+        await until(pilot, lambda: app.commands.serve.running)
+        server = app.commands.serve.server
         assert server is not None
         port = server.port
         assert page(server.url)[0] == 200
@@ -158,8 +152,8 @@ async def test_a_save_through_the_served_page_is_found_by_the_tuis_own_engine(tm
         before = session.engine().query("quetzalkite", index="docs").hits  # the engine is open before the save
         assert not any("quetzalkite" in hit.text for hit in before)
         await command(pilot, "/serve")
-        await wait_until(pilot, lambda: app.serve.running)
-        server = app.serve.server
+        await until(pilot, lambda: app.commands.serve.running)
+        server = app.commands.serve.server
         assert server is not None
         base = f"http://127.0.0.1:{server.port}"
         _, tree, _ = api(f"{base}/api/tree", server.token)
@@ -172,4 +166,4 @@ async def test_a_save_through_the_served_page_is_found_by_the_tuis_own_engine(tm
         hits = session.engine().query("quetzalkite", index="docs").hits
         assert hits and "quetzalkite" in hits[0].text and hits[0].bm25_rank == 1
         await command(pilot, "/serve stop")
-        await wait_until(pilot, lambda: not app.serve.running)
+        await until(pilot, lambda: not app.commands.serve.running)

@@ -13,6 +13,8 @@ from textual.pilot import Pilot
 from app.aries_app import AriesApp
 from services.tools.calls import ApprovalDecision
 from services.workspaces import Workspace, WorkspaceManager
+from tests.tui.helpers import Messages
+from tests.tui.test_approvals import wait_for_pending
 
 SIZE = (160, 48)
 # Differs from the shipped default: fs reads are refused outright, shell runs only `echo`.
@@ -77,7 +79,8 @@ async def test_the_tui_and_the_cli_decide_a_call_alike(venv_bin: Path) -> None:
 async def test_policy_show_names_the_file_and_reload_applies_an_edit() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await pilot.press(*"/policy show", "enter")
         await settle(app, pilot)
@@ -93,8 +96,8 @@ async def test_policy_show_names_the_file_and_reload_applies_an_edit() -> None:
         # A broken edit is refused with one line and changes nothing.
         (workspace.root / "policy.yaml").write_text("version: 1\nmode: sideways\n")
         await pilot.press(*"/policy reload", "enter")
-        await settle(app, pilot)
-        assert any("/policy" in (n.title or "") and "policy.yaml" in n.message for n in app._notifications)
+        note = await messages.notified(pilot, "policy.yaml")
+        assert note.startswith("/policy")
         await pilot.press(*"/fs read notes.txt", "enter")
         await settle(app, pilot)
         last = [e for e in app.session.conversation.read().entries if e["role"] == "tool"][-1]
@@ -108,10 +111,7 @@ async def test_grants_are_listed_and_revoked() -> None:
         await app.ready()
         assert app.session is not None
         await pilot.press(*"/shell run echo one", "enter")
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.session.approvals.pending():
-                break
+        await wait_for_pending(app, pilot)
         request = app.session.approvals.pending()[0]
         app.session.approvals.answer(request.call_id, ApprovalDecision.session())
         await settle(app, pilot)
@@ -124,10 +124,7 @@ async def test_grants_are_listed_and_revoked() -> None:
         assert "revoked" in notices(app)[-1]
         # Without the grant the same call waits for approval again.
         await pilot.press(*"/shell run echo one", "enter")
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.session.approvals.pending():
-                break
+        await wait_for_pending(app, pilot)
         assert len(app.session.approvals.pending()) == 1
 
 

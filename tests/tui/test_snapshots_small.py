@@ -10,16 +10,19 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
+from screens.approval import ApprovalScreen
 from services.workspaces import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
+from tests.tui.helpers import settle, until
+from tests.tui.test_approvals import wait_for_pending
 from widgets.approvals.pane import ApprovalsPane
 
 SIZE = (80, 24)
 
 
 async def _settle(pilot: Pilot[int]) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause(0.2)
+    await pilot.app.ready()  # type: ignore[attr-defined]
+    await settle(pilot)
 
 
 def test_main_screen_empty_small(snap_compare) -> None:
@@ -55,15 +58,12 @@ def test_approval_modal_with_a_long_diff_small(snap_compare) -> None:
         assert isinstance(app, AriesApp)
         await pilot.pause()
         await pilot.press(*"/fs write notes.txt replaced", "enter")
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.session.approvals.pending():
-                break
+        await wait_for_pending(app, pilot)
         app.screen.query_one(ApprovalsPane).focus_main()
         await pilot.pause()
         await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval modal")
         app.clear_notifications()  # the "waits for your approval" toast expires on its own
-        await pilot.pause(0.2)
 
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=run_before)
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.console import Console
 from textual.app import App
-from textual.message import Message
 from textual.widgets import Static
 
 from app.aries_app import AriesApp
 from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages, palette_offers, until
 from widgets.context.pane import ContextPane
 from widgets.header import WorkbenchHeader, subtitle
 from widgets.status import RunStatus
@@ -172,7 +172,7 @@ async def test_run_status_shows_what_runs_with_elapsed_time_and_hides_when_idle(
         now[0] = 104.2
         status.start("call-2", "builtin:web:fetch  http://127.0.0.1/")
         now[0] = 105.0
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "5.0 s" in str(status.render()), what="the status line's next tick")
         shown = str(status.render())
         assert "builtin:shell:run  `sleep 10`  5.0 s  ·  Ctrl+X cancels" in shown
         assert "builtin:web:fetch  http://127.0.0.1/  0.8 s" in shown and shown.count("Ctrl+X") == 1
@@ -197,9 +197,10 @@ HITS = [
 
 async def test_context_pane_reset_and_stale_rows_explain_instead_of_opening() -> None:
     pane = ContextPane(id="context")
-    seen: list[Message] = []
+    messages = Messages()
+    seen = messages.seen
     app = Harness(pane)
-    async with app.run_test(message_hook=seen.append) as pilot:
+    async with app.run_test(message_hook=messages) as pilot:
         pane.set_workspace("alpha")
         pane.show_results("query: rivers", HITS)
         await pilot.pause()
@@ -212,15 +213,14 @@ async def test_context_pane_reset_and_stale_rows_explain_instead_of_opening() ->
 
         pane.index_dropped("docs")
         await pilot.press("enter")
-        await pilot.pause()
+        await messages.notified(pilot, "index docs, which was dropped")
         assert len({id(m) for m in seen if isinstance(m, ContextPane.ShowChunk)}) == 1
-        assert "index docs, which was dropped" in list(app._notifications)[-1].message
 
         pane.show_results("query: rivers", HITS, workspace="alpha")
         pane.set_workspace("beta")  # switched, but the rows were not cleared
+        mark = messages.mark()
         await pilot.press("enter")
-        await pilot.pause()
-        assert "belongs to workspace alpha" in list(app._notifications)[-1].message
+        await messages.notified(pilot, "belongs to workspace alpha", since=mark)
         assert len({id(m) for m in seen if isinstance(m, ContextPane.ShowChunk)}) == 1
 
         pane.reset("Nothing retrieved yet in workspace beta.")
@@ -278,13 +278,13 @@ async def test_palette_lists_slash_commands_and_runs_or_prefills_them() -> None:
         assert "command: /rag last" in texts and "command: /rag query …" in texts
         assert "command: /policy mode strict" in texts and "command: /help" in texts
         await pilot.press("ctrl+p", *"command: /policy mode strict")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: palette_offers(app, "command: /policy mode strict"), what="the palette's hit")
         await pilot.press("enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert app.workspace is not None and app.workspace.setting("approval_mode") == "strict"
         await pilot.press("ctrl+p", *"command: /rag query")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: palette_offers(app, "command: /rag query"), what="the palette's hit")
         await pilot.press("enter")
         await pilot.pause()
         prompt = app.screen.query_one("#prompt")

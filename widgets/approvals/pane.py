@@ -1,4 +1,8 @@
-"""The Approvals pane: tool calls waiting for the operator's decision. Enter opens one."""
+"""The Approvals pane: tool calls waiting for the operator's decision. Enter opens one.
+
+It shows the session's queue again whenever the App relays a workspace, a change of what is in force
+(a mode or policy change can deny waiting calls) or a change of the queue (``widgets.messages``).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from widgets.messages import ApprovalsChanged, SessionChanged, WorkspaceChanged
 from widgets.safe import clip
 from widgets.toolinfo import TIER_STYLES, key_argument
 
@@ -120,6 +125,12 @@ class ApprovalsPane(Vertical):
         self.border_subtitle = f"{len(requests)} waiting" if requests else ""
         if requests:
             queue.highlighted = min(highlighted or 0, len(requests) - 1)
+
+    @on(WorkspaceChanged)
+    @on(SessionChanged)
+    @on(ApprovalsChanged)
+    def _queue_changed(self, message: WorkspaceChanged | SessionChanged | ApprovalsChanged) -> None:
+        self.show(message.session.approvals.pending())
 
     @on(OptionList.OptionSelected, "#approvals-list")
     def _open(self, event: OptionList.OptionSelected) -> None:

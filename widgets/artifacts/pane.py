@@ -2,6 +2,8 @@
 
 Tool calls keep their outputs here (fetched bodies, extracted text, file snapshots and diffs, see
 ``services.tools.snapshots``); after a write, patch or undo the pane highlights the call's diff.
+It loads the registry again when the App relays a workspace, a change of what is in force, or a call
+that kept artifacts (``widgets.messages``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from widgets.messages import ArtifactsChanged, SessionChanged, WorkspaceChanged
 from widgets.safe import clean, plain
 
 if TYPE_CHECKING:
@@ -118,6 +121,15 @@ class ArtifactsPane(Vertical):
             self.query_one("#artifact-preview", Static).update("")
         options.display = bool(artifacts)
         self.query_one("#artifact-preview-scroll").display = bool(artifacts)
+
+    @on(WorkspaceChanged)
+    @on(SessionChanged)
+    def _session_shown(self, message: WorkspaceChanged | SessionChanged) -> None:
+        self.load(message.session.workspace.artifacts)
+
+    @on(ArtifactsChanged)
+    def _artifacts_changed(self, message: ArtifactsChanged) -> None:
+        self.load(message.session.workspace.artifacts, select=message.select)
 
     @on(OptionList.OptionHighlighted, "#artifacts-list")
     def _show_preview(self, event: OptionList.OptionHighlighted) -> None:

@@ -3,6 +3,10 @@
 Each row: rank, citation handle, source and page/section, the fused score, and each retriever's
 rank and score (BM25, dense). Enter on a row opens the full chunk with its metadata. While an
 index is being built, a progress bar shows the stage and the count.
+
+It updates itself from the messages the App relays (``widgets.messages``): a workspace shown afresh
+(its last retrieved set is read in a thread worker just after, never delaying the first frame),
+what is in force (the index in use), a retrieved set, an index build's progress, a dropped index.
 """
 
 from __future__ import annotations
@@ -11,15 +15,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
+from textual import on, work
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, Static
 
+from widgets.messages import (
+    HitsFound,
+    IndexDropped,
+    IngestEnded,
+    IngestProgress,
+    SessionChanged,
+    TurnEvent,
+    WorkspaceChanged,
+)
 from widgets.safe import clean, plain
 
 if TYPE_CHECKING:
     from textual.widgets import DataTable
+
+    from services.session import Session
+
+LAST_RETRIEVAL_DELAY_S = 0.2
+"""The last retrieved set is a nicety, never worth delaying start-up for: read just after the first frame."""
 
 COLUMNS = ("#", "handle", "source · page/section", "fused", "bm25", "dense")
 SOURCE_WIDTH = 20
@@ -77,6 +96,13 @@ class ContextPane(Vertical):
         handle: str
         workspace: str | None = None
         index: str | None = None
+
+    @dataclass
+    class LastRetrieval(Message, bubble=False):
+        """The last retrieved set of ``workspace``, read in a thread worker."""
+
+        workspace: str
+        record: Any
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
         super().__init__(id=id)
@@ -216,3 +242,74 @@ class ContextPane(Vertical):
     def clear_progress(self) -> None:
         for widget in self.query("#context-progress, #context-progress-label"):
             widget.remove()
+
+    # -- what the App relays -----------------------------------------------------------------
+    @on(WorkspaceChanged)
+    def _workspace_changed(self, message: WorkspaceChanged) -> None:
+        """Rows of another workspace never stay; its last retrieved set comes back just after."""
+        self.reset()
+        self.set_workspace(message.name)
+        self._show_index(message.session)
+        session = message.session
+        self.set_timer(LAST_RETRIEVAL_DELAY_S, lambda: self._load_last(session))
+
+    @on(SessionChanged)
+    def _session_changed(self, message: SessionChanged) -> None:
+        self._show_index(message.session)
+
+    def _show_index(self, session: Session) -> None:
+        index = session.workspace.setting("active_index")
+        self.border_subtitle = clean(f"index {index}" if index else "no index in use", single_line=True)
+
+    @work(thread=True, exclusive=True, group="context-last", exit_on_error=False)
+    def _load_last(self, session: Session) -> None:
+        from textual.worker import get_current_worker
+
+        from services.retrieval.audit import RetrievalAudit
+
+        if session.closed:
+            return
+        audit = RetrievalAudit(session.workspace.root / "audit.db", session.workspace.name)
+        try:
+            record = audit.last()
+        except Exception:  # no retrieval table yet, or an unreadable store: /doctor reports the store
+            return
+        finally:
+            audit.close()
+        if record is not None and not get_current_worker().is_cancelled:
+            self.post_message(self.LastRetrieval(session.workspace.name, record))
+
+    @on(LastRetrieval)
+    def _last_retrieval(self, message: LastRetrieval) -> None:
+        tables = list(self.query("#context-table"))  # mounted on first use
+        rows = int(getattr(tables[0], "row_count", 0)) if tables else 0
+        if message.workspace == self.workspace and rows == 0:
+            self.show_last(message.record, workspace=message.workspace)
+
+    @on(HitsFound)
+    def _hits_found(self, message: HitsFound) -> None:
+        self.show_results(message.caption, message.hits)
+
+    @on(TurnEvent)
+    def _turn_event(self, message: TurnEvent) -> None:
+        from services.assistant import Retrieved
+
+        event = message.event
+        if isinstance(event, Retrieved) and event.index is not None:
+            self.show_results(
+                f"injected for: {event.query}  ·  index {event.index}  ·  turn {event.turn_id}", event.hits
+            )
+
+    @on(IndexDropped)
+    def _index_dropped(self, message: IndexDropped) -> None:
+        self.index_dropped(message.name)
+
+    @on(IngestProgress)
+    def _ingest_progress(self, message: IngestProgress) -> None:
+        event = message.event
+        if event.stage != "done":
+            self.show_progress(event.stage, event.done, event.total, event.path)
+
+    @on(IngestEnded)
+    def _ingest_ended(self) -> None:
+        self.clear_progress()

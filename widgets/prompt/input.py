@@ -59,8 +59,6 @@ class PromptInput(Input):
             suggester=SuggestFromList(commands, case_sensitive=False),
             id=id,
         )
-        if os.environ.get("ARIES_FROZEN_CLOCK") == "1":  # the test configuration: no blink phase on screen
-            self.cursor_blink = False
         self.completer: Completer = completer or _no_completion
         self._cycle: tuple[str, list[str], int] | None = None  # (prefix, candidates, index shown)
         self._cycle_value: str | None = None  # the value the last Tab produced

@@ -1,21 +1,33 @@
-"""The Transcript pane: the active conversation, one block per entry."""
+"""The Transcript pane: the active conversation, one block per entry, and the answer being streamed.
+
+It updates itself from the messages the App relays (``widgets.messages``): a workspace shown afresh,
+a new conversation, each entry the conversation writes, and the turn loop's events (the answer
+streams into a ``StreamingAnswer`` block as it arrives).
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
+from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from widgets.messages import ConversationEntry, ConversationStarted, TurnEvent, WorkspaceChanged
 from widgets.safe import clean, plain
+
+if TYPE_CHECKING:
+    from widgets.transcript.streaming import StreamingAnswer
 
 ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries", "notice": "aries"}
 MAX_SHOWN_CHARS = 20_000
 MAX_TOOL_LINES = 16
+SHOWN = "TranscriptEntry, ToolCallBlock, StreamingAnswer"
+"""Every block the pane shows for a conversation."""
 
 
 def render_entry(entry: dict[str, Any]) -> Text:
@@ -104,16 +116,20 @@ class TranscriptPane(VerticalScroll):
             id="transcript-empty",
             markup=False,
         )
+        self._answer: StreamingAnswer | None = None  # the block the current turn streams into
+        self._usage: dict[str, Any] | None = None
 
     def compose(self) -> Any:
         yield self._empty
 
     def load(self, entries: list[dict[str, Any]], subtitle: str = "") -> None:
+        """Show ``entries`` instead of what is shown (streamed answers of the conversation before too)."""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if not entries and not self.query("TranscriptEntry, ToolCallBlock"):
+        if not entries and not self.query(SHOWN):
             return  # already empty: nothing to restyle
-        self.remove_children("TranscriptEntry, ToolCallBlock")
+        self._answer = None
+        self.remove_children(SHOWN)
         self._empty.display = not entries
         if entries:
             self.mount_all([entry_widget(entry) for entry in entries])
@@ -127,3 +143,63 @@ class TranscriptPane(VerticalScroll):
         self._empty.display = False
         self.mount(entry_widget(entry))
         self.call_after_refresh(self.scroll_end, animate=False)
+
+    # -- what the App relays -----------------------------------------------------------------
+    @on(WorkspaceChanged)
+    def _workspace_changed(self, message: WorkspaceChanged) -> None:
+        conversation = message.session.conversation
+        entries = conversation.read().entries
+        self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
+
+    @on(ConversationStarted)
+    def _conversation_started(self) -> None:
+        self.load([], subtitle="new conversation")
+
+    @on(ConversationEntry)
+    def _entry(self, message: ConversationEntry) -> None:
+        self.add_entry(message.entry)
+        self.border_subtitle = message.conversation_id
+
+    @on(TurnEvent)
+    async def _turn_event(self, message: TurnEvent) -> None:
+        """The answer streams into its own block; a tool call or an invalid attempt closes the block
+        (what follows streams into a new one, below), the end of the turn marks it."""
+        from services.assistant import Cancelled, Done, Failed, SchemaInvalid, TextDelta, ToolProposed, UsageReport
+
+        event, answer = message.event, self._answer
+        if isinstance(event, TextDelta):
+            answer = await self._answer_block(event.turn_id, message.model_label)
+            await answer.write(event.text)
+        elif isinstance(event, ToolProposed) and answer is not None:
+            await answer.finish(answer.text, [], None, "asked for a tool")
+            self._answer = None
+        elif isinstance(event, SchemaInvalid) and answer is not None:  # that attempt stays, marked
+            state = "not valid for the output schema" + (" · asking once more" if event.retrying else "")
+            await answer.finish(answer.text, [], None, state)
+            if event.retrying:
+                self._answer = None
+        elif isinstance(event, UsageReport):
+            self._usage = {
+                "prompt_tokens": event.prompt_tokens,
+                "completion_tokens": event.completion_tokens,
+                "elapsed_ms": event.elapsed_ms,
+                "steps": event.steps,
+            }
+        elif isinstance(event, Done):
+            answer = await self._answer_block(event.turn_id, message.model_label)
+            await answer.finish(event.text, event.citations, self._usage)
+            self._answer = None
+        elif isinstance(event, Cancelled | Failed):
+            if answer is not None:
+                await answer.finish("", [], None, "cancelled" if isinstance(event, Cancelled) else "failed")
+            self._answer = None
+
+    async def _answer_block(self, turn_id: str, model_label: str) -> StreamingAnswer:
+        if self._answer is not None and self._answer.turn_id == turn_id:
+            return self._answer
+        from widgets.transcript.streaming import StreamingAnswer
+
+        self._answer = StreamingAnswer(turn_id, model_label)
+        await self.mount(self._answer)
+        self.scroll_end(animate=False)
+        return self._answer

@@ -13,9 +13,11 @@ import os
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError
+from widgets.messages import ArtifactsChanged
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.commands.assistant import AssistantController
+    from app.host import Host
     from services.desktop import DesktopPlan, DesktopRun
 
 ARTIFACT_TOOLS = {"builtin:fs:write_text", "builtin:web:fetch", "builtin:web:search", "builtin:fs:add_artifact"}
@@ -28,16 +30,17 @@ def request_text(line: str) -> str:
 
 
 class DesktopController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host, assistant: AssistantController) -> None:
+        self.host = host
+        self.assistant = assistant
 
     def request(self, line: str) -> None:
         from services.desktop import check_plan, desktop_route, parse_request
 
-        session = self.app.require_session()
+        session = self.host.require_session()
         text = request_text(line)
         if desktop_route(session, os.environ) == "model" and text:
-            self.app.assistant.ask(text)
+            self.assistant.ask(text)
             return
         plan = parse_request(text)  # DesktopError: reported by the App as one line
         check_plan(session, plan)
@@ -48,31 +51,31 @@ class DesktopController:
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.app.run_worker(self._run(plan), group="desktop", exit_on_error=False)
+                self.host.run_worker(self._run(plan), group="desktop", exit_on_error=False)
             else:
-                self.app.say(f"Plan not run: {plan.request}", "desktop")
+                self.host.say(f"Plan not run: {plan.request}", "desktop")
 
         count = len(plan.steps)
         title = f"Run this plan? ({count} step{'s' if count != 1 else ''}, each through the policy gateway)"
-        self.app.push_screen(ConfirmScreen(title, plan.render()), answered)
+        self.host.push_screen(ConfirmScreen(title, plan.render()), answered)
 
     async def _run(self, plan: DesktopPlan) -> DesktopRun | None:
         from services.desktop import run_desktop_plan
 
-        session = self.app.require_session()
+        session = self.host.require_session()
         key = f"desktop-{id(plan)}"
-        self.app.status_start(key, f"desktop  {plan.request[:60]}")
+        self.host.status_start(key, f"desktop  {plan.request[:60]}")
         try:
             run = await run_desktop_plan(session, plan)
         except AriesError as exc:
-            self.app.report_error(exc.message, "/desktop")
+            self.host.report_error(exc.message, "/desktop")
             return None
         finally:
-            self.app.status_stop(key)
+            self.host.status_stop(key)
         if any(o.result.ok and o.step.tool_id in ARTIFACT_TOOLS for o in run.outcomes):
-            self.app.reload_artifacts()
+            self.host.post_message(ArtifactsChanged(session))
         if not run.ok:
-            self.app.notify(
+            self.host.notify(
                 run.summary(), title="/desktop", severity="warning" if run.denied else "error", timeout=8, markup=False
             )
         return run

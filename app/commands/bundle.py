@@ -12,36 +12,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError
+from widgets.messages import StatusStarted
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
 
 
 class BundleController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
     def _progress(self, verb: str) -> Callable[[int, int, str], None]:
-        app = self.app
+        host = self.host
 
-        def report(done: int, total: int, path: str) -> None:
+        def report(done: int, total: int, path: str) -> None:  # in the worker's thread: posted
             percent = int(100 * done / total) if total else 100
-            app.call_from_thread(app.status_start, "bundle", f"{verb} {percent}%")
+            host.post_message(StatusStarted("bundle", f"{verb} {percent}%"))
 
         return report
 
     def export(self, raw_path: str) -> None:
-        session = self.app.require_session()
+        session = self.host.require_session()
         if session.workspace.ephemeral:
             raise AriesError("an ephemeral workspace is not exported; create one with /workspace new NAME")
-        self.app.run_worker(self._export(self.app.resolve_path(raw_path)), group="bundle", exit_on_error=False)
+        self.host.run_worker(self._export(self.host.resolve_path(raw_path)), group="bundle", exit_on_error=False)
 
     async def _export(self, path: Path) -> None:
         from app import __version__
         from services.bundles.export import export_workspace
 
-        app, session = self.app, self.app.require_session()
-        app.status_start("bundle", "exporting…")
+        host, session = self.host, self.host.require_session()
+        host.status_start("bundle", "exporting…")
         try:
             report = await asyncio.to_thread(
                 export_workspace,
@@ -51,45 +52,47 @@ class BundleController:
                 progress=self._progress("exporting"),
             )
         except AriesError as exc:
-            app.report_error(exc.message, "Export")
+            host.report_error(exc.message, "Export")
             return
         finally:
-            app.status_stop("bundle")
-        app.say(
+            host.status_stop("bundle")
+        host.say(
             f"Exported workspace {session.workspace.name}: {report.files} files to {report.path} "
             f"({report.bytes} bytes, sha256 {report.sha256[:16]}…).",
             "workspace export",
         )
 
     def import_(self, raw_bundle: str, name: str | None) -> None:
-        self.app.run_worker(self._import(self.app.resolve_path(raw_bundle), name), group="bundle", exit_on_error=False)
+        self.host.run_worker(
+            self._import(self.host.resolve_path(raw_bundle), name), group="bundle", exit_on_error=False
+        )
 
     async def _import(self, bundle: Path, name: str | None) -> None:
         from services.bundles.importer import import_bundle, peek_manifest, rebuild_indexes
 
-        app = self.app
+        host = self.host
         try:
             manifest = await asyncio.to_thread(peek_manifest, bundle)
             target = name or str(manifest.workspace.get("name") or "")
             force = False
-            if target and app.manager.exists(target):
-                if target == app.workspace_name:
+            if target and host.manager.exists(target):
+                if target == host.workspace_name:
                     raise AriesError(f"workspace {target} is open here; switch to another one before replacing it")
                 force = await self._confirm(target, bundle)
                 if not force:
-                    app.say(f"Import of {bundle.name} cancelled: workspace {target} was kept.", "workspace import")
+                    host.say(f"Import of {bundle.name} cancelled: workspace {target} was kept.", "workspace import")
                     return
-            app.status_start("bundle", "importing…")
+            host.status_start("bundle", "importing…")
             report = await asyncio.to_thread(
-                import_bundle, bundle, app.manager, name=name, force=force, progress=self._progress("importing")
+                import_bundle, bundle, host.manager, name=name, force=force, progress=self._progress("importing")
             )
-            app.status_start("bundle", "rebuilding its indexes from their manifests…")
-            failed = await asyncio.to_thread(rebuild_indexes, app.manager, report)
+            host.status_start("bundle", "rebuilding its indexes from their manifests…")
+            failed = await asyncio.to_thread(rebuild_indexes, host.manager, report)
         except AriesError as exc:
-            app.report_error(exc.message, "Import")
+            host.report_error(exc.message, "Import")
             return
         finally:
-            app.status_stop("bundle")
+            host.status_stop("bundle")
         how = "replaced" if report.replaced else "created"
         held = (
             f" Quarantined until you trust it (open it, then /trust): {'; '.join(report.quarantined)}."
@@ -97,7 +100,7 @@ class BundleController:
             else ""
         )
         broken = "".join(f" Index {index}: vectors not rebuilt ({why})." for index, why in sorted(failed.items()))
-        app.say(
+        host.say(
             f"Workspace {report.name} {how} from {bundle.name} ({report.files} files).{held}{broken} "
             f"Open it with /workspace open {report.name}.",
             "workspace import",
@@ -112,5 +115,5 @@ class BundleController:
             f"{bundle} holds a workspace named {target}. Importing it replaces the existing workspace "
             "(its transcripts, artifacts and indexes) for good.\n\ny replaces it · n keeps it",
         )
-        self.app.push_screen(screen, lambda yes: answer.set_result(bool(yes)))
+        self.host.push_screen(screen, lambda yes: answer.set_result(bool(yes)))
         return await answer

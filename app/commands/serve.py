@@ -3,7 +3,7 @@
 The App owns one ``services.web.viewer.ViewerServer`` for the current workspace: it serves from its
 own thread (aiohttp on its own event loop, 127.0.0.1 only, a random token per start), is started and
 stopped here in thread workers (starting binds and reconciles; stopping joins the thread), and is
-stopped when the workspace is switched or Aries quits (``AriesApp._close_session`` awaits
+stopped when the workspace is switched or Aries quits (``Commands.session_closing`` awaits
 :meth:`ServeController.shutdown`). Its URL is said in the transcript and kept in the header.
 """
 
@@ -13,17 +13,18 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.commands import CommandError
 from services.errors import AriesError
+from widgets.commands import CommandError
+from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
     from services.web.viewer import ViewerServer
 
 
 class ServeController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
         self.server: ViewerServer | None = None
         self.workspace_name = ""
         self._busy = False
@@ -58,59 +59,59 @@ class ServeController:
             else:
                 self.start()
         except AriesError as exc:
-            self.app.report_error(exc.message, "/serve")
+            self.host.report_error(exc.message, "/serve")
 
     def start(self) -> None:
-        session = self.app.require_session()
+        session = self.host.require_session()
         if self.running:
             self.status()
             return
         if self._busy:
             raise AriesError("the web viewer is starting or stopping; try again in a moment")
         self._busy = True
-        self.app.run_worker(
+        self.host.run_worker(
             self._start(session.workspace.root, session.workspace.name), group="serve", exit_on_error=False
         )
 
     async def _start(self, root: Path, name: str) -> None:
         from services.web.viewer import ViewerServer
 
-        app = self.app
-        app.status_start("serve", "starting the web viewer…")
+        host = self.host
+        host.status_start("serve", "starting the web viewer…")
         try:
             server = ViewerServer(root)
             await asyncio.to_thread(server.start)
         except AriesError as exc:
-            app.report_error(exc.message, "/serve")
+            host.report_error(exc.message, "/serve")
             return
         finally:
             self._busy = False
-            app.status_stop("serve")
-        if app.workspace_name != name:  # the workspace changed while it started: not this one's any more
+            host.status_stop("serve")
+        if host.workspace_name != name:  # the workspace changed while it started: not this one's any more
             await asyncio.to_thread(server.stop)
             return
         self.server, self.workspace_name = server, name
-        app.copy_to_clipboard(server.url)  # OSC 52: the terminal's clipboard, where the terminal allows it
-        app.say(
+        host.copy_to_clipboard(server.url)  # OSC 52: the terminal's clipboard, where the terminal allows it
+        host.say(
             f"Web viewer for workspace {name}: {server.url}\n"
             "Open it in a browser on this machine (the link is also on the clipboard where the terminal "
             "allows it); the token in the link is needed, and changes with every start. /serve stop stops it.",
             "serve",
         )
-        app.reload_panes(transcript=False)
+        self._header_changed()
 
     def stop(self) -> None:
         if not self.running:
             self.server = None
-            self.app.say("The web viewer is not running. /serve starts it.", "serve")
+            self.host.say("The web viewer is not running. /serve starts it.", "serve")
             return
-        self.app.run_worker(self._stop(), group="serve", exit_on_error=False)
+        self.host.run_worker(self._stop(), group="serve", exit_on_error=False)
 
     async def _stop(self) -> None:
         name = self.workspace_name
         await self.shutdown()
-        self.app.say(f"Web viewer for workspace {name} stopped.", "serve")
-        self.app.reload_panes(transcript=False)
+        self.host.say(f"Web viewer for workspace {name} stopped.", "serve")
+        self._header_changed()
 
     async def shutdown(self) -> None:
         """Stop the server, if any (idempotent; the thread is joined off the App's loop)."""
@@ -118,9 +119,15 @@ class ServeController:
         if server is not None:
             await asyncio.to_thread(server.stop)
 
+    def _header_changed(self) -> None:
+        """The header names the viewer's URL while it runs."""
+        session = self.host.session
+        if session is not None:
+            self.host.post_message(SessionChanged(session))
+
     def status(self) -> None:
         server = self.server
         if server is not None and server.running:
-            self.app.say(f"The web viewer serves workspace {self.workspace_name} at {server.url}", "serve")
+            self.host.say(f"The web viewer serves workspace {self.workspace_name} at {server.url}", "serve")
         else:
-            self.app.say("The web viewer is not running. /serve starts it.", "serve")
+            self.host.say("The web viewer is not running. /serve starts it.", "serve")

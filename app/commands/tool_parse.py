@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.commands import CommandError
+from widgets.commands import CommandError
 
 FS_USAGE = "/fs ls [PATH] [-r] | read PATH | write PATH TEXT… | search QUERY [PATH] | patch DIFF_FILE"
 SHELL_USAGE = "/shell run CMD [ARG…] | start CMD [ARG…] | poll ID | kill ID"

@@ -8,36 +8,36 @@ from typing import TYPE_CHECKING, Any
 from services.errors import AriesError
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
 
 
 class HistoryController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
     def replay(self) -> None:
-        self.app.run_worker(self._replay(), group="history", exit_on_error=False)
+        self.host.run_worker(self._replay(), group="history", exit_on_error=False)
 
     async def _replay(self) -> None:
         from services.transcripts import summarize
 
-        session = self.app.require_session()
+        session = self.host.require_session()
         paths = session.workspace.conversations()
         summaries = await asyncio.to_thread(lambda: [summarize(p) for p in paths])
         if not summaries:
-            self.app.notify("No stored conversations in this workspace yet.", title="/replay", timeout=4)
+            self.host.notify("No stored conversations in this workspace yet.", title="/replay", timeout=4)
             return
         from screens.replay import ReplayScreen
 
-        self.app.push_screen(ReplayScreen(summaries, session.workspace.name))
+        self.host.push_screen(ReplayScreen(summaries, session.workspace.name))
 
     def runs(self) -> None:
-        self.app.run_worker(self._runs(), group="history", exit_on_error=False)
+        self.host.run_worker(self._runs(), group="history", exit_on_error=False)
 
     async def _runs(self) -> None:
         from services.plans.runner import list_runs, stored_run
 
-        session = self.app.require_session()
+        session = self.host.require_session()
 
         def load() -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
             rows = list_runs(session.workspace)
@@ -46,10 +46,10 @@ class HistoryController:
         try:
             rows, timelines = await asyncio.to_thread(load)
         except AriesError as exc:
-            self.app.report_error(exc.message, "/runs")
+            self.host.report_error(exc.message, "/runs")
             return
         if not rows:
-            self.app.notify(
+            self.host.notify(
                 "No plan runs in this workspace yet; run one with: aries -w NAME run PLAN.yaml",
                 title="/runs",
                 timeout=5,
@@ -57,4 +57,4 @@ class HistoryController:
             return
         from screens.runs import RunsScreen
 
-        self.app.push_screen(RunsScreen(rows, timelines, session.workspace.name))
+        self.host.push_screen(RunsScreen(rows, timelines, session.workspace.name))

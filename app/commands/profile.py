@@ -6,18 +6,22 @@ audited, a notice in the conversation); this only lists, opens the viewer and re
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
 from typing import TYPE_CHECKING
 
-from app.commands import CommandError
+from widgets.commands import CommandError
+from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
     from services.profiles import ProfileEntry
+    from services.session import Session
 
 
 class ProfileController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
     def command(self, args: list[str]) -> None:
         if not args or args == ["list"]:
@@ -32,45 +36,45 @@ class ProfileController:
     def check_in_background(self) -> None:
         """Load the active profile in a thread; if it is broken, the session records an error notice
         and the header is refreshed to say so."""
-        session = self.app.session
-        if session is None:
-            return
+        session = self.host.session
+        if session is not None:
+            self.host.run_worker(partial(self._check, session), group="profile", exit_on_error=False)
 
+    async def _check(self, session: Session) -> None:
         def check() -> None:
-            if session.closed:
-                return
-            session.profile()
-            if session.profile_broken and self.app.session is session:
-                self.app.call_from_thread(self.app.reload_panes, transcript=False)
+            if not session.closed:
+                session.profile()
 
-        self.app.run_worker(check, thread=True, group="profile", exit_on_error=False)
+        await asyncio.to_thread(check)
+        if session.profile_broken and self.host.session is session:
+            self.host.post_message(SessionChanged(session))
 
     def entries(self) -> list[ProfileEntry]:
         from services.profiles import list_profiles
 
-        session = self.app.session
+        session = self.host.session
         return list_profiles(session.workspace.root if session is not None else None)
 
     def list(self) -> None:
-        session = self.app.require_session()
+        session = self.host.require_session()
         lines = [f"Profiles (in use: {session.profile_name}; * marks it):"]
         for entry in self.entries():
             mark = "*" if entry.name == session.profile_name else " "
             text = f"BROKEN — {entry.error}" if entry.error else entry.description
             lines.append(f"{mark} {entry.name}  ({entry.origin})  {text}")
         lines.append("Switch with /profile use NAME; read one with /profile show NAME.")
-        self.app.say("\n".join(lines), "profile")
+        self.host.say("\n".join(lines), "profile")
 
     def use(self, name: str) -> None:
-        session = self.app.require_session()
+        session = self.host.require_session()
         session.use_profile(name)  # a broken or unknown profile raises ProfileError: reported, nothing changes
-        self.app.reload_panes(transcript=False)  # its notice reaches the transcript as an entry
+        self.host.post_message(SessionChanged(session))  # its notice reaches the transcript as an entry
 
     def show(self, name: str) -> None:
         from screens.profile_viewer import ProfileViewer
         from services.profiles import profile_path
 
-        session = self.app.require_session()
+        session = self.host.require_session()
         path, origin = profile_path(name, session.workspace.root)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -79,4 +83,4 @@ class ProfileController:
         error = next((e.error for e in self.entries() if e.name == name), None)
         # Shown as it is found: profiles/NAME.yaml beside Aries (shipped) or in the workspace.
         shown = f"profiles/{path.name}" if origin == "shipped" else f"<workspace>/profiles/{path.name}"
-        self.app.push_screen(ProfileViewer(name, shown, origin, text, error))
+        self.host.push_screen(ProfileViewer(name, shown, origin, text, error))

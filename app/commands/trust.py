@@ -10,21 +10,22 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError
+from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
 
 
 class TrustController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
     def offer(self) -> None:
         """When a workspace that needs a review opens: say so once, with the way to review it."""
-        session = self.app.session
+        session = self.host.session
         if session is None or not session.trust.needs_review:
             return
-        self.app.notify(
+        self.host.notify(
             f"{session.trust.reason}. Aries's defaults are in force; /trust reviews them.",
             title=f"Workspace {session.workspace.name}: {session.trust.label}",
             severity="warning",
@@ -36,36 +37,36 @@ class TrustController:
         from services.trust.records import review_authority, workspace_trust
         from services.trust.review import review
 
-        session = self.app.require_session()
+        session = self.host.require_session()
         state = workspace_trust(session.workspace.root, ephemeral=session.workspace.ephemeral)
         if not state.needs_review:
-            self.app.say(f"Workspace {session.workspace.name}: {state.reason}; nothing to review.", "trust")
+            self.host.say(f"Workspace {session.workspace.name}: {state.reason}; nothing to review.", "trust")
             return
         after, before = review_authority(session.workspace.root)
         name = session.workspace.name
 
         def decided(yes: bool | None) -> None:
             if yes:
-                self.app.run_worker(self._trust(name), group="trust", exit_on_error=False)
+                self.host.run_worker(self._trust(name), group="trust", exit_on_error=False)
 
-        self.app.push_screen(TrustScreen(name, state, review(after, before)), decided)
+        self.host.push_screen(TrustScreen(name, state, review(after, before)), decided)
 
     async def _trust(self, name: str) -> None:
         from services.trust.records import trust
 
-        session = self.app.session
+        session = self.host.session
         if session is None or session.workspace.name != name:
             return
         try:
             report = await asyncio.to_thread(trust, session.workspace.root)
             session.reload_settings()
         except AriesError as exc:
-            self.app.report_error(exc.message, "Trust")
+            self.host.report_error(exc.message, "Trust")
             return
         restored = f" ({'; '.join(report.restored)})" if report.restored else ""
-        self.app.say(
+        self.host.say(
             f"Workspace {name} trusted by {report.trusted_by}: its settings{restored} are in force. "
             "A change made outside Aries takes them out of force until it is reviewed again.",
             "trust",
         )
-        self.app.reload_panes(transcript=False)
+        self.host.post_message(SessionChanged(session))

@@ -1,9 +1,9 @@
-"""Operator tool commands for the App: ``/fs /shell /web /tool /undo /artifact /policy /grants /doctor``.
+"""Operator tool commands: ``/fs /shell /web /tool /undo /artifact /policy /grants /doctor``.
 
-A small controller instead of a mixin. Every call goes through the session (``Session.call_tool``:
-the one gateway, the approval queue, the audit store, the conversation). Calls run in async
-workers; the result reaches the transcript as the conversation's own event, so the controller
-only reports failures and keeps the status line.
+Every call goes through the session (``Session.call_tool``: the one gateway, the approval queue, the
+audit store, the conversation). Calls run in async workers; the result reaches the transcript as the
+conversation's own event, so the controller only reports failures, keeps the status line and tells
+the Artifacts pane what a call kept. ``a`` on a tool-call block opens its audit row.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from app.commands import CommandError
-from app.tool_commands import fs_call, generic_call, shell_call, web_call
+from app.commands.tool_parse import fs_call, generic_call, shell_call, web_call
 from services.errors import AriesError
+from widgets.commands import CommandError
+from widgets.messages import ArtifactsChanged, SessionChanged
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
     from services.session import Session
     from services.tools.results import ToolResult
 
@@ -46,36 +47,36 @@ def explain_decision(record: dict[str, Any]) -> str:
 
 
 class ToolController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
     @property
     def session(self) -> Session:
-        return self.app.require_session()
+        return self.host.require_session()
 
     # -- running calls --------------------------------------------------------------------
     def call(self, tool_id: str, args: dict[str, Any]) -> None:
-        self.app.run_worker(self._run(tool_id, args), group="tools", exit_on_error=False)
+        self.host.run_worker(self._run(tool_id, args), group="tools", exit_on_error=False)
 
     async def _run(self, tool_id: str, args: dict[str, Any]) -> ToolResult | None:
         session = self.session
         key = f"tool-{id(args)}"
-        self.app.status_start(key, f"{tool_id}  {_key_argument(args)}")
+        self.host.status_start(key, f"{tool_id}  {_key_argument(args)}")
         try:
             result = await session.call_tool(tool_id, args)
         except AriesError as exc:
-            self.app.report_error(exc.message, tool_id)
+            self.host.report_error(exc.message, tool_id)
             return None
         finally:
-            self.app.status_stop(key)
+            self.host.status_stop(key)
         if result.ok:
             links = [a for a in result.meta.get("artifacts") or [] if isinstance(a, dict)]
             if links or tool_id in {"builtin:web:fetch", "builtin:fs:add_artifact"}:
                 # The pane shows what the call kept; for a write, patch or undo: its diff.
                 diffs = [str(a["id"]) for a in links if a.get("role") == "diff"]
-                self.app.reload_artifacts(select=diffs[-1] if diffs else None)
+                self.host.post_message(ArtifactsChanged(session, select=diffs[-1] if diffs else None))
         elif result.error is not None:
-            self.app.notify(
+            self.host.notify(
                 result.error.message,
                 title=f"{tool_id}: {result.error.type}",
                 severity="warning" if result.denied else "error",
@@ -91,20 +92,20 @@ class ToolController:
         try:
             restore_args = await asyncio.to_thread(undo_arguments, self.session.gateway().audit, call_id)
         except AriesError as exc:
-            self.app.report_error(exc.message, "undo")
+            self.host.report_error(exc.message, "undo")
             return None
         result = await self._run(RESTORE_ID, restore_args)
         if result is not None and result.error is not None:
             diff = result.error.details.get("diff")
             if isinstance(diff, str) and diff:
-                self.app.say(f"Not undone: {neutralize(result.error.message)}\n{neutralize(diff)}", "undo")
+                self.host.say(f"Not undone: {neutralize(result.error.message)}\n{neutralize(diff)}", "undo")
         return result
 
     # -- slash commands ---------------------------------------------------------------------
     def undo(self, args: list[str]) -> None:
         if len(args) > 1:
             raise CommandError("/undo takes at most one call id.")
-        self.app.run_worker(self._undo(args[0] if args else None), group="tools", exit_on_error=False)
+        self.host.run_worker(self._undo(args[0] if args else None), group="tools", exit_on_error=False)
 
     def fs(self, args: list[str]) -> None:
         self.call(*fs_call(args))
@@ -122,7 +123,7 @@ class ToolController:
         if args[:1] == ["list"] or not args:
             artifacts = self.session.workspace.artifacts.list()
             lines = [f"{a.id}  {a.name}  {a.size_bytes} bytes  {a.mime_type}" for a in artifacts]
-            self.app.say("Artifacts:\n" + "\n".join(lines) if lines else "No artifacts yet.", "artifact")
+            self.host.say("Artifacts:\n" + "\n".join(lines) if lines else "No artifacts yet.", "artifact")
             return
         if args[0] != "add" or len(args) < 2:
             raise CommandError("cannot read the artifact command.")
@@ -136,16 +137,16 @@ class ToolController:
         if args[:1] == ["explain-last"]:
             decision = session.gateway().last_decision()
             if decision is None:
-                self.app.say("No tool call has been decided in this workspace yet.", "policy")
+                self.host.say("No tool call has been decided in this workspace yet.", "policy")
                 return
-            self.app.say(explain_decision(decision), "policy")
+            self.host.say(explain_decision(decision), "policy")
         elif args[:1] == ["show"]:
             policy = session.policy()
             profile = session.profile()
             tools = "the tools the policy enables"
             if profile is not None and profile.tools is not None:
                 tools = "only " + (", ".join(sorted(profile.tools)) or "no tools")
-            self.app.say(
+            self.host.say(
                 f"Policy in force: {session.policy_source}\nhash {policy.hash}\napproval mode {session.mode}\n"
                 f"profile {session.profile_name}: {tools}\n"
                 f"Edit {session.workspace.root / 'policy.yaml'} and run /policy reload to change it.",
@@ -154,19 +155,19 @@ class ToolController:
         elif args[:1] == ["reload"]:
             denied = session.reload_policy()
             if denied:
-                self.app.notify(f"{denied} waiting call(s) were denied: ask again under the new policy.")
-            self.app.reload_panes(transcript=False)
+                self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new policy.")
+            self.host.post_message(SessionChanged(session))
         elif args[:1] == ["mode"]:
             if len(args) == 1:
-                self.app.say(f"Approval mode: {session.mode}", "policy")
+                self.host.say(f"Approval mode: {session.mode}", "policy")
                 return
             try:
                 denied = session.set_mode(args[1])
             except AriesError as exc:
                 raise CommandError(exc.message) from exc
             if denied:
-                self.app.notify(f"{denied} waiting call(s) were denied: ask again under the new mode.")
-            self.app.reload_panes(transcript=False)
+                self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new mode.")
+            self.host.post_message(SessionChanged(session))
         else:
             raise CommandError("cannot read the policy command.")
 
@@ -175,17 +176,17 @@ class ToolController:
         if not args or args == ["list"]:
             grants = session.grants()
             if not grants:
-                self.app.say("No session grants. Approve a call with 's' to grant it for this session.", "grants")
+                self.host.say("No session grants. Approve a call with 's' to grant it for this session.", "grants")
                 return
             lines = [
                 f"{n}. {g['tool_id']}  {json.dumps(g['pattern'], ensure_ascii=False)}" for n, g in enumerate(grants, 1)
             ]
-            self.app.say("Session grants (/grants revoke N | all):\n" + "\n".join(lines), "grants")
+            self.host.say("Session grants (/grants revoke N | all):\n" + "\n".join(lines), "grants")
             return
         if args[0] == "revoke" and len(args) == 2:
             if args[1] == "all":
                 if not session.revoke_grants():
-                    self.app.say("There were no session grants.", "grants")
+                    self.host.say("There were no session grants.", "grants")
                 return
             if not args[1].isdigit() or session.revoke_grant(int(args[1])) is None:
                 raise CommandError(f"no grant number {args[1]}; /grants lists them.")
@@ -193,13 +194,26 @@ class ToolController:
         raise CommandError("cannot read the grants command.")
 
     def doctor(self) -> None:
-        self.app.run_worker(self._doctor, thread=True, group="doctor", exit_on_error=False)
+        self.host.run_worker(self._doctor(self.session), group="doctor", exit_on_error=False)
 
-    def _doctor(self) -> None:
-        report = self.session.doctor()
+    async def _doctor(self, session: Session) -> None:
+        report = await asyncio.to_thread(session.doctor)
         lines = [f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}" for check in report.checks]
         verdict = "All checks passed." if report.ok else "Some checks FAILED."
-        self.app.call_from_thread(self.app.say, "\n".join(["Doctor:", *lines, verdict]), "doctor")
+        self.host.say("\n".join(["Doctor:", *lines, verdict]), "doctor")
+
+    def show_audit(self, call_id: str) -> None:
+        """A tool call's audit row in full."""
+        session = self.host.session
+        if session is None:
+            return
+        record = session.gateway().audit.get_call(call_id)
+        if record is None:
+            self.host.report_error(f"no audit row {call_id} in this workspace", "audit")
+            return
+        from screens.audit_row import AuditRowScreen
+
+        self.host.push_screen(AuditRowScreen(record))
 
 
 def _key_argument(args: dict[str, Any]) -> str:

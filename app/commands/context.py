@@ -1,23 +1,27 @@
-"""``/context …`` for the App: the context browser, reading a file, and the hooks for find/search/traces.
+"""``/context …``: the context browser, reading a file, adding files, find/search and their traces.
 
 Thin: the context tree (``services.context.tree.ContextTree`` on ``<workspace>/context``) does the
 work; this parses arguments, opens screens and reports typed errors as one line.
 
 ``/context find|search QUERY`` run :class:`services.context.search.ContextRetriever` in a thread
-worker and open the trace view (start points, steps, budget use, stop reason, the ranked hits);
+and open the trace view (start points, steps, budget use, stop reason, the ranked hits);
 ``/context trace ID|last`` opens a persisted trace (the ``context_traces`` table of ``audit.db``).
+Each blocking call runs in a thread awaited by an async worker; the thread reports progress only by
+posting messages, and the screens open back on the App's thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.commands import CommandError
 from services.errors import AriesError
+from widgets.commands import CommandError
+from widgets.messages import HitsFound, StatusStarted
 
 if TYPE_CHECKING:
-    from app.aries_app import AriesApp
+    from app.host import Host
     from services.context.tree import ContextTree
     from services.context.uri import AxiomUri
 
@@ -27,8 +31,8 @@ class ContextNotAvailable(AriesError):
 
 
 class ContextController:
-    def __init__(self, app: AriesApp) -> None:
-        self.app = app
+    def __init__(self, host: Host) -> None:
+        self.host = host
         self._tree: ContextTree | None = None
         self._tree_root: Any = None
 
@@ -36,7 +40,7 @@ class ContextController:
         """The context tree of the open workspace (``<workspace.root>/context``), opened once per workspace."""
         from services.context.tree import ContextTree
 
-        session = self.app.require_session()
+        session = self.host.require_session()
         root = session.workspace.root / "context"
         if self._tree is None or self._tree_root != root:
             self._tree, self._tree_root = ContextTree(root), root
@@ -76,12 +80,12 @@ class ContextController:
         tree = self.tree()
         if start is not None:
             tree.stat(start)  # nothing there: a ResourceNotFound line, no browser
-        current = self.app.screen
+        current = self.host.screen
         if isinstance(current, ContextBrowser):
             if start is not None:
                 current.reveal(start)
             return
-        self.app.push_screen(ContextBrowser(tree, start=start, workspace=self.app.workspace_name))
+        self.host.push_screen(ContextBrowser(tree, start=start, workspace=self.host.workspace_name))
 
     def read(self, uri: str) -> None:
         """Open the file ``uri`` in the viewer (a folder opens the browser on it)."""
@@ -98,27 +102,24 @@ class ContextController:
 
         info = NodeInfo(target, "file", entry.size)
 
-        def work() -> None:
+        async def work() -> None:
             try:
-                file = read_start(tree, info, VIEWER_BYTES)
+                file = await asyncio.to_thread(read_start, tree, info, VIEWER_BYTES)
             except AriesError as exc:
-                self.app.call_from_thread(self.app.report_error, exc.message, "/context")
+                self.host.report_error(exc.message, "/context")
                 return
-            self.app.call_from_thread(self._show_file, info, file)
+            from screens.context_file_viewer import ContextFileViewer
 
-        self.app.run_worker(work, thread=True, group="context-read", exit_on_error=False)
+            self.host.push_screen(ContextFileViewer(info, file))
 
-    def _show_file(self, info: Any, file: Any) -> None:
-        from screens.context_file_viewer import ContextFileViewer
-
-        self.app.push_screen(ContextFileViewer(info, file))
+        self.host.run_worker(work(), group="context-read", exit_on_error=False)
 
     # -- traces --------------------------------------------------------------------------
     def show_trace(self, trace: Mapping[str, Any]) -> None:
         """Open the trace view on ``trace`` (the agreed dict shape; partial traces are fine)."""
         from screens.context_trace import ContextTraceScreen
 
-        self.app.push_screen(ContextTraceScreen(trace))
+        self.host.push_screen(ContextTraceScreen(trace))
 
     # -- adding ------------------------------------------------------------------------------
     def add(self, source: str, to: str | None = None) -> None:
@@ -132,42 +133,46 @@ class ContextController:
 
         if is_url(source):
             raise CommandError(
-                f"add URLs from the command line: aries -w {self.app.workspace_name} context add {source} --approve"
+                f"add URLs from the command line: aries -w {self.host.workspace_name} context add {source} --approve"
             )
-        session = self.app.require_session()
+        session = self.host.require_session()
         path = Path(source).expanduser()
         if not path.is_absolute():
             path = session.workspace.root / path  # relative paths resolve against the workspace root
         target = self.parse(to) if to else None
         key = "context-add"
 
-        def progress(stage: str, done: int, total: int) -> None:
-            label = f"context add: {stage} {done}/{total}" if total else f"context add: {stage}"
-            self.app.call_from_thread(self.app.status_start, key, label)
+        host = self.host
 
-        def work() -> None:
+        def progress(stage: str, done: int, total: int) -> None:  # in the worker's thread: posted
+            label = f"context add: {stage} {done}/{total}" if total else f"context add: {stage}"
+            host.post_message(StatusStarted(key, label))
+
+        def add() -> tuple[Any, Any]:
             from services.context.service import ContextService
 
             service = ContextService(session.workspace, session=session)
             try:
-                added = service.add(str(path), target, progress=progress)
-                queued = service.process_queue(progress=progress)
-            except AriesError as exc:
-                self.app.call_from_thread(self.app.report_error, exc.message, "/context add")
-                return
+                return service.add(str(path), target, progress=progress), service.process_queue(progress=progress)
             finally:
                 service.close()
-                self.app.call_from_thread(self.app.status_stop, key)
+
+        async def work() -> None:
+            try:
+                added, queued = await asyncio.to_thread(add)
+            except AriesError as exc:
+                host.report_error(exc.message, "/context add")
+                return
+            finally:
+                host.status_stop(key)
             skipped = f", {len(added.skipped)} skipped" if added.skipped else ""
             failed = f"; {len(queued.failed)} job(s) failed" if queued.failed else ""
-            self.app.call_from_thread(
-                self.app.say,
-                f"Added {added.uri}: {len(added.files)} file(s){skipped}; tiers and index updated{failed}.",
-                "context",
+            host.say(
+                f"Added {added.uri}: {len(added.files)} file(s){skipped}; tiers and index updated{failed}.", "context"
             )
 
-        self.app.status_start(key, f"context add: {source}")
-        self.app.run_worker(work, thread=True, group=key, exit_on_error=False)
+        host.status_start(key, f"context add: {source}")
+        host.run_worker(work(), group=key, exit_on_error=False)
 
     # -- find / search / traces ---------------------------------------------------------------
     def find(self, query: str) -> None:
@@ -180,9 +185,9 @@ class ContextController:
 
     def open_trace(self, trace_id: str) -> None:
         """``/context trace ID`` (or ``last``) — a persisted trace, in the trace view."""
-        session = self.app.require_session()
+        session = self.host.require_session()
 
-        def work() -> None:
+        def load() -> dict[str, Any]:
             from services.audit_db import AUDIT_FILE
             from services.context.traces import TraceStore
 
@@ -195,37 +200,45 @@ class ContextController:
                     trace = recent[0]
                 else:
                     trace = store.get(trace_id)
-            except AriesError as exc:
-                self.app.call_from_thread(self.app.report_error, exc.message, "/context trace")
-                return
+                return trace_view(trace.to_dict())
             finally:
                 store.close()
-            self.app.call_from_thread(self.show_trace, trace_view(trace.to_dict()))
 
-        self.app.run_worker(work, thread=True, group="context-trace", exit_on_error=False)
+        async def work() -> None:
+            try:
+                view = await asyncio.to_thread(load)
+            except AriesError as exc:
+                self.host.report_error(exc.message, "/context trace")
+                return
+            self.show_trace(view)
+
+        self.host.run_worker(work(), group="context-trace", exit_on_error=False)
 
     def _retrieve(self, kind: str, query: str) -> None:
-        session = self.app.require_session()
+        session = self.host.require_session()
         tree = self.tree()
         key = f"context-{kind}"
 
-        def work() -> None:
+        def retrieve() -> Any:
             from services.audit_db import AUDIT_FILE
             from services.context.requests import log_retrieval
             from services.context.search import ContextRetriever
 
+            retriever = ContextRetriever(tree, session.engine())
             try:
-                retriever = ContextRetriever(tree, session.engine())
-                try:
-                    run = (lambda: retriever.find(query)) if kind == "find" else (lambda: retriever.search(query))
-                    result = log_retrieval(session.workspace.root / AUDIT_FILE, kind, None, run)
-                finally:
-                    retriever.close()
+                run = (lambda: retriever.find(query)) if kind == "find" else (lambda: retriever.search(query))
+                return log_retrieval(session.workspace.root / AUDIT_FILE, kind, None, run)
+            finally:
+                retriever.close()
+
+        async def work() -> None:
+            try:
+                result = await asyncio.to_thread(retrieve)
             except AriesError as exc:
-                self.app.call_from_thread(self.app.report_error, exc.message, f"/context {kind}")
+                self.host.report_error(exc.message, f"/context {kind}")
                 return
             finally:
-                self.app.call_from_thread(self.app.status_stop, key)
+                self.host.status_stop(key)
             data = trace_view(result.trace.to_dict())
             snippets = {str(hit.uri): hit.snippet for hit in result.hits}
             for row in data.get("hits", []):
@@ -235,11 +248,11 @@ class ContextController:
                 for rank, hit in enumerate(result.hits, start=1)
             ]
             caption = f"context {kind}: {query}  ·  trace {result.trace.id} (/context trace last)"
-            self.app.call_from_thread(self.app.show_hits, caption, rows)
-            self.app.call_from_thread(self.show_trace, data)
+            self.host.post_message(HitsFound(caption, rows))
+            self.show_trace(data)
 
-        self.app.status_start(key, f"context {kind}: {query}")
-        self.app.run_worker(work, thread=True, group=key, exit_on_error=False)
+        self.host.status_start(key, f"context {kind}: {query}")
+        self.host.run_worker(work(), group=key, exit_on_error=False)
 
 
 def trace_view(trace: dict[str, Any]) -> dict[str, Any]:

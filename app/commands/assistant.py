@@ -1,0 +1,197 @@
+"""Turns in the TUI: the headless ``TurnLoop`` with the App's approver (the approval queue and its
+modal); ``/model``.
+
+Nothing about a turn is decided here: the loop (``services.assistant``) retrieves, calls the model,
+sends each tool call through the session's gateway and records everything. This controller only
+starts and cancels it and keeps the status line; the loop's events reach the panes as ``TurnEvent``
+messages (in order), and the Transcript pane streams the answer from them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from services.errors import AriesError
+from widgets.messages import SessionChanged, TurnEvent
+
+if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from app.commands.approvals import ApprovalsController
+    from app.host import Host
+
+
+class AssistantController:
+    def __init__(self, host: Host, approvals: ApprovalsController) -> None:
+        self.host = host
+        self.approvals = approvals
+        self.worker: Worker[Any] | None = None
+        self.turn_id: str | None = None
+        self.model_label = ""
+        self._streamed: set[str] = set()  # turns whose answer was streamed (not shown twice)
+
+    @property
+    def running(self) -> bool:
+        return self.worker is not None
+
+    def model_setting(self) -> str:
+        """The configured provider:model: ``ARIES_MODEL``, else the workspace's ``model`` setting."""
+        session = self.host.session
+        setting = session.authority_setting("model") if session is not None else None
+        if not (os.environ.get("ARIES_MODEL") or "").strip() and setting in (None, "", "offline"):
+            if session is None or not session.profile_may_set():
+                return "offline"  # the default needs no provider code (nor profile loading) at start-up
+            setting = session.model_setting()
+        from services.models.config import resolve_model
+
+        return str(resolve_model(setting, os.environ).label)
+
+    def ask(self, text: str) -> None:
+        session = self.host.require_session()
+        if self.running:
+            self.host.report_error("A turn is running: wait for it, or cancel it with Ctrl+X.", "assistant")
+            return
+        from services.models.config import make_provider, resolve_model
+
+        try:
+            config = resolve_model(session.model_setting(), os.environ)
+            provider = make_provider(config)
+        except AriesError as exc:
+            self.host.report_error(exc.message, "model")
+            return
+        self.model_label = config.label
+        self.worker = self.host.run_worker(self._turn(text, provider), group="turn", exit_on_error=False)
+        self.host.refresh_bindings()
+
+    async def _turn(self, text: str, provider: Any) -> None:
+        from services.assistant import TurnLoop
+
+        session = self.host.require_session()
+        label = self.model_label
+        loop = TurnLoop(
+            session,
+            provider,
+            on_event=lambda event: self.host.post_message(TurnEvent(event, label)),
+            cloud_approve=self._cloud_approver(session),
+        )
+        try:
+            await loop.run(text)
+        finally:
+            await provider.aclose()
+            self.worker = None
+            self.host.refresh_bindings()
+
+    def _cloud_approver(self, session: Any) -> Any:
+        """The bridge's ``ask`` approval: the modal showing exactly the redacted text."""
+        from screens.cloud_send import modal_approver
+        from services.assistant.cloud import bridge_for
+        from services.bridge_config import BridgeConfig
+
+        try:
+            config = bridge_for(session)
+        except AriesError:
+            config = BridgeConfig()  # the turn's cloud step reports the bad configuration itself
+        return modal_approver(self.host.push_screen, config)
+
+    def cancel(self) -> bool:
+        if self.worker is None:
+            return False
+        self.worker.cancel()
+        return True
+
+    # -- /model -------------------------------------------------------------------------------
+    def model_command(self, args: list[str]) -> None:
+        from widgets.commands import CommandError
+
+        session = self.host.require_session()
+        if not args or args == ["list"]:
+            self.host.run_worker(self._list_models(), group="model", exit_on_error=False)
+            return
+        if args[0] == "use" and len(args) == 2:
+            from services.models.config import resolve_model
+
+            try:
+                config = resolve_model(args[1], {k: v for k, v in os.environ.items() if k != "ARIES_MODEL"})
+            except AriesError as exc:
+                raise CommandError(exc.message) from exc
+            session.update_settings(model=args[1])
+            note = ""
+            if os.environ.get("ARIES_MODEL"):
+                note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."
+            self.host.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
+            self.host.post_message(SessionChanged(session))
+            return
+        raise CommandError("cannot read the model command.")
+
+    async def _list_models(self) -> None:
+        from services.models.listing import list_providers
+
+        listings = await list_providers(os.environ)
+        try:
+            current = self.model_setting()
+        except AriesError as exc:
+            current = f"not usable: {exc.message}"
+        lines = [f"Model in use: {current}"]
+        for listing in listings:
+            lines.append(f"  {listing.line()}")
+        lines.append("Choose one with /model use PROVIDER:MODEL (e.g. /model use ollama:llama3.2); ARIES_MODEL wins.")
+        self.host.say("\n".join(lines), "model")
+
+    def probe_local_ollama(self) -> None:
+        """Ask a local Ollama which models it has, in the background, after start-up (never delaying it)."""
+        if os.environ.get("ARIES_MODEL"):
+            return
+
+        self.host.run_worker(self._probe, group="probe", exit_on_error=False)
+
+    async def _probe(self) -> None:
+        def probe() -> list[str]:  # a thread with its own event loop: aiohttp loads there, not here
+            import asyncio
+
+            from services.models.config import probe_ollama
+
+            return asyncio.run(probe_ollama(os.environ.get("OLLAMA_HOST"))) or []
+
+        import asyncio
+
+        models = await asyncio.to_thread(probe)
+        if models:
+            self.host.notify(
+                f"Ollama answers here with {len(models)} model(s): /model lists them, /model use picks one.",
+                title="model",
+                timeout=6,
+            )
+
+    # -- what a turn reports (on the App's thread, in the order the loop reported) -------------
+    def show(self, event: Any) -> None:
+        """The status line and the turn's bookkeeping; the panes render the same event themselves
+        (the Transcript pane streams the answer, the Context pane shows what was injected)."""
+        from services.assistant import Cancelled, Done, Failed, Retrieved, ToolFinished, ToolProposed
+
+        if isinstance(event, Retrieved):
+            self.turn_id = event.turn_id
+            self.host.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering", cancellable=True)
+        elif isinstance(event, ToolProposed):
+            label = f"{event.tool_id} (asked by {self.model_label})"
+            self.host.status_start(f"call-{event.tool_call_id}", label, cancellable=True)
+        elif isinstance(event, ToolFinished):
+            self.host.status_stop(f"call-{event.tool_call_id}")
+        elif isinstance(event, Done):
+            self._end(event.turn_id)
+        elif isinstance(event, Cancelled | Failed):
+            self.approvals.close_modal_of(event.turn_id)
+            self._end(event.turn_id)
+
+    def streams(self, entry: dict[str, Any]) -> bool:
+        """True for the recorded answer of a turn already shown as a stream (not shown twice)."""
+        return (
+            entry.get("role") == "assistant"
+            and entry.get("provenance") != "cloud"  # the cloud's answer is never streamed
+            and entry.get("turn_id") is not None
+            and (entry.get("turn_id") == self.turn_id or entry.get("turn_id") in self._streamed)
+        )
+
+    def _end(self, turn_id: str) -> None:
+        self._streamed.add(turn_id)
+        self.host.status_stop(f"turn-{turn_id}")

@@ -1,0 +1,339 @@
+"""``/rag …``: build, select and drop indexes, search them, open a chunk, show the last retrieved set.
+
+Tantivy, Chroma and the embedder block, so each engine call runs in a thread (an async worker
+awaiting ``asyncio.to_thread``); the thread reports progress only by posting messages, and what comes
+after the call (the notice, the Context pane's rows, the header) happens back on the App's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from services.errors import AriesError
+from widgets.commands import CommandError
+from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
+
+MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), kept out of start-up
+
+if TYPE_CHECKING:
+    from app.host import Host
+    from services.retrieval.models import IngestReport, ProgressEvent
+    from services.session import Session
+
+
+class RagController:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.ingest_cancel: threading.Event | None = None  # set while an index is being built
+
+    @property
+    def session(self) -> Session:
+        return self.host.require_session()
+
+    @property
+    def ingesting(self) -> bool:
+        return self.ingest_cancel is not None
+
+    def _worker(self, work: Any, group: str = "rag") -> None:
+        self.host.run_worker(work, group=group, exit_on_error=False)
+
+    # -- /rag ------------------------------------------------------------------------------
+    def command(self, args: list[str]) -> None:
+        if not args:
+            raise CommandError("say what to do.")
+        action, rest = args[0], args[1:]
+        if action == "index":
+            self._index(rest)
+        elif action == "query":
+            k = MESSAGE_K * 2
+            if "-k" in rest:
+                at = rest.index("-k")
+                try:
+                    k = int(rest[at + 1])
+                except (IndexError, ValueError) as exc:
+                    raise CommandError("-k takes a number.") from exc
+                if not 1 <= k <= 100:
+                    raise CommandError("-k is between 1 and 100.")
+                rest = rest[:at] + rest[at + 2 :]
+            if not rest:
+                raise CommandError("say what to search for.")
+            self._worker(self._query(self.session, " ".join(rest), k))
+        elif action == "show" and len(rest) == 1:
+            self.show_chunk(rest[0])
+        elif action == "last" and not rest:
+            self._worker(self._last(self.session))
+        elif action == "cancel" and not rest:
+            self.cancel_ingest()
+        else:
+            raise CommandError(f"cannot read '/rag {' '.join(shlex.quote(a) for a in args)}'.")
+
+    def _index(self, args: list[str]) -> None:
+        if not args:
+            raise CommandError("say what to do with indexes.")
+        action, rest = args[0], args[1:]
+        if action == "add" and rest:
+            name = None
+            if "--name" in rest:
+                at = rest.index("--name")
+                if at + 1 >= len(rest):
+                    raise CommandError("--name takes an index name.")
+                name = rest[at + 1]
+                rest = rest[:at] + rest[at + 2 :]
+            if len(rest) != 1:
+                raise CommandError("index add takes one path.")
+            cancel = self._start_ingest()
+            path = self.host.resolve_path(rest[0])
+            self._worker(self._ingest(self.session, str(path), name, cancel), group="rag-ingest")
+        elif action == "list" and not rest:
+            self._worker(self._list(self.session))
+        elif action == "use" and len(rest) == 1:
+            self._worker(self._use(self.session, rest[0]))
+        elif action == "drop" and len(rest) == 1:
+            self._confirm_drop(rest[0])
+        elif action == "repair" and len(rest) == 1:
+            cancel = self._start_ingest()
+            self._worker(self._repair(self.session, rest[0], cancel), group="rag-ingest")
+        else:
+            raise CommandError(f"cannot read '/rag index {' '.join(args)}'.")
+
+    def _start_ingest(self) -> threading.Event:
+        """One index build at a time; its cancel event exists from the first moment (Ctrl+X works)."""
+        if self.ingest_cancel is not None:
+            raise CommandError("an index is being built already: wait, or cancel it with Ctrl+X.")
+        self.ingest_cancel = threading.Event()
+        self.host.refresh_bindings()
+        return self.ingest_cancel
+
+    def _ingest_over(self) -> None:
+        self.ingest_cancel = None
+        self.host.post_message(IngestEnded())
+        self.host.refresh_bindings()
+
+    def cancel_ingest(self) -> None:
+        if self.ingest_cancel is None:
+            self.host.notify("Nothing is being indexed.", title="/rag cancel", timeout=3)
+            return
+        self.ingest_cancel.set()
+        self.host.notify("Cancelling after the current file…", title="/rag cancel", timeout=4)
+
+    def stop_ingest(self) -> None:
+        """The session closes: the index build stops after its current file (no notice)."""
+        if self.ingest_cancel is not None:
+            self.ingest_cancel.set()
+
+    def preparing(self, message: Preparing) -> None:
+        """A one-time preparation (the ONNX encoder's first export, deep inside a query or an ingest):
+        a status line while it lasts, and a notice when it starts and ends."""
+        if message.stage == "start":
+            self.host.status_start(message.key, message.message)
+            self.host.notify(f"{message.message} Retrieval waits for it.", title="retrieval", timeout=10)
+        else:
+            self.host.status_stop(message.key)
+            if message.stage == "done":
+                self.host.notify(message.message, title="retrieval", timeout=5)
+
+    def _progress(self, title: str) -> Callable[[ProgressEvent], None]:
+        """Progress from the ingest thread: posted, never applied from that thread."""
+        host = self.host
+
+        def progress(event: ProgressEvent) -> None:
+            if event.stage == "wait":  # another Aries writes this index: its message, once (Ctrl+X stops waiting)
+                host.notify(event.path or "waiting for another writer", title=title, timeout=8)
+            host.post_message(IngestProgress(event))
+
+        return progress
+
+    # -- the workers -------------------------------------------------------------------------
+    async def _ingest(self, session: Session, path: str, name: str | None, cancel: threading.Event) -> None:
+        title = "/rag index add"
+        try:
+            self.host.notify(f"Indexing {path}…", title=title, timeout=4)
+            progress = self._progress(title)
+            report = await asyncio.to_thread(
+                lambda: session.engine().index_add(path, name, progress=progress, cancel=cancel)
+            )
+        except AriesError as exc:
+            self.host.report_error(exc.message, title)
+            return
+        finally:
+            self._ingest_over()
+        self.host.say(_ingest_summary(report), "rag")
+        if report.not_indexed:
+            self.host.notify(
+                f"{len(report.not_indexed)} file(s) not indexed; the transcript lists each with its reason.",
+                title=title,
+                severity="warning",
+                timeout=8,
+            )
+        self.host.post_message(SessionChanged(session))
+
+    async def _list(self, session: Session) -> None:
+        try:
+            infos = await asyncio.to_thread(lambda: session.engine().index_list())
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/rag index list")
+            return
+        if not infos:
+            self.host.say("No indexes in this workspace yet. /rag index add PATH builds one.", "rag")
+            return
+        rows: list[str] = []
+        for i in infos:
+            rows.append(
+                f"{'*' if i.active else ' '} {i.name}  {i.files} files  {i.chunks} chunks  {i.status}  "
+                f"{i.embedding_model or '?'} {i.embedding_backend or ''}".rstrip()
+            )
+            if i.status_detail:
+                rows.append(f"    {i.status}: {i.status_detail}")
+            if i.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
+                rows.append("    keyword-only while the index folder cannot be written")
+            elif i.status.startswith("vectors"):
+                rows.append(f"    keyword-only until repaired: /rag index repair {i.name}")
+            rows.extend(
+                f"    failed  {f['path']}: [{f['code']}] {f['message']} (its previous chunks are kept)"
+                for f in i.failed
+            )
+        self.host.say("Indexes (* in use):\n" + "\n".join(rows), "rag")
+        damaged = [i.name for i in infos if i.status != "ok"]
+        if damaged:
+            self.host.notify(
+                f"Index {', '.join(damaged)}: not sound (see the listing); queries are keyword-only.",
+                title="/rag index list",
+                severity="warning",
+                timeout=8,
+            )
+
+    async def _repair(self, session: Session, name: str, cancel: threading.Event) -> None:
+        from services.retrieval.ingest import Cancelled
+
+        progress = self._progress("/rag index repair")
+
+        def repair() -> tuple[int, Any]:
+            engine = session.engine()
+            count = engine.index_repair(name, progress=progress, cancel=cancel)
+            return count, engine.index_info(name)
+
+        try:
+            count, info = await asyncio.to_thread(repair)
+        except Cancelled:
+            self.host.say(f"Repair of index {name} cancelled; the index is unchanged (keyword-only).", "rag")
+            return
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/rag index repair")
+            return
+        finally:
+            self._ingest_over()
+        self.host.say(f"Index {name}: {count} vectors rebuilt from its stored chunks; status {info.status}.", "rag")
+
+    async def _use(self, session: Session, name: str) -> None:
+        try:
+            info = await asyncio.to_thread(lambda: session.engine().index_use(name))
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/rag index use")
+            return
+        self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
+        self.host.post_message(SessionChanged(session))
+
+    def _confirm_drop(self, name: str) -> None:
+        from screens.confirm import ConfirmScreen
+
+        session = self.session
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._worker(self._drop(session, name))
+
+        detail = (
+            f"This deletes index {name} of workspace {self.host.workspace_name}: its Tantivy and Chroma data. "
+            "The documents themselves are not touched."
+        )
+        self.host.push_screen(ConfirmScreen(f"Drop index {name}?", detail), answered)
+
+    async def _drop(self, session: Session, name: str) -> None:
+        try:
+            await asyncio.to_thread(lambda: session.engine().index_drop(name))
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/rag index drop")
+            return
+        self.host.say(f"Index {name} dropped.", "rag")
+        self.host.post_message(IndexDropped(name))
+        self.host.post_message(SessionChanged(session))
+
+    async def _query(self, session: Session, text: str, k: int) -> None:
+        def query() -> Any:
+            engine = session.engine()
+            if engine.active_index is None:
+                raise CommandError("no index is in use: /rag index add PATH, or /rag index use NAME.")
+            return engine.query(text, k=k)
+
+        try:
+            result = await asyncio.to_thread(query)
+        except CommandError as exc:
+            self.host.report_error(str(exc), "/rag query")
+            return
+        except AriesError as exc:
+            self.host.report_error(exc.message, "retrieval")
+            return
+        caption = f"query: {text}  ·  index {result.index}  ·  k={k}"
+        if result.mode == "keyword":
+            caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"
+        for warning in result.warnings:
+            self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
+        self.host.post_message(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
+
+    async def _last(self, session: Session) -> None:
+        try:
+            record = await asyncio.to_thread(lambda: session.engine().last())
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/rag last")
+            return
+        if record is None:
+            self.host.notify("Nothing has been retrieved in this workspace yet.")
+            return
+        caption = f"last: {record.query}  ·  index {record.index}  ·  {record.ts[:19].replace('T', ' ')}"
+        self.host.post_message(HitsFound(caption, record.hits))
+
+    def show_chunk(self, handle: str) -> None:
+        """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link)."""
+        self._worker(self._show(self.session, handle))
+
+    async def _show(self, session: Session, handle: str) -> None:
+        try:
+            chunk = await asyncio.to_thread(lambda: session.engine().show(handle))
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/rag show")
+            return
+        from screens.chunk_viewer import ChunkViewer
+
+        self.host.push_screen(ChunkViewer(chunk))
+
+
+INGEST_LINES_PER_KIND = 200
+"""The transcript notice lists at most this many files of each kind (``aries rag index add`` lists all)."""
+
+
+def _ingest_summary(report: IngestReport) -> str:
+    from services.textsafe import neutralize
+
+    state = "cancelled" if report.cancelled else "done"
+    lines = [
+        f"Index {report.index} ({state} in {report.elapsed_s:.1f} s): {len(report.added)} added, "
+        f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, {len(report.removed)} removed, "
+        f"{len(report.errors)} failed, {len(report.skipped)} skipped; "
+        f"{report.chunks_added} chunks added, {report.chunks_removed} removed."
+    ]
+    if report.vectors_rebuilt:
+        rebuilt = f"vector store rebuilt first ({report.vectors_rebuilt} chunks re-embedded)"
+        lines.insert(0, f"Index {report.index}: {rebuilt}.")
+    lines.extend(neutralize(line, single_line=True) for line in report.file_lines(INGEST_LINES_PER_KIND))
+    if report.not_indexed:
+        lines.append(f"{len(report.not_indexed)} file(s) not indexed: each is listed above with its reason.")
+    if report.activated:
+        lines.append(f"Index {report.index} is now in use.")
+    return "\n".join(lines)
+
+
+__all__ = ["RagController"]

@@ -1,0 +1,112 @@
+"""``/workspace [list | new NAME | open NAME | switch]``, the switcher (Ctrl+O), quitting, and taking
+a workspace for the TUI (its lease first, then the repair report). Export and import are the bundle
+controller's (``app.commands.bundle``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from widgets.commands import CommandError
+
+if TYPE_CHECKING:
+    from app.commands.bundle import BundleController
+    from app.host import AppHost
+    from services.leases import WorkspaceLease
+    from services.workspaces import Workspace, WorkspaceManager
+
+
+def take_workspace(
+    manager: WorkspaceManager, name: str, *, create: bool
+) -> tuple[Workspace, list[str], WorkspaceLease]:
+    """Open (or create) ``name`` for the TUI: ``(workspace, warnings, lease)``, or an ``AriesError``.
+
+    The workspace's lease is taken first: opening repairs (temp files, torn lines), which must never
+    happen under another live Aries. A second Aries on the same workspace is refused with the
+    holder's pid; a broken ``workspace.yaml`` is one line here, not a traceback later."""
+    from services.errors import AriesError
+    from services.leases import acquire_lease
+    from services.workspaces import Workspace
+
+    lease = None
+    try:
+        path = manager.path_for(name)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        elif not path.is_dir():
+            manager.open(name)  # raises the NotFound that says how to create it
+        lease = acquire_lease(Workspace(path, name), purpose="tui")
+        workspace, report = manager.create(name) if create else manager.open(name)
+        _ = workspace.config
+    except AriesError:
+        if lease is not None:
+            lease.release()
+        raise
+    warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
+    notice = lease.recovery_notice()
+    if notice:
+        warnings.insert(0, notice)
+    return workspace, warnings, lease
+
+
+class WorkspaceController:
+    def __init__(self, host: AppHost, bundles: BundleController) -> None:
+        self.host = host
+        self.bundles = bundles
+
+    def command(self, args: list[str]) -> None:
+        if not args or args[0] == "switch":
+            self.switcher()
+            return
+        action, rest = args[0], args[1:]
+        if action == "list":
+            names = self.host.manager.list()
+            current = self.host.workspace_name
+            listing = ", ".join(f"{n} (current)" if n == current else n for n in names)
+            self.host.say(f"Workspaces: {listing or 'none yet; /workspace new NAME creates one'}", "workspace")
+        elif action in {"new", "open"} and len(rest) == 1:
+            self.host.run_worker(self._open_and_say(rest[0], action == "new"), group="workspace", exit_on_error=False)
+        elif action == "export" and len(rest) == 1:
+            self.bundles.export(rest[0])
+        elif action == "import" and len(rest) in (1, 2):
+            self.bundles.import_(rest[0], rest[1] if len(rest) == 2 else None)
+        else:
+            raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
+
+    def switcher(self) -> None:
+        """The workspace switcher (fuzzy filter; Enter opens, Ctrl+N creates)."""
+        from screens.workspace_switcher import WorkspaceSwitcher
+
+        def done(result: tuple[str, str] | None) -> None:
+            if result is not None:
+                verb, name = result
+                self.host.run_worker(self._open_and_say(name, verb == "new"), group="workspace", exit_on_error=False)
+
+        self.host.push_screen(WorkspaceSwitcher(self.host.manager.list(), self.host.workspace_name), done)
+
+    async def _open_and_say(self, name: str, create: bool) -> None:
+        if await self.host.open_workspace(name, create=create):
+            self.host.notify(f"Workspace {name} is active.", title="Workspace", timeout=3)
+
+    # -- quitting --------------------------------------------------------------------------------
+    async def quit(self) -> None:
+        """Leave Aries; with calls waiting for approval, ask first (quitting denies them)."""
+        session = self.host.session
+        waiting = len(session.approvals) if session is not None else 0
+        if not waiting:
+            await self.host.quit_now()
+            return
+        from screens.confirm import ConfirmScreen
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.host.run_worker(self.host.quit_now(), group="quit", exit_on_error=False)
+
+        detail = (
+            f"{waiting} tool call(s) wait for your approval. Quitting denies them; each denial is recorded "
+            "in the audit store and the transcript."
+        )
+        self.host.push_screen(ConfirmScreen(f"Quit with {waiting} call(s) waiting?", detail), answered)
+
+    def quit_later(self) -> None:
+        """``/quit``: as Ctrl+Q, from a worker (the command line runs synchronously)."""
+        self.host.run_worker(self.host.action_quit(), group="quit", exit_on_error=False)

@@ -1,0 +1,109 @@
+"""What a controller may ask of the App: a narrow protocol, so that no controller imports ``AriesApp``.
+
+``AriesApp`` satisfies both protocols structurally. A controller (``app/commands/<area>.py``) holds
+a ``Host``; the workspace commands and the palette hold an ``AppHost``, which adds the App's own
+actions. Everything here runs on the App's thread, except the members marked thread-safe: a worker
+thread reports back only through those (``post_message``, which Textual makes thread-safe, and
+``notify`` / ``report_error``, which post Textual's ``Notify`` message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from textual.message import Message
+    from textual.screen import Screen
+    from textual.worker import Worker, WorkType
+
+    from services.session import Session
+    from services.workspaces import WorkspaceManager
+
+
+class Host(Protocol):
+    @property
+    def session(self) -> Session | None:
+        """The active session (None only before the first workspace opens, and while switching)."""
+
+    @property
+    def workspace_name(self) -> str: ...
+
+    @property
+    def manager(self) -> WorkspaceManager: ...
+
+    @property
+    def screen(self) -> Screen[Any]: ...
+
+    def require_session(self) -> Session:
+        """The active session, or an ``AriesError`` (reported as one line)."""
+
+    def resolve_path(self, raw: str) -> Path:
+        """A path typed in the TUI: relative paths resolve against the workspace root."""
+
+    def say(self, text: str, title: str | None = None) -> None:
+        """A notice in the transcript (recorded, role ``notice``: never sent to a model)."""
+
+    def report_error(self, message: str, title: str) -> None:
+        """An error notification (thread-safe)."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A notification, shown literally and neutralised (thread-safe)."""
+
+    def status_start(self, key: str, label: str, *, cancellable: bool = False) -> None:
+        """A line above the prompt while ``key`` runs."""
+
+    def status_stop(self, key: str) -> None: ...
+
+    def post_message(self, message: Message) -> bool:
+        """Post a message to the App (thread-safe): the way a worker reports back."""
+
+    def run_worker(
+        self,
+        work: WorkType[Any],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Worker[Any]: ...
+
+    def push_screen(self, screen: Screen[Any], callback: Callable[[Any], Any] | None = None) -> Any: ...
+
+    def refresh_bindings(self) -> None:
+        """Show or hide the keys whose ``check_action`` depends on what runs (Ctrl+X)."""
+
+    def call_after_refresh(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
+
+    def copy_to_clipboard(self, text: str) -> None: ...
+
+
+class AppHost(Host, Protocol):
+    """The App's own actions, for the workspace commands and the palette."""
+
+    async def open_workspace(self, name: str, *, create: bool = False) -> bool: ...
+
+    def action_switch_workspace(self, create: bool = False) -> None: ...
+
+    def action_help(self) -> None: ...
+
+    def action_context_browse(self) -> None: ...
+
+    async def action_quit(self) -> None: ...
+
+    async def quit_now(self) -> None:
+        """Close the session (waiting calls denied and recorded) and leave."""
+
+    def start_conversation(self) -> None:
+        """``/new``: a new conversation in the session, followed by the transcript."""

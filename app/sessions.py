@@ -1,0 +1,103 @@
+"""The App's active session: opening a workspace (its lease first), hearing what the session reports,
+and closing it in order (waiting approvals denied, running calls cancelled, each recorded).
+
+What a session reports reaches the App as messages (``widgets.messages``), posted from whichever
+thread reports it; the App relays them to the panes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from services.errors import AriesError
+from widgets.messages import ApprovalsChanged, ConversationEntry, ConversationStarted, WorkspaceChanged
+
+if TYPE_CHECKING:
+    from app.commands import Commands
+    from app.host import Host
+    from services.leases import WorkspaceLease
+    from services.session import Session
+    from services.workspaces import Workspace
+
+
+class ActiveSession:
+    def __init__(self, host: Host, commands: Commands) -> None:
+        self.host = host
+        self.commands = commands
+        self.session: Session | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+        self.ready = asyncio.Event()  # set once the first workspace is open (whatever needs it awaits it)
+
+    async def open_initial(self, name: str | None, *, create: bool) -> None:
+        """The workspace Aries was started on, else (or when it cannot be opened) an ephemeral one."""
+        try:
+            if name:
+                await self.open(name, create=create)
+            if self.session is None:
+                from services.leases import acquire_lease
+                from services.workspaces import ephemeral_workspace
+
+                ephemeral = ephemeral_workspace()
+                await self.activate(ephemeral, [], acquire_lease(ephemeral, purpose="tui"))
+        finally:
+            self.ready.set()
+
+    async def open(self, name: str, *, create: bool = False) -> bool:
+        """Open (or create) ``name`` and make it active; a workspace that cannot be opened (another
+        live Aries holds it, a broken ``workspace.yaml``) is one error notification."""
+        session = self.session
+        if session is not None and session.workspace.name == name and not session.workspace.ephemeral:
+            return True
+        from app.commands.workspace import take_workspace
+
+        try:
+            workspace, warnings, lease = take_workspace(self.host.manager, name, create=create)
+        except AriesError as exc:
+            self.host.report_error(exc.message, "Workspace")
+            return False
+        await self.activate(workspace, warnings, lease)
+        return True
+
+    async def activate(self, workspace: Workspace, warnings: list[str], lease: WorkspaceLease | None = None) -> None:
+        from services.session import Session
+
+        if self.session is not None:
+            await self.close("the workspace was switched")
+        session = self.session = Session(workspace, source="operator", lease=lease)
+        self.subscribe(session)
+        for warning in warnings[:5]:
+            self.host.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)
+        if session.trust.needs_review:
+            self.commands.trust.offer()
+        self.host.post_message(WorkspaceChanged(workspace.name, session))
+
+    def subscribe(self, session: Session) -> None:
+        """What the session reports reaches the App as messages, from whichever thread reports it."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        conversation, host = session.conversation, self.host
+        self._unsubscribe = [
+            conversation.subscribe(lambda e: host.post_message(ConversationEntry(e, conversation.conversation_id))),
+            session.approvals.subscribe(lambda: host.post_message(ApprovalsChanged(session))),
+        ]
+
+    def new_conversation(self) -> None:
+        """``/new``: the session starts a new conversation; the transcript follows it."""
+        session = self.host.require_session()
+        session.new_conversation()
+        self.subscribe(session)
+        self.host.post_message(ConversationStarted())
+
+    async def close(self, reason: str) -> None:
+        session, self.session = self.session, None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        await self.commands.session_closing(session, reason)  # the web viewer stops, an ingest is told to
+        if session is not None:
+            try:
+                await session.aclose(reason)  # releases the lease last
+            finally:
+                session.workspace.close()

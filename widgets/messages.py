@@ -1,0 +1,125 @@
+"""Messages between the App, its controllers and the panes: small dataclasses, nothing else.
+
+The flow is one way: a worker (a thread, or an async worker awaiting one) or a session subscriber
+posts one of these to the App (``post_message`` is thread-safe); the App handles what concerns it
+(the header, the modal of a decided call) and relays the rest to the main screen, which hands a copy
+to each pane and to the status line (``MainScreen.relay``). A pane updates itself from what it is
+sent; nothing outside a pane calls into it. They live in the lowest UI layer because the panes
+(widgets) handle them; none bubbles (a relayed copy stops at the pane it was handed to).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from services.retrieval.models import ProgressEvent
+    from services.session import Session
+
+
+@dataclass
+class WorkspaceChanged(Message, bubble=False):
+    """A workspace became active (or the panes appeared): each pane shows it afresh."""
+
+    name: str
+    session: Session
+
+
+@dataclass
+class SessionChanged(Message, bubble=False):
+    """What is in force changed (policy, approval mode, model, profile, index in use, trust, the web
+    viewer): the header and the side panes show it again; the transcript keeps its entries (they
+    arrive as ``ConversationEntry``: reloading it while one is on its way would show that one twice)."""
+
+    session: Session
+
+
+@dataclass
+class ConversationStarted(Message, bubble=False):
+    """``/new``: the session started a new conversation; the transcript empties."""
+
+
+@dataclass
+class ConversationEntry(Message, bubble=False):
+    """The session's conversation wrote an entry (posted from whichever thread wrote it)."""
+
+    entry: dict[str, Any]
+    conversation_id: str
+
+
+@dataclass
+class ApprovalsChanged(Message, bubble=False):
+    """A call joined or left the session's approval queue."""
+
+    session: Session
+
+
+@dataclass
+class TurnEvent(Message, bubble=False):
+    """Something the turn loop reported (retrieved chunks, a streamed token, a tool call, the end)."""
+
+    event: Any
+    model_label: str = ""
+
+
+@dataclass
+class HitsFound(Message, bubble=False):
+    """A retrieved set to show in the Context pane (``/rag query``, ``/rag last``, a context search)."""
+
+    caption: str
+    hits: list[dict[str, Any]]
+
+
+@dataclass
+class IndexDropped(Message, bubble=False):
+    """Index ``name`` was dropped: rows shown from it can no longer be opened."""
+
+    name: str
+
+
+@dataclass
+class IngestProgress(Message, bubble=False):
+    """An index build moved on (stage, files done of total, the file at hand)."""
+
+    event: ProgressEvent
+
+
+@dataclass
+class IngestEnded(Message, bubble=False):
+    """The index build finished, failed or was cancelled: its progress bar goes."""
+
+
+@dataclass
+class ArtifactsChanged(Message, bubble=False):
+    """A call kept artifacts; ``select``: the one to highlight (default: the newest)."""
+
+    session: Session
+    select: str | None = None
+
+
+@dataclass
+class StatusStarted(Message, bubble=False):
+    """Something runs from now: a line above the prompt (``cancellable``: Ctrl+X cancels it)."""
+
+    key: str
+    label: str
+    cancellable: bool = False
+
+
+@dataclass
+class StatusStopped(Message, bubble=False):
+    """What ran under ``key`` is over."""
+
+    key: str
+
+
+@dataclass
+class Preparing(Message, bubble=False):
+    """A one-time preparation (the ONNX encoder's first export) started or ended, in any thread."""
+
+    key: str
+    stage: str
+    message: str
