@@ -28,6 +28,7 @@ from services.models.base import (
     ModelNotFound,
     ModelOptions,
     ModelRequest,
+    ProviderError,
     ProviderStreamError,
     TextDelta,
     ToolCall,
@@ -36,10 +37,18 @@ from services.models.base import (
     Usage,
     parse_arguments,
 )
-from services.models.http import HttpProvider, Timeouts, looks_like_missing_model, parse_json_line, short
+from services.models.http import (
+    HttpProvider,
+    Timeouts,
+    looks_like_missing_model,
+    overflow_error,
+    parse_json_line,
+    short,
+)
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
+DEFAULT_NUM_CTX = 4096  # what Ollama uses when neither the model nor the request sets num_ctx
 
 
 def ollama_base_url(host: str | None) -> str:
@@ -156,6 +165,9 @@ class OllamaProvider(HttpProvider):
                 error = data.get("error")
                 if error:
                     message = short(str(error))
+                    overflow = overflow_error(self.name, url, None, str(error), {})
+                    if overflow is not None:
+                        raise overflow
                     if looks_like_missing_model(message):
                         raise ModelNotFound(self.name, url, message)
                     raise ProviderStreamError(self.name, url, f"error at line {line_no}: {message}")
@@ -193,6 +205,28 @@ class OllamaProvider(HttpProvider):
             raw_arguments=raw_arguments,
             arguments_error=error,
         )
+
+    async def context_window(self) -> int | None:
+        """The window this model runs with: its ``num_ctx`` parameter, else Ollama's default
+        (:data:`DEFAULT_NUM_CTX`, or less when the model was trained on less); None when
+        ``/api/show`` does not answer. Aries then sends ``num_ctx`` itself, so the server's window
+        is the one each request was fitted to (Ollama would otherwise cut a long prompt silently)."""
+        try:
+            data = await self.post_json("/api/show", {"model": self.model}, timeout=self.timeouts.listing)
+        except ProviderError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        for line in str(data.get("parameters") or "").splitlines():
+            key, _, value = line.strip().partition(" ")
+            if key == "num_ctx" and value.strip().isdigit():
+                return int(value.strip())
+        info = data.get("model_info")
+        trained = None
+        if isinstance(info, dict):
+            lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int) and v > 0]
+            trained = min(lengths) if lengths else None
+        return min(DEFAULT_NUM_CTX, trained) if trained else DEFAULT_NUM_CTX
 
     async def list_models(self) -> list[str]:
         data = await self.get_json("/api/tags")

@@ -100,6 +100,10 @@ class _Watched:
             self.supports_tools = provider.supports_tools
         if hasattr(provider, "provenance"):
             self.provenance = provider.provenance
+        if hasattr(provider, "base_url"):  # the context window is known per provider, URL and model
+            self.base_url = provider.base_url
+        if hasattr(provider, "context_window"):
+            self.context_window = provider.context_window
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         try:
