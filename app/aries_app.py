@@ -112,11 +112,15 @@ class AriesApp(App[int]):
         *,
         create: bool = True,
         manager: WorkspaceManager | None = None,
+        conversation: str = "last",
     ) -> None:
         super().__init__()
         self._manager = manager
         self._initial = workspace
         self._create = create
+        # The first workspace's conversation: ``last`` (reopen), ``new``, or an id. A workspace opened
+        # later (Ctrl+O) reopens its last conversation.
+        self._initial_conversation: str | None = conversation
         self.session: Session | None = None
         self._session_ready = asyncio.Event()
         self._unsubscribe: list[Callable[[], None]] = []
@@ -350,7 +354,14 @@ class AriesApp(App[int]):
 
         if self.session is not None:
             await self._close_session("the workspace was switched")
-        session = Session(workspace, source="operator", lease=lease)
+        choice, self._initial_conversation = self._initial_conversation, None
+        try:
+            session = Session(
+                workspace, source="operator", lease=lease, conversation=None if choice == "new" else choice or "last"
+            )
+        except AriesError as exc:  # an unknown --conversation: say so, and open the last one
+            self.report_error(exc.message, "conversation")
+            session = Session(workspace, source="operator", lease=lease)
         self.session = session
         self._subscribe(session)
         for warning in warnings[:5]:

@@ -41,6 +41,7 @@ SUBCOMMAND_MODULES = (
     "app.cli_cloud",
     "app.cli_context",
     "app.cli_serve",
+    "app.cli_history",
 )
 
 
@@ -61,6 +62,18 @@ def build_parser(*, subcommands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aries {__version__}")
     parser.add_argument(
         "-w", "--workspace", metavar="NAME", help="open (or act on) this workspace; created if missing for the TUI"
+    )
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument(
+        "-c",
+        "--continue",
+        dest="conversation",
+        action="store_const",
+        const="last",
+        help="the workbench reopens the workspace's last conversation (default: a new one)",
+    )
+    resume.add_argument(
+        "--conversation", metavar="ID", help="the workbench reopens this conversation (see: aries history)"
     )
     if not subcommands:
         parser.set_defaults(command=None)
@@ -122,7 +135,11 @@ def fail(error: Exception) -> int:
     raise error
 
 
-def run_tui(workspace: str | None, *, create: bool = True) -> int:
+def run_tui(workspace: str | None, *, create: bool = True, conversation: str | None = None) -> int:
+    if conversation is not None and workspace is None:
+        from services.errors import InvalidInput
+
+        raise InvalidInput("--continue and --conversation need a workspace (-w NAME): an ephemeral one keeps nothing")
     if workspace is not None:
         from services.names import validate_name
 
@@ -143,7 +160,7 @@ def run_tui(workspace: str | None, *, create: bool = True) -> int:
                 )
     from app.main import run
 
-    return run(workspace, create=create)
+    return run(workspace, create=create, conversation=conversation or "new")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,13 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _opens_the_tui(argv: Sequence[str]) -> bool:
-    """True when ``argv`` is only ``-w/--workspace NAME`` (or nothing): ``aries`` opening the TUI."""
+    """True when ``argv`` is only ``-w/--workspace NAME``, ``-c/--continue`` and ``--conversation ID``
+    (or nothing): ``aries`` opening the TUI."""
     position = 0
     while position < len(argv):
         token = argv[position]
-        if token in ("-w", "--workspace") and position + 1 < len(argv) and not argv[position + 1].startswith("-"):
+        takes_value = token in ("-w", "--workspace", "--conversation")
+        if takes_value and position + 1 < len(argv) and not argv[position + 1].startswith("-"):
             position += 2
-        elif token.startswith("--workspace=") or (token.startswith("-w") and len(token) > 2):
+        elif token in ("-c", "--continue") or token.startswith(("--workspace=", "--conversation=")):
+            position += 1
+        elif token.startswith("-w") and len(token) > 2:
             position += 1
         else:
             return False
@@ -186,7 +207,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command is None:
-            return run_tui(args.workspace)
+            return run_tui(args.workspace, conversation=args.conversation)
         func = getattr(args, "func", None)
         if func is None:
             parser.parse_args([*arguments, "--help"])

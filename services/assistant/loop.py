@@ -87,6 +87,7 @@ class TurnOutcome:
     confidence_inputs: dict[str, Any] = field(default_factory=dict)
     cloud: CloudStep | None = None  # the cloud step (None: the turn ended before it)
     context: dict[str, Any] = field(default_factory=dict)  # window, its source, the prompt as estimated
+    finish_reason: str | None = None  # the last model step's: stop, length (cut short), tool_calls…
 
 
 class TurnLoop:
@@ -225,11 +226,17 @@ class TurnLoop:
                             elif isinstance(event, ModelDone):
                                 finish = event.finish_reason
                         outcome.context["prompt_tokens_estimated"] = fitted.tokens
+                        outcome.context["left_out"] = {
+                            "turns": len(fitted.left_out_turns),
+                            "passages": list(fitted.left_out_handles),
+                            "tools": len(fitted.left_out_tools),
+                        }
                         break
                     except ContextOverflow as exc:
                         if streamed or calls or attempt == MAX_REFITS:
                             raise
                         refit = self._learn(exc, fitted, window, fitter, options)
+                outcome.finish_reason = finish
                 if finish == "length":
                     self._cut_short(turn_id, step, options, window.tokens)
                 if not calls:

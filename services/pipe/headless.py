@@ -154,14 +154,16 @@ async def ask(
     approver: HeadlessApprover,
     k: int,
     model_label: str | None = None,
-    new_conversation: bool = True,
+    conversation: str | None = None,
     cloud: bool = False,
 ) -> AskResult:
     """Run one turn for ``request`` and build the response (see the module docstring).
 
-    With ``new_conversation`` (the default) the turn starts a conversation of its own: no earlier
+    Without ``conversation`` (the default) the turn starts a conversation of its own: no earlier
     dialogue reaches the model, so the same question under the same configuration gets the same
-    prompt, and the workbench's own conversation is left as it was.
+    prompt, and the workbench's own conversation is left as it was. With ``conversation`` (``last``,
+    an id or a unique start of one) the turn is added to that stored conversation: the model sees
+    its earlier turns (within its context window) and the turn continues its ids.
 
     ``cloud`` is the operator's yes for the bridge's ``ask`` mode (``--cloud``, or the request's
     ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says."""
@@ -179,8 +181,10 @@ async def ask(
         elif isinstance(event, ToolFinished):
             finished.append(event)
 
-    if new_conversation:
+    if conversation is None:
         session.new_conversation()
+    else:
+        session.open_conversation(conversation)
     watched = _Watched(provider)
     allowed = cloud or request.cloud_allowed
     loop = TurnLoop(
@@ -226,6 +230,9 @@ async def ask(
         "turn_id": outcome.turn_id,
         "index": outcome.index,
         "model": loop.model_label,
+        "conversation_id": session.conversation.conversation_id,
+        "finish_reason": outcome.finish_reason,
+        "context": outcome.context,
         "cloud": _cloud_report(step, cloud_mode(session)),
         "tool_calls": tool_calls,
     }
@@ -276,9 +283,11 @@ def run_ask(
     profile: str | None = None,
     env: Mapping[str, str] | None = None,
     cloud: bool = False,
+    conversation: str | None = None,
 ) -> AskResult:
     """Open the workspace, resolve the model (``ARIES_MODEL``, else the workspace's, else offline),
-    run :func:`ask`, close everything. Typed errors (bad input, config) are raised before the turn."""
+    run :func:`ask`, close everything. Typed errors (bad input, config, an unknown ``conversation``)
+    are raised before the turn."""
     import os
 
     from services.assistant.loop import DEFAULT_K
@@ -295,7 +304,14 @@ def run_ask(
         async def turn() -> AskResult:
             try:
                 return await ask(
-                    session, request, provider, approver=approver, k=size, model_label=config.label, cloud=cloud
+                    session,
+                    request,
+                    provider,
+                    approver=approver,
+                    k=size,
+                    model_label=config.label,
+                    cloud=cloud,
+                    conversation=conversation,
                 )
             finally:
                 await provider.aclose()
