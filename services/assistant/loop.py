@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,7 @@ class TurnLoop:
                                 window.calibration.observe(fitted.estimated, event.prompt_tokens)
                             elif isinstance(event, ModelDone):
                                 finish = event.finish_reason
+                        outcome.context["window"], outcome.context["window_source"] = window.tokens, window.source
                         outcome.context["prompt_tokens_estimated"] = fitted.tokens
                         outcome.context["left_out"] = {
                             "turns": len(fitted.left_out_turns),
@@ -354,7 +356,7 @@ class TurnLoop:
         ask = getattr(self.provider, "context_window", None)
         if ask is None:
             return None
-        now = monotonic()
+        now = time.monotonic()  # not the frozen clock of tests: this is a cache's age
         cached = _SAID.get(key)
         if cached is not None and now - cached[0] < PROVIDER_WINDOW_TTL_S:
             return cached[1]

@@ -48,7 +48,9 @@ from services.models.http import (
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
-DEFAULT_NUM_CTX = 4096  # what Ollama uses when neither the model nor the request sets num_ctx
+DEFAULT_NUM_CTX = 8192
+"""The ``num_ctx`` Aries asks for when the model's Modelfile sets none (Ollama's own default, 4096, is
+less than the prompt with the tool schemas takes); less when the model was trained on less."""
 
 
 def ollama_base_url(host: str | None) -> str:
@@ -207,10 +209,10 @@ class OllamaProvider(HttpProvider):
         )
 
     async def context_window(self) -> int | None:
-        """The window this model runs with: its ``num_ctx`` parameter, else Ollama's default
-        (:data:`DEFAULT_NUM_CTX`, or less when the model was trained on less); None when
-        ``/api/show`` does not answer. Aries then sends ``num_ctx`` itself, so the server's window
-        is the one each request was fitted to (Ollama would otherwise cut a long prompt silently)."""
+        """The window this model runs with: its ``num_ctx`` parameter, else :data:`DEFAULT_NUM_CTX`
+        (or less when the model was trained on less); None when ``/api/show`` does not answer. Aries
+        then sends ``num_ctx`` itself, so the server's window is the one each request was fitted to
+        (Ollama would otherwise cut a longer prompt silently)."""
         try:
             data = await self.post_json("/api/show", {"model": self.model}, timeout=self.timeouts.listing)
         except ProviderError:

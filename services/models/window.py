@@ -7,9 +7,9 @@ In order of precedence:
 2. learned — the window a server stated in a context-overflow error (see
    :func:`overflow_numbers`), kept in ``$ARIES_HOME/cache/model-windows.json`` so that the next
    process starts from it (keyed by provider, URL and model; a later error replaces it);
-3. the provider — Ollama's ``POST /api/show`` (the model's ``num_ctx`` parameter, else Ollama's
-   default of 4096 capped by the model's trained length; Aries then sends that ``num_ctx`` so the
-   server uses exactly the window the request was fitted to), an OpenAI-compatible server's
+3. the provider — Ollama's ``POST /api/show`` (the model's ``num_ctx`` parameter, else 8192 capped
+   by the model's trained length; Aries then sends that ``num_ctx`` so the server uses exactly the
+   window the request was fitted to), an OpenAI-compatible server's
    ``GET /models`` entry (``max_model_len``, as vLLM reports it);
 4. :data:`DEFAULT_WINDOW` — a server that says nothing and has not overflowed yet.
 

