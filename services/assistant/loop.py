@@ -598,11 +598,32 @@ def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
         ToolSchema(
             name=names.provider_name(t["id"]),
             description=str(t["description"]),
-            parameters=gateway.registry.get(t["id"]).input_schema,
+            parameters=offered_schema(gateway.registry.get(t["id"]).input_schema),
         )
         for t in enabled
     ]
     return schemas, names
+
+
+OFFERED_BOUND_LIMIT = 256
+_BOUNDS = ("maxLength", "maxItems", "maxProperties")
+
+
+def offered_schema(schema: Any) -> Any:
+    """A tool's argument schema as the model is offered it: without length bounds above
+    :data:`OFFERED_BOUND_LIMIT` (``maxLength: 8192`` on a path, ``64 MiB`` on a file's text). The
+    gateway still enforces every bound; a model gains nothing from them, and llama.cpp's server turns
+    each into grammar rules when it constrains a forced tool call — with 8192 its grammar parser gives
+    up and the server process dies (seen with the real-model lane)."""
+    if isinstance(schema, list):
+        return [offered_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: offered_schema(value)
+        for key, value in schema.items()
+        if not (key in _BOUNDS and isinstance(value, int) and value > OFFERED_BOUND_LIMIT)
+    }
 
 
 _WHERE = {
