@@ -10,9 +10,9 @@ The estimate is per character class, from what BPE / SentencePiece vocabularies 
   text much better).
 
 Checked against Gemma 3's own tokenizer (``/extras/tokenize/count`` of the real server in
-``tests/real_model``): it over-counts English prose, Python, JSON, German and Chinese by 10–17 %,
-and under-counts high-entropy text (hex by ~20 %, base64 and runs of mixed whitespace by up to
-45 %). Each message adds :data:`MESSAGE_OVERHEAD` tokens for its chat-template markers, each request
+``tests/real_model``): it over-counts English prose, Python and JSON by 10–17 %, is within a few
+per cent on German and Chinese, and under-counts high-entropy text (hex by ~20 %, base64 and runs of
+mixed whitespace by up to 45 %). Each message adds :data:`MESSAGE_OVERHEAD` tokens for its chat-template markers, each request
 :data:`REQUEST_OVERHEAD`.
 
 The estimate is then *checked against the server*: whenever a reply reports the real prompt size
