@@ -219,6 +219,7 @@ class AssistantController:
                 "completion_tokens": event.completion_tokens,
                 "elapsed_ms": event.elapsed_ms,
                 "steps": event.steps,
+                "prompt_tokens_estimated": event.prompt_tokens_estimated,
             }
         elif isinstance(event, Done):
             widget = await self._widget(event.turn_id)

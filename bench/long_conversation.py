@@ -109,7 +109,7 @@ def run(turns: int, max_tokens: int, configure: bool) -> dict[str, Any]:
         "window source": responses[-1]["context"].get("window_source") if responses else None,
         "largest request estimated": max(
             (r["context"].get("prompt_tokens_estimated", 0) for r in responses), default=0
-        ),  # noqa: E501
+        ),
         "first turn leaving turns out": left_out[0]["turn_id"].rsplit("-", 1)[-1] if left_out else None,
         "requests leaving turns out": len(left_out),
         "  … each with its report in the transcript": not unreported,

@@ -288,7 +288,8 @@ class TurnLoop:
                     step=outcome.steps + 1,
                 )
             )
-            self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps))
+            estimated = int(outcome.context.get("prompt_tokens_estimated") or 0)
+            self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps, estimated))
             self._emit(Done(turn_id, outcome.text, outcome.citations))
             where = "cloud"
             await self._cloud(text, outcome)

@@ -12,8 +12,8 @@ The estimate is per character class, from what BPE / SentencePiece vocabularies 
 Checked against Gemma 3's own tokenizer (``/extras/tokenize/count`` of the real server in
 ``tests/real_model``): it over-counts English prose, Python and JSON by 10–17 %, is within a few
 per cent on German and Chinese, and under-counts high-entropy text (hex by ~20 %, base64 and runs of
-mixed whitespace by up to 45 %). Each message adds :data:`MESSAGE_OVERHEAD` tokens for its chat-template markers, each request
-:data:`REQUEST_OVERHEAD`.
+mixed whitespace by up to 45 %). Each message adds :data:`MESSAGE_OVERHEAD` tokens for its
+chat-template markers, each request :data:`REQUEST_OVERHEAD`.
 
 The estimate is then *checked against the server*: whenever a reply reports the real prompt size
 (``usage.prompt_tokens``, Ollama's ``prompt_eval_count``, or the numbers in a context-overflow

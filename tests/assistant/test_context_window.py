@@ -372,3 +372,22 @@ def ollama_only() -> Any:
     server = ScriptedServer("ollama").start()
     yield server
     server.stop()
+
+
+def test_the_offered_schemas_have_no_huge_bounds_and_the_gateway_keeps_them(session: Session) -> None:
+    """llama.cpp turns a schema's maxLength into grammar rules; at 8192 its server dies. The model is
+    offered the schema without bounds above 256; the gateway still enforces the registry's."""
+    from services.models.offline import OfflineProvider
+
+    schemas, names = TurnLoop(session, OfflineProvider()).offered_tools()
+    text = json.dumps([s.parameters for s in schemas])
+    assert '"maxLength": 8192' not in text and '"maxLength": 67108864' not in text
+    read = next(s for s in schemas if s.name == names.provider_name("builtin:fs:read_text"))
+    assert read.parameters["properties"]["path"]["minLength"] == 1
+    registry = session.gateway().registry.get("builtin:fs:read_text").input_schema
+    assert registry["properties"]["path"]["maxLength"] == 8192
+
+
+async def test_a_path_beyond_the_registry_bound_is_still_refused(session: Session) -> None:
+    result = await session.call_tool("builtin:fs:read_text", {"path": "a" * 9000})
+    assert not result.ok and result.error is not None and result.error.type == "InvalidInput"

@@ -77,9 +77,12 @@ class StreamingAnswer(Vertical):
         await self._markdown.update(link_citations(neutralize(self.text), citations))
         self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {state}"))
         if usage:
+            tokens_in = f"{usage.get('prompt_tokens', 0)} tokens in"
+            if not usage.get("prompt_tokens") and usage.get("prompt_tokens_estimated"):
+                tokens_in = f"≈{usage['prompt_tokens_estimated']} tokens in (estimated: the server did not count)"
             self._usage.update(
                 Text(
-                    f"{usage.get('prompt_tokens', 0)} tokens in · {usage.get('completion_tokens', 0)} out · "
+                    f"{tokens_in} · {usage.get('completion_tokens', 0)} out · "
                     f"{usage.get('elapsed_ms', 0) / 1000:.1f} s · {usage.get('steps', 0)} step(s)"
                 )
             )
