@@ -273,7 +273,8 @@ class TurnLoop:
                 "elapsed_ms": elapsed_ms,
                 "steps": outcome.steps,
             }
-            if not prompt_tokens and "prompt_tokens_estimated" in outcome.context:
+            counted = self.provider.name != "offline"  # the offline provider has no model to count for
+            if counted and not prompt_tokens and "prompt_tokens_estimated" in outcome.context:
                 # the server did not count (llama-cpp-python's stream): say what was estimated
                 outcome.usage["prompt_tokens_estimated"] = outcome.context["prompt_tokens_estimated"]
             conversation.record(
@@ -288,7 +289,7 @@ class TurnLoop:
                     step=outcome.steps + 1,
                 )
             )
-            estimated = int(outcome.context.get("prompt_tokens_estimated") or 0)
+            estimated = int(outcome.context.get("prompt_tokens_estimated") or 0) if counted else 0
             self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps, estimated))
             self._emit(Done(turn_id, outcome.text, outcome.citations))
             where = "cloud"
