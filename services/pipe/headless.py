@@ -132,15 +132,24 @@ def cloud_mode(session: Session) -> str:
         return "off"
 
 
-def open_session(workspace_name: str | None, approver: HeadlessApprover, *, profile: str | None = None) -> Session:
-    """A non-interactive session of the named workspace (an ephemeral one without a name)."""
+def open_session(
+    workspace_name: str | None,
+    approver: HeadlessApprover,
+    *,
+    profile: str | None = None,
+    conversation: str | None = "last",
+) -> Session:
+    """A non-interactive session of the named workspace (an ephemeral one without a name), on its
+    last conversation, a new one (``conversation=None``) or the one named."""
     from services.session import Session
     from services.workspaces import WorkspaceManager, ephemeral_workspace
 
     extra: dict[str, Any] = {} if profile is None else {"profile": profile}
     workspace = WorkspaceManager().open(workspace_name)[0] if workspace_name else ephemeral_workspace()
     try:
-        return Session(workspace, source="cli", interactive=False, approver=approver, **extra)
+        return Session(
+            workspace, source="cli", interactive=False, approver=approver, conversation=conversation, **extra
+        )
     except BaseException:
         workspace.close()
         raise
@@ -181,10 +190,15 @@ async def ask(
         elif isinstance(event, ToolFinished):
             finished.append(event)
 
+    current = session.conversation
     if conversation is None:
-        session.new_conversation()
+        if current.transcript.path.exists():  # a new session's new conversation has no file yet
+            session.new_conversation()
     else:
-        session.open_conversation(conversation)
+        from services.conversation.history import resolve
+
+        if resolve(session.workspace, conversation) != current.conversation_id:
+            session.open_conversation(conversation)
     watched = _Watched(provider)
     allowed = cloud or request.cloud_allowed
     loop = TurnLoop(
@@ -295,7 +309,7 @@ def run_ask(
 
     environ = dict(os.environ if env is None else env)
     approver = HeadlessApprover(check_tool_ids(approve))
-    session = open_session(workspace, approver, profile=profile)
+    session = open_session(workspace, approver, profile=profile, conversation=conversation)
     try:
         config = resolve_model(session.workspace.setting("model"), environ)
         provider = make_provider(config)
