@@ -121,6 +121,9 @@ def run(turns: int, max_tokens: int, configure: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the server is stopped on the way out
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--max-tokens", type=int, default=32)

@@ -51,6 +51,8 @@ def profile_system_prompt(prompt: str | None) -> str:
 
 TOOL_RESULT_CHARS = 12_000
 MIN_TOOL_RESULT_CHARS = 400
+DROP_BLOCK = 4
+"""Earlier turns are left out this many at a time (see :meth:`ContextFitter.fit`)."""
 
 
 def untrusted_block(label: str, text: str) -> str:
@@ -155,8 +157,8 @@ class ContextFitter:
     tool calls and their results). Then, in this order of precedence: the retrieved passages (when
     they do not all fit, the lowest-ranked go, whole — a passage is never cut), the tool schemas
     (all or none; left out when they do not fit beside the passages), and the earlier turns, newest
-    first — so the oldest turns are always the first to be left out. When even the part always sent
-    does not fit, :class:`ContextTooSmall`.
+    first — so the oldest turns are always the first to be left out, :data:`DROP_BLOCK` at a time.
+    When even the part always sent does not fit, :class:`ContextTooSmall`.
 
     Counting (:mod:`services.models.tokens`) is memoized per text, so fitting a turn's later steps
     costs little more than adding up numbers.
@@ -225,11 +227,18 @@ class ContextFitter:
                 needed=shown,
             )
         total = must + passages + tools_cost
-        # the earlier turns that still fit, newest first: the oldest are left out
+        # the earlier turns that still fit, newest first: the oldest are left out ...
         drop_turns = len(self.history)
-        while drop_turns and total + self.history[drop_turns - 1].tokens <= limit:
+        room = limit - total
+        while drop_turns and self.history[drop_turns - 1].tokens <= room:
             drop_turns -= 1
-            total += self.history[drop_turns].tokens
+            room -= self.history[drop_turns].tokens
+        # ... in blocks of DROP_BLOCK turns, counted from the first: the turns sent then start at the
+        # same place for several turns in a row, and the server's prompt cache (llama.cpp, Ollama,
+        # vLLM) keeps what it computed for them instead of reading the whole window again each turn.
+        if drop_turns:
+            drop_turns = min(len(self.history), -(-drop_turns // DROP_BLOCK) * DROP_BLOCK)
+        total += sum(turn.tokens for turn in self.history[drop_turns:])
         messages = [self.system]
         for turn in self.history[drop_turns:]:
             messages.extend(turn.messages)

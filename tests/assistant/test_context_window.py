@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from services.assistant import TurnLoop
-from services.assistant.context import ContextFitter, ContextTooSmall, HistoryTurn, history_from_entries
+from services.assistant.context import (
+    DROP_BLOCK,
+    ContextFitter,
+    ContextTooSmall,
+    HistoryTurn,
+    history_from_entries,
+)
 from services.models.base import ChatMessage, ModelOptions, ToolSchema
 from services.models.tokens import Calibration, estimate_tokens, message_tokens, tools_tokens
 from services.models.window import CACHE_FILE, forget_all, overflow_numbers
@@ -123,14 +129,26 @@ def hit(rank: int, words: int = 60) -> dict[str, Any]:
 
 def test_the_oldest_turns_are_left_out_first() -> None:
     history = turns(20)
-    fitter = ContextFitter("system", "the question", [], history, window=600, reserve=100)
+    fitter = ContextFitter("system", "the question", [], history, window=1000, reserve=100)
     fitted = fitter.fit([], [], 0)
     kept = len(history) - len(fitted.left_out_turns)
     assert 0 < kept < len(history)
     assert fitted.left_out_turns == [t.turn_id for t in history[: len(fitted.left_out_turns)]]  # a prefix
+    assert len(fitted.left_out_turns) % DROP_BLOCK == 0
     assert fitted.messages[-2].content.startswith("answer 20")  # the newest turn is there
     assert fitted.messages[-1].content == "the question"
-    assert fitted.tokens <= 500
+    assert fitted.tokens <= 900
+
+
+def test_the_start_of_what_is_sent_moves_in_blocks() -> None:
+    """As the conversation grows one turn at a time, the first turn sent stays the same for several
+    turns: a server's prompt cache keeps serving it."""
+    firsts = []
+    for n in range(10, 40):
+        fitted = ContextFitter("system", "q", [], turns(n), window=1200, reserve=100).fit([], [], 0)
+        firsts.append(len(fitted.left_out_turns))
+    changes = sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b)
+    assert firsts[-1] > firsts[0] and changes <= len(firsts) // DROP_BLOCK + 1
 
 
 def test_passages_go_whole_lowest_ranked_first_and_before_them_the_tools() -> None:
