@@ -198,3 +198,20 @@ def test_the_tui_command_line_takes_continue() -> None:
     assert not _opens_the_tui(["-w", "x", "ask", "--continue"])
     args = build_parser(subcommands=False).parse_args(["-w", "x", "--continue"])
     assert args.conversation == "last" and args.workspace == "x"
+
+
+def test_ask_says_a_length_stop_and_the_context_it_used(aries_home: Path, ollama: ScriptedServer) -> None:
+    assert aries("workspace", "new", "talk", home=aries_home).returncode == 0
+    ollama.num_ctx = 2048
+    ollama.add(Reply(text="cut sh", finish_reason="length"))
+    done = aries("-w", "talk", "ask", "--json", "Tell me everything.", home=aries_home, **model_env(ollama))
+    assert done.returncode == 0, done.stderr
+    assert "stopped at its length limit" in one_line(done.stderr)
+    response = json.loads(done.stdout)
+    assert response["finish_reason"] == "length"
+    assert response["context"]["window"] == 2048 and response["context"]["window_source"] == "provider"
+    # Aries' thirteen tool schemas (≈4,700 tokens) do not fit a 2,048-token window: left out, and said.
+    assert response["context"]["left_out"]["tools"] == 13 and response["context"]["left_out"]["turns"] == 0
+    transcript = Path(response["logs_ref"].split("#")[0])
+    reports = [json.loads(line) for line in transcript.read_text().splitlines() if '"kind": "context"' in line]
+    assert len(reports) == 1 and len(reports[0]["left_out"]["tools"]) == 13
