@@ -96,7 +96,14 @@ class HistoryTurn:
 
     turn_id: str
     messages: list[ChatMessage]
-    tokens: int = 0
+    _tokens: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Counted on first use: a fit counts the newest turns until the window is full, not all."""
+        if self._tokens is None:
+            self._tokens = sum(message_tokens(m) for m in self.messages)
+        return self._tokens
 
 
 def history_from_entries(entries: list[dict[str, Any]], current_turn: str) -> list[HistoryTurn]:
@@ -113,10 +120,7 @@ def history_from_entries(entries: list[dict[str, Any]], current_turn: str) -> li
             continue
         message = ChatMessage(role=entry["role"], content=str(entry["content"]))
         turns.setdefault(str(turn), HistoryTurn(str(turn), [])).messages.append(message)
-    out = list(turns.values())
-    for turn in out:
-        turn.tokens = sum(message_tokens(m) for m in turn.messages)
-    return out
+    return list(turns.values())
 
 
 class ContextTooSmall(AriesError):

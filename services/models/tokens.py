@@ -36,14 +36,24 @@ if TYPE_CHECKING:
 
 MESSAGE_OVERHEAD = 8
 REQUEST_OVERHEAD = 16
-# Every ASCII character to its class: letters "a", digits "0", space and newline " ", the rest ".";
-# other characters stay as they are (and are counted as what is left).
-_SHAPE = str.maketrans(
-    {
-        chr(code): "a" if chr(code).isalpha() else "0" if chr(code).isdigit() else " " if chr(code) in " \n" else "."
-        for code in range(128)
-    }
-)
+
+
+def _shape_table() -> bytes:
+    """Every byte of UTF-8 text to its class: ASCII letters ``a``, digits ``0``, space and newline
+    `` ``, other ASCII ``.``, the first byte of any other character ``f``, continuation bytes ``c``."""
+    table = bytearray(256)
+    for code in range(256):
+        char = chr(code)
+        if code >= 0xC0:
+            table[code] = ord("f")
+        elif code >= 0x80:
+            table[code] = ord("c")
+        else:
+            table[code] = ord("a" if char.isalpha() else "0" if char.isdigit() else " " if char in " \n" else ".")
+    return bytes(table)
+
+
+_SHAPE = _shape_table()
 
 
 @lru_cache(maxsize=8192)
@@ -51,10 +61,9 @@ def estimate_tokens(text: str) -> int:
     """Estimated tokens of ``text`` (see the module docstring); at least 1 for any text."""
     if not text:
         return 0
-    shape = text.translate(_SHAPE)
-    letters, digits, spaces, punctuation = (shape.count(c) for c in "a0 .")
-    foreign = len(shape) - letters - digits - spaces - punctuation
-    switches = shape.count("0a") + shape.count("a0")  # hex, ids, base64: a token at nearly every switch
+    shape = text.encode("utf-8", "surrogatepass").translate(_SHAPE)  # bytes: C speed throughout
+    letters, digits, spaces, punctuation, foreign = (shape.count(c) for c in (b"a", b"0", b" ", b".", b"f"))
+    switches = shape.count(b"0a") + shape.count(b"a0")  # hex, ids, base64: a token at nearly every switch
     return int((letters + spaces) * 0.25 + digits + punctuation * 0.6 + foreign * 0.8 + switches * 0.75) + 1
 
 
