@@ -88,7 +88,7 @@ class AskResult:
 
 
 class _Watched:
-    """The provider, passed through unchanged, remembering the error its stream raised (the turn
+    """The provider, passed through unchanged, remembering the error its last stream raised (the turn
     loop records it as a notice and goes on; ``aries ask`` needs its type for the exit code)."""
 
     def __init__(self, provider: ModelProvider) -> None:
@@ -106,6 +106,9 @@ class _Watched:
             self.context_window = provider.context_window
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        # Only the last stream's failure counts: the loop answers a server's overflow error by fitting
+        # the request again, and a turn that then succeeds must not exit with that first error.
+        self.failure = None
         try:
             async for event in self.inner.stream(request):
                 yield event

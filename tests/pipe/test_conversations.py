@@ -215,3 +215,20 @@ def test_ask_says_a_length_stop_and_the_context_it_used(aries_home: Path, ollama
     transcript = Path(response["logs_ref"].split("#")[0])
     reports = [json.loads(line) for line in transcript.read_text().splitlines() if '"kind": "context"' in line]
     assert len(reports) == 1 and len(reports[0]["left_out"]["tools"]) == 13
+
+
+def test_ask_that_recovers_from_a_server_overflow_exits_0(aries_home: Path) -> None:
+    """Found by the 200-turn run: the turn was fitted again and answered, but ``aries ask`` exited 4
+    with the server's first (overflow) error."""
+    from tests.assistant.test_context_window import LLAMA_CPP_PYTHON
+
+    server = ScriptedServer("openai").start()
+    try:
+        server.add(Reply(raw_lines=[]), Reply(status=400, error=LLAMA_CPP_PYTHON), Reply(text="fitted and answered"))
+        env = {"ARIES_MODEL": "openai:qwen2.5", "OPENAI_BASE_URL": server.base_url}
+        done = aries("ask", "--json", "hello " * 40, home=aries_home, **env)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    response = json.loads(done.stdout)
+    assert response["answer"] == "fitted and answered" and response["context"]["window"] == 512
