@@ -50,12 +50,18 @@ class AriesApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = BINDINGS
 
     def __init__(
-        self, workspace: str | None = None, *, create: bool = True, manager: WorkspaceManager | None = None
+        self,
+        workspace: str | None = None,
+        *,
+        create: bool = True,
+        manager: WorkspaceManager | None = None,
+        conversation: str = "last",
     ) -> None:
+        """``conversation``: the first workspace's: ``last``, ``new`` or an id."""
         super().__init__()
         self._manager, self._initial, self._create = manager, workspace, create
         self.commands = Commands(self)  # the controllers, each made on first use
-        self.active = ActiveSession(self, self.commands)  # the session of the workspace in use
+        self.active = ActiveSession(self, self.commands, conversation=conversation)
 
     @property
     def manager(self) -> WorkspaceManager:

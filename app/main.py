@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 
-def run(workspace: str | None, *, create: bool = True) -> int:
+def run(workspace: str | None, *, create: bool = True, conversation: str = "new") -> int:
     """Open the workbench on ``workspace`` (ephemeral without one); a bad name, or a workspace that a
-    live Aries holds, is refused here, before the screen is taken over."""
+    live Aries holds, is refused here, before the screen is taken over.  ``conversation``: ``new`` (the
+    default from the command line), ``last`` (``--continue``) or an id (``--conversation ID``)."""
+    if conversation != "new" and workspace is None:
+        from services.errors import InvalidInput
+
+        raise InvalidInput("--continue and --conversation need a workspace (-w NAME): an ephemeral one keeps nothing")
     if workspace is not None:
         from services.names import validate_name
 
@@ -24,6 +29,6 @@ def run(workspace: str | None, *, create: bool = True) -> int:
                 )
     from app.aries_app import AriesApp
 
-    app = AriesApp(workspace, create=create)
+    app = AriesApp(workspace, create=create, conversation=conversation)
     result = app.run()
     return int(result or 0)

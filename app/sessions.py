@@ -23,9 +23,12 @@ if TYPE_CHECKING:
 
 
 class ActiveSession:
-    def __init__(self, host: Host, commands: Commands) -> None:
+    def __init__(self, host: Host, commands: Commands, *, conversation: str = "last") -> None:
         self.host = host
         self.commands = commands
+        # The first workspace's conversation: ``last`` (reopen), ``new``, or an id (``aries --continue``,
+        # ``--conversation ID``). A workspace opened later (Ctrl+O) reopens its last conversation.
+        self._initial_conversation: str | None = conversation
         self.session: Session | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self.ready = asyncio.Event()  # set once the first workspace is open (whatever needs it awaits it)
@@ -65,7 +68,15 @@ class ActiveSession:
 
         if self.session is not None:
             await self.close("the workspace was switched")
-        session = self.session = Session(workspace, source="operator", lease=lease)
+        choice, self._initial_conversation = self._initial_conversation, None
+        try:
+            session = Session(
+                workspace, source="operator", lease=lease, conversation=None if choice == "new" else choice or "last"
+            )
+        except AriesError as exc:  # an unknown --conversation: say so, and open the last one
+            self.host.report_error(exc.message, "conversation")
+            session = Session(workspace, source="operator", lease=lease)
+        self.session = session
         self.subscribe(session)
         for warning in warnings[:5]:
             self.host.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)

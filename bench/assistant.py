@@ -13,6 +13,12 @@ interleaved, after a warm-up:
 
 Per-turn overhead = turn − bare; per-tool-step overhead = tool turn − turn − bare − tool call (the second
 model call and the tool's own governed cost taken out). Prints medians and the ratio turn / bare.
+
+The context window's counting, side by side in the same run (``services.assistant.context``): fitting
+one request — the earlier turns read from the conversation, every message, passage and the offered
+tool schemas counted, the oldest turns left out — with the history the bench conversation has
+(``count``), and with a 200-turn history, warm (texts counted before: the TUI, a turn's later steps)
+and cold (a fresh process: ``aries ask --continue``), the budget being 2 ms a turn.
 """
 
 from __future__ import annotations
@@ -75,7 +81,43 @@ async def _measure(iterations: int, protocol: str) -> dict[str, Any]:
             if not result.ok:
                 raise SystemExit(result.to_dict())
 
-        steps = {"bare": bare, "turn": turn, "tool turn": tool_turn, "tool call": tool_call}
+        from services.assistant.context import ContextFitter, history_from_entries, profile_system_prompt
+        from services.assistant.loop import _tools_cost
+        from services.models.tokens import estimate_tokens
+
+        tools, _ = loop.offered_tools()
+        system = profile_system_prompt(None)
+        long_history = [
+            {"role": role, "turn_id": f"c-t{n:04d}", "content": f"{role} {n}: " + "words of an ordinary answer " * 12}
+            for n in range(1, 201)
+            for role in ("user", "assistant")
+        ]
+
+        def fit(entries: list[dict[str, Any]], cold: bool) -> None:
+            if cold:
+                estimate_tokens.cache_clear()
+            history = history_from_entries(entries, "current")
+            fitter = ContextFitter(system, "question?", [], history, window=2048, reserve=256)
+            fitter.fit([], tools, _tools_cost(tools))
+
+        async def count() -> None:
+            fit(session.conversation.dialogue(), False)
+
+        async def count_200_warm() -> None:
+            fit(long_history, False)
+
+        async def count_200_cold() -> None:
+            fit(long_history, True)
+
+        steps = {
+            "bare": bare,
+            "turn": turn,
+            "tool turn": tool_turn,
+            "tool call": tool_call,
+            "count": count,
+            "count 200 turns warm": count_200_warm,
+            "count 200 turns cold": count_200_cold,
+        }
         times: dict[str, list[float]] = {name: [] for name in steps}
         for _ in range(min(20, iterations)):
             for step in steps.values():
@@ -99,6 +141,7 @@ async def _measure(iterations: int, protocol: str) -> dict[str, Any]:
         "turn overhead ms": round(med["turn"] - med["bare"], 3),
         "tool step overhead ms": round(med["tool turn"] - med["turn"] - med["bare"] - med["tool call"], 3),
         "ratio turn/bare": round(med["turn"] / med["bare"], 2),
+        "counting / turn overhead": round(med["count"] / max(med["turn"] - med["bare"], 1e-9), 3),
     }
 
 
@@ -109,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     stats = asyncio.run(_measure(options.iterations, options.protocol))
     for key, value in stats.items():
-        print(f"{key:>24}: {value}")
+        print(f"{key:>32}: {value}")
     return 0
 
 

@@ -64,6 +64,7 @@ class Session:
         interactive: bool = True,
         lease: WorkspaceLease | None = None,
         profile: str | None = None,
+        conversation: str | None = "last",
     ) -> None:
         if mode is not None and mode not in APPROVAL_MODES:
             raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
@@ -84,7 +85,16 @@ class Session:
         self.approver: Approver | None = approver
         if approver is None and interactive:
             self.approver = self.approvals.ask
-        self.conversation = Conversation(workspace.latest_transcript())
+        # ``last``: the conversation written to most recently; None: a new one (its file appears with
+        # its first entry); else an id (or a unique start of one) to continue.
+        if conversation is None:
+            self.conversation = Conversation(workspace.new_transcript())
+        elif conversation == "last":
+            self.conversation = Conversation(workspace.latest_transcript())
+        else:
+            from services.conversation.history import resolve
+
+            self.conversation = Conversation(workspace.transcript(resolve(workspace, conversation)))
         self._policy: Policy | None = None
         self._gateway: ToolGateway | None = None
         self._context_backend: ContextToolBackend | None = None
@@ -414,6 +424,14 @@ class Session:
 
     def new_conversation(self) -> Conversation:
         self.conversation = Conversation(self.workspace.new_transcript())
+        return self.conversation
+
+    def open_conversation(self, reference: str) -> Conversation:
+        """Continue a stored conversation (``last``, an id or a unique start of one): the model sees
+        its earlier turns, new turns append to it with the same id scheme."""
+        from services.conversation.history import resolve
+
+        self.conversation = Conversation(self.workspace.transcript(resolve(self.workspace, reference)))
         return self.conversation
 
     def doctor(self) -> DoctorReport:

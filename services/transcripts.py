@@ -243,6 +243,18 @@ def list_conversations(directory: Path) -> list[Path]:
     return sorted(p for p in Path(directory).iterdir() if p.suffix == SUFFIX and p.is_file())
 
 
+def by_recency(directory: Path) -> list[Path]:
+    """Transcript files, least recently written first (modification time; the id breaks ties)."""
+
+    def key(path: Path) -> tuple[int, str]:
+        try:
+            return path.stat().st_mtime_ns, path.name
+        except OSError:
+            return 0, path.name
+
+    return sorted(list_conversations(directory), key=key)
+
+
 def iter_problems(directory: Path, *, repair: bool = False) -> Iterator[Problem]:
     """Problems in every transcript; with ``repair``, torn tails are quarantined first."""
     for path in list_conversations(directory):

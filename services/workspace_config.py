@@ -39,6 +39,20 @@ class RetrievalConfig(BaseModel):
     """For hits recorded without a keyword share: the minimum BM25 score; None: the default."""
 
 
+class ModelSettings(BaseModel):
+    """``settings.models.<name>``: what Aries should know about one model (``<name>`` is its
+    ``provider:model`` label, e.g. ``openai:gemma``, or the bare model name)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    context_window: int | None = Field(default=None, ge=128, le=10_000_000)
+    """Tokens the model can see (prompt and answer together); None: ask the server, else learn it
+    from its first overflow error."""
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    """The longest answer asked for (sent as ``max_tokens`` / ``num_predict``; kept free in the
+    window); None: the server's default, and an eighth of the window kept free."""
+
+
 class WorkspaceSettings(BaseModel):
     """``settings``: what the session in this workspace uses."""
 
@@ -54,6 +68,8 @@ class WorkspaceSettings(BaseModel):
     """Retrieval options (``min_score``)."""
     cloud: BridgeConfig = Field(default_factory=BridgeConfig)
     """The cloud bridge (``mode: off | ask | auto``, endpoint, model, key variable); off by default."""
+    models: dict[str, ModelSettings] = Field(default_factory=dict)
+    """Per-model settings (``context_window``, ``max_tokens``), by ``provider:model`` or model name."""
 
     @field_validator("model")
     @classmethod

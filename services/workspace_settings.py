@@ -33,7 +33,9 @@ def plain_settings(data: Any) -> dict[str, Any] | None:
         return None
     profile = data.get("profile") or "default"
     settings = data.get("settings") or {}
-    if not isinstance(profile, str) or not isinstance(settings, dict) or "retrieval" in settings:
+    if not isinstance(profile, str) or not isinstance(settings, dict):
+        return None
+    if "retrieval" in settings or "models" in settings:  # nested settings: the model checks them
         return None
     model = settings.get("model", "offline")
     index = settings.get("active_index")

@@ -37,7 +37,7 @@ from services.leases import (
     pid_alive,
 )
 from services.names import validate_name
-from services.transcripts import Problem, Transcript, iter_problems, list_conversations
+from services.transcripts import Problem, Transcript, by_recency, iter_problems, list_conversations
 from services.workspace_settings import DEFAULT_SETTINGS, plain_settings
 
 __all__ = [
@@ -192,11 +192,18 @@ class Workspace:
         return list_conversations(self.transcripts_dir)
 
     def latest_transcript(self) -> Transcript:
-        """The most recent conversation, or a new one if there is none yet."""
-        existing = self.conversations()
+        """The conversation written to most recently, or a new one if there is none yet."""
+        existing = by_recency(self.transcripts_dir)
         if existing:
             return Transcript(self.transcripts_dir, existing[-1].stem)
         return Transcript(self.transcripts_dir)
+
+    def transcript(self, conversation_id: str) -> Transcript:
+        """An existing conversation (NotFound when there is no such transcript)."""
+        transcript = Transcript(self.transcripts_dir, conversation_id)
+        if not transcript.path.is_file():
+            raise NotFound(f"no conversation {conversation_id} in workspace {self.name}; see: aries history")
+        return transcript
 
     def new_transcript(self) -> Transcript:
         return Transcript(self.transcripts_dir)

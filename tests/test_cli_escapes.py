@@ -132,6 +132,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     found.ids["package"] = str(base / f"pkg{H}.axpkg")
     _ok(["-w", "hw", "context", "export", "axiom://resources/docs", found.ids["package"]], home)
     found.ids["bundle"] = str(base / f"b{H}.aries.tar.zst")
+    _ok(["-w", "hw", "ask", f"where do llamas {H} graze"], home)  # a conversation: aries history lists it
     _ok(["workspace", "export", "hw", found.ids["bundle"]], home)
     dataset = base / "dataset"
     dataset.mkdir()
@@ -201,6 +202,12 @@ CASES: dict[tuple[str, ...], list[Case]] = {
     ("artifact", "add"): [
         c(*W, "artifact", "add", "{ws}/notes/w.txt", "-d", H, "--json"),
         c(*W, "artifact", "add", "{base}/docs/llamas{H}.md", shows=False),  # refused: outside the roots
+    ],
+    ("history", "fork"): [  # and ``aries history`` itself (a parser with sub-commands is not a leaf)
+        c(*W, "history"),
+        c(*W, "history", "--json"),
+        c(*W, "history", "fork", "last", "--turn", "1", shows=False),
+        c(*W, "history", "fork", H),
     ],
     ("artifact", "list"): [c(*W, "artifact", "list"), c(*W, "artifact", "list", "--json")],
     ("rag", "index", "add"): [

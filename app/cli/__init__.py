@@ -48,6 +48,18 @@ def build_parser(*, subcommands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument(
         "-w", "--workspace", metavar="NAME", help="open (or act on) this workspace; created if missing for the TUI"
     )
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument(
+        "-c",
+        "--continue",
+        dest="conversation",
+        action="store_const",
+        const="last",
+        help="the workbench reopens the workspace's last conversation (default: a new one)",
+    )
+    resume.add_argument(
+        "--conversation", metavar="ID", help="the workbench reopens this conversation (see: aries history)"
+    )
     if not subcommands:
         parser.set_defaults(command=None)
         return parser
@@ -78,13 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _opens_the_tui(argv: Sequence[str]) -> bool:
-    """True when ``argv`` is only ``-w/--workspace NAME`` (or nothing): ``aries`` opening the TUI."""
+    """True when ``argv`` is only ``-w/--workspace NAME``, ``-c/--continue`` and ``--conversation ID``
+    (or nothing): ``aries`` opening the TUI."""
     position = 0
     while position < len(argv):
         token = argv[position]
-        if token in ("-w", "--workspace") and position + 1 < len(argv) and not argv[position + 1].startswith("-"):
+        takes_value = token in ("-w", "--workspace", "--conversation")
+        if takes_value and position + 1 < len(argv) and not argv[position + 1].startswith("-"):
             position += 2
-        elif token.startswith("--workspace=") or (token.startswith("-w") and len(token) > 2):
+        elif token in ("-c", "--continue") or token.startswith(("--workspace=", "--conversation=")):
+            position += 1
+        elif token.startswith("-w") and len(token) > 2:
             position += 1
         else:
             return False
@@ -101,7 +117,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             from app.main import run
 
-            return run(args.workspace)
+            return run(args.workspace, conversation=args.conversation or "new")
         func = getattr(args, "func", None)
         if func is None:
             parser.parse_args([*arguments, "--help"])

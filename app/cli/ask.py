@@ -1,6 +1,7 @@
 """``aries ask``, ``aries ingest``, ``aries status``: the headless pipe (researcher-rag-bridge spec).
 
     aries ask [QUESTION…] [--stdin] [-k N] [--profile P] [-w W] [--json] [--approve TOOL]… [--cloud]
+              [-c | --continue | --conversation ID]
     aries ingest PATH [-w W] [--index NAME] [--json]
     aries status [-w W] [--json] [--calls N]
 
@@ -89,6 +90,16 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="approve sending the redacted question to the cloud bridge when its mode is 'ask'",
     )
+    resume = ask.add_mutually_exclusive_group()
+    resume.add_argument(
+        "-c",
+        "--continue",
+        dest="conversation",
+        action="store_const",
+        const="last",
+        help="add the turn to the workspace's last conversation: the model sees its earlier turns",
+    )
+    resume.add_argument("--conversation", metavar="ID", help="add the turn to this conversation (see: aries history)")
     ask.set_defaults(func=handle_ask)
 
     ingest = subparsers.add_parser(
@@ -165,6 +176,13 @@ def handle_ask(args: argparse.Namespace) -> int:
         from services.pipe.headless import run_ask
         from services.pipe.request import parse_input
 
+        conversation = getattr(args, "conversation", None)
+        if conversation is not None and not getattr(args, "workspace", None):
+            from services.errors import InvalidInput
+
+            raise InvalidInput(
+                "--continue and --conversation need a workspace (-w NAME): an ephemeral one keeps nothing"
+            )
         question = " ".join(args.question) if args.question else None
         use_stdin = args.stdin or (question is None and not sys.stdin.isatty())
         request = parse_input(question, _read_stdin() if use_stdin else None)
@@ -176,6 +194,7 @@ def handle_ask(args: argparse.Namespace) -> int:
             approve=_approved(args.approve),
             profile=args.profile,
             cloud=args.cloud,
+            conversation=conversation,
         )
     except AriesError as error:
         return _fail(error, args.json, request_id)
@@ -191,6 +210,8 @@ def handle_ask(args: argparse.Namespace) -> int:
                 f"{call['tool_id']} was refused ({call['rule'] or 'policy'}); the answer was made "
                 f"without it; rerun with --approve {call['tool_id']} if it should run"
             )
+    if result.response.get("finish_reason") == "length":
+        warn("the model stopped at its length limit: the answer may be cut short")
     if result.cloud_problem:
         warn(result.cloud_problem)
     return result.exit_code

@@ -67,6 +67,7 @@ class UsageReport:
     completion_tokens: int
     elapsed_ms: float
     steps: int
+    prompt_tokens_estimated: int = 0  # Aries' own count of the last request, for a server that gives none
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.assistant.context import build_prompt, history_from_entries, profile_system_prompt, tool_result_text
+from services.assistant.context import (
+    ContextFitter,
+    Fitted,
+    answer_reserve,
+    history_from_entries,
+    profile_system_prompt,
+    tool_result_limit,
+    tool_result_text,
+)
 from services.assistant.events import (
     Cancelled,
     CloudResult,
@@ -32,21 +41,25 @@ from services.assistant.events import (
 )
 from services.assistant.structured import MAX_RETRIES, retry_instruction
 from services.clock import monotonic
-from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
+from services.conversation import AssistantAnswer, ContextReport, Notice, RetrievalSet, UserMessage
 from services.errors import AriesError
 
 if TYPE_CHECKING:
     from services.assistant.cloud import CloudStep
     from services.bridge import Approve
-    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolSchema
+    from services.models.base import ChatMessage, ContextOverflow, ModelOptions, ModelProvider, ToolCall, ToolSchema
+    from services.models.tokens import Calibration
     from services.models.toolnames import ToolNameMap
+    from services.models.window import ModelWindow
     from services.profiles import ActiveProfile
     from services.session import Session
     from services.tools.calls import Approver
 
 DEFAULT_MAX_STEPS = 6
-DEFAULT_BUDGET_TOKENS = 8_000
 DEFAULT_K = 5
+MAX_REFITS = 2  # a step is fitted again at most this often after a server's overflow error
+MIN_REFIT_WINDOW = 256
+PROVIDER_WINDOW_TTL_S = 60.0
 
 
 @dataclass
@@ -67,6 +80,8 @@ class TurnOutcome:
     confidence: float = 0.0  # confidence.local (services.assistant.confidence)
     confidence_inputs: dict[str, Any] = field(default_factory=dict)
     cloud: CloudStep | None = None  # the cloud step (None: the turn ended before it)
+    context: dict[str, Any] = field(default_factory=dict)  # window, its source, the prompt as estimated
+    finish_reason: str | None = None  # the last model step's: stop, length (cut short), tool_calls…
 
 
 class TurnLoop:
@@ -79,7 +94,7 @@ class TurnLoop:
         on_event: Callable[[LoopEvent], object] | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         k: int | None = None,
-        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        budget_tokens: int | None = None,
         options: ModelOptions | None = None,
         model_label: str | None = None,
         cloud_approve: Approve | None = None,
@@ -90,7 +105,7 @@ class TurnLoop:
         self.on_event = on_event
         self.max_steps = max_steps
         self.k = k  # None: the profile's retrieval.k (DEFAULT_K without a profile)
-        self.budget_tokens = budget_tokens
+        self.budget_tokens = budget_tokens  # a context window that overrides every other source
         self.options = options
         self.cloud_approve = cloud_approve  # None: ask-mode cloud questions are declined
         self.model_label = model_label or (
@@ -129,72 +144,109 @@ class TurnLoop:
             conversation.record(UserMessage(text=text, turn_id=turn_id, step=0))
             hits, index = await self._retrieve(text, turn_id, profile)
             outcome.index = index
-            history = history_from_entries(conversation.dialogue(), turn_id)
-            system = profile_system_prompt(profile.system_prompt if profile is not None else None)
-            prompt = build_prompt(text, hits, history, budget_tokens=self.budget_tokens, system_prompt=system)
-            outcome.hits = prompt.kept_hits
-            if index is not None:
-                handles = [str(h.get("handle")) for h in prompt.kept_hits]
-                conversation.record(RetrievalSet(query=text, index=index, handles=handles, turn_id=turn_id, step=1))
-            if prompt.dropped_turns or prompt.dropped_handles:
-                conversation.record(
-                    Notice(
-                        text=_dropped_text(prompt.dropped_turns, prompt.dropped_handles),
-                        level="warning",
-                        title="context budget",
-                        turn_id=turn_id,
-                    )
-                )
-            self._emit(Retrieved(turn_id, text, index, prompt.kept_hits, prompt.dropped_handles))
             offers_tools = getattr(self.provider, "supports_tools", self.provider.name != "offline")
             if offers_tools and self.session.gateway().mcp is not None:
                 # Enabled MCP servers start here, off the event loop, so their tools can be offered.
                 await asyncio.to_thread(self.session.gateway().registry.load_all)
             tools, names = self.offered_tools() if offers_tools else ([], None)
-            messages = list(prompt.messages)
-            from services.models.base import ChatMessage, ModelOptions, ModelRequest, ToolCallEvent, Usage
+            from services.models.base import (
+                ChatMessage,
+                ContextOverflow,
+                ModelOptions,
+                ModelRequest,
+                ToolCallEvent,
+                Usage,
+            )
+            from services.models.base import Done as ModelDone
             from services.models.base import TextDelta as ModelText
 
             options = self.options or ModelOptions()
             if options.temperature is None and profile is not None and profile.model.temperature is not None:
                 options = dataclasses.replace(options, temperature=profile.model.temperature)
+            window, options = await self._window(options)
+            history = history_from_entries(conversation.dialogue(), turn_id)
+            system = profile_system_prompt(profile.system_prompt if profile is not None else None)
+            fitter = ContextFitter(
+                system,
+                text,
+                hits,
+                history,
+                window=window.tokens,
+                reserve=answer_reserve(window.tokens, options.max_tokens),
+                calibration=window.calibration,
+                label=self.model_label,
+            )
+            fitted = fitter.fit([], tools, _tools_cost(tools))
+            outcome.hits = fitted.kept_hits
+            if index is not None:
+                handles = [str(h.get("handle")) for h in fitted.kept_hits]
+                conversation.record(RetrievalSet(query=text, index=index, handles=handles, turn_id=turn_id, step=1))
+            reported = self._report(fitted, window, fitter, turn_id, None, None)
+            self._emit(Retrieved(turn_id, text, index, fitted.kept_hits, fitted.left_out_handles))
+            steps: list[ChatMessage] = []
+            outcome.context = {"window": window.tokens, "window_source": window.source}
 
             for step in range(1, self.max_steps + 1):
                 outcome.steps = step
                 where = "streaming"
                 streamed = ""
                 calls: list[ToolCall] = []
+                finish = "stop"
                 if offers_tools:  # asked each step: a profile switch mid-turn changes them at once
                     tools, names = self.offered_tools()
-                request = ModelRequest(
-                    messages=messages,
-                    tools=tools,
-                    options=options,
-                    retrieved=prompt.kept_hits,
-                    index=index,
-                    output_schema=schema,
-                )
-                async for event in self.provider.stream(request):
-                    if isinstance(event, ModelText):
-                        streamed += event.text
-                        self._emit(TextDelta(turn_id, step, event.text))
-                    elif isinstance(event, ToolCallEvent):
-                        calls.append(event.call)
-                    elif isinstance(event, Usage):
-                        prompt_tokens += event.prompt_tokens
-                        completion_tokens += event.completion_tokens
+                refit: str | None = None  # why this step is fitted again (a server's overflow error)
+                for attempt in range(MAX_REFITS + 1):
+                    fitted = fitter.fit(steps, tools, _tools_cost(tools))
+                    reported = self._report(fitted, window, fitter, turn_id, reported, refit)
+                    request = ModelRequest(
+                        messages=fitted.messages,
+                        tools=fitted.tools,
+                        options=options,
+                        retrieved=fitted.kept_hits,
+                        index=index,
+                        output_schema=schema,
+                    )
+                    try:
+                        async for event in self.provider.stream(request):
+                            if isinstance(event, ModelText):
+                                streamed += event.text
+                                self._emit(TextDelta(turn_id, step, event.text))
+                            elif isinstance(event, ToolCallEvent):
+                                calls.append(event.call)
+                            elif isinstance(event, Usage):
+                                prompt_tokens += event.prompt_tokens
+                                completion_tokens += event.completion_tokens
+                                window.calibration.observe(fitted.estimated, event.prompt_tokens)
+                            elif isinstance(event, ModelDone):
+                                finish = event.finish_reason
+                        outcome.context["window"], outcome.context["window_source"] = window.tokens, window.source
+                        outcome.context["prompt_tokens_estimated"] = fitted.tokens
+                        outcome.context["left_out"] = {
+                            "turns": len(fitted.left_out_turns),
+                            "passages": list(fitted.left_out_handles),
+                            "tools": len(fitted.left_out_tools),
+                        }
+                        break
+                    except ContextOverflow as exc:
+                        if streamed or calls or attempt == MAX_REFITS:
+                            raise
+                        refit = self._learn(exc, fitted, window, fitter, options)
+                outcome.finish_reason = finish
+                if finish == "length":
+                    self._cut_short(turn_id, step, options, window.tokens)
                 if not calls:
                     outcome.text = streamed
                     if schema is not None and self._check(outcome, schema, step, retries < MAX_RETRIES):
                         retries += 1
-                        messages.append(ChatMessage(role="assistant", content=streamed))
-                        messages.append(ChatMessage(role="user", content=retry_instruction(str(outcome.schema_error))))
+                        steps.append(ChatMessage(role="assistant", content=streamed))
+                        steps.append(ChatMessage(role="user", content=retry_instruction(str(outcome.schema_error))))
                         continue
                     break
-                messages.append(ChatMessage(role="assistant", content=streamed, tool_calls=calls))
+                steps.append(ChatMessage(role="assistant", content=streamed, tool_calls=calls))
                 where = "tool"
+                limit = tool_result_limit(window.tokens - fitter.reserve)
                 for call in calls:
-                    messages.append(await self._tool_call(call, names, turn_id, step, outcome))
+                    steps.append(await self._tool_call(call, names, turn_id, step, outcome, limit))
                     where = "tool"
             else:
                 outcome.text = streamed
@@ -206,7 +258,7 @@ class TurnLoop:
                         turn_id=turn_id,
                     )
                 )
-            outcome.citations = [str(h.get("handle")) for h in prompt.kept_hits if str(h.get("handle")) in outcome.text]
+            outcome.citations = [str(h.get("handle")) for h in outcome.hits if str(h.get("handle")) in outcome.text]
             elapsed_ms = round((monotonic() - started) * 1000, 1)
             outcome.usage = {
                 "prompt_tokens": prompt_tokens,
@@ -214,6 +266,10 @@ class TurnLoop:
                 "elapsed_ms": elapsed_ms,
                 "steps": outcome.steps,
             }
+            counted = self.provider.name != "offline"  # the offline provider has no model to count for
+            if counted and not prompt_tokens and "prompt_tokens_estimated" in outcome.context:
+                # the server did not count (llama-cpp-python's stream): say what was estimated
+                outcome.usage["prompt_tokens_estimated"] = outcome.context["prompt_tokens_estimated"]
             conversation.record(
                 AssistantAnswer(
                     text=outcome.text,
@@ -226,7 +282,8 @@ class TurnLoop:
                     step=outcome.steps + 1,
                 )
             )
-            self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps))
+            estimated = int(outcome.context.get("prompt_tokens_estimated") or 0) if counted else 0
+            self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps, estimated))
             self._emit(Done(turn_id, outcome.text, outcome.citations))
             where = "cloud"
             await self._cloud(text, outcome)
@@ -253,6 +310,116 @@ class TurnLoop:
             )
             self._emit(Failed(turn_id, type(exc).__name__, exc.message))
             return outcome
+
+    # -- the context window ----------------------------------------------------------------------
+    async def _window(self, options: ModelOptions) -> tuple[ModelWindow, ModelOptions]:
+        """The window this turn is fitted to (see :mod:`services.models.window`) and the options with
+        the model's configured ``max_tokens`` and, for Ollama, the ``num_ctx`` that makes the server use
+        that same window."""
+        from services.models.tokens import Calibration
+        from services.models.window import DEFAULT_WINDOW, ModelWindow, learned
+
+        settings = model_settings(self.session.workspace, self.model_label)
+        if settings is not None and settings.max_tokens is not None and options.max_tokens is None:
+            options = dataclasses.replace(options, max_tokens=settings.max_tokens)
+        key = self._window_key()
+        calibration = _CALIBRATIONS.setdefault(key, Calibration())
+        said = learned(key)
+        if said is not None and calibration.samples == 0:
+            calibration.factor = max(calibration.factor, float(said["factor"]))
+        if self.budget_tokens is not None:
+            window = ModelWindow(self.budget_tokens, "caller", calibration)
+        elif settings is not None and settings.context_window is not None:
+            window = ModelWindow(settings.context_window, "config", calibration)
+        elif said is not None:
+            window = ModelWindow(int(said["window"]), "learned", calibration)
+        elif (reported := await self._provider_window(key)) is not None:
+            window = ModelWindow(reported, "provider", calibration)
+        else:
+            window = ModelWindow(DEFAULT_WINDOW, "default", calibration)
+        if window.source != "default" and options.context_window is None:
+            options = dataclasses.replace(options, context_window=window.tokens)  # Ollama's num_ctx
+        return window, options
+
+    def _window_key(self) -> str:
+        from services.models.window import cache_key
+
+        return cache_key(self.provider.name, str(getattr(self.provider, "base_url", "")), self.provider.model)
+
+    async def _provider_window(self, key: str) -> int | None:
+        """What the provider says (Ollama's ``show``, a ``/models`` entry), asked once a minute."""
+        ask = getattr(self.provider, "context_window", None)
+        if ask is None:
+            return None
+        now = time.monotonic()  # not the frozen clock of tests: this is a cache's age
+        cached = _SAID.get(key)
+        if cached is not None and now - cached[0] < PROVIDER_WINDOW_TTL_S:
+            return cached[1]
+        value = await ask()
+        _SAID[key] = (now, value)
+        return int(value) if value else None
+
+    def _learn(
+        self, exc: ContextOverflow, fitted: Fitted, window: ModelWindow, fitter: ContextFitter, options: ModelOptions
+    ) -> str:
+        """A server said the request was too large: take its numbers (or, without any, shrink the
+        room by a quarter), keep them for the next process, and fit again."""
+        from services.models.window import remember
+
+        said = []
+        if exc.prompt_tokens:
+            window.calibration.observe(fitted.estimated, exc.prompt_tokens)
+            said.append(f"the request: {exc.prompt_tokens} tokens")
+        if exc.window:
+            said.insert(0, f"its window: {exc.window} tokens")
+            window.tokens, window.source = exc.window, "learned"
+            remember(self._window_key(), window.tokens, window.calibration.factor)
+        else:  # no window given: it is less than what was just sent
+            refused = exc.prompt_tokens or fitted.tokens
+            window.tokens, window.source = max(MIN_REFIT_WINDOW, min(window.tokens, refused * 3 // 4)), "learned"
+        fitter.window = window.tokens
+        fitter.reserve = answer_reserve(window.tokens, options.max_tokens)
+        detail = f" ({'; '.join(said)})" if said else ""
+        return f"The server refused a request as larger than its context window{detail}; fitted again."
+
+    def _report(
+        self,
+        fitted: Fitted,
+        window: ModelWindow,
+        fitter: ContextFitter,
+        turn_id: str,
+        last: tuple[int, tuple[str, ...], tuple[str, ...]] | None,
+        reason: str | None,
+    ) -> tuple[int, tuple[str, ...], tuple[str, ...]] | None:
+        """Record what this request left out, once per turn unless it changes (or a refit says why)."""
+        left = fitted.left_out()
+        if reason is None and (left == last or not any(left)):
+            return left
+        self.session.conversation.record(
+            ContextReport(
+                window=window.tokens,
+                window_source=window.source,
+                prompt_tokens=fitted.tokens,
+                reserve=fitter.reserve,
+                left_out_turns=fitted.left_out_turns,
+                left_out_passages=fitted.left_out_handles,
+                left_out_tools=fitted.left_out_tools,
+                reason=reason,
+                turn_id=turn_id,
+            )
+        )
+        return left
+
+    def _cut_short(self, turn_id: str, step: int, options: ModelOptions, window: int) -> None:
+        limit = f"max_tokens {options.max_tokens}" if options.max_tokens else f"the context window ({window} tokens)"
+        self.session.conversation.record(
+            Notice(
+                text=f"The model stopped at its length limit ({limit}) in step {step}: the answer may be cut short.",
+                level="warning",
+                title="length",
+                turn_id=turn_id,
+            )
+        )
 
     async def _cloud(self, text: str, outcome: TurnOutcome) -> None:
         """confidence.local, then the bridge's step (:mod:`services.assistant.cloud`); the local answer
@@ -343,7 +510,7 @@ class TurnLoop:
             return [], None
 
     async def _tool_call(
-        self, call: ToolCall, names: ToolNameMap | None, turn_id: str, step: int, outcome: TurnOutcome
+        self, call: ToolCall, names: ToolNameMap | None, turn_id: str, step: int, outcome: TurnOutcome, limit: int
     ) -> ChatMessage:
         from services.models.base import ChatMessage
 
@@ -389,12 +556,35 @@ class TurnLoop:
         )
         summary = "ok" if result.ok else f"{result.error.type}: {result.error.message}" if result.error else "error"
         self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary))
-        return ChatMessage(
-            role="tool", content=tool_result_text(tool_id, result.to_dict()), tool_call_id=call.id, name=call.name
-        )
+        content = tool_result_text(tool_id, result.to_dict(), limit)
+        return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
 _OFFERED: dict[tuple[int, str, int], tuple[list[ToolSchema], ToolNameMap]] = {}
+_COSTS: dict[int, tuple[list[ToolSchema], int]] = {}
+_CALIBRATIONS: dict[str, Calibration] = {}  # per provider, URL and model: the estimate's correction
+_SAID: dict[str, tuple[float, int | None]] = {}  # what a provider said of its window, and when
+
+
+def _tools_cost(tools: list[ToolSchema]) -> int:
+    """The offered tools' schemas in estimated tokens (counted once per offered list)."""
+    from services.models.tokens import tools_tokens
+
+    cached = _COSTS.get(id(tools))
+    if cached is None or cached[0] is not tools:
+        cached = _COSTS[id(tools)] = (tools, tools_tokens(tools))
+    return cached[1]
+
+
+def model_settings(workspace: Any, label: str) -> Any:
+    """``settings.models.<label or model name>`` of the workspace (None when there is none)."""
+    try:
+        models = workspace.config.settings.models
+    except (AttributeError, AriesError):
+        return None
+    if not models:
+        return None
+    return models.get(label) or models.get(label.partition(":")[2])
 
 
 def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
@@ -408,11 +598,32 @@ def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
         ToolSchema(
             name=names.provider_name(t["id"]),
             description=str(t["description"]),
-            parameters=gateway.registry.get(t["id"]).input_schema,
+            parameters=offered_schema(gateway.registry.get(t["id"]).input_schema),
         )
         for t in enabled
     ]
     return schemas, names
+
+
+OFFERED_BOUND_LIMIT = 256
+_BOUNDS = ("maxLength", "maxItems", "maxProperties")
+
+
+def offered_schema(schema: Any) -> Any:
+    """A tool's argument schema as the model is offered it: without length bounds above
+    :data:`OFFERED_BOUND_LIMIT` (``maxLength: 8192`` on a path, ``64 MiB`` on a file's text). The
+    gateway still enforces every bound; a model gains nothing from them, and llama.cpp's server turns
+    each into grammar rules when it constrains a forced tool call — with 8192 its grammar parser gives
+    up and the server process dies (seen with the real-model lane)."""
+    if isinstance(schema, list):
+        return [offered_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: offered_schema(value)
+        for key, value in schema.items()
+        if not (key in _BOUNDS and isinstance(value, int) and value > OFFERED_BOUND_LIMIT)
+    }
 
 
 _WHERE = {
@@ -421,12 +632,3 @@ _WHERE = {
     "tool": "a tool call ran or waited for approval",
     "cloud": "the cloud step ran (the local answer is recorded)",
 }
-
-
-def _dropped_text(turns: int, handles: list[str]) -> str:
-    parts = []
-    if turns:
-        parts.append(f"{turns} earlier turn(s)")
-    if handles:
-        parts.append(f"{len(handles)} retrieved chunk(s) ({', '.join(handles)})")
-    return "To fit the context budget, left out: " + " and ".join(parts) + "."

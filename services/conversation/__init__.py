@@ -9,6 +9,7 @@ the file to find out what happened.
 
 from services.conversation.events import (
     AssistantAnswer,
+    ContextReport,
     ConversationEvent,
     Notice,
     RetrievalSet,
@@ -19,6 +20,7 @@ from services.conversation.writer import Conversation, Subscriber
 
 __all__ = [
     "AssistantAnswer",
+    "ContextReport",
     "Conversation",
     "ConversationEvent",
     "Notice",

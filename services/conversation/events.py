@@ -167,4 +167,63 @@ class Notice(_Event):
         return fields
 
 
-ConversationEvent = UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice
+@dataclass(frozen=True, kw_only=True)
+class ContextReport(_Event):
+    """What one model request left out to fit the model's context window (a notice: never model input).
+
+    ``left_out_turns`` are the earlier turns not sent (always the oldest ones: written as ``{"count",
+    "first", "last"}``), ``left_out_passages``
+    the retrieved passages not sent (whole, by handle), ``left_out_tools`` the tool schemas not
+    offered; ``window`` and ``window_source`` (config, learned, provider, default) say against what,
+    ``prompt_tokens`` is the request as estimated, ``reason`` why it was fitted again (a server's
+    overflow error)."""
+
+    window: int
+    window_source: str
+    prompt_tokens: int
+    reserve: int
+    left_out_turns: list[str] = field(default_factory=list)
+    left_out_passages: list[str] = field(default_factory=list)
+    left_out_tools: list[str] = field(default_factory=list)
+    reason: str | None = None
+    role = "notice"
+
+    @property
+    def content(self) -> str:
+        parts = []
+        turns = self.left_out_turns
+        if turns:
+            span = turns[0].rsplit("-", 1)[-1] + (f"–{turns[-1].rsplit('-', 1)[-1]}" if len(turns) > 1 else "")
+            parts.append(f"the {len(turns)} oldest turn(s) ({span})")
+        if self.left_out_passages:
+            parts.append(f"{len(self.left_out_passages)} passage(s) ({', '.join(self.left_out_passages)})")
+        if self.left_out_tools:
+            parts.append(f"the schemas of {len(self.left_out_tools)} tool(s) (no tool offered)")
+        what = " and ".join(parts) if parts else "nothing"
+        head = f"{self.reason} " if self.reason else ""
+        return (
+            f"{head}To fit the context window of {self.window} tokens ({self.window_source}; {self.reserve} kept for "
+            f"the answer, about {self.prompt_tokens} sent), left out: {what}."
+        )
+
+    def to_fields(self) -> dict[str, Any]:
+        fields = {**self._common(), "level": "warning", "title": "context window", "kind": "context"}
+        turns = self.left_out_turns
+        fields.update(
+            window=self.window,
+            window_source=self.window_source,
+            prompt_tokens=self.prompt_tokens,
+            reserve=self.reserve,
+            left_out={
+                # always the oldest turns: a range, so that the line does not grow with the conversation
+                "turns": {"count": len(turns), "first": turns[0], "last": turns[-1]} if turns else None,
+                "passages": list(self.left_out_passages),
+                "tools": list(self.left_out_tools),
+            },
+        )
+        if self.reason:
+            fields["reason"] = self.reason
+        return fields
+
+
+ConversationEvent = UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice | ContextReport

@@ -73,6 +73,9 @@ class ModelOptions:
     top_p: float | None = None
     stop: list[str] | None = None
     context_window: int | None = None  # Ollama ``num_ctx``; not sent to OpenAI-compatible servers
+    tool_choice: str | None = None
+    """``auto``, ``none``, ``required`` or one offered tool's provider-side name (OpenAI-compatible
+    servers only: Ollama has no such option); None: the server's default (``auto``)."""
 
 
 @dataclass
@@ -208,6 +211,26 @@ class MalformedStream(ProviderError):
         self.line = line
 
 
+class ContextOverflow(ProviderError):
+    """The request does not fit the model's context window, as the server said: in an error status
+    (``status``), in the stream (``status`` None), or — llama-cpp-python's server — by an empty
+    stream whose non-streamed repeat says so.
+
+    ``window`` and ``prompt_tokens`` are the numbers the server gave (``None`` when it gave none);
+    the turn loop learns from them, fits the request again and retries."""
+
+    code = "context_overflow"
+
+    def __init__(
+        self, provider: str, url: str, cause: str, *, status: int | None, window: int | None, prompt_tokens: int | None
+    ) -> None:
+        head = f"HTTP {status}: " if status is not None else ""
+        super().__init__(provider, url, head + cause, status=status, window=window, prompt_tokens=prompt_tokens)
+        self.status = status
+        self.window = window
+        self.prompt_tokens = prompt_tokens
+
+
 class ModelNotFound(ProviderError):
     """The server does not serve the requested model."""
 
@@ -216,6 +239,7 @@ class ModelNotFound(ProviderError):
 
 __all__ = [
     "ChatMessage",
+    "ContextOverflow",
     "Done",
     "MalformedStream",
     "ModelEvent",

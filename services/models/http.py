@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from services.models.base import (
+    ContextOverflow,
     MalformedStream,
     ModelNotFound,
     ProviderError,
@@ -72,6 +73,29 @@ def short(text: str, limit: int = BODY_CHARS) -> str:
     """One neutralised line of at most ``limit`` characters."""
     text = neutralize(" ".join(text.split()), single_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_object(body: str) -> dict[str, Any]:
+    """The ``error`` object of a JSON error body (``{}`` when there is none)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def overflow_error(
+    provider: str, url: str, status: int | None, message: str, error: dict[str, Any]
+) -> ContextOverflow | None:
+    """A :class:`ContextOverflow` when ``message`` (or the error object) says the request is larger
+    than the model's context window; else None."""
+    from services.models.window import overflow_numbers
+
+    overflow, window, prompt_tokens = overflow_numbers(message, error)
+    if not overflow:
+        return None
+    return ContextOverflow(provider, url, short(message), status=status, window=window, prompt_tokens=prompt_tokens)
 
 
 def looks_like_missing_model(message: str) -> bool:
@@ -143,7 +167,12 @@ class HttpProvider:
             raw = b""
         finally:
             response.close()
-        message = error_text(raw.decode("utf-8", "replace"))
+        body = raw.decode("utf-8", "replace")
+        message = error_text(body)
+        if response.status in (400, 413, 422, 500):
+            overflow = overflow_error(self.name, url, response.status, message, error_object(body))
+            if overflow is not None:
+                raise overflow
         if response.status == 404 and looks_like_missing_model(message):
             raise ModelNotFound(self.name, url, short(message), status=404)
         if response.status == 404 and self.not_found_hint:
@@ -166,6 +195,29 @@ class HttpProvider:
             raise
         except Exception as exc:
             raise self._map(exc, url, phase=f"no answer within {self.timeouts.listing:g}s") from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            text = short(body.decode("utf-8", "replace"))
+            raise ProviderHTTPError(self.name, url, response.status, f"not JSON: {text}") from None
+
+    async def post_json(self, path: str, payload: dict[str, Any], *, timeout: float | None = None) -> Any:
+        """POST ``payload`` and return the JSON answer (error statuses raise as in a stream)."""
+        url = self.base_url + path
+        session = self._session_now()
+        limit = self.timeouts.first_byte if timeout is None else timeout
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:
+            async with asyncio.timeout(limit):
+                async with session.post(
+                    url, data=data, headers={"Content-Type": "application/json"}, allow_redirects=False
+                ) as response:
+                    await self._raise_for_status(response, url)
+                    body = await response.read()
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise self._map(exc, url, phase=f"no answer within {limit:g}s") from None
         try:
             return json.loads(body)
         except ValueError:

@@ -28,6 +28,7 @@ from services.models.base import (
     ModelNotFound,
     ModelOptions,
     ModelRequest,
+    ProviderError,
     ProviderStreamError,
     TextDelta,
     ToolCall,
@@ -36,10 +37,20 @@ from services.models.base import (
     Usage,
     parse_arguments,
 )
-from services.models.http import HttpProvider, Timeouts, looks_like_missing_model, parse_json_line, short
+from services.models.http import (
+    HttpProvider,
+    Timeouts,
+    looks_like_missing_model,
+    overflow_error,
+    parse_json_line,
+    short,
+)
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
+DEFAULT_NUM_CTX = 8192
+"""The ``num_ctx`` Aries asks for when the model's Modelfile sets none (Ollama's own default, 4096, is
+less than the prompt with the tool schemas takes); less when the model was trained on less."""
 
 
 def ollama_base_url(host: str | None) -> str:
@@ -156,6 +167,9 @@ class OllamaProvider(HttpProvider):
                 error = data.get("error")
                 if error:
                     message = short(str(error))
+                    overflow = overflow_error(self.name, url, None, str(error), {})
+                    if overflow is not None:
+                        raise overflow
                     if looks_like_missing_model(message):
                         raise ModelNotFound(self.name, url, message)
                     raise ProviderStreamError(self.name, url, f"error at line {line_no}: {message}")
@@ -193,6 +207,28 @@ class OllamaProvider(HttpProvider):
             raw_arguments=raw_arguments,
             arguments_error=error,
         )
+
+    async def context_window(self) -> int | None:
+        """The window this model runs with: its ``num_ctx`` parameter, else :data:`DEFAULT_NUM_CTX`
+        (or less when the model was trained on less); None when ``/api/show`` does not answer. Aries
+        then sends ``num_ctx`` itself, so the server's window is the one each request was fitted to
+        (Ollama would otherwise cut a longer prompt silently)."""
+        try:
+            data = await self.post_json("/api/show", {"model": self.model}, timeout=self.timeouts.listing)
+        except ProviderError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        for line in str(data.get("parameters") or "").splitlines():
+            key, _, value = line.strip().partition(" ")
+            if key == "num_ctx" and value.strip().isdigit():
+                return int(value.strip())
+        info = data.get("model_info")
+        trained = None
+        if isinstance(info, dict):
+            lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int) and v > 0]
+            trained = min(lengths) if lengths else None
+        return min(DEFAULT_NUM_CTX, trained) if trained else DEFAULT_NUM_CTX
 
     async def list_models(self) -> list[str]:
         data = await self.get_json("/api/tags")

@@ -37,7 +37,9 @@ from services.models.base import (
     ModelEvent,
     ModelNotFound,
     ModelRequest,
+    ProviderError,
     ProviderStreamError,
+    ProviderUnavailable,
     TextDelta,
     ToolCall,
     ToolCallEvent,
@@ -50,6 +52,7 @@ from services.models.http import (
     Timeouts,
     error_text,
     looks_like_missing_model,
+    overflow_error,
     parse_json_line,
     short,
 )
@@ -148,6 +151,10 @@ class OpenAICompatProvider(HttpProvider):
             "stop": options.stop,
         }
         body.update({key: value for key, value in pairs.items() if value is not None})
+        if request.tools and options.tool_choice is not None:
+            choice = options.tool_choice
+            named = choice not in ("auto", "none", "required")
+            body["tool_choice"] = {"type": "function", "function": {"name": choice}} if named else choice
         if request.output_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -165,12 +172,15 @@ class OpenAICompatProvider(HttpProvider):
         usage: dict[str, Any] = {}
         done_marker = False
         line_no = 0
-        lines = self.stream_lines("/chat/completions", self.payload(request))
+        data_lines = 0
+        payload = self.payload(request)
+        lines = self.stream_lines("/chat/completions", payload)
         async with contextlib.aclosing(lines):
             async for line_no, line in lines:
                 data_text = self._data(line, url, line_no)
                 if data_text is None:
                     continue
+                data_lines += 1
                 if data_text.strip() == "[DONE]":
                     done_marker = True
                     break
@@ -203,6 +213,8 @@ class OpenAICompatProvider(HttpProvider):
                             assembly.emitted = True
                             emitted += 1
                             yield ToolCallEvent(self._complete(assembly, turn, url, line_no))
+        if data_lines == 0:
+            await self._explain_empty(payload, url)
         if not done_marker and finish is None:
             raise MalformedStream(self.name, url, "the stream ended before a finish_reason or [DONE]", line_no + 1)
         for assembly in sorted(calls.values(), key=lambda a: a.index):
@@ -217,6 +229,18 @@ class OpenAICompatProvider(HttpProvider):
         )
         reason = finish or "stop"
         yield Done("tool_calls" if emitted and reason == "stop" else reason)
+
+    async def _explain_empty(self, payload: dict[str, Any], url: str) -> None:
+        """A stream that ended before its first event. llama-cpp-python's server answers a request
+        larger than its context window that way (200, then nothing): the same request, not streamed
+        and asking for one token, gets the server's real error, which is raised instead (a
+        :class:`ContextOverflow` for that case). When the repeat succeeds, nothing is raised here."""
+        probe = {key: value for key, value in payload.items() if key not in ("stream", "stream_options")}
+        probe["max_tokens"] = 1
+        try:
+            await self.post_json("/chat/completions", probe)
+        except ProviderUnavailable:  # the pooled connection the server broke off: once more, on a new one
+            await self.post_json("/chat/completions", probe)
 
     def _data(self, line: str, url: str, line_no: int) -> str | None:
         """The payload of an SSE ``data:`` line; ``None`` for blank lines, comments and other fields."""
@@ -243,6 +267,9 @@ class OpenAICompatProvider(HttpProvider):
             return
         message = error.get("message", error) if isinstance(error, dict) else error
         text = short(str(message))
+        overflow = overflow_error(self.name, url, None, str(message), error if isinstance(error, dict) else {})
+        if overflow is not None:
+            raise overflow
         if looks_like_missing_model(text):
             raise ModelNotFound(self.name, url, text)
         raise ProviderStreamError(self.name, url, f"error at line {line_no}: {text}")
@@ -251,6 +278,22 @@ class OpenAICompatProvider(HttpProvider):
         if not assembly.name:
             raise MalformedStream(self.name, url, f"tool call {assembly.index} has no function name", line_no)
         return assembly.call(turn)
+
+    async def context_window(self) -> int | None:
+        """``max_model_len`` of this model's ``GET /models`` entry (vLLM says it there); None when the
+        server does not say (llama.cpp's servers, LM Studio: the window is then learned from the
+        first overflow error, see :mod:`services.models.window`)."""
+        try:
+            data = await self.get_json("/models")
+        except ProviderError:
+            return None
+        entries = data.get("data") if isinstance(data, dict) else None
+        for entry in entries or []:
+            if isinstance(entry, dict) and entry.get("id") == self.model:
+                value = entry.get("max_model_len")
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+        return None
 
     async def list_models(self) -> list[str]:
         data = await self.get_json("/models")

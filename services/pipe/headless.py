@@ -88,7 +88,7 @@ class AskResult:
 
 
 class _Watched:
-    """The provider, passed through unchanged, remembering the error its stream raised (the turn
+    """The provider, passed through unchanged, remembering the error its last stream raised (the turn
     loop records it as a notice and goes on; ``aries ask`` needs its type for the exit code)."""
 
     def __init__(self, provider: ModelProvider) -> None:
@@ -100,8 +100,15 @@ class _Watched:
             self.supports_tools = provider.supports_tools
         if hasattr(provider, "provenance"):
             self.provenance = provider.provenance
+        if hasattr(provider, "base_url"):  # the context window is known per provider, URL and model
+            self.base_url = provider.base_url
+        if hasattr(provider, "context_window"):
+            self.context_window = provider.context_window
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        # Only the last stream's failure counts: the loop answers a server's overflow error by fitting
+        # the request again, and a turn that then succeeds must not exit with that first error.
+        self.failure = None
         try:
             async for event in self.inner.stream(request):
                 yield event
@@ -128,15 +135,24 @@ def cloud_mode(session: Session) -> str:
         return "off"
 
 
-def open_session(workspace_name: str | None, approver: HeadlessApprover, *, profile: str | None = None) -> Session:
-    """A non-interactive session of the named workspace (an ephemeral one without a name)."""
+def open_session(
+    workspace_name: str | None,
+    approver: HeadlessApprover,
+    *,
+    profile: str | None = None,
+    conversation: str | None = "last",
+) -> Session:
+    """A non-interactive session of the named workspace (an ephemeral one without a name), on its
+    last conversation, a new one (``conversation=None``) or the one named."""
     from services.session import Session
     from services.workspaces import WorkspaceManager, ephemeral_workspace
 
     extra: dict[str, Any] = {} if profile is None else {"profile": profile}
     workspace = WorkspaceManager().open(workspace_name)[0] if workspace_name else ephemeral_workspace()
     try:
-        return Session(workspace, source="cli", interactive=False, approver=approver, **extra)
+        return Session(
+            workspace, source="cli", interactive=False, approver=approver, conversation=conversation, **extra
+        )
     except BaseException:
         workspace.close()
         raise
@@ -150,14 +166,16 @@ async def ask(
     approver: HeadlessApprover,
     k: int,
     model_label: str | None = None,
-    new_conversation: bool = True,
+    conversation: str | None = None,
     cloud: bool = False,
 ) -> AskResult:
     """Run one turn for ``request`` and build the response (see the module docstring).
 
-    With ``new_conversation`` (the default) the turn starts a conversation of its own: no earlier
+    Without ``conversation`` (the default) the turn starts a conversation of its own: no earlier
     dialogue reaches the model, so the same question under the same configuration gets the same
-    prompt, and the workbench's own conversation is left as it was.
+    prompt, and the workbench's own conversation is left as it was. With ``conversation`` (``last``,
+    an id or a unique start of one) the turn is added to that stored conversation: the model sees
+    its earlier turns (within its context window) and the turn continues its ids.
 
     ``cloud`` is the operator's yes for the bridge's ``ask`` mode (``--cloud``, or the request's
     ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says."""
@@ -175,8 +193,15 @@ async def ask(
         elif isinstance(event, ToolFinished):
             finished.append(event)
 
-    if new_conversation:
-        session.new_conversation()
+    current = session.conversation
+    if conversation is None:
+        if current.transcript.path.exists():  # a new session's new conversation has no file yet
+            session.new_conversation()
+    else:
+        from services.conversation.history import resolve
+
+        if resolve(session.workspace, conversation) != current.conversation_id:
+            session.open_conversation(conversation)
     watched = _Watched(provider)
     allowed = cloud or request.cloud_allowed
     loop = TurnLoop(
@@ -222,6 +247,9 @@ async def ask(
         "turn_id": outcome.turn_id,
         "index": outcome.index,
         "model": loop.model_label,
+        "conversation_id": session.conversation.conversation_id,
+        "finish_reason": outcome.finish_reason,
+        "context": outcome.context,
         "cloud": _cloud_report(step, cloud_mode(session)),
         "tool_calls": tool_calls,
     }
@@ -272,9 +300,11 @@ def run_ask(
     profile: str | None = None,
     env: Mapping[str, str] | None = None,
     cloud: bool = False,
+    conversation: str | None = None,
 ) -> AskResult:
     """Open the workspace, resolve the model (``ARIES_MODEL``, else the workspace's, else offline),
-    run :func:`ask`, close everything. Typed errors (bad input, config) are raised before the turn."""
+    run :func:`ask`, close everything. Typed errors (bad input, config, an unknown ``conversation``)
+    are raised before the turn."""
     import os
 
     from services.assistant.loop import DEFAULT_K
@@ -282,7 +312,7 @@ def run_ask(
 
     environ = dict(os.environ if env is None else env)
     approver = HeadlessApprover(check_tool_ids(approve))
-    session = open_session(workspace, approver, profile=profile)
+    session = open_session(workspace, approver, profile=profile, conversation=conversation)
     try:
         config = resolve_model(session.authority_setting("model"), environ)
         provider = make_provider(config)
@@ -291,7 +321,14 @@ def run_ask(
         async def turn() -> AskResult:
             try:
                 return await ask(
-                    session, request, provider, approver=approver, k=size, model_label=config.label, cloud=cloud
+                    session,
+                    request,
+                    provider,
+                    approver=approver,
+                    k=size,
+                    model_label=config.label,
+                    cloud=cloud,
+                    conversation=conversation,
                 )
             finally:
                 await provider.aclose()

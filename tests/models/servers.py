@@ -95,6 +95,11 @@ class ScriptedServer:
         self.kind = kind
         self.models = list(models or (["llama3.2:3b", "qwen2.5:7b"] if kind == "ollama" else ["qwen2.5", "llama-3"]))
         self.script: list[Reply] = []
+        # What the server says of its context window: Ollama's /api/show (a num_ctx parameter, and
+        # the trained length in model_info), an OpenAI-compatible /v1/models entry's max_model_len.
+        self.num_ctx: int | None = None
+        self.context_length = 131072
+        self.max_model_len: int | None = None
         self.requests: list[Recorded] = []
         self.disconnects: list[str] = []
         self.disconnected = threading.Event()
@@ -118,6 +123,7 @@ class ScriptedServer:
         if self.kind == "ollama":
             app.router.add_post("/api/chat", self._ollama_chat)
             app.router.add_get("/api/tags", self._ollama_tags)
+            app.router.add_post("/api/show", self._ollama_show)
         else:
             app.router.add_post("/v1/chat/completions", self._openai_chat)
             app.router.add_get("/v1/models", self._openai_models)
@@ -310,6 +316,35 @@ class ScriptedServer:
         ]
         return web.json_response({"models": models})
 
+    async def _ollama_show(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await self._record(request)
+        model = body.get("model") if isinstance(body, dict) else None
+        if model not in self.models:
+            return web.json_response({"error": f"model '{model}' not found"}, status=404)
+        parameters = 'stop                           "<|eot_id|>"'
+        if self.num_ctx is not None:
+            parameters = f"num_ctx                        {self.num_ctx}\n{parameters}"
+        return web.json_response(
+            {
+                "modelfile": f"FROM {model}\n",
+                "parameters": parameters,
+                "template": "{{ .Prompt }}",
+                "details": {
+                    "parent_model": "",
+                    "format": "gguf",
+                    "family": "llama",
+                    "families": ["llama"],
+                    "parameter_size": "3.2B",
+                    "quantization_level": "Q4_K_M",
+                },
+                "model_info": {"general.architecture": "llama", "llama.context_length": self.context_length},
+                "capabilities": ["completion", "tools"],
+                "modified_at": "2025-01-01T00:00:00Z",
+            }
+        )
+
     # -- OpenAI-compatible ----------------------------------------------------------------------
     def _openai_error(self, status: int, message: str, kind: str = "invalid_request_error") -> Any:
         from aiohttp import web
@@ -428,4 +463,7 @@ class ScriptedServer:
 
         await self._record(request)
         data = [{"id": name, "object": "model", "created": CREATED, "owned_by": "scripted"} for name in self.models]
+        if self.max_model_len is not None:  # as vLLM says it
+            for entry in data:
+                entry["max_model_len"] = self.max_model_len
         return web.json_response({"object": "list", "data": data})

@@ -215,3 +215,14 @@ async def test_openai_client_rejects_the_malformed_line(openai_server: ScriptedS
         async for _ in stream:
             pass
     await client.close()
+
+
+async def test_ollama_client_reads_show(ollama_server: ScriptedServer) -> None:
+    """``/api/show`` as the official client reads it: the parameters text and the model's trained length."""
+    ollama_server.num_ctx = 2048
+    client = ollama.AsyncClient(host=ollama_server.url)
+    shown = await client.show("llama3.2:3b")
+    assert "num_ctx" in str(shown.parameters) and "2048" in str(shown.parameters)
+    assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 131072
+    with pytest.raises(ollama.ResponseError):
+        await client.show("missing:1b")

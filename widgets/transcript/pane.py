@@ -184,6 +184,7 @@ class TranscriptPane(VerticalScroll):
                 "completion_tokens": event.completion_tokens,
                 "elapsed_ms": event.elapsed_ms,
                 "steps": event.steps,
+                "prompt_tokens_estimated": event.prompt_tokens_estimated,
             }
         elif isinstance(event, Done):
             answer = await self._answer_block(event.turn_id, message.model_label)

@@ -8,7 +8,7 @@ links (``aries-chunk:<handle>``) that open the chunk. Text is neutralised before
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.containers import Vertical
@@ -16,7 +16,19 @@ from textual.widgets import Markdown, Static
 
 from services.textsafe import neutralize
 
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
 CHUNK_SCHEME = "aries-chunk:"
+
+
+def answer_parser() -> MarkdownIt:
+    """CommonMark + GFM tables, with raw HTML and entities off: a model's ``<<SYS>>``,
+    ``<start_of_turn>``, ``<b>`` or ``&amp;`` is text it wrote and is shown as such (the default
+    parser would drop the tags and decode the entities)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("gfm-like", {"html": False}).disable("entity")
 
 
 def link_citations(text: str, handles: list[str]) -> str:
@@ -41,7 +53,8 @@ class StreamingAnswer(Vertical):
         self.model = model
         self.text = ""
         self._label = Static(Text(f"assistant  {neutralize(model, single_line=True)}  streaming…"), id="stream-label")
-        self._markdown = Markdown("", open_links=False)  # citation links are handled by the App
+        # citation links are handled by the App
+        self._markdown = Markdown("", open_links=False, parser_factory=answer_parser)
         self._usage = Static("", id="stream-usage")
         self._stream: Any = None
 
@@ -64,9 +77,12 @@ class StreamingAnswer(Vertical):
         await self._markdown.update(link_citations(neutralize(self.text), citations))
         self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {state}"))
         if usage:
+            tokens_in = f"{usage.get('prompt_tokens', 0)} tokens in"
+            if not usage.get("prompt_tokens") and usage.get("prompt_tokens_estimated"):
+                tokens_in = f"≈{usage['prompt_tokens_estimated']} tokens in (estimated: the server did not count)"
             self._usage.update(
                 Text(
-                    f"{usage.get('prompt_tokens', 0)} tokens in · {usage.get('completion_tokens', 0)} out · "
+                    f"{tokens_in} · {usage.get('completion_tokens', 0)} out · "
                     f"{usage.get('elapsed_ms', 0) / 1000:.1f} s · {usage.get('steps', 0)} step(s)"
                 )
             )

@@ -1,0 +1,133 @@
+"""A workspace's conversations: list them, find one, fork one from an earlier turn.
+
+Reopening is :meth:`services.session.Session.open_conversation`: the writer reads the transcript
+once (its turns and their dialogue), so the model sees the earlier turns (within its context
+window, see :mod:`services.assistant.context`) and new turns continue the same ids
+(``<conversation>-t<N+1>``, message ids ``<conversation>-<seq+1>``).
+
+"The last conversation" is the one written to most recently (the file's modification time; the id,
+which sorts by creation time, breaks ties), so that a conversation resumed yesterday is the one
+``--continue`` reopens today.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.errors import InvalidInput, NotFound
+from services.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
+
+if TYPE_CHECKING:
+    from services.workspaces import Workspace
+
+FIRST_PROMPT_CHARS = 200
+LAST = "last"
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One conversation in a line (``aries history``, ``/history``)."""
+
+    conversation_id: str
+    started_at: str | None  # the first entry's timestamp
+    updated_at: str | None  # the last entry's timestamp
+    turns: int  # operator messages
+    first_prompt: str  # the first operator message, cut at FIRST_PROMPT_CHARS
+    model: str | None  # the model of the last local answer
+    entries: int
+    problems: int  # unreadable lines (reported on reopen)
+    forked_from: dict[str, str] | None
+    path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(path: Path) -> ConversationSummary:
+    result = read_transcript(path)
+    entries = result.entries
+    first = next((str(e.get("content", "")) for e in entries if e.get("role") == "user"), "")
+    answers = [e for e in entries if e.get("role") == "assistant" and e.get("provenance") != "cloud"]
+    fork = next((e.get("forked_from") for e in entries if isinstance(e.get("forked_from"), dict)), None)
+    return ConversationSummary(
+        conversation_id=Path(path).name.removesuffix(SUFFIX),
+        started_at=entries[0].get("timestamp") if entries else None,
+        updated_at=entries[-1].get("timestamp") if entries else None,
+        turns=len({e.get("turn_id") for e in entries if e.get("role") == "user" and e.get("turn_id")}),
+        first_prompt=first[:FIRST_PROMPT_CHARS],
+        model=str(answers[-1].get("model") or answers[-1].get("provider")) if answers else None,
+        entries=len(entries),
+        problems=len(result.problems),
+        forked_from=fork,
+        path=str(path),
+    )
+
+
+def list_summaries(workspace: Workspace) -> list[ConversationSummary]:
+    """Every conversation of the workspace, least recently written first (the last is the newest)."""
+    return [summarize(path) for path in by_recency(workspace.transcripts_dir)]
+
+
+def resolve(workspace: Workspace, reference: str) -> str:
+    """The conversation id for ``reference``: ``last``, an id, or a unique start of one."""
+    paths = by_recency(workspace.transcripts_dir)
+    ids = [path.name.removesuffix(SUFFIX) for path in paths]
+    if reference == LAST:
+        if not ids:
+            raise NotFound(f"workspace {workspace.name} has no conversation yet")
+        return ids[-1]
+    if reference in ids:
+        return reference
+    matches = [cid for cid in ids if cid.startswith(reference)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise NotFound(f"no conversation {reference!r} in workspace {workspace.name}; see: aries history")
+    raise InvalidInput(f"{reference!r} names {len(matches)} conversations; give more of the id (aries history)")
+
+
+def fork(workspace: Workspace, reference: str, through_turn: int | None = None) -> Transcript:
+    """A new conversation holding the first ``through_turn`` turns of ``reference`` (all when None),
+    every entry copied with the new conversation's ids (``turn_id`` renumbered in the same scheme)
+    and ``forked_from`` naming where it came from. The source is left as it was."""
+    source_id = resolve(workspace, reference)
+    entries = read_transcript(workspace.transcripts_dir / f"{source_id}{SUFFIX}").entries
+    order: list[str] = []
+    for entry in entries:
+        turn = entry.get("turn_id")
+        if turn and turn not in order:
+            order.append(str(turn))
+    if through_turn is not None and not 1 <= through_turn <= len(order):
+        raise InvalidInput(f"conversation {source_id} has {len(order)} turn(s); cannot fork after turn {through_turn}")
+    keep = order if through_turn is None else order[:through_turn]
+    target = workspace.new_transcript()
+    renamed = {old: f"{target.conversation_id}-t{n:04d}" for n, old in enumerate(keep, start=1)}
+    origin = {"conversation_id": source_id, "turn_id": keep[-1] if keep else ""}
+    reserved = set(ENTRY_FIELDS)
+    for entry in entries:
+        turn = entry.get("turn_id")
+        if turn and turn not in renamed:
+            if order.index(str(turn)) >= len(keep):
+                break
+            continue
+        extra = {key: value for key, value in entry.items() if key not in reserved}
+        if turn:
+            extra["turn_id"] = renamed[str(turn)]
+        extra["copied_from"] = entry.get("message_id")
+        extra["forked_from"] = origin
+        target.append(str(entry["role"]), str(entry["content"]), timestamp=entry.get("timestamp"), **extra)
+    turns = len(keep)
+    target.append(
+        "notice",
+        f"Forked from conversation {source_id} after its turn {turns}: the {turns} turn(s) above are copies; "
+        "what follows is new.",
+        level="info",
+        title="fork",
+        forked_from=origin,
+    )
+    return target
+
+
+__all__ = ["LAST", "ConversationSummary", "by_recency", "fork", "list_summaries", "resolve", "summarize"]
