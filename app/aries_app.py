@@ -57,11 +57,10 @@ class AriesApp(App[int]):
         manager: WorkspaceManager | None = None,
         conversation: str = "last",
     ) -> None:
-        """``conversation``: the first workspace's: ``last``, ``new`` or an id."""
         super().__init__()
         self._manager, self._initial, self._create = manager, workspace, create
         self.commands = Commands(self)  # the controllers, each made on first use
-        self.active = ActiveSession(self, self.commands, conversation=conversation)
+        self.active = ActiveSession(self, self.commands, conversation=conversation)  # last, new or an id
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -95,9 +94,7 @@ class AriesApp(App[int]):
         await self.active.ready.wait()
 
     async def on_unmount(self) -> None:
-        remove = getattr(self, "_remove_notices", None)
-        if remove is not None:
-            remove()
+        getattr(self, "_remove_notices", lambda: None)()  # set in on_mount
         await self.active.close("Aries quit")
 
     # -- the session -------------------------------------------------------------------------------
@@ -296,9 +293,5 @@ class AriesApp(App[int]):
         await self.ready()  # typed in the first instant: runs once the workspace is open
         if text.startswith("/"):
             self.commands.run(text)
-        else:
-            self.send_message(text)
-
-    def send_message(self, text: str) -> None:
-        """A message is a turn of the headless loop (services.assistant), rendered as it streams."""
-        self.commands.assistant.ask(text)
+        else:  # a turn of the headless loop (services.assistant), rendered as it streams
+            self.commands.assistant.ask(text)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app import __version__
-from app.cli._common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, fail, warn
+from app.cli._common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, conversation_options, fail, warn
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,17 +48,10 @@ def build_parser(*, subcommands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument(
         "-w", "--workspace", metavar="NAME", help="open (or act on) this workspace; created if missing for the TUI"
     )
-    resume = parser.add_mutually_exclusive_group()
-    resume.add_argument(
-        "-c",
-        "--continue",
-        dest="conversation",
-        action="store_const",
-        const="last",
-        help="the workbench reopens the workspace's last conversation (default: a new one)",
-    )
-    resume.add_argument(
-        "--conversation", metavar="ID", help="the workbench reopens this conversation (see: aries history)"
+    conversation_options(
+        parser,
+        last="the workbench reopens the workspace's last conversation (default: a new one)",
+        by_id="the workbench reopens this conversation (see: aries history)",
     )
     if not subcommands:
         parser.set_defaults(command=None)

@@ -164,6 +164,25 @@ def workspace_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a whole number of at least 1 (else argparse's one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
+def conversation_options(parser: argparse.ArgumentParser, *, last: str, by_id: str) -> None:
+    """``-c/--continue`` (help ``last``) or ``--conversation ID`` (help ``by_id``): the value lands in
+    ``args.conversation`` (``last``, an id, or None)."""
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument("-c", "--continue", dest="conversation", action="store_const", const="last", help=last)
+    resume.add_argument("--conversation", metavar="ID", help=by_id)
+
+
 @contextmanager
 def open_session(
     args: argparse.Namespace,

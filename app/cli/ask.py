@@ -15,7 +15,17 @@ import argparse
 import sys
 from typing import Any
 
-from app.cli._common import fail, open_session, out, print_json, safe, warn, workspace_option
+from app.cli._common import (
+    conversation_options,
+    fail,
+    open_session,
+    out,
+    positive_int,
+    print_json,
+    safe,
+    warn,
+    workspace_option,
+)
 
 EXIT_CODES = """\
 exit codes:
@@ -74,7 +84,7 @@ def register(subparsers: Any) -> None:
     )
     ask.add_argument("question", nargs="*", metavar="QUESTION", help="the question (or give it on stdin)")
     ask.add_argument("--stdin", action="store_true", help="read the question or the request JSON from stdin")
-    ask.add_argument("-k", type=_positive, metavar="N", help="passages to retrieve (default: the request's, else 5)")
+    ask.add_argument("-k", type=positive_int, metavar="N", help="passages to retrieve (default: the request's, else 5)")
     ask.add_argument("--profile", metavar="P", help="answer under this prompt profile")
     workspace_option(ask)
     ask.add_argument("--json", action="store_true", help="print the response JSON")
@@ -90,16 +100,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="approve sending the redacted question to the cloud bridge when its mode is 'ask'",
     )
-    resume = ask.add_mutually_exclusive_group()
-    resume.add_argument(
-        "-c",
-        "--continue",
-        dest="conversation",
-        action="store_const",
-        const="last",
-        help="add the turn to the workspace's last conversation: the model sees its earlier turns",
+    conversation_options(
+        ask,
+        last="add the turn to the workspace's last conversation: the model sees its earlier turns",
+        by_id="add the turn to this conversation (see: aries history)",
     )
-    resume.add_argument("--conversation", metavar="ID", help="add the turn to this conversation (see: aries history)")
     ask.set_defaults(func=handle_ask)
 
     ingest = subparsers.add_parser(
@@ -122,18 +127,8 @@ def register(subparsers: Any) -> None:
     )
     workspace_option(status)
     status.add_argument("--json", action="store_true", help="print JSON")
-    status.add_argument("--calls", type=_positive, default=10, metavar="N", help="last N tool calls (default 10)")
+    status.add_argument("--calls", type=positive_int, default=10, metavar="N", help="last N tool calls (default 10)")
     status.set_defaults(func=handle_status)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is less than 1")
-    return value
 
 
 # -- output ----------------------------------------------------------------------------------

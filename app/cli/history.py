@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli._common import out, print_json, workspace_option
+from app.cli._common import out, positive_int, print_json, workspace_option
 
 
 def register(subparsers: Any) -> None:
@@ -34,20 +34,10 @@ def register(subparsers: Any) -> None:
         help="a new conversation with the first N turns of another (the source is left as it was)",
     )
     fork.add_argument("conversation", metavar="ID", help="a conversation id, a unique start of one, or 'last'")
-    fork.add_argument("--turn", type=_positive, metavar="N", help="keep turns 1..N (default: all)")
+    fork.add_argument("--turn", type=positive_int, metavar="N", help="keep turns 1..N (default: all)")
     workspace_option(fork)
     fork.add_argument("--json", action="store_true", help="print the new conversation as JSON")
     fork.set_defaults(func=handle_fork)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is less than 1")
-    return value
 
 
 def _workspace(args: argparse.Namespace) -> Any:

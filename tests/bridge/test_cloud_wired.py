@@ -236,7 +236,7 @@ async def test_the_tui_asks_with_the_modal_and_shows_the_cloud_answer(
     async with app.run_test(size=(160, 48)) as pilot:
         await app.ready()
         for key in ("n", "s"):
-            app.send_message(SECRET_QUESTION)
+            app.commands.assistant.ask(SECRET_QUESTION)
             await until(pilot, lambda: isinstance(app.screen, CloudSendScreen))
             shown = app.screen.text  # type: ignore[attr-defined]
             assert "[REDACTED:email#1]" in shown and all(leak not in shown for leak in LEAKS)

@@ -1,0 +1,75 @@
+"""The shape the house issue promised, kept: the App stays small, no controller calls back into the
+App from a thread, and the import contracts count type-only imports (no circle hides behind
+``TYPE_CHECKING``)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_app_stays_small() -> None:
+    lines = (REPO / "app" / "aries_app.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"app/aries_app.py has {lines} lines: move the new concern into app/commands or a pane"
+
+
+def test_no_controller_calls_the_app_from_a_thread() -> None:
+    """Workers post messages (``widgets.messages``); ``call_from_thread`` in app/ would bring back
+    thread workers that reach into the App."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "app").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"\bcall_from_thread\b", line)
+    ]
+    assert offenders == []
+
+
+def test_the_contracts_count_type_only_imports() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    assert config["exclude_type_checking_imports"] is False
+    assert any(c["type"] == "acyclic_siblings" for c in config["contracts"])
+
+
+def test_no_module_circles_counting_type_only_imports() -> None:
+    """The contracts see packages; this sees modules: no two modules of ours import each other, even
+    through a chain and even when one side imports only for type checking."""
+    import grimp
+
+    graph = grimp.build_graph("services", "app", "screens", "widgets", exclude_type_checking_imports=False)
+    modules = sorted(graph.modules)
+    edges = {m: sorted(i for i in graph.find_modules_directly_imported_by(m) if i in graph.modules) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in edges[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    assert circles == []
