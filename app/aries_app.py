@@ -162,6 +162,7 @@ class AriesApp(App[int]):
     @on(messages.ArtifactsChanged)
     @on(messages.StatusStarted)
     @on(messages.StatusStopped)
+    @on(messages.StatusWaiting)
     def _to_panes(self, message: Message) -> None:
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):

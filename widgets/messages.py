@@ -117,6 +117,18 @@ class StatusStopped(Message, bubble=False):
 
 
 @dataclass
+class StatusWaiting(Message, bubble=False):
+    """The status items under ``keys`` wait for the operator (calls in the approval queue); all others don't."""
+
+    keys: frozenset[str]
+
+
+def call_status_key(tool_call_id: str) -> str:
+    """The status item of a model's tool call (one name for the turn's rows and the approval queue's)."""
+    return f"call-{tool_call_id}"
+
+
+@dataclass
 class Preparing(Message, bubble=False):
     """A one-time preparation (the ONNX encoder's first export) started or ended, in any thread."""
 

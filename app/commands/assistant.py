@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.messages import SessionChanged, TurnEvent
+from widgets.messages import SessionChanged, TurnEvent, call_status_key
 
 if TYPE_CHECKING:
     from textual.worker import Worker
@@ -30,6 +30,7 @@ class AssistantController:
         self.turn_id: str | None = None
         self.model_label = ""
         self._streamed: set[str] = set()  # turns whose answer was streamed (not shown twice)
+        self._calls: dict[str, set[str]] = {}  # each turn's status items for its tool calls
 
     @property
     def running(self) -> bool:
@@ -174,9 +175,12 @@ class AssistantController:
             self.host.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering", cancellable=True)
         elif isinstance(event, ToolProposed):
             label = f"{event.tool_id} (asked by {self.model_label})"
-            self.host.status_start(f"call-{event.tool_call_id}", label, cancellable=True)
+            key = call_status_key(event.tool_call_id)
+            self._calls.setdefault(event.turn_id, set()).add(key)
+            self.host.status_start(key, label, cancellable=True)
         elif isinstance(event, ToolFinished):
-            self.host.status_stop(f"call-{event.tool_call_id}")
+            self._calls.get(event.turn_id, set()).discard(call_status_key(event.tool_call_id))
+            self.host.status_stop(call_status_key(event.tool_call_id))
         elif isinstance(event, Done):
             self._end(event.turn_id)
         elif isinstance(event, Cancelled | Failed):
@@ -193,5 +197,8 @@ class AssistantController:
         )
 
     def _end(self, turn_id: str) -> None:
+        """The turn is over: its row goes, and so does the row of each call it left (cancelled, failed)."""
         self._streamed.add(turn_id)
+        for key in self._calls.pop(turn_id, set()):
+            self.host.status_stop(key)
         self.host.status_stop(f"turn-{turn_id}")

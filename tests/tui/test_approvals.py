@@ -110,6 +110,11 @@ async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pa
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ApprovalScreen) and len(app.session.approvals.pending()) == 1
+        # Esc gives the prompt back (issue 24): what the operator types goes there, Enter does not reopen it.
+        await until(pilot, lambda: app.focused is app.screen.query_one("#prompt"), what="the focus at the prompt")
+        await pilot.press(*"still here")
+        assert app.screen.query_one("#prompt").value == "still here"  # type: ignore[attr-defined]
+        app.screen.query_one("#prompt").value = ""  # type: ignore[attr-defined]
         app.screen.query_one(ApprovalsPane).focus_main()
         await pilot.pause()
         await pilot.press("enter", "s")
