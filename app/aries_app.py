@@ -255,7 +255,7 @@ class AriesApp(App[int]):
         from screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            rows = [(self.get_key_display(b), b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
+            rows = [(b.key, b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
             self.push_screen(HelpScreen([*rows, PALETTE_ROW]))
 
     def action_switch_workspace(self, create: bool = False) -> None:
