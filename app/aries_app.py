@@ -178,8 +178,8 @@ class AriesApp(App[int]):
 
     @on(TurnEvent)
     def _turn_event(self, message: TurnEvent) -> None:
-        self.commands.assistant.show(message.event)
-        self._to_panes(message)
+        if self.commands.assistant.show(message):  # not a turn of a workspace switched away from
+            self._to_panes(message)
 
     @on(ApprovalsChanged)
     def _approvals_changed(self, message: ApprovalsChanged) -> None:

@@ -63,6 +63,7 @@ class TurnEvent(Message, bubble=False):
 
     event: Any
     model_label: str = ""
+    session: Session | None = None  # whose turn: a turn of a workspace switched away from is not shown
 
 
 @dataclass

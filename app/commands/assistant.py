@@ -73,7 +73,7 @@ class AssistantController:
         loop = TurnLoop(
             session,
             provider,
-            on_event=lambda event: self.host.post_message(TurnEvent(event, label)),
+            on_event=lambda event: self.host.post_message(TurnEvent(event, label, session)),
             cloud_approve=self._cloud_approver(session),
         )
         try:
@@ -165,11 +165,17 @@ class AssistantController:
             )
 
     # -- what a turn reports (on the App's thread, in the order the loop reported) -------------
-    def show(self, event: Any) -> None:
+    def show(self, message: TurnEvent) -> bool:
         """The status line and the turn's bookkeeping; the panes render the same event themselves
-        (the Transcript pane streams the answer, the Context pane shows what was injected)."""
+        (the Transcript pane streams the answer, the Context pane shows what was injected). False for
+        an event of a session no longer active (a workspace switch overtook the turn): not shown."""
         from services.assistant import Cancelled, Done, Failed, Retrieved, ToolFinished, ToolProposed
 
+        event = message.event
+        if message.session is not None and message.session is not self.host.session:
+            if isinstance(event, Done | Cancelled | Failed):
+                self._end(event.turn_id)
+            return False
         if isinstance(event, Retrieved):
             self.turn_id = event.turn_id
             self.host.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering", cancellable=True)
@@ -186,6 +192,7 @@ class AssistantController:
         elif isinstance(event, Cancelled | Failed):
             self.approvals.close_modal_of(event.turn_id)
             self._end(event.turn_id)
+        return True
 
     def streams(self, entry: dict[str, Any]) -> bool:
         """True for the recorded answer of a turn already shown as a stream (not shown twice)."""

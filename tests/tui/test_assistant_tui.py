@@ -219,6 +219,36 @@ async def test_a_workspace_switch_clears_the_status_rows_of_the_old_one(
         assert not status.display
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_ctrl_o_ctrl_n_shows_the_new_workspace_alone(
+    server: ScriptedServer, workspace: Workspace, streaming: bool
+) -> None:
+    """Ctrl+O, a name, Ctrl+N: the new workspace's transcript shows none of the old one's messages, also
+    when a turn was streaming in the old one (it is cancelled with its session; issue 24)."""
+    server.add(Reply(text="first answer"))
+    if streaming:
+        server.add(Reply(text="a slow answer that keeps streaming " * 4, chunk_size=3, delay=0.05))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"hello", "enter")
+        await until(pilot, lambda: entries(app)[-1]["role"] == "assistant", what="the first answer")
+        if streaming:
+            await pilot.press(*"again", "enter")
+            await until(pilot, lambda: len(app.screen.query("StreamingAnswer")) == 2, what="the second answer")
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: app.screen.__class__.__name__ == "WorkspaceSwitcher")
+        await pilot.press(*"fresh", "ctrl+n")
+        await until(pilot, lambda: app.workspace_name == "fresh", what="the new workspace")
+        await until(pilot, lambda: not app.commands.assistant.running, what="the old turn to end")
+        await settle(pilot)
+        from widgets.transcript.pane import TranscriptPane
+
+        pane = app.screen.query_one(TranscriptPane)
+        assert pane.entries() == [] and not pane.query("StreamingAnswer")
+        assert app.session is not None and app.session.conversation.read().entries == []
+
+
 async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.MonkeyPatch, workspace: Workspace) -> None:
     monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2")
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
