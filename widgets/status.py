@@ -130,13 +130,15 @@ class RunStatus(Static):
         for number, (key, (label, started, cancellable)) in enumerate(self._items.items()):
             if number:
                 text.append("\n")
+            state = WAITING_NOTE if key in self._waiting else elapsed_text(max(now - started, 0.0))
+            hint = f"  ·  {self.cancel_hint}" if cancellable and not hinted and self.cancel_hint else ""
+            room = LABEL_WIDTH
+            if self.size.width:  # narrow (80 columns): the label gives way, the state and hint stay whole
+                room = min(room, self.size.width - 2 - len("⏵ ") - len(f"  {state}") - len(hint))
             text.append("⏵ ", style="bold")
-            text.append(clip(label, LABEL_WIDTH))
-            if key in self._waiting:
-                text.append(f"  {WAITING_NOTE}", style="bold")
-            else:
-                text.append(f"  {elapsed_text(max(now - started, 0.0))}", style="bold")
-            if cancellable and not hinted and self.cancel_hint:
-                text.append(f"  ·  {self.cancel_hint}", style="dim")
+            text.append(clip(label, max(room, 8)))
+            text.append(f"  {state}", style="bold")
+            if hint:
+                text.append(hint, style="dim")
                 hinted = True
         return text

@@ -241,3 +241,22 @@ async def test_header_and_keys_are_whole_at_80x24() -> None:
         assert "…" not in header and header.endswith("demo · default · offline · guide · default policy"), header
         assert "…" not in bar and bar.strip() == "Ctrl+Q Quit  Ctrl+O Workspaces  F1 Help  Ctrl+P Palette", bar
         assert len(bar.rstrip()) <= 80
+
+
+async def test_a_waiting_call_fits_one_line_at_80x24() -> None:
+    """The label gives way, "waiting for your approval — F4" and the cancel hint stay whole (issue 24)."""
+    from widgets.messages import StatusWaiting
+    from widgets.status import WAITING_NOTE, RunStatus
+
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.ready()
+        app.status_start("turn-1", "ollama:llama3.2:3b is answering", cancellable=True)
+        app.status_start("call-1", "builtin:fs:write_text (asked by ollama:llama3.2:3b)", cancellable=True)
+        app.post_message(StatusWaiting(frozenset({"call-1"})))
+        status = app.screen.query_one(RunStatus)
+        await until(pilot, lambda: WAITING_NOTE in status.render_items().plain)
+        lines = status.render_items().plain.splitlines()
+        assert len(lines) == 2 and lines[0].endswith("Ctrl+X cancels") and lines[1].endswith(WAITING_NOTE)
+        assert all(len(line) <= 80 - 2 for line in lines), lines
