@@ -159,6 +159,7 @@ class AriesApp(App[int]):
     @on(messages.ArtifactsChanged)
     @on(messages.StatusStarted)
     @on(messages.StatusStopped)
+    @on(messages.StatusWaiting)
     def _to_panes(self, message: Message) -> None:
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
@@ -174,8 +175,8 @@ class AriesApp(App[int]):
 
     @on(TurnEvent)
     def _turn_event(self, message: TurnEvent) -> None:
-        self.commands.assistant.show(message.event)
-        self._to_panes(message)
+        if self.commands.assistant.show(message):  # not a turn of a workspace switched away from
+            self._to_panes(message)
 
     @on(ApprovalsChanged)
     def _approvals_changed(self, message: ApprovalsChanged) -> None:
@@ -251,7 +252,7 @@ class AriesApp(App[int]):
         from screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            rows = [(self.get_key_display(b), b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
+            rows = [(b.key, b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
             self.push_screen(HelpScreen([*rows, PALETTE_ROW]))
 
     def action_switch_workspace(self, create: bool = False) -> None:

@@ -35,7 +35,7 @@ from widgets.context_tree.preview import (
     read_start,
 )
 from widgets.context_tree.tree import ContextTreeView, NodeInfo
-from widgets.keybar import KeyBar
+from widgets.keybar import KeyBar, key_label
 from widgets.safe import plain
 
 if TYPE_CHECKING:
@@ -46,14 +46,14 @@ if TYPE_CHECKING:
 class BrowserKeys(KeyBar):
     """The browser's own keys only (the workbench's F-keys do nothing here)."""
 
-    def describe(self) -> list[tuple[str, str]]:
+    def describe(self, *, narrow: bool = False) -> list[tuple[str, str]]:
         keys: list[tuple[str, str]] = []
         seen: set[str] = set()
-        for _key, (node, binding, enabled, _tooltip) in self.screen.active_bindings.items():
+        for key, (node, binding, enabled, _tooltip) in self.screen.active_bindings.items():
             if node is self.app or not binding.show or not enabled or binding.action in seen:
                 continue
             seen.add(binding.action)
-            keys.append((self.app.get_key_display(binding), binding.description))
+            keys.append((key_label(key), binding.description))
         return keys
 
 

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from widgets.commands import COMMANDS
+from widgets.keybar import key_label
 from widgets.safe import plain
 
 
@@ -24,14 +25,31 @@ def commands_table() -> Table:
     return table
 
 
-def keys_table(bindings: list[tuple[str, str, str]]) -> Table:
-    table = Table(title="Keys", title_justify="left", expand=True, show_edge=False)
+def keys_table(bindings: list[tuple[str, str, str]], title: str = "Keys") -> Table:
+    """``(keys, description, tooltip)`` rows; keys as Textual spells them, shown in ``key_label``'s notation."""
+    table = Table(title=title, title_justify="left", expand=True, show_edge=False)
     table.add_column("key", style="bold yellow", no_wrap=True)
     table.add_column("action", no_wrap=True)
     table.add_column("what it does")
     for key, description, tooltip in bindings:
-        table.add_row(plain(key, single_line=True), plain(description, single_line=True), plain(tooltip))
+        table.add_row(plain(key_label(key), single_line=True), plain(description, single_line=True), plain(tooltip))
     return table
+
+
+def modal_keys() -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """The keys of the modals the workbench opens (approval, chunk viewer, workspace switcher)."""
+    from screens.approval import ApprovalScreen  # with the help, not at start-up (it brings pygments)
+    from screens.chunk_viewer import ChunkViewer
+    from screens.workspace_switcher import WorkspaceSwitcher
+
+    def rows(bindings: list[BindingType]) -> list[tuple[str, str, str]]:
+        return [(b.key, b.description, b.tooltip) for b in bindings if isinstance(b, Binding)]
+
+    return [
+        ("Approval modal (Enter on a call in the Approvals pane)", rows(ApprovalScreen.BINDINGS)),
+        ("Chunk viewer (Enter on a chunk in the Context pane, or /rag show HANDLE)", rows(ChunkViewer.BINDINGS)),
+        ("Workspace switcher (Ctrl+O)", rows(WorkspaceSwitcher.BINDINGS)),
+    ]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -49,6 +67,8 @@ class HelpScreen(ModalScreen[None]):
             with VerticalScroll(id="help-body"):
                 yield Static(commands_table(), id="help-commands")
                 yield Static(keys_table(self.bindings), id="help-keys")
+                for number, (title, rows) in enumerate(modal_keys()):
+                    yield Static(keys_table(rows, title), id=f"help-modal-keys-{number}")
             yield Static("↑ ↓ PgUp PgDn scroll  ·  Esc closes this help", id="help-footer", markup=False)
 
     async def action_dismiss(self, result: None = None) -> None:

@@ -9,8 +9,8 @@ The App relays the messages of ``widgets.messages`` here (``relay``): each pane 
 gets its own copy and updates itself from it.
 
 Focus: the prompt has it unless the operator moves it. Panes never take it; when a modal closes,
-the widget that had the focus gets it back, or the prompt when that widget is gone or hidden; when
-the approval queue empties while it had the focus, the prompt gets it.
+the prompt gets it back (the transcript, and the approval queue after a decision while calls still
+wait, keep it); when the approval queue empties while it had the focus, the prompt gets it.
 """
 
 from __future__ import annotations
@@ -134,12 +134,17 @@ class MainScreen(Screen[None]):
             widget.focus_main()
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
-        """Back from a modal: keep the restored focus if it is still usable, else the prompt."""
+        """Back from a modal: the prompt, unless the focus was restored to the transcript or the
+        approval queue (which keeps it after a decision while calls wait; Esc on its modal sends it to
+        the prompt too: ``app.commands.approvals``). A chunk or artifact viewer closed from its side pane
+        gives the prompt back: typed text goes there, and Enter does not reopen the viewer."""
         self.call_after_refresh(self._check_focus)
 
     def _check_focus(self) -> None:
         focused = self.focused
         if focused is None or not focused.is_attached or not _shown(focused):
+            self.focus_prompt()
+        elif any(self.query_one(f"#{pane}") in focused.ancestors_with_self for pane in ("context", "artifacts")):
             self.focus_prompt()
 
     @on(ApprovalsPane.Changed)

@@ -130,6 +130,17 @@ def test_run_report_replay_then_exactly_one_divergence_after_an_edit(
     same = aries("-w", "demo", "replay", run_id, "--json", home=aries_home)
     assert same.returncode == 0, same.stdout + same.stderr
     assert json.loads(same.stdout)["divergences"] == []
+    # One output hash (issue 24): run, report and replay show the same value for the same step, and
+    # the text tables the same prefix of it.
+    hashes = [s["output_hash"] for s in outcome["steps"]]
+    assert all(h and h.startswith("sha256:") for h in hashes)
+    assert [s["output_hash"] for s in report["steps"]] == hashes
+    assert [s["output_hash"] for s in json.loads(same.stdout)["steps"]] == hashes
+    ran_text = aries("-w", "demo", "run", str(plan), "--policy", str(policy), home=aries_home).stdout
+    replay_text = aries("-w", "demo", "replay", run_id, home=aries_home).stdout
+    for text in (ran_text, shown.stdout, replay_text):
+        for value in hashes:
+            assert value.removeprefix("sha256:")[:12] in text, text
 
     (workspace.root / "notes.txt").write_text("second\n")
     changed = aries("-w", "demo", "replay", run_id, "--json", home=aries_home)
@@ -140,7 +151,7 @@ def test_run_report_replay_then_exactly_one_divergence_after_an_edit(
     assert divergences[0]["expected"] != divergences[0]["actual"]
 
     runs = json.loads(aries("-w", "demo", "runs", "--json", home=aries_home).stdout)
-    assert [r["mode"] for r in runs] == ["replay", "replay", "plan"]
+    assert [r["mode"] for r in runs] == ["replay", "replay", "plan", "replay", "plan"]
     assert {r["replay_of"] for r in runs if r["mode"] == "replay"} == {run_id}
 
 

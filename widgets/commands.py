@@ -104,7 +104,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand(
         "context",
-        "/context [ls [URI] | read URI | add PATH [URI] | find QUERY | search QUERY | trace ID|last]",
+        "/context [ls [URI] | read URI | add PATH|URL [URI] | find QUERY | search QUERY | trace ID|last]",
         "Browse the axiom:// context tree (at URI), read a file, add a file or folder; find/search and their traces.",
         "context",
     ),

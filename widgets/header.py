@@ -1,8 +1,10 @@
 """The header: the title and what is in force (workspace, profile, model, approval mode), one line.
 
 Values arrive from the App (``subtitle(...)`` builds the line from only the values it is given:
-nothing is shown for what is not in force). The line is rendered as plain, neutralised text and is
-cut with an ellipsis when the terminal is narrow.
+nothing is shown for what is not in force). The line is rendered as plain, neutralised text. Where it
+does not fit (80 columns) the header shows its compact form (``compact``: the values without their
+labels, ``demo · default · offline · guide · default policy``), and only what still does
+not fit is cut, with an ellipsis.
 """
 
 from __future__ import annotations
@@ -35,6 +37,27 @@ def subtitle(
     return " · ".join(f"{label} {clean(value, single_line=True)}" for label, value in parts if value)
 
 
+LABELS = ("workspace ", "profile ", "model ")
+HEADER_MARGIN = 18
+"""Columns of the header that the title cannot use: the icon (8) on the left, the clock space (10) on the right."""
+
+
+def compact(line: str) -> str:
+    """The header line without its labels: ``workspace demo · model x · approvals guide`` →
+    ``demo · x · guide``; ``workspace policy`` → ``ws policy``."""
+    parts = []
+    for part in line.split(" · "):
+        label = next((label for label in LABELS if part.startswith(label) and part != "workspace policy"), "")
+        if label:
+            part = part.removeprefix(label)
+        elif part.startswith("approvals "):
+            part = part.removeprefix("approvals ")  # guide, commander, strict: distinct without their label
+        elif part == "workspace policy":
+            part = "ws policy"
+        parts.append(part)
+    return " · ".join(parts)
+
+
 def session_line(session: Session, model: str, serving: str = "") -> str:
     """The App's subtitle: what ``session`` has in force (workspace, profile, ``model``, approval mode,
     policy file) and, while it runs, where the web viewer serves (``serving``)."""
@@ -53,4 +76,11 @@ class WorkbenchHeader(Header):
         sub = Content(clean(self.screen_sub_title, single_line=True))
         if not sub:
             return title
+        room = self.size.width - HEADER_MARGIN - title.cell_length - 3
+        if self.size.width and sub.cell_length > room:
+            sub = Content(compact(clean(self.screen_sub_title, single_line=True)))
         return Content.assemble(title, (" — ", "dim"), sub.stylize("dim"))
+
+    def on_resize(self) -> None:
+        for title in self.query("HeaderTitle"):
+            title.update(self.format_title())  # type: ignore[attr-defined]

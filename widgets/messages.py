@@ -63,6 +63,7 @@ class TurnEvent(Message, bubble=False):
 
     event: Any
     model_label: str = ""
+    session: Session | None = None  # whose turn: a turn of a workspace switched away from is not shown
 
 
 @dataclass
@@ -114,6 +115,18 @@ class StatusStopped(Message, bubble=False):
     """What ran under ``key`` is over."""
 
     key: str
+
+
+@dataclass
+class StatusWaiting(Message, bubble=False):
+    """The status items under ``keys`` wait for the operator (calls in the approval queue); all others don't."""
+
+    keys: frozenset[str]
+
+
+def call_status_key(tool_call_id: str) -> str:
+    """The status item of a model's tool call (one name for the turn's rows and the approval queue's)."""
+    return f"call-{tool_call_id}"
 
 
 @dataclass

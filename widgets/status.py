@@ -3,7 +3,9 @@
 ``start(key, label)`` adds an item (a tool call, a turn); ``stop(key)`` removes it. While anything
 runs, the line shows each item with its elapsed time, ticking; when idle it is hidden. The App
 relays ``StatusStarted`` / ``StatusStopped`` (``widgets.messages``) around tool calls, turns and
-other work, and binds the cancel key named in ``cancel_hint``.
+other work, and binds the cancel key named in ``cancel_hint``. An item that waits for the operator
+(``StatusWaiting``: a call in the approval queue) says so instead of counting; its clock starts when
+it stops waiting. A workspace switch clears the line: what ran there was closed with its session.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from rich.text import Text
 from textual import on
 from textual.widgets import Static
 
-from widgets.messages import StatusStarted, StatusStopped
+from widgets.messages import StatusStarted, StatusStopped, StatusWaiting, WorkspaceChanged
 from widgets.safe import clip
 
 TICK_S = 0.1
 LABEL_WIDTH = 60
+WAITING_NOTE = "waiting for your approval — F4"
 
 
 def monotonic() -> float:
@@ -54,6 +57,7 @@ class RunStatus(Static):
         self.clock = clock or monotonic
         self._items: dict[str, tuple[str, float, bool]] = {}
         self._timer: Any = None
+        self._waiting: frozenset[str] = frozenset()
 
     @property
     def running(self) -> list[str]:
@@ -79,8 +83,27 @@ class RunStatus(Static):
     def _stopped(self, message: StatusStopped) -> None:
         self.stop(message.key)
 
+    @on(StatusWaiting)
+    def _waiting_changed(self, message: StatusWaiting) -> None:
+        self.wait_for(message.keys)
+
+    @on(WorkspaceChanged)
+    def _workspace_changed(self) -> None:
+        self.clear()
+
+    def wait_for(self, keys: frozenset[str]) -> None:
+        """``keys`` wait for the operator now; an item that stops waiting counts its time from now."""
+        now = self.clock()
+        for key in self._waiting - keys:
+            if key in self._items:
+                label, _, cancellable = self._items[key]
+                self._items[key] = (label, now, cancellable)
+        self._waiting = frozenset(keys)
+        self._changed()
+
     def clear(self) -> None:
         self._items.clear()
+        self._waiting = frozenset()
         self._changed()
 
     def _changed(self) -> None:
@@ -104,13 +127,18 @@ class RunStatus(Static):
         now = self.clock()
         text = Text(no_wrap=True, overflow="ellipsis")
         hinted = False
-        for number, (label, started, cancellable) in enumerate(self._items.values()):
+        for number, (key, (label, started, cancellable)) in enumerate(self._items.items()):
             if number:
                 text.append("\n")
+            state = WAITING_NOTE if key in self._waiting else elapsed_text(max(now - started, 0.0))
+            hint = f"  ·  {self.cancel_hint}" if cancellable and not hinted and self.cancel_hint else ""
+            room = LABEL_WIDTH
+            if self.size.width:  # narrow (80 columns): the label gives way, the state and hint stay whole
+                room = min(room, self.size.width - 2 - len("⏵ ") - len(f"  {state}") - len(hint))
             text.append("⏵ ", style="bold")
-            text.append(clip(label, LABEL_WIDTH))
-            text.append(f"  {elapsed_text(max(now - started, 0.0))}", style="bold")
-            if cancellable and not hinted and self.cancel_hint:
-                text.append(f"  ·  {self.cancel_hint}", style="dim")
+            text.append(clip(label, max(room, 8)))
+            text.append(f"  {state}", style="bold")
+            if hint:
+                text.append(hint, style="dim")
                 hinted = True
         return text

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +139,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _timeline(workspace: Any, run_id: str) -> dict[str, Any]:
-    from services.plans.runner import replay_hash, stored_run
+    from services.plans.runner import stored_run
 
     stored = stored_run(workspace, run_id)
     steps = []
@@ -158,8 +157,8 @@ def _timeline(workspace: Any, run_id: str) -> dict[str, Any]:
                 "started_at": call.get("started_at"),
                 "duration_ms": call.get("duration_ms"),
                 "input_hash": call.get("input_hash"),
-                "output_hash": call.get("output_hash"),
-                "replay_hash": replay_hash(None if output is None else json.dumps(output)),
+                "output_hash": call.get("output_hash"),  # the one definition (services.plans.runner.output_hash)
+                "stored_sha256": call.get("stored_sha256"),  # the audit row's hash of the complete output
                 "output_bytes": len(str(output)) if output is not None else 0,
                 "error": error.get("message") if isinstance(error, dict) else None,
             }
@@ -190,7 +189,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"run {data['run_id']} · {data['mode']} · {data['status']} · plan {data['plan']} "
         f"({data['plan_hash'][:19]}) · policy {data['policy']} ({str(data['policy_hash'])[:19]})"
     )
-    columns = ("step", "time", "tool", "decision (rule)", "ms", "bytes", "output sha256", "error")
+    columns = ("step", "time", "tool", "decision (rule)", "ms", "bytes", "output hash", "error")
     rows = [
         [
             str(step["step"]),
@@ -232,9 +231,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         outcome, divergences = asyncio.run(replay(under, workspace, args.run_id))
     if args.json:
         print_json(
-            {"run_id": outcome.run_id, "replay_of": args.run_id, "divergences": [asdict(d) for d in divergences]}
+            {
+                "run_id": outcome.run_id,
+                "replay_of": args.run_id,
+                "steps": [asdict(step) for step in outcome.steps],
+                "divergences": [asdict(d) for d in divergences],
+            }
         )
     else:
+        _print_outcome(outcome, f"replay {outcome.run_id} of {args.run_id}: {outcome.status}")
         for item in divergences:
             out(f"divergence at step {item.step} ({item.tool}): expected {item.expected}, got {item.actual}")
             if item.diff:

@@ -79,8 +79,11 @@ class Commands:
         return self.serve.header_part() if self._made("serve") else ""
 
     async def session_closing(self, session: Session | None, reason: str) -> None:
-        """Before a session closes: the web viewer (it served that workspace only) stops, and an index
-        build is told to stop after its current file."""
+        """Before a session closes: its turn is cancelled (it must not stream into the next
+        workspace), the web viewer (it served that workspace only) stops, and an index build is told
+        to stop after its current file."""
+        if self._made("assistant"):
+            self.assistant.cancel()
         if self._made("serve"):
             if session is not None and self.serve.running:
                 session.conversation.notice(f"Web viewer stopped: {reason}.", title="serve")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from screens.main import MainScreen
 from widgets.approvals.pane import ApprovalsPane
+from widgets.messages import StatusWaiting, call_status_key
 
 if TYPE_CHECKING:
     from app.host import Host
@@ -29,21 +30,24 @@ class ApprovalsController:
         def decided(decision: ApprovalDecision | None) -> None:
             if decision is not None:
                 session.approvals.answer(request.call_id, decision)
-            self.host.call_after_refresh(self.focus_prompt_if_queue_done)
+                self.host.call_after_refresh(self.focus_prompt_if_queue_done)
+            else:  # Esc: the call still waits, and the operator goes back to typing
+                self.host.call_after_refresh(self.focus_prompt)
 
         from screens.approval import ApprovalScreen  # on first use: it brings rich.syntax and pygments
 
         self.host.push_screen(ApprovalScreen(request, root=session.workspace.root), decided)
 
     def changed(self, session: Session) -> None:
-        """The queue changed: a modal whose call left it closes."""
+        """The queue changed: a modal whose call left it closes; the status line says which calls wait."""
         from screens.approval import ApprovalScreen
 
+        pending = session.approvals.pending()
         modal = self.host.screen
-        if isinstance(modal, ApprovalScreen) and modal.request.call_id not in {
-            request.call_id for request in session.approvals.pending()
-        }:
+        if isinstance(modal, ApprovalScreen) and modal.request.call_id not in {request.call_id for request in pending}:
             modal.dismiss(None)
+        waiting = {str(r.origin["tool_call_id"]) for r in pending if r.origin.get("tool_call_id")}
+        self.host.post_message(StatusWaiting(frozenset(call_status_key(c) for c in waiting)))
         self.host.call_after_refresh(self.focus_prompt_if_queue_done)
 
     def close_modal_of(self, turn_id: str) -> None:
@@ -54,6 +58,10 @@ class ApprovalsController:
         if isinstance(screen, ApprovalScreen) and screen.request.origin.get("turn_id") == turn_id:
             screen.dismiss(None)
             self.host.call_after_refresh(self.focus_prompt_if_queue_done)
+
+    def focus_prompt(self) -> None:
+        if isinstance(self.host.screen, MainScreen):
+            self.host.screen.focus_prompt()
 
     def focus_prompt_if_queue_done(self) -> None:
         """Back to typing when nothing waits and focus sits in the (now empty) Approvals pane."""

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.messages import SessionChanged, TurnEvent
+from widgets.messages import SessionChanged, TurnEvent, call_status_key
 
 if TYPE_CHECKING:
     from textual.worker import Worker
@@ -30,6 +30,7 @@ class AssistantController:
         self.turn_id: str | None = None
         self.model_label = ""
         self._streamed: set[str] = set()  # turns whose answer was streamed (not shown twice)
+        self._calls: dict[str, set[str]] = {}  # each turn's status items for its tool calls
 
     @property
     def running(self) -> bool:
@@ -72,7 +73,7 @@ class AssistantController:
         loop = TurnLoop(
             session,
             provider,
-            on_event=lambda event: self.host.post_message(TurnEvent(event, label)),
+            on_event=lambda event: self.host.post_message(TurnEvent(event, label, session)),
             cloud_approve=self._cloud_approver(session),
         )
         try:
@@ -164,24 +165,34 @@ class AssistantController:
             )
 
     # -- what a turn reports (on the App's thread, in the order the loop reported) -------------
-    def show(self, event: Any) -> None:
+    def show(self, message: TurnEvent) -> bool:
         """The status line and the turn's bookkeeping; the panes render the same event themselves
-        (the Transcript pane streams the answer, the Context pane shows what was injected)."""
+        (the Transcript pane streams the answer, the Context pane shows what was injected). False for
+        an event of a session no longer active (a workspace switch overtook the turn): not shown."""
         from services.assistant import Cancelled, Done, Failed, Retrieved, ToolFinished, ToolProposed
 
+        event = message.event
+        if message.session is not None and message.session is not self.host.session:
+            if isinstance(event, Done | Cancelled | Failed):
+                self._end(event.turn_id)
+            return False
         if isinstance(event, Retrieved):
             self.turn_id = event.turn_id
             self.host.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering", cancellable=True)
         elif isinstance(event, ToolProposed):
             label = f"{event.tool_id} (asked by {self.model_label})"
-            self.host.status_start(f"call-{event.tool_call_id}", label, cancellable=True)
+            key = call_status_key(event.tool_call_id)
+            self._calls.setdefault(event.turn_id, set()).add(key)
+            self.host.status_start(key, label, cancellable=True)
         elif isinstance(event, ToolFinished):
-            self.host.status_stop(f"call-{event.tool_call_id}")
+            self._calls.get(event.turn_id, set()).discard(call_status_key(event.tool_call_id))
+            self.host.status_stop(call_status_key(event.tool_call_id))
         elif isinstance(event, Done):
             self._end(event.turn_id)
         elif isinstance(event, Cancelled | Failed):
             self.approvals.close_modal_of(event.turn_id)
             self._end(event.turn_id)
+        return True
 
     def streams(self, entry: dict[str, Any]) -> bool:
         """True for the recorded answer of a turn already shown as a stream (not shown twice)."""
@@ -193,5 +204,8 @@ class AssistantController:
         )
 
     def _end(self, turn_id: str) -> None:
+        """The turn is over: its row goes, and so does the row of each call it left (cancelled, failed)."""
         self._streamed.add(turn_id)
+        for key in self._calls.pop(turn_id, set()):
+            self.host.status_stop(key)
         self.host.status_stop(f"turn-{turn_id}")

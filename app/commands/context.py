@@ -123,22 +123,21 @@ class ContextController:
 
     # -- adding ------------------------------------------------------------------------------
     def add(self, source: str, to: str | None = None) -> None:
-        """``/context add PATH [URI]``: stage, move into place, then run the queued tier and index jobs
-        in a thread worker, with progress in the status line (``Ctrl+X`` is not needed: each step is
-        short and the queue is replay-safe). URLs are added from the CLI (``aries context add URL
-        --approve``), where the fetch's approval is asked for."""
+        """``/context add PATH|URL [URI]``: stage, move into place, then run the queued tier and index
+        jobs in a thread worker, with progress in the status line (``Ctrl+X`` is not needed: each step
+        is short and the queue is replay-safe). A URL is fetched through the session's
+        ``builtin:web:fetch``: the policy decides, and when it asks, the call waits in the Approvals
+        pane like any other (F4, Enter) while the worker waits for the decision."""
         from pathlib import Path
 
         from services.context.ingest import is_url
 
-        if is_url(source):
-            raise CommandError(
-                f"add URLs from the command line: aries -w {self.host.workspace_name} context add {source} --approve"
-            )
         session = self.host.require_session()
-        path = Path(source).expanduser()
-        if not path.is_absolute():
-            path = session.workspace.root / path  # relative paths resolve against the workspace root
+        path: Path | str = source
+        if not is_url(source):
+            path = Path(source).expanduser()
+            if not path.is_absolute():
+                path = session.workspace.root / path  # relative paths resolve against the workspace root
         target = self.parse(to) if to else None
         key = "context-add"
 

@@ -23,6 +23,35 @@ if TYPE_CHECKING:
     from services.tools.results import ToolResult
 
 
+_ASKED = {
+    "operator_once": "you allowed it once",
+    "operator_session": "you allowed it for this session",
+}
+
+
+def decision_in_words(record: dict[str, Any]) -> str:
+    """What an audited decision meant, in words, with the action and the rule that decided it:
+    ``needed your approval (confirm): rule mode.guide.requires_approval — you allowed it once``."""
+    policy = record.get("policy_decision") or {}
+    action = str(record.get("decision") or policy.get("action") or "?")
+    rule = str(record.get("rule_id") or policy.get("rule") or "?")
+    asked_rule = str((policy.get("facts") or {}).get("policy_rule") or "?")
+    approved_by = record.get("approved_by") or policy.get("approved_by")
+    if action == "allow":
+        return f"ran without asking (allow): rule {rule}"
+    if action == "confirm" and approved_by in _ASKED:
+        return f"needed your approval (confirm): rule {rule} — {_ASKED[str(approved_by)]}"
+    if action == "confirm":
+        return f"needs your approval (confirm): rule {rule}"
+    if action == "deny" and rule == "approval.operator_denied":
+        return f"needed your approval (confirm): rule {asked_rule} — you denied it"
+    if action == "deny" and rule == "approval.no_approver":
+        return f"needed approval (confirm): rule {asked_rule} — nobody could approve it, so it was refused"
+    if action == "deny":
+        return f"refused by the policy (deny): rule {rule}"
+    return f"{action}: rule {rule}"
+
+
 def explain_decision(record: dict[str, Any]) -> str:
     """A short account of one audited decision: what was asked, what was decided, by which rule."""
     policy = record.get("policy_decision") or {}
@@ -30,8 +59,7 @@ def explain_decision(record: dict[str, Any]) -> str:
     if len(args) > 200:
         args = args[:200] + "…"
     lines = [
-        f"Last policy decision: {record.get('decision', policy.get('action', '?'))}"
-        f"  (rule {record.get('rule_id') or policy.get('rule', '?')}, mode {policy.get('mode', '?')})",
+        f"Last policy decision: {decision_in_words(record)} (mode {policy.get('mode', '?')})",
         f"tool: {policy.get('tool_id', record.get('tool_id', '?'))}  tier {policy.get('tier', '?')}",
         f"arguments: {args}",
         f"reason: {policy.get('reason') or record.get('reason', '')}",

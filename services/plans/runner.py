@@ -5,10 +5,12 @@ whose ``tool_calls``/``tool_results`` rows are its steps (``step_index``, ``inpu
 ``output_hash``). The plan's text and the policy's text are kept beside it (``plan_runs``) so that
 a replay runs exactly what ran, under exactly that policy.
 
-Replay compares each step's output with the stored one after dropping the fields that differ on
-every run by design (``VOLATILE``: process ids, durations, fetch times); the hash of what remains is
-the step's *replay hash*. A divergence names the step, the tool, both hashes and, for text, a unified
-diff.
+A step's *output hash* has one definition, :func:`output_hash`: the hash of its output without the
+fields that differ on every run by design (``VOLATILE``: process ids, durations, fetch times). ``aries
+run``, ``aries report``, ``/runs`` and replay all show and compare that one value; the gateway's hash
+of the complete output (the audit row's integrity hash, checked by ``replay --dry``) is
+``stored_sha256`` in a stored step. A divergence names the step, the tool, both output hashes and,
+for text, a unified diff.
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ def stable(value: Any) -> Any:
     return value
 
 
-def replay_hash(output_json: str | None) -> str | None:
-    if output_json is None:
+def output_hash(output: Any) -> str | None:
+    """A step's output hash (the one every command shows): its output without ``VOLATILE`` fields."""
+    if output is None:
         return None
-    data = stable(json.loads(output_json))
-    return content_hash(data)
+    return content_hash(stable(json.loads(json.dumps(output, ensure_ascii=False, default=str))))
 
 
 @dataclass
@@ -160,7 +162,7 @@ async def run_plan(
                 str(decision.get("rule", "?")),
                 float(meta.get("duration_ms") or 0.0),
                 int(meta.get("bytes") or 0),
-                replay_hash(_json(row.get("output"))),
+                output_hash(row.get("output")),
                 error,
             )
         )
@@ -184,6 +186,9 @@ def stored_run(workspace: Workspace, run_id: str) -> dict[str, Any]:
         raise NotFound(f"no plan run {run_id!r} in workspace {workspace.name}; `aries runs` lists them")
     with AuditStore.for_workspace(workspace.root) as audit:
         calls = sorted(audit.calls(run_id, limit=10_000), key=lambda c: c.get("step_index", 0))
+    for call in calls:  # the one output hash; the audit row's hash of the complete output checks the record
+        call["stored_sha256"] = call.get("output_hash")
+        call["output_hash"] = output_hash(call.get("output"))
     return {"run": dict(run), "plan": dict(plan), "steps": calls}
 
 
@@ -246,7 +251,7 @@ def verify_stored(workspace: Workspace, run_id: str) -> list[str]:
             problems.append(f"policy hash {policy.hash} differs from the recorded {stored['run']['policy_hash']}")
     for call in stored["steps"]:
         output = call.get("output")
-        expected = call.get("output_hash")
+        expected = call.get("stored_sha256")
         if output is not None and expected is not None:
             actual = content_hash(output)  # the gateway's hash of the canonical JSON of the output
             if actual.removeprefix("sha256:") != str(expected).removeprefix("sha256:"):
@@ -255,7 +260,8 @@ def verify_stored(workspace: Workspace, run_id: str) -> list[str]:
 
 
 async def replay(session_factory: Any, workspace: Workspace, run_id: str) -> tuple[RunOutcome, list[Divergence]]:
-    """Run the stored plan again under the stored policy; compare every step's replay hash.
+    """Run the stored plan again under the stored policy; compare every step's output hash (the
+    replayed run's own steps, in the outcome, carry theirs).
 
     A run that came with an imported bundle is replayed only once the operator trusted the workspace:
     its stored plan, policy and approvals are authority (:mod:`services.trust.authority`)."""
@@ -279,9 +285,9 @@ async def replay(session_factory: Any, workspace: Workspace, run_id: str) -> tup
     divergences: list[Divergence] = []
     for call in stored["steps"]:
         index = call["step_index"]
-        expected = replay_hash(_json(call.get("output")))
+        expected = call["output_hash"]
         again = new.get(index)
-        actual = replay_hash(_json(again.get("output"))) if again else None
+        actual = again["output_hash"] if again else None
         if expected != actual or (again is not None and again.get("status") != call.get("status")):
             old_text, new_text = (
                 _output_text(_json(call.get("output"))),

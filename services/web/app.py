@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from services.web.documents import MAX_DOCUMENT_BYTES, Document, DocumentSet, etag_of, validate_content
+from services.web.documents import (
+    EXTRACTED_KINDS,
+    MAX_DOCUMENT_BYTES,
+    Document,
+    DocumentSet,
+    etag_of,
+    extracted_text,
+    validate_content,
+)
 from services.web.errors import (
     BadRequest,
     DocumentLocked,
@@ -185,14 +193,20 @@ def build_app(state: ViewerState) -> web.Application:
         size = 0
         try:
             doc = await resolve(request)
-            data = await asyncio.get_running_loop().run_in_executor(None, state.documents.read, doc)
+            loop = asyncio.get_running_loop()
+            extra: dict[str, Any] = {}
+            if doc.kind in EXTRACTED_KINDS:  # PDF, HTML, EPUB: the text their index was built from
+                data, segments = await loop.run_in_executor(None, state.documents.extracted, doc)
+                content, extra = extracted_text(segments), {"segments": segments}
+            else:
+                data = await loop.run_in_executor(None, state.documents.read, doc)
+                try:
+                    content = data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise NotText(f"{doc.path} is not UTF-8 text (byte {exc.start})") from None
             size = len(data)
-            try:
-                content = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise NotText(f"{doc.path} is not UTF-8 text (byte {exc.start})") from None
             etag = etag_of(data)
-            body = {**doc.to_dict(), "content": content, "etag": etag}
+            body = {**doc.to_dict(), "content": content, "etag": etag, **extra}
             response = _json(body, headers={"ETag": _quoted(etag)})
         except WebError as exc:
             log(request, exc.status, started, content_bytes=size, error=exc.code)

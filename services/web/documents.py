@@ -12,7 +12,9 @@ Two sources, each with its own stable ids:
   and :meth:`ContextService.process_queue`, so the ``context`` index and the L0/L1 tiers follow.
 
 Kinds come from the extension: markdown (``.md``, ``.markdown``), json and yaml (``.yaml``, ``.yml``)
-are editable (full-document replace); jsonl, xml and txt are shown read-only.  An id is checked before
+are editable (full-document replace); jsonl, xml and txt are shown read-only; pdf, html (``.html``,
+``.htm``) and epub are shown read-only as the text indexing extracts from them (the same loaders, in
+the loader sandbox), page by page or section by section (:meth:`DocumentSet.extracted`).  An id is checked before
 anything is opened: an index name by :func:`services.names.validate_name`, a relative path by
 :meth:`PathGuard.check_syntax` plus no ``.``/``..``/empty/hidden names (:class:`BadDocumentId`, 400), an
 ``axiom://`` id by :func:`services.context.uri.parse_uri`; then the real path must be a regular file
@@ -43,6 +45,7 @@ from services.web.errors import (
     DocumentNotFound,
     DocumentTooLarge,
     InvalidDocument,
+    NotText,
     ReadOnlyDocument,
     ReindexFailed,
 )
@@ -62,8 +65,14 @@ KINDS: dict[str, str] = {
     ".jsonl": "jsonl",
     ".xml": "xml",
     ".txt": "txt",
+    ".pdf": "pdf",
+    ".html": "html",
+    ".htm": "html",
+    ".epub": "epub",
 }
 EDITABLE_KINDS = frozenset({"markdown", "json", "yaml"})
+EXTRACTED_KINDS: dict[str, str] = {"pdf": "application/pdf", "html": "text/html", "epub": "application/epub+zip"}
+"""Kinds shown as their extracted text (the content type their loader reads)."""
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 """The largest document the viewer opens or saves (the request body cap is the same, plus JSON framing)."""
 MAX_TREE_DOCUMENTS = 10_000
@@ -134,8 +143,8 @@ def validate_content(kind: str, text: str) -> None:
             raise InvalidDocument(f"invalid YAML: {exc}", line=None, column=None) from None
 
 
-def read_file(path: Path) -> bytes:
-    """A regular file's bytes, opened without following a link at ``path`` itself, at most the cap."""
+def read_file(path: Path, cap: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """A regular file's bytes, opened without following a link at ``path`` itself, at most ``cap``."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
@@ -145,10 +154,26 @@ def read_file(path: Path) -> bytes:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise DocumentNotFound("no such document (not a regular file)")
-        data = handle.read(MAX_DOCUMENT_BYTES + 1)
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise DocumentTooLarge(f"the document is over the viewer's {MAX_DOCUMENT_BYTES}-byte limit")
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise DocumentTooLarge(f"the document is over the viewer's {cap}-byte limit")
     return data
+
+
+def extracted_note(kind: str) -> str:
+    part = "page" if kind == "pdf" else "section"
+    return f"read-only: the text extracted from the {kind.upper()} for its index, {part} by {part}"
+
+
+def extracted_text(segments: list[dict[str, Any]]) -> str:
+    """The extracted segments as one text, each under a ``[page N · section]`` line."""
+    blocks = []
+    for segment in segments:
+        where = " · ".join(
+            part for part in (f"page {segment['page']}" if segment["page"] else "", segment["section"] or "") if part
+        )
+        blocks.append(f"[{where}]\n{segment['text']}" if where else str(segment["text"]))
+    return "\n\n".join(blocks) + "\n"
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -236,7 +261,7 @@ class DocumentSet:
 
     def _rag_document(self, index: str, root: Path, rel: str, path: Path, size: int) -> Document:
         kind = kind_of(rel) or "txt"
-        note = None
+        note = extracted_note(kind) if kind in EXTRACTED_KINDS else None
         if kind in EDITABLE_KINDS and index in self.readonly_indexes:
             note = f"read-only: {self.readonly_indexes[index]}"
         editable = kind in EDITABLE_KINDS and note is None
@@ -249,6 +274,8 @@ class DocumentSet:
         kind = kind_of(uri.name) or "txt"
         writable = can_write(uri, "user")
         note = None if writable or kind not in EDITABLE_KINDS else f"read-only: {uri.scope} is written by Aries only"
+        if kind in EXTRACTED_KINDS:
+            note = extracted_note(kind)
         editable = kind in EDITABLE_KINDS and writable
         return Document(str(uri), str(uri), kind, editable, size, path, uri=uri, note=note)
 
@@ -311,6 +338,23 @@ class DocumentSet:
         if not _inside(doc.file, Path(os.path.realpath(root))):
             raise DocumentNotFound(f"no document {doc.id}")
         return read_file(doc.file)
+
+    def extracted(self, doc: Document) -> tuple[bytes, list[dict[str, Any]]]:
+        """A PDF, HTML or EPUB document's bytes and the segments its loader extracts (text, page,
+        section), parsed in the engine's loader sandbox (time and memory limits) as indexing does."""
+        from services.retrieval.errors import IngestError
+
+        root = doc.root if doc.root is not None else self.context.tree.root
+        if not _inside(doc.file, Path(os.path.realpath(root))):
+            raise DocumentNotFound(f"no document {doc.id}")
+        limits = self.engine.settings.limits
+        data = read_file(doc.file, limits.max_file_bytes)
+        try:
+            loaded = self.engine.ingestor.sandboxed().load(EXTRACTED_KINDS[doc.kind], data)
+        except IngestError as exc:
+            raise NotText(f"{doc.path}: its text cannot be extracted: {exc.message}") from None
+        segments = [{"text": s.text, "page": s.page, "section": s.section} for s in loaded.segments]
+        return data, segments
 
     # -- saving --------------------------------------------------------------------------------
     def check_editable(self, doc: Document) -> None:

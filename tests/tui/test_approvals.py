@@ -110,6 +110,11 @@ async def test_escape_leaves_the_call_waiting_and_session_approval_covers_the_pa
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ApprovalScreen) and len(app.session.approvals.pending()) == 1
+        # Esc gives the prompt back (issue 24): what the operator types goes there, Enter does not reopen it.
+        await until(pilot, lambda: app.focused is app.screen.query_one("#prompt"), what="the focus at the prompt")
+        await pilot.press(*"still here")
+        assert app.screen.query_one("#prompt").value == "still here"  # type: ignore[attr-defined]
+        app.screen.query_one("#prompt").value = ""  # type: ignore[attr-defined]
         app.screen.query_one(ApprovalsPane).focus_main()
         await pilot.pause()
         await pilot.press("enter", "s")
@@ -291,3 +296,34 @@ async def test_quitting_with_a_waiting_call_asks_first_and_records_the_denial() 
     entries = [e for e in read_transcript(workspace.latest_transcript().path).entries if e["role"] == "tool"]
     assert [e["status"] for e in entries] == ["fail"]
     assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
+
+
+async def test_explain_last_says_what_the_decision_meant() -> None:
+    """``/policy explain-last`` says what ``confirm`` meant and what the operator did (issue 24)."""
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        said: list[str] = []
+        for decide in (["a"], ["d", "enter"]):
+            await pilot.press(*"/fs write notes.txt one", "enter")
+            await wait_for_pending(app, pilot)
+            await pilot.press("f4", "enter", *decide)
+            await wait_for_tools(app, pilot)
+            await until(pilot, lambda: app.session.approvals.pending() == [], what="the call decided")
+            await pilot.press(*"/policy explain-last", "enter")
+            await until(pilot, lambda: tool_entries(app) and "Last policy decision" in notice(app))
+            said.append(notice(app).splitlines()[0])
+            app.session.conversation.notice("-")  # the next explanation is a new notice
+        assert said == [
+            "Last policy decision: needed your approval (confirm): rule mode.guide.requires_approval"
+            " — you allowed it once (mode guide)",
+            "Last policy decision: needed your approval (confirm): rule mode.guide.requires_approval"
+            " — you denied it (mode guide)",
+        ]
+
+
+def notice(app: AriesApp) -> str:
+    assert app.session is not None
+    last = read_transcript(app.session.conversation.transcript.path).entries[-1]
+    return str(last["content"]) if last["role"] == "notice" else ""

@@ -17,6 +17,7 @@ from services.audit import AuditStore
 from services.workspaces import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
 from tests.tui.helpers import settle, until
+from widgets.status import RunStatus
 
 SIZE = (160, 48)
 QUESTION = "how are tool calls approved?"
@@ -88,6 +89,11 @@ async def run_turn(server: ScriptedServer, workspace: Workspace, decide: str) ->
         await pilot.press(*QUESTION, "enter")
         await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
         assert app.focused is app.screen.query_one("#prompt")  # the queued call did not take the focus
+        # The waiting call says so, not a running clock (issue 24); the turn's own row still counts.
+        status = app.screen.query_one(RunStatus)
+        await until(pilot, lambda: "waiting for your approval — F4" in status.render_items().plain)
+        waiting = [line for line in status.render_items().plain.splitlines() if "fs:write_text" in line]
+        assert len(waiting) == 1 and waiting[0].rstrip().endswith("waiting for your approval — F4")
         await pilot.press("f4", "enter")
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
@@ -173,6 +179,7 @@ async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspac
         await until(pilot, lambda: not app.commands.assistant.running, what="the turn to end")
         await settle(pilot)
         assert not isinstance(app.screen, ApprovalScreen)  # the modal of a cancelled turn closes
+        assert app.screen.query_one(RunStatus).running == []  # its call's row went with it (issue 24)
         recorded = entries(app)
         assert recorded[-1]["role"] == "notice" and "cancelled" in recorded[-1]["content"]
         tools = [e for e in recorded if e["role"] == "tool"]
@@ -187,6 +194,59 @@ async def test_ctrl_x_cancels_a_turn(server: ScriptedServer, workspace: Workspac
             await until(pilot, lambda: entries(app)[-1]["role"] == "assistant")
         except AssertionError:
             raise AssertionError(f"{app.focused!r} {[(e['role'], e['content'][:80]) for e in entries(app)]}") from None
+
+
+async def test_a_workspace_switch_clears_the_status_rows_of_the_old_one(
+    server: ScriptedServer, workspace: Workspace
+) -> None:
+    """A call waiting in the old workspace is denied when it closes; its row does not follow (issue 24)."""
+    WorkspaceManager().create("other")
+    server.add(Reply(tool_calls=[Call(tool_name("builtin:fs:write_text"), {"path": "w.txt", "text": "x"})]))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+        status = app.screen.query_one(RunStatus)
+        await until(pilot, lambda: len(status.running) == 2, what="the turn's and the call's rows")
+        app.status_start("stale", "a row nobody stopped in demo")  # what a lost stop left before
+        await until(pilot, lambda: len(status.running) == 3, what="the third row")
+        await app.open_workspace("other")
+        await settle(pilot)
+        await until(pilot, lambda: not app.commands.assistant.running, what="the old turn to end")
+        await settle(pilot)
+        assert app.workspace_name == "other" and status.running == []
+        assert not status.display
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_ctrl_o_ctrl_n_shows_the_new_workspace_alone(
+    server: ScriptedServer, workspace: Workspace, streaming: bool
+) -> None:
+    """Ctrl+O, a name, Ctrl+N: the new workspace's transcript shows none of the old one's messages, also
+    when a turn was streaming in the old one (it is cancelled with its session; issue 24)."""
+    server.add(Reply(text="first answer"))
+    if streaming:
+        server.add(Reply(text="a slow answer that keeps streaming " * 4, chunk_size=3, delay=0.05))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"hello", "enter")
+        await until(pilot, lambda: entries(app)[-1]["role"] == "assistant", what="the first answer")
+        if streaming:
+            await pilot.press(*"again", "enter")
+            await until(pilot, lambda: len(app.screen.query("StreamingAnswer")) == 2, what="the second answer")
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: app.screen.__class__.__name__ == "WorkspaceSwitcher")
+        await pilot.press(*"fresh", "ctrl+n")
+        await until(pilot, lambda: app.workspace_name == "fresh", what="the new workspace")
+        await until(pilot, lambda: not app.commands.assistant.running, what="the old turn to end")
+        await settle(pilot)
+        from widgets.transcript.pane import TranscriptPane
+
+        pane = app.screen.query_one(TranscriptPane)
+        assert pane.entries() == [] and not pane.query("StreamingAnswer")
+        assert app.session is not None and app.session.conversation.read().entries == []
 
 
 async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.MonkeyPatch, workspace: Workspace) -> None:

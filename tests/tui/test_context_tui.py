@@ -396,5 +396,51 @@ async def test_context_add_from_the_prompt_stages_indexes_and_says_so(workspace:
         shown = text_of(render_trace(app.screen.trace), width=160)  # type: ignore[attr-defined]
         assert "axiom://resources/field/otters.md" in shown
         await pilot.press("escape")
-        await command(pilot, "/context add http://127.0.0.1:9/x.html")
-        await messages.notified(pilot, "aries -w demo context add http://127.0.0.1:9/x.html --approve")
+
+
+async def test_context_add_url_in_the_tui_with_its_approval_in_the_queue(workspace: Workspace, loopback: Any) -> None:
+    """``/context add URL`` fetches through ``builtin:web:fetch`` in the session: guide mode asks, the call
+    waits in the Approvals pane, approved it is added; denied, one error line and nothing added (issue 24)."""
+    import json
+
+    from aiohttp import web
+
+    from screens.approval import ApprovalScreen
+    from tests.tools.conftest import policy_data
+    from tests.tui.test_approvals import wait_for_pending
+
+    async def page(_request: Any) -> Any:
+        return web.Response(text="# Wombats\n\nWombats dig burrows.\n", content_type="text/markdown")
+
+    server = loopback({"/wombats.md": page})
+    data = policy_data(workspace.root)
+    data["web"] = {"schemes": ["http"], "allow_private": [f"127.0.0.1:{server.port}"]}
+    (workspace.root / "policy.yaml").write_text(json.dumps(data), encoding="utf-8")
+    tree = ContextTree(workspace.root / "context")
+
+    def said(text: str) -> bool:
+        assert app.session is not None
+        return any(text in str(e.get("content")) for e in app.session.conversation.read().entries)
+
+    app = AriesApp("demo")
+    messages = Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await pilot.press(*f"/context add {server.url}/wombats.md", "enter")  # its worker waits: no settle
+        await wait_for_pending(app, pilot)
+        assert app.session is not None and app.session.approvals.pending()[0].tool_id == "builtin:web:fetch"
+        await pilot.press("f4", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("a")
+        await until(pilot, lambda: said("Added axiom://resources/wombats.md"), timeout=60)
+        assert tree.read_text(parse_uri("axiom://resources/wombats.md")) == "# Wombats\n\nWombats dig burrows.\n"
+
+        mark = messages.mark()
+        await pilot.press(*f"/context add {server.url}/wombats.md axiom://resources/w2.md", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("f4", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("d", "enter")
+        note = await messages.notified(pilot, "refused", since=mark)
+        assert "/context add" in note and "denied by the operator" in note
+        assert not tree.exists(parse_uri("axiom://resources/w2.md"))

@@ -192,3 +192,71 @@ async def test_at_80x24_one_pane_at_a_time_and_the_approval_keys_are_on_screen()
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert app.session.approvals.pending() == [] and app.focused is prompt_of(app)
+
+
+# -- one key notation, the modal keys in F1, whole labels at 80×24 (issue 24) ----------------------
+def test_one_key_notation() -> None:
+    from widgets.keybar import key_label
+
+    assert [key_label(k) for k in ("ctrl+o", "f1", "escape,q", "a", "ctrl+shift+tab", "pagedown", "up")] == [
+        "Ctrl+O", "F1", "Esc / q", "a", "Ctrl+Shift+Tab", "PgDn", "↑"
+    ]  # fmt: skip
+
+
+async def test_help_lists_the_modal_keys_in_the_one_notation() -> None:
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        bar = " ".join(f"{key} {what}" for key, what in app.screen.query_one("#keys").describe())  # type: ignore[attr-defined]
+        assert bar.startswith("Ctrl+Q Quit Ctrl+O Workspaces F1 Help F2 Transcript") and bar.endswith("Ctrl+P Palette")
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        from io import StringIO
+
+        from rich.console import Console
+        from textual.widgets import Static
+
+        console = Console(width=160, record=True, file=StringIO())
+        for static in app.screen.query(Static):
+            console.print(static.content)
+        shown = console.export_text()
+        expected = ["Approval modal", "Approve once", "Approve for session", "Deny", "Later", "Chunk viewer"]
+        expected += ["Esc / q", "Workspace switcher", "Ctrl+N", "Ctrl+O", "Ctrl+P", "F6"]
+        for text in expected:
+            assert text in shown, text
+        for mixed in ("^o", "^p", "ctrl+", "f1 ", "escape"):
+            assert mixed not in shown, mixed
+
+
+async def test_header_and_keys_are_whole_at_80x24() -> None:
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.ready()
+        await settle(pilot)
+        header = str(app.screen.query_one("HeaderTitle").render())
+        keys = app.screen.query_one("#keys")
+        bar = str(keys.render())
+        assert "…" not in header and header.endswith("demo · default · offline · guide · default policy"), header
+        assert "…" not in bar and bar.strip() == "Ctrl+Q Quit  Ctrl+O Workspaces  F1 Help  Ctrl+P Palette", bar
+        assert len(bar.rstrip()) <= 80
+
+
+async def test_a_waiting_call_fits_one_line_at_80x24() -> None:
+    """The label gives way, "waiting for your approval — F4" and the cancel hint stay whole (issue 24)."""
+    from widgets.messages import StatusWaiting
+    from widgets.status import WAITING_NOTE, RunStatus
+
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.ready()
+        app.status_start("turn-1", "ollama:llama3.2:3b is answering", cancellable=True)
+        app.status_start("call-1", "builtin:fs:write_text (asked by ollama:llama3.2:3b)", cancellable=True)
+        app.post_message(StatusWaiting(frozenset({"call-1"})))
+        status = app.screen.query_one(RunStatus)
+        await until(pilot, lambda: WAITING_NOTE in status.render_items().plain)
+        lines = status.render_items().plain.splitlines()
+        assert len(lines) == 2 and lines[0].endswith("Ctrl+X cancels") and lines[1].endswith(WAITING_NOTE)
+        assert all(len(line) <= 80 - 2 for line in lines), lines

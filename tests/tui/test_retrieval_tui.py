@@ -78,6 +78,8 @@ async def test_index_query_last_and_show(tmp_path: Path) -> None:
         handle = chunk.handle
         await pilot.press("escape")
         await pilot.pause()
+        # Esc gives the prompt back, not the Context pane (issue 24): Enter would reopen the chunk.
+        await until(pilot, lambda: again.focused is again.screen.query_one("#prompt"), what="the focus at the prompt")
         await pilot.press("escape", *f"/rag show {handle}", "enter")
         await settle(again, pilot)
         assert isinstance(again.screen, ChunkViewer) and again.screen.chunk.handle == handle

@@ -26,8 +26,11 @@ async def _settle(pilot: Pilot[int]) -> None:
 
 
 def test_main_screen_empty_small(snap_compare) -> None:
-    """You should see, at 80×24: the header (cut with an ellipsis), the pane strip with F2 Transcript
-    highlighted, the Transcript pane across the whole width with its hint, the prompt and the keys."""
+    """You should see, at 80×24: the header in its compact form, whole ("Aries — demo · default ·
+    offline · guide · default policy", no ellipsis), the pane strip with F2 Transcript highlighted, the
+    Transcript pane across the whole width with its hint, the prompt, and the key bar with whole labels
+    and without the F2–F5 keys the strip shows ("Ctrl+Q Quit  Ctrl+O Workspaces  F1 Help  Ctrl+P
+    Palette")."""
     WorkspaceManager().create("demo")
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
 

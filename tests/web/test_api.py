@@ -347,3 +347,41 @@ async def test_an_inconsistent_index_is_served_read_only(env: Env) -> None:
     assert "docs" in report["readonly_indexes"]
     doc = documents.resolve("rag/docs/guide.md")
     assert doc.editable is False and doc.note and "NOT consistent" in doc.note
+
+
+def _add_extracted(env: Env) -> None:
+    """A PDF, an HTML page and an EPUB in the indexed folder, indexed (issue 24: the viewer lists them)."""
+    from tests.retrieval.builders import make_epub, make_pdf
+
+    (env.docs / "report.pdf").write_bytes(make_pdf(["Herons wait by the weir.", "Egrets follow the plough."]))
+    (env.docs / "page.html").write_text(
+        "<html><body><h1>Kingfishers</h1><p>They dive for minnows.</p></body></html>", encoding="utf-8"
+    )
+    make_epub(env.docs / "book.epub", [("Owls", "<p>Owls hunt at dusk.</p>")])
+    env.engine.index_add(env.docs, "docs")
+
+
+async def test_pdf_html_and_epub_are_listed_read_only_with_their_extracted_text(served: Any, env: Env) -> None:
+    _add_extracted(env)
+    client, _state = served
+    response = await client.get("/api/tree", headers=AUTH)
+    documents = {doc["id"]: doc for doc in (await response.json())["documents"]}
+    for name, kind in (("report.pdf", "pdf"), ("page.html", "html"), ("book.epub", "epub")):
+        doc_id = f"rag/docs/{name}"
+        assert documents[doc_id]["kind"] == kind and documents[doc_id]["editable"] is False, doc_id
+        assert "extracted" in documents[doc_id]["note"]
+    pdf = await _load(client, "rag/docs/report.pdf")
+    data = (env.docs / "report.pdf").read_bytes()
+    assert pdf["etag"] == hashlib.sha256(data).hexdigest()  # the etag of the file, not of the text
+    assert [(s["page"], s["text"].strip()) for s in pdf["segments"]] == [
+        (1, "Herons wait by the weir."),
+        (2, "Egrets follow the plough."),
+    ]
+    assert pdf["content"] == "[page 1]\nHerons wait by the weir.\n\n[page 2]\nEgrets follow the plough.\n"
+    html = await _load(client, "rag/docs/page.html")
+    assert "[Kingfishers]" in html["content"] and "They dive for minnows." in html["content"]
+    epub = await _load(client, "rag/docs/book.epub")
+    assert "Owls hunt at dusk." in epub["content"] and any(s["section"] for s in epub["segments"])
+    response = await _put(client, "rag/docs/report.pdf", "changed", pdf["etag"])
+    assert response.status == 405 and "read-only" in (await response.json())["error"]
+    assert (env.docs / "report.pdf").read_bytes() == data
