@@ -152,8 +152,11 @@ class TranscriptPane(VerticalScroll):
         self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
 
     @on(ConversationStarted)
-    def _conversation_started(self) -> None:
-        self.load([], subtitle="new conversation")
+    def _conversation_started(self, message: ConversationStarted) -> None:
+        if message.conversation_id:  # /resume, /fork: the reopened conversation
+            self.load(message.entries, subtitle=message.conversation_id)
+        else:
+            self.load([], subtitle="new conversation")
 
     @on(ConversationEntry)
     def _entry(self, message: ConversationEntry) -> None:
