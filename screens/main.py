@@ -39,8 +39,8 @@ from widgets.transcript.pane import TranscriptPane
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
-RECEIVERS = (*PANE_IDS, "run-status")
-"""Who ``relay`` hands a message to: the panes and the status line."""
+RECEIVERS = (*PANE_IDS, "run-status", "prompt")
+"""Who ``relay`` hands a message to: the panes, the status line and the prompt (its history)."""
 
 
 class MainScreen(Screen[None]):

@@ -1,5 +1,10 @@
 """The prompt: one line for messages and slash commands. Tab completes a command; Tab again cycles.
 
+Up and Down walk the workspace's prompt history (``services.prompt_history``: loaded when a
+workspace is shown, each sent line recorded — secrets redacted — by a thread worker that posts the
+new history back): Up from the line being written keeps it as a draft, Down past the newest
+brings it back.
+
 Tab completes only while the text is a slash command (``/ra`` → ``/rag ``; ``/rag in`` → ``/rag
 index ``; an ambiguous word first grows to the candidates' common prefix, then each further Tab
 cycles through them). With any other text, or none, Tab keeps its usual meaning (next widget).
@@ -11,12 +16,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from textual import on
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
+
+from widgets.messages import WorkspaceChanged
+
+if TYPE_CHECKING:
+    from services.prompt_history import PromptHistory
 
 Completer = Callable[[str], tuple[str, list[str]]]
 
@@ -38,7 +49,30 @@ class PromptInput(Input):
             id="prompt.complete",
             tooltip="Complete the slash command or sub-command; press again to cycle through the candidates",
         ),
+        Binding(
+            "up",
+            "history(-1)",
+            "Previous prompt",
+            show=False,
+            id="prompt.history.previous",
+            tooltip="The previous prompt sent in this workspace (the line being written is kept)",
+        ),
+        Binding(
+            "down",
+            "history(1)",
+            "Next prompt",
+            show=False,
+            id="prompt.history.next",
+            tooltip="The next prompt in this workspace's history; past the newest, the line being written",
+        ),
     ]
+
+    @dataclass
+    class HistoryLoaded(Message):
+        """The workspace's prompt history (oldest first), read or just recorded by a thread worker."""
+
+        prompts: list[str]
+        store: PromptHistory | None = None
 
     @dataclass
     class Candidates(Message):
@@ -63,6 +97,10 @@ class PromptInput(Input):
         self._cycle: tuple[str, list[str], int] | None = None  # (prefix, candidates, index shown)
         self._cycle_value: str | None = None  # the value the last Tab produced
         self._announced = False
+        self._store: PromptHistory | None = None
+        self.history: list[str] = []
+        self._recall: int | None = None  # the history index shown, None while writing
+        self._draft = ""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "complete":
@@ -105,6 +143,60 @@ class PromptInput(Input):
         self._cycle = (prefix, candidates, 0)
         self._set(f"{prefix}{candidates[0]} ")
         self._announce(candidates, 0)
+
+    # -- prompt history --------------------------------------------------------------------------
+    @on(WorkspaceChanged)
+    def _workspace_changed(self, message: WorkspaceChanged) -> None:
+        from services.prompt_history import PromptHistory
+
+        store = PromptHistory.for_workspace(message.session.workspace)
+        self._store, self.history, self._recall = store, [], None
+        self.run_worker(
+            lambda: self.post_message(self.HistoryLoaded(store.prompts(), store)),
+            thread=True,
+            group="prompt-history",
+            exit_on_error=False,
+        )
+
+    @on(HistoryLoaded)
+    def _history_loaded(self, message: HistoryLoaded) -> None:
+        message.stop()
+        if message.store is self._store:  # not a workspace shown before this one
+            self.history, self._recall = message.prompts, None
+
+    @on(Input.Submitted)
+    def _record(self, event: Input.Submitted) -> None:
+        """Remember what was sent (the App handles the text itself, as the message bubbles on)."""
+        text, store = event.value.strip(), self._store
+        self._recall, self._draft = None, ""
+        if not text or store is None:
+            return
+        self.history = [*(p for p in self.history if p != text), text]  # at once; the stored (redacted) list follows
+        self.run_worker(
+            lambda: self.post_message(self.HistoryLoaded(store.record(text), store)),
+            thread=True,
+            group="prompt-history",
+            exit_on_error=False,
+        )
+
+    def action_history(self, step: int) -> None:
+        if not self.history:
+            return
+        if self._recall is None:
+            if step > 0:
+                return
+            self._draft, index = self.value, len(self.history) - 1
+        else:
+            index = self._recall + step
+        if index < 0:
+            self.app.bell()
+            return
+        if index >= len(self.history):
+            self._recall = None
+            self._set(self._draft)
+            return
+        self._recall = index
+        self._set(self.history[index])
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.value != self._cycle_value:
