@@ -35,6 +35,7 @@ from widgets.prompt.input import PromptInput
 from widgets.safe import clean
 from widgets.status import RunStatus
 from widgets.tabs import PaneTabs
+from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
 
 NARROW_WIDTH = 110
@@ -76,6 +77,7 @@ class MainScreen(Screen[None]):
                 yield ArtifactsPane(id="artifacts")
         with Vertical(id="input-area"):
             yield RunStatus(id="run-status")
+            yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
             yield PromptInput(suggestions(), completer=complete, id="prompt")
         yield KeyBar(id="keys")
@@ -152,6 +154,29 @@ class MainScreen(Screen[None]):
                 self.focus_prompt()  # the queue is done: back to typing
             if self.view == "approvals":
                 self.show_view("transcript")  # and, on a narrow screen, to the conversation
+
+    # -- find (Ctrl+F) ---------------------------------------------------------------------------
+    def action_find(self) -> None:
+        """Ctrl+F: the find bar over the conversation (the transcript comes into view)."""
+        self.show_view("transcript")
+        self.query_one(FindBar).open()
+
+    @on(FindBar.Search)
+    def _find(self, event: FindBar.Search) -> None:
+        current, total = self.query_one(TranscriptPane).find(event.query)
+        self.query_one(FindBar).show_count(current, total, event.query)
+
+    @on(FindBar.Step)
+    def _find_step(self, event: FindBar.Step) -> None:
+        bar = self.query_one(FindBar)
+        current, total = self.query_one(TranscriptPane).find_step(event.step)
+        bar.show_count(current, total, bar.query_one("#find-input", Input).value)
+
+    @on(FindBar.Closed)
+    def _find_closed(self) -> None:
+        self.query_one(TranscriptPane).find_clear()
+        self.query_one(FindBar).close()
+        self.focus_prompt()
 
     # -- completion and the palette --------------------------------------------------------------
     @on(PromptInput.Candidates)

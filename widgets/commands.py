@@ -141,6 +141,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "Continue a copy of this conversation's first N turns (all by default); the original stays as it was.",
         "fork",
     ),
+    SlashCommand(
+        "copy",
+        "/copy",
+        "Copy the last answer to the clipboard (OSC 52: your terminal must allow it; inside tmux, set-clipboard on).",
+        "copy",
+    ),
     SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
     SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),
     SlashCommand("quit", "/quit", "Leave Aries.", "quit"),

@@ -195,6 +195,7 @@ HANDLERS: dict[str, Handler] = {
     "history": lambda c, args, line: c.conversations.history(),
     "resume": lambda c, args, line: c.conversations.resume(args),
     "fork": lambda c, args, line: c.conversations.fork(args),
+    "copy": lambda c, args, line: c.conversations.copy(args),
     "replay": lambda c, args, line: c.history.replay(),
     "runs": lambda c, args, line: c.history.runs(),
     "quit": lambda c, args, line: c.workspace.quit_later(),

@@ -8,6 +8,7 @@ streams into a ``StreamingAnswer`` block as it arrives).
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -89,6 +90,22 @@ class TranscriptEntry(Static):
         super().__init__(render_entry(entry), classes=f"-{role}" if role in ROLE_LABELS else "-system", markup=False)
         self.entry = entry
 
+    def highlight(self, query: str) -> None:
+        """Show ``query`` highlighted in the entry (nothing highlighted for an empty query)."""
+        text = render_entry(self.entry)
+        if query:
+            text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
+        self.update(text)
+
+
+def searchable_text(widget: Widget) -> str:
+    """The text the find bar searches in one block of the pane."""
+    entry = getattr(widget, "entry", None)
+    if isinstance(entry, dict):
+        body = str(entry.get("content", ""))
+        return "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
+    return str(getattr(widget, "text", ""))
+
 
 def entry_widget(entry: dict[str, Any]) -> Widget:
     """The widget for one transcript entry: a ``ToolCallBlock`` for tool calls, else a ``TranscriptEntry``."""
@@ -111,6 +128,9 @@ class TranscriptPane(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
         super().__init__(id=id)
+        self._found: list[Widget] = []  # the blocks that match the find bar's query, in order
+        self._found_at: int | None = None
+        self._query = ""
         self._empty = Static(
             "No messages yet. Type below and press Enter; /help lists the commands.",
             id="transcript-empty",
@@ -143,6 +163,40 @@ class TranscriptPane(VerticalScroll):
         self._empty.display = False
         self.mount(entry_widget(entry))
         self.call_after_refresh(self.scroll_end, animate=False)
+
+    # -- find (Ctrl+F) -------------------------------------------------------------------------
+    def find(self, query: str) -> tuple[int | None, int]:
+        """Highlight ``query`` (case-insensitive) in every block; ``(current, total)`` blocks that match,
+        the current one (the last, the newest) scrolled into view."""
+        self._query = query
+        needle = query.casefold()
+        blocks = list(self.query(SHOWN))
+        self._found = [b for b in blocks if needle and needle in searchable_text(b).casefold()]
+        for block in blocks:
+            block.set_class(block in self._found, "-find-match")
+            if isinstance(block, TranscriptEntry):
+                block.highlight(query if block in self._found else "")
+        self._found_at = len(self._found) - 1 if self._found else None
+        self._show_found()
+        return self._found_at, len(self._found)
+
+    def find_step(self, step: int) -> tuple[int | None, int]:
+        if self._found:
+            self._found_at = ((self._found_at or 0) + step) % len(self._found)
+            self._show_found()
+        return self._found_at, len(self._found)
+
+    def find_clear(self) -> None:
+        self.find("")
+
+    def _show_found(self) -> None:
+        for number, block in enumerate(self._found):
+            block.set_class(number == self._found_at, "-find-current")
+        for block in self.query(".-find-current"):
+            if block not in self._found or self._found.index(block) != self._found_at:
+                block.remove_class("-find-current")
+        if self._found_at is not None:
+            self.scroll_to_widget(self._found[self._found_at], animate=False, top=True)
 
     # -- what the App relays -----------------------------------------------------------------
     @on(WorkspaceChanged)

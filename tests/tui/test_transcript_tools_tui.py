@@ -1,0 +1,89 @@
+"""A transcript people can use: Ctrl+F finds in the conversation (a count, next/previous, the
+matches marked, Esc back to the prompt), ``/copy`` puts the last answer on the clipboard (OSC 52)
+and says so, with what to do where the terminal does not take it."""
+
+from __future__ import annotations
+
+from app.aries_app import AriesApp
+from app.commands.conversation import copied_note
+from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages
+from widgets.messages import WorkspaceChanged
+from widgets.transcript.find import FindBar
+from widgets.transcript.pane import TranscriptEntry, TranscriptPane
+
+SIZE = (120, 36)
+
+
+def seeded() -> None:
+    workspace = WorkspaceManager().create("find")[0]
+    transcript = workspace.new_transcript()
+    for n, (question, answer) in enumerate(
+        [("where is the Gateway?", "The gateway is in services/tools."), ("and the policy?", "Policy: a YAML file.")], 1
+    ):
+        turn = f"{transcript.conversation_id}-t{n:04d}"
+        transcript.append("user", question, turn_id=turn)
+        transcript.append("assistant", answer, turn_id=turn, provider="ollama", model="m")
+    workspace.close()
+
+
+async def test_ctrl_f_finds_steps_and_esc_returns_to_the_prompt() -> None:
+    seeded()
+    app, messages = AriesApp("find", conversation="last"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        await pilot.pause()
+        await pilot.press("ctrl+f")
+        bar = app.screen.query_one(FindBar)
+        assert bar.is_open and app.screen.focused is not None and app.screen.focused.id == "find-input"
+        await pilot.press(*"GATEWAY")
+        await pilot.pause()
+        pane = app.screen.query_one(TranscriptPane)
+        marked = [w.entry["content"] for w in pane.query(".-find-match")]  # type: ignore[attr-defined]
+        assert marked == ["where is the Gateway?", "The gateway is in services/tools."]
+        current = [w.entry["content"] for w in pane.query(".-find-current")]  # type: ignore[attr-defined]
+        assert current == ["The gateway is in services/tools."]  # the newest first
+        assert str(bar.query_one("#find-count").render()) == "2/2"
+        await pilot.press("enter")  # next wraps to the first
+        assert [w.entry["content"] for w in pane.query(".-find-current")] == ["where is the Gateway?"]  # type: ignore[attr-defined]
+        assert str(bar.query_one("#find-count").render()) == "1/2"
+        await pilot.press("up")
+        assert str(bar.query_one("#find-count").render()) == "2/2"
+        await pilot.press(*"xyz")
+        await pilot.pause()
+        assert str(bar.query_one("#find-count").render()) == "no match" and not pane.query(".-find-match")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not bar.is_open and app.screen.focused is not None and app.screen.focused.id == "prompt"
+        assert not any(isinstance(w, TranscriptEntry) and "on yellow" in str(w.render()) for w in pane.children)
+
+
+async def test_copy_puts_the_last_answer_on_the_clipboard_and_says_how() -> None:
+    seeded()
+    app, messages = AriesApp("find", conversation="last"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        mark = messages.mark()
+        app.screen.query_one("#prompt").focus()
+        await pilot.press(*"/copy", "enter")
+        note = await messages.notified(pilot, "OSC 52", since=mark)
+        assert app.clipboard == "Policy: a YAML file."
+        assert "Copied 20 characters" in note
+
+
+async def test_copy_with_no_answer_says_so() -> None:
+    app, messages = AriesApp("empty"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        mark = messages.mark()
+        app.screen.query_one("#prompt").focus()
+        await pilot.press(*"/copy", "enter")
+        await messages.notified(pilot, "No answer to copy yet", since=mark)
+        assert app.clipboard == ""
+
+
+def test_the_copy_note_names_tmux_set_clipboard_inside_tmux() -> None:
+    assert "set-clipboard on" in copied_note(5, {"TMUX": "/tmp/tmux-0/default,1,0"})
+    assert "does not support OSC 52" in copied_note(5, {})
