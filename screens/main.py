@@ -31,6 +31,7 @@ from widgets.commands import complete, suggestions
 from widgets.context.pane import ContextPane
 from widgets.header import WorkbenchHeader
 from widgets.keybar import KeyBar
+from widgets.prompt.editor import PromptEditor
 from widgets.prompt.input import PromptInput
 from widgets.safe import clean
 from widgets.status import RunStatus
@@ -80,6 +81,7 @@ class MainScreen(Screen[None]):
             yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
             yield PromptInput(suggestions(), completer=complete, id="prompt")
+            yield PromptEditor(id="prompt-editor")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -125,7 +127,34 @@ class MainScreen(Screen[None]):
 
     # -- focus -----------------------------------------------------------------------------------
     def focus_prompt(self) -> None:
-        self.query_one(PromptInput).focus()
+        editor = self.query_one(PromptEditor)
+        (editor if editor.is_open else self.query_one(PromptInput)).focus()
+
+    # -- the multi-line editor -------------------------------------------------------------------
+    @on(PromptInput.Expand)
+    def _expand(self, event: PromptInput.Expand) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.display = False
+        self.query_one(PromptEditor).open(event.text)
+
+    def _collapse(self, text: str) -> PromptInput:
+        prompt = self.query_one(PromptInput)
+        self.query_one(PromptEditor).close()
+        prompt.display = True
+        prompt.value, prompt.pastes = text, {}
+        prompt.cursor_position = len(text)
+        prompt.focus()
+        return prompt
+
+    @on(PromptEditor.Collapse)
+    def _editor_collapsed(self, event: PromptEditor.Collapse) -> None:
+        self._collapse(event.text)
+
+    @on(PromptEditor.Send)
+    def _editor_sent(self, event: PromptEditor.Send) -> None:
+        """Sent from the editor: submitted by the prompt, as if typed there (one path to the App)."""
+        prompt = self._collapse("")
+        prompt.post_message(Input.Submitted(prompt, event.text, None))
 
     def focus_pane(self, pane: str) -> None:
         """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""

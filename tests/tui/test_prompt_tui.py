@@ -3,11 +3,15 @@ secrets redacted), the line being written comes back after the newest."""
 
 from __future__ import annotations
 
+from textual import events
+from textual.widgets import Input
+
 from app.aries_app import AriesApp
 from services.prompt_history import PromptHistory
 from services.workspaces import WorkspaceManager
 from tests.tui.helpers import Messages, until
 from widgets.messages import WorkspaceChanged
+from widgets.prompt.editor import PromptEditor
 from widgets.prompt.input import PromptInput
 
 SIZE = (120, 36)
@@ -59,3 +63,63 @@ async def test_each_workspace_has_its_own_history() -> None:
         prompt.focus()
         await pilot.press("up")
         assert prompt.value == "asked in two"
+
+
+async def test_ctrl_j_writes_a_three_line_prompt_and_enter_sends_it_whole() -> None:
+    app, messages = AriesApp("multi"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        prompt = app.screen.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press(*"line one", "ctrl+j")
+        editor = app.screen.query_one(PromptEditor)
+        await until(pilot, lambda: editor.has_focus, messages=messages)
+        assert editor.is_open and not prompt.display
+        await pilot.press(*"line two", "ctrl+j", *"line three")
+        assert editor.text == "line one\nline two\nline three"
+        mark = messages.mark()
+        await pilot.press("enter")
+        sent = await messages.wait_for(pilot, Input.Submitted, since=mark)
+        assert sent.value == "line one\nline two\nline three"
+        assert not editor.is_open and prompt.display and prompt.has_focus and prompt.value == ""
+
+
+async def test_a_long_paste_is_a_chip_and_the_full_text_is_sent() -> None:
+    pasted = "\n".join(f"row {n}" for n in range(1, 43))
+    app, messages = AriesApp("paste"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        prompt = app.screen.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press(*"look at this: ")
+        prompt.post_message(events.Paste(pasted))
+        await until(pilot, lambda: "[pasted" in prompt.value, messages=messages)
+        assert prompt.value == "look at this: [pasted 42 lines #1]"
+        mark = messages.mark()
+        await pilot.press("enter")
+        sent = await messages.wait_for(pilot, Input.Submitted, since=mark)
+        assert sent.value == f"look at this: {pasted}"
+
+
+async def test_a_chip_expands_into_the_editor_and_a_short_multiline_paste_opens_it() -> None:
+    app, messages = AriesApp("paste"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        prompt, editor = app.screen.query_one(PromptInput), app.screen.query_one(PromptEditor)
+        prompt.focus()
+        prompt.post_message(events.Paste("x" * 1500))
+        await until(pilot, lambda: "[pasted" in prompt.value, messages=messages)
+        assert prompt.value == "[pasted 1,500 characters #1]"
+        await pilot.press("ctrl+j")
+        await until(pilot, lambda: editor.is_open, messages=messages)
+        assert editor.text == "x" * 1500 + "\n"
+        await pilot.press("ctrl+a")  # the whole text selected, then replaced by a short paste
+        editor.text = ""
+        await pilot.press("escape")
+        await until(pilot, lambda: prompt.has_focus, messages=messages)
+        prompt.post_message(events.Paste("first\nsecond\nthird"))
+        await until(pilot, lambda: editor.is_open, messages=messages)
+        assert editor.text == "first\nsecond\nthird"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.suggester import SuggestFromList
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from services.prompt_history import PromptHistory
 
 Completer = Callable[[str], tuple[str, list[str]]]
+CHIP_LINES = 5
+CHIP_CHARS = 1_000
 
 
 def _no_completion(line: str) -> tuple[str, list[str]]:
@@ -50,6 +52,14 @@ class PromptInput(Input):
             tooltip="Complete the slash command or sub-command; press again to cycle through the candidates",
         ),
         Binding(
+            "ctrl+j,shift+enter",
+            "expand",
+            "Newline",
+            show=False,
+            id="prompt.multiline",
+            tooltip="A newline: the message continues in the multi-line editor (pasted chips expanded)",
+        ),
+        Binding(
             "up",
             "history(-1)",
             "Previous prompt",
@@ -66,6 +76,12 @@ class PromptInput(Input):
             tooltip="The next prompt in this workspace's history; past the newest, the line being written",
         ),
     ]
+
+    @dataclass
+    class Expand(Message):
+        """Open the multi-line editor with ``text`` (chips expanded)."""
+
+        text: str
 
     @dataclass
     class HistoryLoaded(Message):
@@ -101,6 +117,7 @@ class PromptInput(Input):
         self.history: list[str] = []
         self._recall: int | None = None  # the history index shown, None while writing
         self._draft = ""
+        self.pastes: dict[str, str] = {}  # chip -> the text pasted
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "complete":
@@ -144,6 +161,38 @@ class PromptInput(Input):
         self._set(f"{prefix}{candidates[0]} ")
         self._announce(candidates, 0)
 
+    # -- multi-line text and pasted chips ------------------------------------------------------------
+    def expanded(self, value: str | None = None) -> str:
+        """``value`` (the prompt's by default) with every chip replaced by the text it stands for."""
+        text = self.value if value is None else value
+        for chip, pasted in self.pastes.items():
+            text = text.replace(chip, pasted)
+        return text
+
+    def _on_paste(self, event: events.Paste) -> None:
+        text = event.text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if lines > CHIP_LINES or len(text) > CHIP_CHARS:
+            event.stop()
+            event.prevent_default()
+            size = f"{lines} lines" if lines > 1 else f"{len(text):,} characters"
+            chip = f"[pasted {size} #{len(self.pastes) + 1}]"
+            self.pastes[chip] = text
+            self.insert_text_at_cursor(chip)
+        elif "\n" in text.strip("\n"):
+            event.stop()
+            event.prevent_default()
+            before, after = self.value[: self.cursor_position], self.value[self.cursor_position :]
+            self.post_message(self.Expand(self.expanded(before + text + after)))
+        # else: one line, which Input's own handler (called after this one) inserts
+
+    def action_expand(self) -> None:
+        self.post_message(self.Expand(self.expanded() + "\n"))
+
+    async def action_submit(self) -> None:
+        """Enter: what is sent is the text with every pasted chip expanded."""
+        self.post_message(self.Submitted(self, self.expanded(), None))
+
     # -- prompt history --------------------------------------------------------------------------
     @on(WorkspaceChanged)
     def _workspace_changed(self, message: WorkspaceChanged) -> None:
@@ -168,7 +217,7 @@ class PromptInput(Input):
     def _record(self, event: Input.Submitted) -> None:
         """Remember what was sent (the App handles the text itself, as the message bubbles on)."""
         text, store = event.value.strip(), self._store
-        self._recall, self._draft = None, ""
+        self._recall, self._draft, self.pastes = None, "", {}
         if not text or store is None:
             return
         self.history = [*(p for p in self.history if p != text), text]  # at once; the stored (redacted) list follows
