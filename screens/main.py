@@ -80,7 +80,7 @@ class MainScreen(Screen[None]):
             yield RunStatus(id="run-status")
             yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
-            yield PromptInput(suggestions(), completer=complete, id="prompt")
+            yield PromptInput(suggestions(), completer=self._complete, id="prompt")
             yield PromptEditor(id="prompt-editor")
         yield KeyBar(id="keys")
 
@@ -208,6 +208,22 @@ class MainScreen(Screen[None]):
         self.focus_prompt()
 
     # -- completion and the palette --------------------------------------------------------------
+    def _complete(self, line: str) -> tuple[str, list[str]]:
+        """Tab: a slash command's words, or the ``@path`` being typed (files under the policy's roots)."""
+        head, _, word = line.rpartition(" ")
+        if not word.startswith("@"):
+            return complete(line)
+        session = getattr(self.app, "session", None)
+        if session is None:
+            return line, []
+        from services.assistant.attachments import complete_mention
+
+        try:
+            roots = list(session.gateway().bound.roots)
+        except Exception:  # a policy that does not load: nothing to complete (the turn says why)
+            return line, []
+        return f"{head} @" if head else "@", complete_mention(roots, word[1:])
+
     @on(PromptInput.Candidates)
     def _candidates(self, event: PromptInput.Candidates) -> None:
         hint = self.query_one("#completions", Static)

@@ -3,13 +3,15 @@ secrets redacted), the line being written comes back after the newest."""
 
 from __future__ import annotations
 
+import pytest
 from textual import events
 from textual.widgets import Input
 
 from app.aries_app import AriesApp
 from services.prompt_history import PromptHistory
 from services.workspaces import WorkspaceManager
-from tests.tui.helpers import Messages, until
+from tests.models.servers import Reply, ScriptedServer
+from tests.tui.helpers import Messages, settle, until
 from widgets.messages import WorkspaceChanged
 from widgets.prompt.editor import PromptEditor
 from widgets.prompt.input import PromptInput
@@ -123,3 +125,37 @@ async def test_a_chip_expands_into_the_editor_and_a_short_multiline_paste_opens_
         prompt.post_message(events.Paste("first\nsecond\nthird"))
         await until(pilot, lambda: editor.is_open, messages=messages)
         assert editor.text == "first\nsecond\nthird"
+
+
+async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tab completes ``@REA`` to a file under the roots; the file is read through the gateway (its
+    call in the transcript) and the model is sent its text."""
+    workspace = WorkspaceManager().create("attach")[0]
+    (workspace.root / "README.md").write_text("# Demo\n\nAries reads this.\n", encoding="utf-8")
+    workspace.close()
+    server = ScriptedServer("ollama").start()
+    monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2:3b")
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    server.add(Reply("It is a demo."))
+    try:
+        app, messages = AriesApp("attach"), Messages()
+        async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+            await app.ready()
+            await messages.wait_for(pilot, WorkspaceChanged)
+            prompt = app.screen.query_one(PromptInput)
+            prompt.focus()
+            await pilot.press(*"what is @REA", "tab")
+            assert prompt.value == "what is @README.md "
+            mark = messages.mark()
+            await pilot.press("enter")
+            await messages.notified(pilot, "@README.md: attached (26 bytes)", since=mark)
+            assert app.session is not None
+            conversation = app.session.conversation
+            await until(pilot, lambda: "It is a demo." in str(conversation.read().entries[-1:]), messages=messages)
+            await settle(pilot)
+            roles = [(e["role"], e.get("tool_name")) for e in conversation.read().entries]
+            assert ("tool", "builtin:fs:read_text") in roles
+        user = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "user"][-1]["content"]
+        assert "--- attached file README.md ---\n# Demo\n\nAries reads this.\n" in user
+    finally:
+        server.stop()

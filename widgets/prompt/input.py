@@ -120,8 +120,8 @@ class PromptInput(Input):
         self.pastes: dict[str, str] = {}  # chip -> the text pasted
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "complete":
-            return self.value.startswith("/")  # otherwise Tab falls through to focus-next
+        if action == "complete":  # a slash command, or an @path: otherwise Tab falls through to focus-next
+            return self.value.startswith("/") or self.value.rsplit(" ", 1)[-1].startswith("@")
         return super().check_action(action, parameters)
 
     def _set(self, value: str) -> None:
@@ -147,8 +147,8 @@ class PromptInput(Input):
             self.app.bell()
             return
         partial = self.value[len(prefix) :]
-        if len(candidates) == 1:
-            self._set(f"{prefix}{candidates[0]} ")
+        if len(candidates) == 1:  # a folder (``docs/``) is completed further: no space after it
+            self._set(f"{prefix}{candidates[0]}" + ("" if candidates[0].endswith("/") else " "))
             self._announce([])
             return
         common = os.path.commonprefix(candidates)
