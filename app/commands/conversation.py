@@ -10,8 +10,7 @@ and continues there; the original is left as it was.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from services.errors import InvalidInput
@@ -19,15 +18,6 @@ from widgets.commands import CommandError
 
 if TYPE_CHECKING:
     from app.host import AppHost
-
-
-def copied_note(chars: int, environ: Mapping[str, str] | None = None) -> str:
-    """What to tell after a copy: OSC 52 is sent blind (no terminal says whether it took it)."""
-    env = os.environ if environ is None else environ
-    note = f"Copied {chars} characters with OSC 52."
-    if env.get("TMUX"):
-        return f"{note} Inside tmux it reaches your clipboard only with `set -g set-clipboard on` in tmux.conf."
-    return f"{note} If your terminal does not support OSC 52, nothing was copied: select the text with Shift+drag."
 
 
 class ConversationController:
@@ -94,9 +84,9 @@ class ConversationController:
         if not answers or not str(answers[-1].get("content", "")).strip():
             self.host.notify("No answer to copy yet in this conversation.", title="/copy", severity="warning")
             return
-        text = str(answers[-1]["content"])
-        self.host.copy_to_clipboard(text)
-        self.host.notify(copied_note(len(text)), title="/copy", timeout=6)
+        from widgets.clipboard import copy_text
+
+        copy_text(self.host, str(answers[-1]["content"]), "/copy")
 
     def fork(self, args: list[str]) -> None:
         """``/fork [N]``: a new conversation holding the open one's first N turns (all by default)."""

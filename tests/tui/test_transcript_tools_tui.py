@@ -5,26 +5,30 @@ and says so, with what to do where the terminal does not take it."""
 from __future__ import annotations
 
 from app.aries_app import AriesApp
-from app.commands.conversation import copied_note
-from services.workspaces import WorkspaceManager
-from tests.tui.helpers import Messages
+from screens.chunk_viewer import ChunkViewer
+from services.workspaces import Workspace, WorkspaceManager
+from tests.models.servers import Reply, ScriptedServer
+from tests.tui.helpers import Messages, until
+from tests.tui.test_assistant_tui import server, workspace  # noqa: F401 - fixtures
+from widgets.clipboard import copied_note
 from widgets.messages import WorkspaceChanged
 from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptEntry, TranscriptPane
+from widgets.transcript.streaming import CitationLink
 
 SIZE = (120, 36)
 
 
 def seeded() -> None:
-    workspace = WorkspaceManager().create("find")[0]
-    transcript = workspace.new_transcript()
+    created = WorkspaceManager().create("find")[0]
+    transcript = created.new_transcript()
     for n, (question, answer) in enumerate(
         [("where is the Gateway?", "The gateway is in services/tools."), ("and the policy?", "Policy: a YAML file.")], 1
     ):
         turn = f"{transcript.conversation_id}-t{n:04d}"
         transcript.append("user", question, turn_id=turn)
         transcript.append("assistant", answer, turn_id=turn, provider="ollama", model="m")
-    workspace.close()
+    created.close()
 
 
 async def test_ctrl_f_finds_steps_and_esc_returns_to_the_prompt() -> None:
@@ -87,3 +91,25 @@ async def test_copy_with_no_answer_says_so() -> None:
 def test_the_copy_note_names_tmux_set_clipboard_inside_tmux() -> None:
     assert "set-clipboard on" in copied_note(5, {"TMUX": "/tmp/tmux-0/default,1,0"})
     assert "does not support OSC 52" in copied_note(5, {})
+
+
+async def test_enter_on_a_cited_handle_opens_its_chunk(
+    server: ScriptedServer,  # noqa: F811 - the fixture of test_assistant_tui
+    workspace: Workspace,  # noqa: F811
+) -> None:
+    """The handles an answer cites sit under it, focusable: Enter opens the chunk (a click did before)."""
+    handle = str(workspace.setting("test_handle"))
+    server.add(Reply(text=f"Writes wait for the operator ({handle}).", chunk_size=6))
+    app, messages = AriesApp("demo"), Messages()
+    async with app.run_test(size=(160, 48), message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        app.screen.query_one("#prompt").focus()
+        await pilot.press(*"how are tool calls approved?", "enter")
+        await until(pilot, lambda: bool(app.screen.query(CitationLink)), messages=messages)
+        link = app.screen.query_one(CitationLink)
+        assert link.handle == handle
+        link.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ChunkViewer), messages=messages)
+        assert handle in str(app.screen.query_one("#chunk-title").render())
