@@ -113,3 +113,30 @@ async def test_enter_on_a_cited_handle_opens_its_chunk(
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ChunkViewer), messages=messages)
         assert handle in str(app.screen.query_one("#chunk-title").render())
+
+
+async def test_y_copies_the_selected_message_and_c_its_code() -> None:
+    created = WorkspaceManager().create("sel")[0]
+    transcript = created.new_transcript()
+    turn = f"{transcript.conversation_id}-t0001"
+    transcript.append("user", "how do I list files?", turn_id=turn)
+    transcript.append("assistant", "Use this:\n\n```sh\nls -la\n```\n\nThen read.", turn_id=turn, provider="ollama")
+    created.close()
+    app, messages = AriesApp("sel", conversation="last"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        await pilot.pause()
+        await pilot.press("f2", "up")  # the transcript; the newest message selected
+        pane = app.screen.query_one(TranscriptPane)
+        assert [w.entry["content"] for w in pane.query(".-selected")] == [  # type: ignore[attr-defined]
+            "Use this:\n\n```sh\nls -la\n```\n\nThen read."
+        ]
+        await pilot.press("c")
+        assert app.clipboard == "ls -la"
+        await pilot.press("up", "y")
+        assert app.clipboard == "how do I list files?"
+        mark = messages.mark()
+        await pilot.press("c")
+        await messages.notified(pilot, "no code block", since=mark)
+        assert app.clipboard == "how do I list files?"

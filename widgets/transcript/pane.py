@@ -98,6 +98,14 @@ class TranscriptEntry(Static):
         self.update(text)
 
 
+FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def code_blocks(text: str) -> list[str]:
+    """The contents of the fenced code blocks of a Markdown text, in order."""
+    return [match.group(2).rstrip("\n") for match in FENCE.finditer(text)]
+
+
 def searchable_text(widget: Widget) -> str:
     """The text the find bar searches in one block of the pane."""
     entry = getattr(widget, "entry", None)
@@ -124,6 +132,19 @@ class TranscriptPane(VerticalScroll):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "scroll_home", "Top", show=False, id="transcript.top", tooltip="Scroll to the first entry"),
         Binding("end", "scroll_end", "Bottom", show=False, id="transcript.bottom", tooltip="Scroll to the last entry"),
+        Binding(
+            "up,k", "select(-1)", "Previous", show=False, id="transcript.previous", tooltip="Select the message above"
+        ),
+        Binding("down,j", "select(1)", "Next", show=False, id="transcript.next", tooltip="Select the message below"),
+        Binding("y", "copy", "Copy", show=False, id="transcript.copy", tooltip="Copy the selected message (OSC 52)"),
+        Binding(
+            "c",
+            "copy_code",
+            "Copy code",
+            show=False,
+            id="transcript.copy_code",
+            tooltip="Copy the code blocks of the selected message (OSC 52)",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
@@ -131,6 +152,7 @@ class TranscriptPane(VerticalScroll):
         self._found: list[Widget] = []  # the blocks that match the find bar's query, in order
         self._found_at: int | None = None
         self._query = ""
+        self._selected: Widget | None = None  # the message y/c copy (Up/Down move it)
         self._empty = Static(
             "No messages yet. Type below and press Enter; /help lists the commands.",
             id="transcript-empty",
@@ -163,6 +185,42 @@ class TranscriptPane(VerticalScroll):
         self._empty.display = False
         self.mount(entry_widget(entry))
         self.call_after_refresh(self.scroll_end, animate=False)
+
+    # -- selecting and copying a message ---------------------------------------------------------
+    @property
+    def selected(self) -> Widget | None:
+        return self._selected if self._selected is not None and self._selected.is_attached else None
+
+    def action_select(self, step: int) -> None:
+        blocks = list(self.query(SHOWN))
+        if not blocks:
+            return
+        current = self.selected
+        index = len(blocks) - 1 if current is None else max(0, min(len(blocks) - 1, blocks.index(current) + step))
+        if current is not None:
+            current.remove_class("-selected")
+        self._selected = blocks[index]
+        self._selected.add_class("-selected")
+        self.scroll_to_widget(self._selected, animate=False)
+
+    def action_copy(self) -> None:
+        from widgets.clipboard import copy_text
+
+        block = self.selected
+        if block is None:
+            self.notify("Select a message first (↑/↓ in the transcript).", title="copy", severity="warning")
+            return
+        copy_text(self.app, searchable_text(block), "copy")
+
+    def action_copy_code(self) -> None:
+        from widgets.clipboard import copy_text
+
+        block = self.selected
+        code = code_blocks(searchable_text(block)) if block is not None else []
+        if not code:
+            self.notify("The selected message has no code block (y copies the whole message).", title="copy")
+            return
+        copy_text(self.app, "\n\n".join(code), "copy code")
 
     # -- find (Ctrl+F) -------------------------------------------------------------------------
     def find(self, query: str) -> tuple[int | None, int]:
