@@ -39,7 +39,7 @@ class FindBar(Horizontal):
     FindBar { height: 1; display: none; }
     FindBar.-open { display: block; }
     FindBar #find-label { width: auto; padding: 0 1; color: $text-muted; }
-    FindBar FindInput { width: 1fr; border: none; height: 1; padding: 0; }
+    FindBar FindInput { width: 1fr; }
     FindBar #find-count { width: auto; padding: 0 1; color: $text-muted; }
     """
 
@@ -57,7 +57,9 @@ class FindBar(Horizontal):
     def compose(self) -> Any:
         yield Static("Find:", id="find-label", markup=False)
         yield FindInput(
-            placeholder="in the conversation · Enter/↓/F3 next · ↑/Shift+F3 previous · Esc", id="find-input"
+            placeholder="in the conversation · Enter/↓/F3 next · ↑/Shift+F3 previous · Esc",
+            id="find-input",
+            compact=True,
         )
         yield Static("", id="find-count", markup=False)
 
