@@ -140,11 +140,27 @@ class MainScreen(Screen[None]):
     def _collapse(self, text: str) -> PromptInput:
         prompt = self.query_one(PromptInput)
         self.query_one(PromptEditor).close()
-        prompt.display = True
+        prompt.display, prompt.expanding = True, False
         prompt.value, prompt.pastes = text, {}
         prompt.cursor_position = len(text)
         prompt.focus()
         return prompt
+
+    @on(PromptInput.Forward)
+    def _forwarded(self, event: PromptInput.Forward) -> None:
+        """Keys typed before the editor had the focus go on to it, in order."""
+        editor = self.query_one(PromptEditor)
+        if not editor.is_open:
+            return
+        if event.key == "enter":
+            if editor.text.strip():
+                self.post_message(PromptEditor.Send(editor.text))
+        elif event.key in ("ctrl+j", "shift+enter"):
+            editor.insert("\n")
+        elif event.key == "backspace":
+            editor.action_delete_left()
+        elif event.character:
+            editor.insert(event.character)
 
     @on(PromptEditor.Collapse)
     def _editor_collapsed(self, event: PromptEditor.Collapse) -> None:
@@ -154,7 +170,7 @@ class MainScreen(Screen[None]):
     def _editor_sent(self, event: PromptEditor.Send) -> None:
         """Sent from the editor: submitted by the prompt, as if typed there (one path to the App)."""
         prompt = self._collapse("")
-        prompt.post_message(Input.Submitted(prompt, event.text, None))
+        prompt.call_later(prompt.submit_text, event.text)
 
     def focus_pane(self, pane: str) -> None:
         """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""

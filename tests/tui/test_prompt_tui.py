@@ -85,6 +85,26 @@ async def test_ctrl_j_writes_a_three_line_prompt_and_enter_sends_it_whole() -> N
         sent = await messages.wait_for(pilot, Input.Submitted, since=mark)
         assert sent.value == "line one\nline two\nline three"
         assert not editor.is_open and prompt.display and prompt.has_focus and prompt.value == ""
+        assert app.session is not None
+        conversation = app.session.conversation  # the App got it (not only the screen): a turn ran
+        await until(pilot, lambda: len(conversation.read().entries) >= 2, messages=messages)
+        assert conversation.read().entries[0]["content"] == "line one\nline two\nline three"
+
+
+async def test_keys_typed_fast_around_ctrl_j_keep_their_order() -> None:
+    """Under tmux a burst of keys arrives at once: the ones after Ctrl+J reach the prompt before the
+    editor has the focus, and must land in the editor, in order, newlines included."""
+    app, messages = AriesApp("fast"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        prompt, editor = app.screen.query_one(PromptInput), app.screen.query_one(PromptEditor)
+        prompt.focus()
+        await pilot.pause()
+        for key, character in [("a", "a"), ("ctrl+j", None), ("b", "b"), ("ctrl+j", None), ("c", "c")]:
+            prompt.post_message(events.Key(key, character))  # all queued before any is handled
+        await until(pilot, lambda: editor.text == "a\nb\nc", messages=messages)
+        assert editor.has_focus and prompt.value == "a"
 
 
 async def test_a_long_paste_is_a_chip_and_the_full_text_is_sent() -> None:

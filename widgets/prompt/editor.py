@@ -29,7 +29,6 @@ class PromptEditor(TextArea):
             "newline",
             "Newline",
             show=False,
-            priority=True,
             id="prompt.newline",
             tooltip="Insert a newline in the message (Enter sends it)",
         ),
@@ -75,6 +74,10 @@ class PromptEditor(TextArea):
             event.prevent_default()
             if self.text.strip():
                 self.post_message(self.Send(self.text))
+        elif event.key in ("ctrl+j", "shift+enter"):  # here, in order with the keys typed before it
+            event.stop()
+            event.prevent_default()
+            self.action_newline()
         # any other key: TextArea's own handler (called after this one) inserts it
 
     def action_newline(self) -> None:

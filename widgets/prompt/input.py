@@ -84,6 +84,14 @@ class PromptInput(Input):
         text: str
 
     @dataclass
+    class Forward(Message):
+        """A key that reached the prompt after it asked for the editor, before the editor had the
+        focus (keys typed or pasted quickly, under tmux): the screen hands it to the editor."""
+
+        key: str
+        character: str | None
+
+    @dataclass
     class HistoryLoaded(Message):
         """The workspace's prompt history (oldest first), read or just recorded by a thread worker."""
 
@@ -118,6 +126,7 @@ class PromptInput(Input):
         self._recall: int | None = None  # the history index shown, None while writing
         self._draft = ""
         self.pastes: dict[str, str] = {}  # chip -> the text pasted
+        self.expanding = False  # the editor was asked for: keys go on to it (Forward)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "complete":  # a slash command, or an @path: otherwise Tab falls through to focus-next
@@ -183,15 +192,37 @@ class PromptInput(Input):
             event.stop()
             event.prevent_default()
             before, after = self.value[: self.cursor_position], self.value[self.cursor_position :]
+            self.expanding = True
             self.post_message(self.Expand(self.expanded(before + text + after)))
         # else: one line, which Input's own handler (called after this one) inserts
 
     def action_expand(self) -> None:
+        if self.expanding:  # a second newline before the editor has the focus
+            self.post_message(self.Forward("ctrl+j", None))
+            return
+        self.expanding = True
         self.post_message(self.Expand(self.expanded() + "\n"))
+
+    async def _on_key(self, event: events.Key) -> None:
+        """Keys in the order they came: a newline here (not as a priority binding, which would run
+        before the keys queued ahead of it), and, once the editor is asked for, every key for it."""
+        if self.expanding:  # the editor takes over: this key is its (Input's own handler skipped)
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Forward(event.key, event.character if event.is_printable else None))
+        elif event.key in ("ctrl+j", "shift+enter"):
+            event.stop()
+            event.prevent_default()
+            self.action_expand()
 
     async def action_submit(self) -> None:
         """Enter: what is sent is the text with every pasted chip expanded."""
         self.post_message(self.Submitted(self, self.expanded(), None))
+
+    def submit_text(self, text: str) -> None:
+        """Submit ``text`` (the multi-line editor's) as if typed here. Call it with ``call_later``: a
+        message is stopped before the App when its sender is the screen it bubbles through."""
+        self.post_message(self.Submitted(self, text, None))
 
     # -- prompt history --------------------------------------------------------------------------
     @on(WorkspaceChanged)
