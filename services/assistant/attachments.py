@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from services.session import Session
 
-MAX_BYTES = 32_000
+MAX_BYTES = 12_000
+"""About 3,000 tokens: a file attached whole still leaves room in the default 8,192-token window
+(a bigger one was refused by the context window of the offline model, tried under tmux)."""
 MAX_ATTACHMENTS = 8
 MENTION = re.compile(r"(?<![\w@])@([^\s@]+)")
 TOOL_ID = "builtin:fs:read_text"
@@ -77,6 +79,14 @@ async def attach(session: Session, text: str) -> tuple[str, list[Attachment]]:
     return "\n\n".join(blocks), attachments
 
 
+ATTACHED = re.compile(r"--- attached file (\S+)( \(cut [^)]*\))? ---\n(.*?)\n--- end of \1 ---", re.DOTALL)
+
+
+def collapse_attachments(text: str) -> str:
+    """``text`` with each attached file's block shortened to one line (for showing a sent message)."""
+    return ATTACHED.sub(lambda m: f"[attached {m.group(1)} · {len(m.group(3)):,} characters{m.group(2) or ''}]", text)
+
+
 def describe(attachments: list[Attachment]) -> tuple[str, bool]:
     """One line for the operator (and whether something went wrong): what was attached, cut or not."""
     parts: list[str] = []
@@ -128,4 +138,4 @@ def complete_mention(roots: list[Path], partial: str, limit: int = 50) -> list[s
     return found
 
 
-__all__ = ["MAX_BYTES", "Attachment", "attach", "complete_mention", "describe", "mentions"]
+__all__ = ["MAX_BYTES", "Attachment", "attach", "collapse_attachments", "complete_mention", "describe", "mentions"]

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.assistant.attachments import MAX_BYTES, attach, complete_mention, describe, mentions
+from services.assistant.attachments import (
+    MAX_BYTES,
+    attach,
+    collapse_attachments,
+    complete_mention,
+    describe,
+    mentions,
+)
 from services.audit import AuditStore
 from services.session import Session
 from services.workspaces import Workspace
@@ -26,6 +33,7 @@ async def test_a_file_is_read_through_the_gateway_and_its_text_is_attached(
         "--- end of README.md ---"
     )
     assert describe(attached) == ("@README.md: attached (25 bytes)", False)
+    assert collapse_attachments(sent) == "summarize @README.md please\n\n[attached README.md · 25 characters]"
     with AuditStore.for_workspace(workspace.root) as store:
         calls = store.calls(limit=10)
     assert [(c["tool_name"], c["args"]["path"], c["decision"]) for c in calls] == [

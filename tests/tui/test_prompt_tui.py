@@ -175,6 +175,10 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
             await settle(pilot)
             roles = [(e["role"], e.get("tool_name")) for e in conversation.read().entries]
             assert ("tool", "builtin:fs:read_text") in roles
+            from widgets.transcript.pane import TranscriptEntry
+
+            shown = [str(w.render()) for w in app.screen.query(TranscriptEntry) if w.entry["role"] == "user"]
+            assert shown and shown[-1].endswith("what is @README.md\n\n[attached README.md · 26 characters]")
         user = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "user"][-1]["content"]
         assert "--- attached file README.md ---\n# Demo\n\nAries reads this.\n" in user
     finally:
