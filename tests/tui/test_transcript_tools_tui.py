@@ -4,6 +4,9 @@ and says so, with what to do where the terminal does not take it."""
 
 from __future__ import annotations
 
+from textual import events
+from textual.widgets import Input
+
 from app.aries_app import AriesApp
 from screens.chunk_viewer import ChunkViewer
 from services.workspaces import Workspace, WorkspaceManager
@@ -140,3 +143,19 @@ async def test_y_copies_the_selected_message_and_c_its_code() -> None:
         await pilot.press("c")
         await messages.notified(pilot, "no code block", since=mark)
         assert app.clipboard == "how do I list files?"
+
+
+async def test_keys_typed_right_after_ctrl_f_go_to_the_find_bar() -> None:
+    """Under tmux, Ctrl+F and the query arrive in one burst: the query is the find bar's, not the prompt's."""
+    seeded()
+    app, messages = AriesApp("find", conversation="last"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await messages.wait_for(pilot, WorkspaceChanged)
+        await pilot.pause()
+        app.screen.query_one("#prompt").focus()
+        await pilot.pause()
+        for key, character in [("ctrl+f", None), ("y", "y"), ("a", "a")]:
+            app.post_message(events.Key(key, character))  # queued together, as a terminal delivers them
+        await until(pilot, lambda: app.screen.query_one("#find-input", Input).value == "ya", messages=messages)
+        assert app.screen.query_one("#prompt", Input).value == ""

@@ -62,7 +62,7 @@ class PromptEditor(TextArea):
         self.load_text(text)
         last = self.document.line_count - 1
         self.move_cursor((last, len(self.document.get_line(last))))
-        self.focus()
+        self.screen.set_focus(self)  # now: the keys queued behind the newline come here
 
     def close(self) -> None:
         self.remove_class("-open")

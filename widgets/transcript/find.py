@@ -66,7 +66,7 @@ class FindBar(Horizontal):
     def open(self) -> None:
         self.add_class("-open")
         find = self.query_one(FindInput)
-        find.focus()
+        self.screen.set_focus(find)  # now, not after the keys already queued (typed fast, under tmux)
         find.select_all()
         if find.value:
             self.post_message(self.Search(find.value))
