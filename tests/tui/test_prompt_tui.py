@@ -22,7 +22,7 @@ SIZE = (120, 36)
 async def test_up_and_down_walk_the_workspace_history_and_keep_the_draft() -> None:
     workspace = WorkspaceManager().create("keys")[0]
     store = PromptHistory.for_workspace(workspace)
-    for prompt in ["/rag last", "what changed yesterday?"]:
+    for prompt in ["line one\nline two", "/rag last", "what changed yesterday?"]:
         store.record(prompt)
     workspace.close()
     app, messages = AriesApp("keys"), Messages()
@@ -36,7 +36,11 @@ async def test_up_and_down_walk_the_workspace_history_and_keep_the_draft() -> No
         assert prompt.value == "what changed yesterday?"
         await pilot.press("up")
         assert prompt.value == "/rag last"
+        await pilot.press("up")  # a multi-line prompt comes back as a chip, sent whole
+        assert prompt.value == "[2 lines: line one…]" and prompt.expanded() == "line one\nline two"
         await pilot.press("up")  # the oldest: stays
+        assert prompt.value == "[2 lines: line one…]"
+        await pilot.press("down")
         assert prompt.value == "/rag last"
         await pilot.press("down", "down")
         assert prompt.value == "draft"
@@ -45,7 +49,7 @@ async def test_up_and_down_walk_the_workspace_history_and_keep_the_draft() -> No
         await until(pilot, lambda: store.prompts()[-1:] == ["/policy show"], messages=messages)
         await pilot.press("up")
         assert prompt.value == "/policy show"
-    assert store.prompts() == ["/rag last", "what changed yesterday?", "/policy show"]
+    assert store.prompts() == ["line one\nline two", "/rag last", "what changed yesterday?", "/policy show"]
 
 
 async def test_each_workspace_has_its_own_history() -> None:

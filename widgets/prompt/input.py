@@ -276,7 +276,16 @@ class PromptInput(Input):
             self._set(self._draft)
             return
         self._recall = index
-        self._set(self.history[index])
+        self._set(self._one_line(self.history[index]))
+
+    def _one_line(self, text: str) -> str:
+        """A multi-line prompt recalled here is a chip (Enter sends it whole, Ctrl+J expands it)."""
+        if "\n" not in text:
+            return text
+        first = text.split("\n", 1)[0][:40]
+        chip = f"[{text.count(chr(10)) + 1} lines: {first}…]"
+        self.pastes[chip] = text
+        return chip
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.value != self._cycle_value:
