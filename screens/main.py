@@ -16,7 +16,7 @@ the approval queue empties while it had the focus, the prompt gets it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.containers import Horizontal, Vertical
@@ -31,13 +31,15 @@ from widgets.commands import complete, suggestions
 from widgets.context.pane import ContextPane
 from widgets.header import WorkbenchHeader
 from widgets.keybar import KeyBar
-from widgets.prompt.editor import PromptEditor
 from widgets.prompt.input import PromptInput
 from widgets.safe import clean
 from widgets.status import RunStatus
 from widgets.tabs import PaneTabs
 from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
+
+if TYPE_CHECKING:
+    from widgets.prompt.editor import PromptEditor
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
@@ -81,7 +83,6 @@ class MainScreen(Screen[None]):
             yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
             yield PromptInput(suggestions(), completer=self._complete, id="prompt")
-            yield PromptEditor(id="prompt-editor")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -127,19 +128,30 @@ class MainScreen(Screen[None]):
 
     # -- focus -----------------------------------------------------------------------------------
     def focus_prompt(self) -> None:
-        editor = self.query_one(PromptEditor)
-        (editor if editor.is_open else self.query_one(PromptInput)).focus()
+        editor = self._editor()
+        (editor if editor is not None and editor.is_open else self.query_one(PromptInput)).focus()
 
-    # -- the multi-line editor -------------------------------------------------------------------
+    # -- the multi-line editor (mounted on first use: TextArea stays out of start-up) ----------------
+    def _editor(self) -> PromptEditor | None:
+        found = list(self.query("#prompt-editor"))
+        return found[0] if found else None  # type: ignore[return-value]
+
     @on(PromptInput.Expand)
-    def _expand(self, event: PromptInput.Expand) -> None:
-        prompt = self.query_one(PromptInput)
-        prompt.display = False
-        self.query_one(PromptEditor).open(event.text)
+    async def _expand(self, event: PromptInput.Expand) -> None:
+        editor = self._editor()
+        if editor is None:
+            from widgets.prompt.editor import PromptEditor
+
+            editor = PromptEditor(id="prompt-editor")
+            await self.query_one("#input-area").mount(editor, after=self.query_one(PromptInput))
+        self.query_one(PromptInput).display = False
+        editor.open(event.text)
 
     def _collapse(self, text: str) -> PromptInput:
         prompt = self.query_one(PromptInput)
-        self.query_one(PromptEditor).close()
+        editor = self._editor()
+        if editor is not None:
+            editor.close()
         prompt.display, prompt.expanding = True, False
         prompt.value, prompt.pastes = text, {}
         prompt.cursor_position = len(text)
@@ -149,12 +161,12 @@ class MainScreen(Screen[None]):
     @on(PromptInput.Forward)
     def _forwarded(self, event: PromptInput.Forward) -> None:
         """Keys typed before the editor had the focus go on to it, in order."""
-        editor = self.query_one(PromptEditor)
-        if not editor.is_open:
+        editor = self._editor()
+        if editor is None or not editor.is_open:
             return
         if event.key == "enter":
             if editor.text.strip():
-                self.post_message(PromptEditor.Send(editor.text))
+                self._editor_sent(editor.text)
         elif event.key in ("ctrl+j", "shift+enter"):
             editor.insert("\n")
         elif event.key == "backspace":
@@ -162,15 +174,18 @@ class MainScreen(Screen[None]):
         elif event.character:
             editor.insert(event.character)
 
-    @on(PromptEditor.Collapse)
-    def _editor_collapsed(self, event: PromptEditor.Collapse) -> None:
+    def on_prompt_editor_collapse(self, event: PromptEditor.Collapse) -> None:
+        """Esc in the editor (a one-line text): back to the one-line prompt (a naming-convention
+        handler: the editor's module is imported on first use)."""
         self._collapse(event.text)
 
-    @on(PromptEditor.Send)
-    def _editor_sent(self, event: PromptEditor.Send) -> None:
+    def on_prompt_editor_send(self, event: PromptEditor.Send) -> None:
+        self._editor_sent(event.text)
+
+    def _editor_sent(self, text: str) -> None:
         """Sent from the editor: submitted by the prompt, as if typed there (one path to the App)."""
         prompt = self._collapse("")
-        prompt.call_later(prompt.submit_text, event.text)
+        prompt.call_later(prompt.submit_text, text)
 
     def focus_pane(self, pane: str) -> None:
         """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""

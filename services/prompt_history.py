@@ -63,7 +63,12 @@ class PromptHistory:
 
     @classmethod
     def for_workspace(cls, workspace: Workspace) -> PromptHistory:
-        return cls(workspace.root / FILE_NAME)
+        return cls.for_root(workspace.root)
+
+    @classmethod
+    def for_root(cls, root: Path) -> PromptHistory:
+        """The history of the workspace whose folder is ``root``."""
+        return cls(Path(root) / FILE_NAME)
 
     def prompts(self) -> list[str]:
         """The stored prompts, oldest first (empty when the file is missing or unreadable)."""

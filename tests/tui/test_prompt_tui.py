@@ -79,6 +79,7 @@ async def test_ctrl_j_writes_a_three_line_prompt_and_enter_sends_it_whole() -> N
         prompt = app.screen.query_one(PromptInput)
         prompt.focus()
         await pilot.press(*"line one", "ctrl+j")
+        await until(pilot, lambda: bool(app.screen.query(PromptEditor)), messages=messages)  # mounted on first use
         editor = app.screen.query_one(PromptEditor)
         await until(pilot, lambda: editor.has_focus, messages=messages)
         assert editor.is_open and not prompt.display
@@ -102,11 +103,14 @@ async def test_keys_typed_fast_around_ctrl_j_keep_their_order() -> None:
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await messages.wait_for(pilot, WorkspaceChanged)
-        prompt, editor = app.screen.query_one(PromptInput), app.screen.query_one(PromptEditor)
+        prompt = app.screen.query_one(PromptInput)
+        assert not app.screen.query(PromptEditor)  # not mounted at start-up (TextArea stays out of it)
         prompt.focus()
         await pilot.pause()
         for key, character in [("a", "a"), ("ctrl+j", None), ("b", "b"), ("ctrl+j", None), ("c", "c")]:
             prompt.post_message(events.Key(key, character))  # all queued before any is handled
+        await until(pilot, lambda: bool(app.screen.query(PromptEditor)), messages=messages)
+        editor = app.screen.query_one(PromptEditor)
         await until(pilot, lambda: editor.text == "a\nb\nc", messages=messages)
         assert editor.has_focus and prompt.value == "a"
 
@@ -134,12 +138,14 @@ async def test_a_chip_expands_into_the_editor_and_a_short_multiline_paste_opens_
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await messages.wait_for(pilot, WorkspaceChanged)
-        prompt, editor = app.screen.query_one(PromptInput), app.screen.query_one(PromptEditor)
+        prompt = app.screen.query_one(PromptInput)
         prompt.focus()
         prompt.post_message(events.Paste("x" * 1500))
         await until(pilot, lambda: "[pasted" in prompt.value, messages=messages)
         assert prompt.value == "[pasted 1,500 characters #1]"
         await pilot.press("ctrl+j")
+        await until(pilot, lambda: bool(app.screen.query(PromptEditor)), messages=messages)
+        editor = app.screen.query_one(PromptEditor)
         await until(pilot, lambda: editor.is_open, messages=messages)
         assert editor.text == "x" * 1500 + "\n"
         await pilot.press("ctrl+a")  # the whole text selected, then replaced by a short paste

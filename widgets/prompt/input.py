@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from pathlib import Path
+from typing import ClassVar
 
 from textual import events, on
 from textual.binding import Binding, BindingType
@@ -26,10 +27,9 @@ from textual.widgets import Input
 
 from widgets.messages import WorkspaceChanged
 
-if TYPE_CHECKING:
-    from services.prompt_history import PromptHistory
-
 Completer = Callable[[str], tuple[str, list[str]]]
+HISTORY_DELAY_S = 0.5
+"""The history is read this long after a workspace is shown: off the start-up path."""
 CHIP_LINES = 5
 CHIP_CHARS = 1_000
 
@@ -96,7 +96,7 @@ class PromptInput(Input):
         """The workspace's prompt history (oldest first), read or just recorded by a thread worker."""
 
         prompts: list[str]
-        store: PromptHistory | None = None
+        root: Path | None = None  # the workspace whose history it is
 
     @dataclass
     class Candidates(Message):
@@ -121,7 +121,7 @@ class PromptInput(Input):
         self._cycle: tuple[str, list[str], int] | None = None  # (prefix, candidates, index shown)
         self._cycle_value: str | None = None  # the value the last Tab produced
         self._announced = False
-        self._store: PromptHistory | None = None
+        self._root: Path | None = None  # the workspace shown (its history file is under it)
         self.history: list[str] = []
         self._recall: int | None = None  # the history index shown, None while writing
         self._draft = ""
@@ -227,37 +227,39 @@ class PromptInput(Input):
     # -- prompt history --------------------------------------------------------------------------
     @on(WorkspaceChanged)
     def _workspace_changed(self, message: WorkspaceChanged) -> None:
-        from services.prompt_history import PromptHistory
+        """The workspace's history is read a moment after it is shown, in a thread (its file format is
+        a pydantic model: importing pydantic at the first frame cost ~100 ms and ~9 MB of start-up)."""
+        root = Path(message.session.workspace.root)
+        self._root, self.history, self._recall = root, [], None
+        self.set_timer(HISTORY_DELAY_S, lambda: self._in_thread(root, None))
 
-        store = PromptHistory.for_workspace(message.session.workspace)
-        self._store, self.history, self._recall = store, [], None
-        self.run_worker(
-            lambda: self.post_message(self.HistoryLoaded(store.prompts(), store)),
-            thread=True,
-            group="prompt-history",
-            exit_on_error=False,
-        )
+    def _in_thread(self, root: Path, record: str | None) -> None:
+        """Read (``record`` None) or add to the history of ``root`` in a thread; the result comes back
+        as ``HistoryLoaded``."""
+
+        def work() -> None:
+            from services.prompt_history import PromptHistory
+
+            store = PromptHistory.for_root(root)
+            self.post_message(self.HistoryLoaded(store.prompts() if record is None else store.record(record), root))
+
+        self.run_worker(work, thread=True, group="prompt-history", exit_on_error=False)
 
     @on(HistoryLoaded)
     def _history_loaded(self, message: HistoryLoaded) -> None:
         message.stop()
-        if message.store is self._store:  # not a workspace shown before this one
+        if message.root == self._root:  # not a workspace shown before this one
             self.history, self._recall = message.prompts, None
 
     @on(Input.Submitted)
     def _record(self, event: Input.Submitted) -> None:
         """Remember what was sent (the App handles the text itself, as the message bubbles on)."""
-        text, store = event.value.strip(), self._store
+        text, root = event.value.strip(), self._root
         self._recall, self._draft, self.pastes = None, "", {}
-        if not text or store is None:
+        if not text or root is None:
             return
         self.history = [*(p for p in self.history if p != text), text]  # at once; the stored (redacted) list follows
-        self.run_worker(
-            lambda: self.post_message(self.HistoryLoaded(store.record(text), store)),
-            thread=True,
-            group="prompt-history",
-            exit_on_error=False,
-        )
+        self._in_thread(root, text)
 
     def action_history(self, step: int) -> None:
         if not self.history:
