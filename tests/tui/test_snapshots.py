@@ -37,7 +37,7 @@ def test_workspace_switcher(snap_compare) -> None:
 def test_help_screen(snap_compare) -> None:
     """You should see the help modal: every command of the dispatch table (/help, /workspace, /artifact,
     /fs, /shell, /web, /desktop, /tool, /undo, /policy, /doctor, /context, /serve, /new, /quit), each usage in bold
-    with its summary beneath, then the Keys table (ctrl+o, f1 to f6, esc, ctrl+p, ctrl+q with what each
-    does)."""
+    with its summary beneath (now also /history, /resume, /fork, /copy, so the list scrolls), then the Keys
+    table (ctrl+o, f1 to f6, ctrl+x, ctrl+f, esc, ctrl+p, ctrl+q with what each does)."""
     WorkspaceManager().create("demo")
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, press=[*"/help", "enter"])
