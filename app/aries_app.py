@@ -124,8 +124,8 @@ class AriesApp(App[int]):
         """Open (or create) ``name`` and make it active (errors become one notification)."""
         return await self.active.open(name, create=create)
 
-    def start_conversation(self) -> None:
-        self.active.new_conversation()
+    def start_conversation(self, reference: str | None = None) -> None:
+        self.active.new_conversation(reference)
 
     def header_text(self) -> str:
         """Only what is in force: workspace, profile, model provider, approval mode, policy file."""

@@ -105,5 +105,6 @@ class AppHost(Host, Protocol):
     async def quit_now(self) -> None:
         """Close the session (waiting calls denied and recorded) and leave."""
 
-    def start_conversation(self) -> None:
-        """``/new``: a new conversation in the session, followed by the transcript."""
+    def start_conversation(self, reference: str | None = None) -> None:
+        """``/new``: a new conversation in the session (``reference``: ``/resume`` a stored one, an
+        ``AriesError`` when none matches), followed by the transcript."""

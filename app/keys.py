@@ -47,6 +47,15 @@ BINDINGS: list[BindingType] = [
         tooltip="Cancel the running turn (mid-stream, mid-tool or waiting for approval), else stop indexing "
         "after the current file",
     ),
+    Binding(
+        "ctrl+f",
+        "screen.find",
+        "Find",
+        show=False,
+        priority=True,
+        id="transcript.find",
+        tooltip="Find in the conversation (Enter/↓/F3 next, ↑/Shift+F3 previous, Esc closes)",
+    ),
     Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
     Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
 ]

@@ -94,12 +94,17 @@ class ActiveSession:
             session.approvals.subscribe(lambda: host.post_message(ApprovalsChanged(session))),
         ]
 
-    def new_conversation(self) -> None:
-        """``/new``: the session starts a new conversation; the transcript follows it."""
+    def new_conversation(self, reference: str | None = None) -> None:
+        """``/new``: the session starts a new conversation; ``/resume REF``: it continues a stored one
+        (``last``, an id or a unique start of one). The transcript follows it."""
         session = self.host.require_session()
-        session.new_conversation()
+        if reference is None:
+            session.new_conversation()
+            self.host.post_message(ConversationStarted())
+        else:
+            conversation = session.open_conversation(reference)
+            self.host.post_message(ConversationStarted(conversation.conversation_id, conversation.read().entries))
         self.subscribe(session)
-        self.host.post_message(ConversationStarted())
 
     async def close(self, reason: str) -> None:
         session, self.session = self.session, None

@@ -16,7 +16,7 @@ wait, keep it); when the approval queue empties while it had the focus, the prom
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.containers import Horizontal, Vertical
@@ -35,12 +35,16 @@ from widgets.prompt.input import PromptInput
 from widgets.safe import clean
 from widgets.status import RunStatus
 from widgets.tabs import PaneTabs
+from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
+
+if TYPE_CHECKING:
+    from widgets.prompt.editor import PromptEditor
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
-RECEIVERS = (*PANE_IDS, "run-status")
-"""Who ``relay`` hands a message to: the panes and the status line."""
+RECEIVERS = (*PANE_IDS, "run-status", "prompt")
+"""Who ``relay`` hands a message to: the panes, the status line and the prompt (its history)."""
 
 
 class MainScreen(Screen[None]):
@@ -76,8 +80,9 @@ class MainScreen(Screen[None]):
                 yield ArtifactsPane(id="artifacts")
         with Vertical(id="input-area"):
             yield RunStatus(id="run-status")
+            yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
-            yield PromptInput(suggestions(), completer=complete, id="prompt")
+            yield PromptInput(suggestions(), completer=self._complete, id="prompt")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -123,7 +128,64 @@ class MainScreen(Screen[None]):
 
     # -- focus -----------------------------------------------------------------------------------
     def focus_prompt(self) -> None:
-        self.query_one(PromptInput).focus()
+        editor = self._editor()
+        (editor if editor is not None and editor.is_open else self.query_one(PromptInput)).focus()
+
+    # -- the multi-line editor (mounted on first use: TextArea stays out of start-up) ----------------
+    def _editor(self) -> PromptEditor | None:
+        found = list(self.query("#prompt-editor"))
+        return found[0] if found else None  # type: ignore[return-value]
+
+    @on(PromptInput.Expand)
+    async def _expand(self, event: PromptInput.Expand) -> None:
+        editor = self._editor()
+        if editor is None:
+            from widgets.prompt.editor import PromptEditor
+
+            editor = PromptEditor(id="prompt-editor")
+            await self.query_one("#input-area").mount(editor, after=self.query_one(PromptInput))
+        self.query_one(PromptInput).display = False
+        editor.open(event.text)
+
+    def _collapse(self, text: str) -> PromptInput:
+        prompt = self.query_one(PromptInput)
+        editor = self._editor()
+        if editor is not None:
+            editor.close()
+        prompt.display, prompt.expanding = True, False
+        prompt.value, prompt.pastes = text, {}
+        prompt.cursor_position = len(text)
+        prompt.focus()
+        return prompt
+
+    @on(PromptInput.Forward)
+    def _forwarded(self, event: PromptInput.Forward) -> None:
+        """Keys typed before the editor had the focus go on to it, in order."""
+        editor = self._editor()
+        if editor is None or not editor.is_open:
+            return
+        if event.key == "enter":
+            if editor.text.strip():
+                self._editor_sent(editor.text)
+        elif event.key in ("ctrl+j", "shift+enter"):
+            editor.insert("\n")
+        elif event.key == "backspace":
+            editor.action_delete_left()
+        elif event.character:
+            editor.insert(event.character)
+
+    def on_prompt_editor_collapse(self, event: PromptEditor.Collapse) -> None:
+        """Esc in the editor (a one-line text): back to the one-line prompt (a naming-convention
+        handler: the editor's module is imported on first use)."""
+        self._collapse(event.text)
+
+    def on_prompt_editor_send(self, event: PromptEditor.Send) -> None:
+        self._editor_sent(event.text)
+
+    def _editor_sent(self, text: str) -> None:
+        """Sent from the editor: submitted by the prompt, as if typed there (one path to the App)."""
+        prompt = self._collapse("")
+        prompt.call_later(prompt.submit_text, text)
 
     def focus_pane(self, pane: str) -> None:
         """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""
@@ -158,7 +220,46 @@ class MainScreen(Screen[None]):
             if self.view == "approvals":
                 self.show_view("transcript")  # and, on a narrow screen, to the conversation
 
+    # -- find (Ctrl+F) ---------------------------------------------------------------------------
+    def action_find(self) -> None:
+        """Ctrl+F: the find bar over the conversation (the transcript comes into view)."""
+        self.show_view("transcript")
+        self.query_one(FindBar).open()
+
+    @on(FindBar.Search)
+    def _find(self, event: FindBar.Search) -> None:
+        current, total = self.query_one(TranscriptPane).find(event.query)
+        self.query_one(FindBar).show_count(current, total, event.query)
+
+    @on(FindBar.Step)
+    def _find_step(self, event: FindBar.Step) -> None:
+        bar = self.query_one(FindBar)
+        current, total = self.query_one(TranscriptPane).find_step(event.step)
+        bar.show_count(current, total, bar.query_one("#find-input", Input).value)
+
+    @on(FindBar.Closed)
+    def _find_closed(self) -> None:
+        self.query_one(TranscriptPane).find_clear()
+        self.query_one(FindBar).close()
+        self.focus_prompt()
+
     # -- completion and the palette --------------------------------------------------------------
+    def _complete(self, line: str) -> tuple[str, list[str]]:
+        """Tab: a slash command's words, or the ``@path`` being typed (files under the policy's roots)."""
+        head, _, word = line.rpartition(" ")
+        if not word.startswith("@"):
+            return complete(line)
+        session = getattr(self.app, "session", None)
+        if session is None:
+            return line, []
+        from services.assistant.attachments import complete_mention
+
+        try:
+            roots = list(session.gateway().bound.roots)
+        except Exception:  # a policy that does not load: nothing to complete (the turn says why)
+            return line, []
+        return f"{head} @" if head else "@", complete_mention(roots, word[1:])
+
     @on(PromptInput.Candidates)
     def _candidates(self, event: PromptInput.Candidates) -> None:
         hint = self.query_one("#completions", Static)

@@ -10,7 +10,7 @@ sent; nothing outside a pane calls into it. They live in the lowest UI layer bec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
@@ -39,7 +39,11 @@ class SessionChanged(Message, bubble=False):
 
 @dataclass
 class ConversationStarted(Message, bubble=False):
-    """``/new``: the session started a new conversation; the transcript empties."""
+    """``/new``: the session started a new conversation (the transcript empties); ``/resume`` and
+    ``/fork``: it reopened ``conversation_id`` (the transcript shows ``entries``)."""
+
+    conversation_id: str = ""
+    entries: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

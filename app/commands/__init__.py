@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from app.commands.assistant import AssistantController
     from app.commands.bundle import BundleController
     from app.commands.context import ContextController
+    from app.commands.conversation import ConversationController
     from app.commands.desktop import DesktopController
     from app.commands.history import HistoryController
     from app.commands.profile import ProfileController
@@ -117,6 +118,12 @@ class Commands:
         return ContextController(self.host)
 
     @cached_property
+    def conversations(self) -> ConversationController:
+        from app.commands.conversation import ConversationController
+
+        return ConversationController(self.host, lambda: self._made("assistant") and self.assistant.running)
+
+    @cached_property
     def desktop(self) -> DesktopController:
         from app.commands.desktop import DesktopController
 
@@ -188,6 +195,10 @@ HANDLERS: dict[str, Handler] = {
     "serve": lambda c, args, line: c.serve.command(args),
     "trust": lambda c, args, line: c.trust.review(),
     "new": lambda c, args, line: c.host.start_conversation(),
+    "history": lambda c, args, line: c.conversations.history(),
+    "resume": lambda c, args, line: c.conversations.resume(args),
+    "fork": lambda c, args, line: c.conversations.fork(args),
+    "copy": lambda c, args, line: c.conversations.copy(args),
     "replay": lambda c, args, line: c.history.replay(),
     "runs": lambda c, args, line: c.history.runs(),
     "quit": lambda c, args, line: c.workspace.quit_later(),

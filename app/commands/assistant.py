@@ -77,11 +77,29 @@ class AssistantController:
             cloud_approve=self._cloud_approver(session),
         )
         try:
+            text = await self._attach(session, text)
             await loop.run(text)
         finally:
             await provider.aclose()
             self.worker = None
             self.host.refresh_bindings()
+
+    async def _attach(self, session: Any, text: str) -> str:
+        """``@path`` words: each file read through the gateway (its call in the transcript) and its
+        text added to what the model is sent (``services.assistant.attachments``)."""
+        from services.assistant.attachments import attach, describe, mentions
+
+        if not mentions(text):
+            return text
+        key = f"attach-{id(text)}"
+        self.host.status_start(key, "attaching " + " ".join(f"@{m}" for m in mentions(text)), cancellable=True)
+        try:
+            sent, attached = await attach(session, text)
+        finally:
+            self.host.status_stop(key)
+        line, problem = describe(attached)
+        self.host.notify(line, title="@ attachments", severity="warning" if problem else "information", timeout=6)
+        return sent
 
     def _cloud_approver(self, session: Any) -> Any:
         """The bridge's ``ask`` approval: the modal showing exactly the redacted text."""

@@ -296,8 +296,9 @@ def test_snapshot_a_streamed_answer_with_a_citation_and_a_tool_block(
     frozen_time: None, snap_compare: Any, server: ScriptedServer, workspace: Workspace
 ) -> None:
     """You should see the question, the retrieval line, a collapsed fs:read_text block (ok, notes.txt),
-    and the streamed answer "Writes **wait** for the operator (docs:…)" with the handle as a link and
-    the usage line (tokens in and out, 0.0 s, 2 steps); the Context pane lists the injected chunk."""
+    and the streamed answer "Writes **wait** for the operator (docs:…)" with the handle as a link, a
+    "cited (Tab, Enter opens):" row naming the handle, and the usage line (tokens in and out, 0.0 s,
+    2 steps); the Context pane lists the injected chunk."""
     _fixed_conversation(workspace)
     handle = str(workspace.setting("test_handle"))
     server.add(

@@ -121,13 +121,14 @@ class ContextPane(Vertical):
         self.call_after_refresh(focus)
 
     # -- results -------------------------------------------------------------------------
-    def _table(self) -> DataTable[Any]:
+    def _table(self, caption_text: Text | str = "") -> DataTable[Any]:
         from textual.widgets import DataTable  # mounted on first results: keeps start-up light
 
         tables = self.query("#context-table")
         if tables:
             return tables.first(DataTable)
-        caption = Label("", id="context-caption")
+        # Made with its text: an update before the label is mounted was sometimes lost (a blank caption).
+        caption = Label(caption_text, id="context-caption")
         table: DataTable[Any] = DataTable(id="context-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         self.mount(caption, table)
@@ -140,7 +141,8 @@ class ContextPane(Vertical):
         set of a workspace after a restart. ``workspace`` (default: the one of ``set_workspace``)
         is remembered with the rows. Never moves the focus.
         """
-        table = self._table()
+        shown = plain(caption if hits else f"{caption}: no matching chunks", single_line=True)
+        table = self._table(shown)
         table.clear()
         self._rows_workspace = workspace if workspace is not None else self.workspace
         self._dropped = set()
@@ -155,9 +157,8 @@ class ContextPane(Vertical):
                 _retriever_cell(hit.get("dense_rank"), hit.get("dense_score")),
                 key=handle,
             )
-        shown = caption if hits else f"{caption}: no matching chunks"
         caption_label = self.query_one("#context-caption", Label)
-        caption_label.update(plain(shown, single_line=True))
+        caption_label.update(shown)
         caption_label.display = True
         table.display = True
         self.query_one("#context-empty", Static).display = False

@@ -8,6 +8,7 @@ streams into a ``StreamingAnswer`` block as it arrives).
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -51,6 +52,10 @@ def render_entry(entry: dict[str, Any]) -> Text:
             label.append(f"  {clean(str(request), single_line=True)}", style="dim")
     label.append(f"  {stamp}", style="dim")
     body = str(entry.get("content", ""))
+    if role == "user" and "--- attached file " in body:  # the files a message attached: one line each
+        from services.assistant.attachments import collapse_attachments
+
+        body = collapse_attachments(body)
     if role == "tool":
         body = "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
     if len(body) > MAX_SHOWN_CHARS:
@@ -89,6 +94,30 @@ class TranscriptEntry(Static):
         super().__init__(render_entry(entry), classes=f"-{role}" if role in ROLE_LABELS else "-system", markup=False)
         self.entry = entry
 
+    def highlight(self, query: str) -> None:
+        """Show ``query`` highlighted in the entry (nothing highlighted for an empty query)."""
+        text = render_entry(self.entry)
+        if query:
+            text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
+        self.update(text)
+
+
+FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def code_blocks(text: str) -> list[str]:
+    """The contents of the fenced code blocks of a Markdown text, in order."""
+    return [match.group(2).rstrip("\n") for match in FENCE.finditer(text)]
+
+
+def searchable_text(widget: Widget) -> str:
+    """The text the find bar searches in one block of the pane."""
+    entry = getattr(widget, "entry", None)
+    if isinstance(entry, dict):
+        body = str(entry.get("content", ""))
+        return "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
+    return str(getattr(widget, "text", ""))
+
 
 def entry_widget(entry: dict[str, Any]) -> Widget:
     """The widget for one transcript entry: a ``ToolCallBlock`` for tool calls, else a ``TranscriptEntry``."""
@@ -107,10 +136,27 @@ class TranscriptPane(VerticalScroll):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "scroll_home", "Top", show=False, id="transcript.top", tooltip="Scroll to the first entry"),
         Binding("end", "scroll_end", "Bottom", show=False, id="transcript.bottom", tooltip="Scroll to the last entry"),
+        Binding(
+            "up,k", "select(-1)", "Previous", show=False, id="transcript.previous", tooltip="Select the message above"
+        ),
+        Binding("down,j", "select(1)", "Next", show=False, id="transcript.next", tooltip="Select the message below"),
+        Binding("y", "copy", "Copy", show=False, id="transcript.copy", tooltip="Copy the selected message (OSC 52)"),
+        Binding(
+            "c",
+            "copy_code",
+            "Copy code",
+            show=False,
+            id="transcript.copy_code",
+            tooltip="Copy the code blocks of the selected message (OSC 52)",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
         super().__init__(id=id)
+        self._found: list[Widget] = []  # the blocks that match the find bar's query, in order
+        self._found_at: int | None = None
+        self._query = ""
+        self._selected: Widget | None = None  # the message y/c copy (Up/Down move it)
         self._empty = Static(
             "No messages yet. Type below and press Enter; /help lists the commands.",
             id="transcript-empty",
@@ -144,6 +190,76 @@ class TranscriptPane(VerticalScroll):
         self.mount(entry_widget(entry))
         self.call_after_refresh(self.scroll_end, animate=False)
 
+    # -- selecting and copying a message ---------------------------------------------------------
+    @property
+    def selected(self) -> Widget | None:
+        return self._selected if self._selected is not None and self._selected.is_attached else None
+
+    def action_select(self, step: int) -> None:
+        blocks = list(self.query(SHOWN))
+        if not blocks:
+            return
+        current = self.selected
+        index = len(blocks) - 1 if current is None else max(0, min(len(blocks) - 1, blocks.index(current) + step))
+        if current is not None:
+            current.remove_class("-selected")
+        self._selected = blocks[index]
+        self._selected.add_class("-selected")
+        self.scroll_to_widget(self._selected, animate=False)
+
+    def action_copy(self) -> None:
+        from widgets.clipboard import copy_text
+
+        block = self.selected
+        if block is None:
+            self.notify("Select a message first (↑/↓ in the transcript).", title="copy", severity="warning")
+            return
+        copy_text(self.app, searchable_text(block), "copy")
+
+    def action_copy_code(self) -> None:
+        from widgets.clipboard import copy_text
+
+        block = self.selected
+        code = code_blocks(searchable_text(block)) if block is not None else []
+        if not code:
+            self.notify("The selected message has no code block (y copies the whole message).", title="copy")
+            return
+        copy_text(self.app, "\n\n".join(code), "copy code")
+
+    # -- find (Ctrl+F) -------------------------------------------------------------------------
+    def find(self, query: str) -> tuple[int | None, int]:
+        """Highlight ``query`` (case-insensitive) in every block; ``(current, total)`` blocks that match,
+        the current one (the last, the newest) scrolled into view."""
+        self._query = query
+        needle = query.casefold()
+        blocks = list(self.query(SHOWN))
+        self._found = [b for b in blocks if needle and needle in searchable_text(b).casefold()]
+        for block in blocks:
+            block.set_class(block in self._found, "-find-match")
+            if isinstance(block, TranscriptEntry):
+                block.highlight(query if block in self._found else "")
+        self._found_at = len(self._found) - 1 if self._found else None
+        self._show_found()
+        return self._found_at, len(self._found)
+
+    def find_step(self, step: int) -> tuple[int | None, int]:
+        if self._found:
+            self._found_at = ((self._found_at or 0) + step) % len(self._found)
+            self._show_found()
+        return self._found_at, len(self._found)
+
+    def find_clear(self) -> None:
+        self.find("")
+
+    def _show_found(self) -> None:
+        for number, block in enumerate(self._found):
+            block.set_class(number == self._found_at, "-find-current")
+        for block in self.query(".-find-current"):
+            if block not in self._found or self._found.index(block) != self._found_at:
+                block.remove_class("-find-current")
+        if self._found_at is not None:
+            self.scroll_to_widget(self._found[self._found_at], animate=False, top=True)
+
     # -- what the App relays -----------------------------------------------------------------
     @on(WorkspaceChanged)
     def _workspace_changed(self, message: WorkspaceChanged) -> None:
@@ -152,8 +268,11 @@ class TranscriptPane(VerticalScroll):
         self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
 
     @on(ConversationStarted)
-    def _conversation_started(self) -> None:
-        self.load([], subtitle="new conversation")
+    def _conversation_started(self, message: ConversationStarted) -> None:
+        if message.conversation_id:  # /resume, /fork: the reopened conversation
+            self.load(message.entries, subtitle=message.conversation_id)
+        else:
+            self.load([], subtitle="new conversation")
 
     @on(ConversationEntry)
     def _entry(self, message: ConversationEntry) -> None:

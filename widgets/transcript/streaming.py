@@ -2,16 +2,19 @@
 
 Mounted by the App at the end of the Transcript pane when a turn starts streaming; it stays as
 the turn's rendering once done (the recorded answer is the same text). Citation handles become
-links (``aries-chunk:<handle>``) that open the chunk. Text is neutralised before it is shown.
+links (``aries-chunk:<handle>``) that open the chunk, and, below the answer, a row of them that
+takes the focus (Tab from the transcript; Enter opens the chunk — a click on the link does the same).
+Text is neutralised before it is shown.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual.containers import Vertical
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Markdown, Static
 
 from services.textsafe import neutralize
@@ -39,12 +42,39 @@ def link_citations(text: str, handles: list[str]) -> str:
     return text
 
 
+class CitationLink(Static):
+    """One cited handle under an answer: focusable; Enter (or a click) opens its chunk, through the
+    same message as a click on the link in the answer (``Markdown.LinkClicked``, handled by the App)."""
+
+    DEFAULT_CSS = """
+    CitationLink { width: auto; padding: 0 1; margin: 0 1 0 0; color: $text-accent; text-style: underline; }
+    CitationLink:focus { background: $accent 40%; text-style: bold underline; }
+    """
+    can_focus = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open chunk", id="citation.open", tooltip="Open the cited chunk in the chunk viewer"),
+    ]
+
+    def __init__(self, handle: str, markdown: Markdown) -> None:
+        super().__init__(Text(neutralize(handle, single_line=True)), markup=False)
+        self.handle = handle
+        self._markdown = markdown
+
+    def action_open(self) -> None:
+        self._markdown.post_message(Markdown.LinkClicked(self._markdown, f"{CHUNK_SCHEME}{self.handle}"))
+
+    def on_click(self) -> None:
+        self.action_open()
+
+
 class StreamingAnswer(Vertical):
     DEFAULT_CSS = """
     StreamingAnswer { height: auto; margin: 0 0 1 0; padding: 0 1; border-left: wide $secondary; }
     StreamingAnswer #stream-label { color: $secondary; text-style: bold; }
     StreamingAnswer #stream-usage { color: $text-muted; }
     StreamingAnswer Markdown { margin: 0; padding: 0; }
+    StreamingAnswer .citations { height: 1; }
+    StreamingAnswer .citations-label { width: auto; color: $text-muted; }
     """
 
     def __init__(self, turn_id: str, model: str) -> None:
@@ -75,6 +105,14 @@ class StreamingAnswer(Vertical):
             self._stream = None
         self.text = text or self.text
         await self._markdown.update(link_citations(neutralize(self.text), citations))
+        handles = list(dict.fromkeys(citations))
+        if handles and not self.query(".citations"):
+            row = Horizontal(
+                Static("cited (Tab, Enter opens):", classes="citations-label", markup=False),
+                *[CitationLink(handle, self._markdown) for handle in handles],
+                classes="citations",
+            )
+            await self.mount(row, before=self._usage)
         self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {state}"))
         if usage:
             tokens_in = f"{usage.get('prompt_tokens', 0)} tokens in"

@@ -1,0 +1,109 @@
+"""``/history`` (the workspace's conversations, Enter resumes one), ``/resume REF`` and ``/fork [N]``.
+
+Resuming is the session's (``Session.open_conversation``): the model sees the earlier turns within
+its context window and new turns append with the same id scheme; the App's active session follows
+the conversation and the transcript shows it (``ConversationStarted`` with its entries). Forking
+copies the first N turns of the open conversation into a new one (``services.conversation.history.fork``)
+and continues there; the original is left as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from services.errors import InvalidInput
+from widgets.commands import CommandError
+
+if TYPE_CHECKING:
+    from app.host import AppHost
+
+
+class ConversationController:
+    def __init__(self, host: AppHost, turn_running: Callable[[], bool]) -> None:
+        self.host = host
+        self.turn_running = turn_running
+
+    def _idle(self, what: str) -> None:
+        if self.turn_running():
+            raise InvalidInput(f"a turn is running: wait for it or cancel it (Ctrl+X), then {what}")
+
+    def history(self) -> None:
+        """The list of conversations (a modal); Enter resumes, ``f`` forks."""
+        self.host.run_worker(self._history(), group="conversation", exit_on_error=False)
+
+    async def _history(self) -> None:
+        from services.conversation.history import list_summaries
+
+        session = self.host.require_session()
+        summaries = await asyncio.to_thread(list_summaries, session.workspace)
+        if not summaries:
+            self.host.say("No stored conversation in this workspace yet: type a message to start one.", "history")
+            return
+        from screens.conversations import ConversationsScreen
+
+        def chosen(result: tuple[str, str] | None) -> None:
+            if result is None:
+                return
+            verb, conversation_id = result
+            try:
+                if verb == "fork":
+                    self._fork(conversation_id, None)
+                else:
+                    self._resume(conversation_id)
+            except Exception as exc:  # an AriesError or a vanished file: one line
+                self.host.report_error(getattr(exc, "message", str(exc)), f"/{verb}")
+
+        current = session.conversation.conversation_id
+        self.host.push_screen(ConversationsScreen(summaries, session.workspace.name, current), chosen)
+
+    def resume(self, args: list[str]) -> None:
+        """``/resume ID`` (a unique start of one, or ``last``)."""
+        if len(args) != 1:
+            raise CommandError("give one conversation: an id, a unique start of one, or 'last' (see /history)")
+        self._resume(args[0])
+
+    def _resume(self, reference: str) -> None:
+        self._idle("resume")
+        self.host.start_conversation(reference)
+        conversation = self.host.require_session().conversation
+        turns = len({e.get("turn_id") for e in conversation.read().entries if e.get("role") == "user"})
+        self.host.notify(
+            f"Resumed {conversation.conversation_id} ({turns} turn(s)): new turns append to it.",
+            title="/resume",
+            timeout=4,
+        )
+
+    def copy(self, args: list[str]) -> None:
+        """``/copy``: the last answer of the conversation to the clipboard (OSC 52, through the terminal)."""
+        if args:
+            raise CommandError("/copy takes no argument: it copies the last answer")
+        session = self.host.require_session()
+        answers = [e for e in session.conversation.read().entries if e.get("role") == "assistant"]
+        if not answers or not str(answers[-1].get("content", "")).strip():
+            self.host.notify("No answer to copy yet in this conversation.", title="/copy", severity="warning")
+            return
+        from widgets.clipboard import copy_text
+
+        copy_text(self.host, str(answers[-1]["content"]), "/copy")
+
+    def fork(self, args: list[str]) -> None:
+        """``/fork [N]``: a new conversation holding the open one's first N turns (all by default)."""
+        if len(args) > 1 or (args and not args[0].isdigit()):
+            raise CommandError("give the number of turns to keep, or nothing for all of them")
+        session = self.host.require_session()
+        self._fork(session.conversation.conversation_id, int(args[0]) if args else None)
+
+    def _fork(self, reference: str, through_turn: int | None) -> None:
+        from services.conversation.history import fork
+
+        self._idle("fork")
+        session = self.host.require_session()
+        target = fork(session.workspace, reference, through_turn)
+        self.host.start_conversation(target.conversation_id)
+        self.host.notify(
+            f"Forked {reference} into {target.conversation_id}: new turns go to the fork; the original is unchanged.",
+            title="/fork",
+            timeout=4,
+        )
