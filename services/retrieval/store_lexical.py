@@ -17,8 +17,9 @@ BM25_WINDOW = 1
 """Neighbouring chunks on each side that a chunk's ``window`` field also holds."""
 FIELD_BOOSTS = {"text": 0.2, "window": 1.0, "context": 0.5}
 """BM25 is summed over the fields with these weights (``text`` ranks the chunk among its neighbours)."""
-LEXICAL_FORMAT = f"2:en_stem:text+window{BM25_WINDOW}+context"
-"""Changes whenever the Tantivy schema or what goes into it changes; a mismatch triggers a rebuild."""
+LEXICAL_FORMAT = f"3:en_stem:text+window{BM25_WINDOW}+context:chunk_key"
+"""Changes whenever the Tantivy schema or what goes into it changes; a mismatch triggers a rebuild
+(3: the ``chunk_key`` fast field)."""
 
 
 def query_analyzer() -> tantivy.TextAnalyzer:
@@ -79,10 +80,23 @@ def tantivy_schema() -> tantivy.Schema:
 
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("chunk_key", fast=True)
     builder.add_text_field("context", stored=False, tokenizer_name="en_stem", index_option="freq")
     builder.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
     builder.add_text_field("window", stored=False, tokenizer_name="en_stem", index_option="freq")
     return builder.build()
+
+
+def chunk_key(chunk_id: str) -> int | None:
+    """The chunk id (16 hex digits: :func:`~services.retrieval.chunking.chunk_id_for`) as the u64
+    of the ``chunk_key`` fast field; None for an id of another shape (found through the stored field)."""
+    if len(chunk_id) != 16:
+        return None
+    try:
+        key = int(chunk_id, 16)
+    except ValueError:
+        return None
+    return key if f"{key:016x}" == chunk_id else None
 
 
 def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
@@ -92,6 +106,9 @@ def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
     for position, chunk in enumerate(chunks):
         document = tantivy.Document()
         document.add_text("chunk_id", chunk.chunk_id)
+        key = chunk_key(chunk.chunk_id)
+        if key is not None:
+            document.add_unsigned("chunk_key", key)
         document.add_text("context", chunk.context)
         document.add_text("text", chunk.text)
         window = chunks[max(0, position - BM25_WINDOW) : position + BM25_WINDOW + 1]
@@ -116,10 +133,13 @@ def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tupl
     index.reload()  # see commits made by other processes at once
     searcher = index.searcher()
     result = searcher.search(query, limit=top_n, count=False)
+    # The chunk ids come from the ``chunk_key`` column (one array read) rather than from the
+    # stored documents (a compressed block read and decoded per hit).
+    keys = searcher.fast_field_values("chunk_key", [address for _, address in result.hits])
     out: list[tuple[str, float]] = []
     seen: set[str] = set()
-    for score, address in result.hits:
-        chunk_id = searcher.doc(address)["chunk_id"][0]
+    for (score, address), key in zip(result.hits, keys, strict=True):
+        chunk_id = f"{key:016x}" if isinstance(key, int) else searcher.doc(address)["chunk_id"][0]
         if chunk_id not in seen:
             seen.add(chunk_id)
             out.append((str(chunk_id), float(score)))
