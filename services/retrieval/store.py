@@ -213,7 +213,7 @@ class IndexStore:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
         current = self.manifest.get_meta("lexical_format") == LEXICAL_FORMAT
         index, rebuilt = open_lexical(
-            self.name, self.directory, current, self.manifest.all_chunks, read_only=self.read_only
+            self.name, self.directory, current, self.manifest.iter_chunks, read_only=self.read_only
         )
         if rebuilt:
             self.manifest.set_meta(lexical_format=LEXICAL_FORMAT)

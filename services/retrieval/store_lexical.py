@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -117,7 +117,13 @@ def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
 
 
 def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tuple[str, float]]:
-    """(chunk id, summed BM25 score) of the best ``top_n`` documents for the analysed ``terms``."""
+    """(chunk id, summed BM25 score) of the best ``top_n`` documents for the analysed ``terms``,
+    best first; equal scores in chunk id order.
+
+    Tantivy orders equal scores by document address, which depends on how the index is cut into
+    segments (the ingest's batches, its merges, a rebuild); the chunk id does not.  A tie across
+    the ``top_n`` cut is fetched whole (the limit doubles until the score after the cut is lower).
+    """
     import tantivy
 
     schema = index.schema
@@ -132,33 +138,38 @@ def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tupl
     query = tantivy.Query.boolean_query(clauses)
     index.reload()  # see commits made by other processes at once
     searcher = index.searcher()
-    result = searcher.search(query, limit=top_n, count=False)
+    limit = top_n + 1
+    while True:
+        hits = searcher.search(query, limit=limit, count=False).hits
+        if len(hits) < limit or hits[-1][0] < hits[top_n - 1][0]:
+            break
+        limit *= 2
     # The chunk ids come from the ``chunk_key`` column (one array read) rather than from the
     # stored documents (a compressed block read and decoded per hit).
-    keys = searcher.fast_field_values("chunk_key", [address for _, address in result.hits])
-    out: list[tuple[str, float]] = []
-    seen: set[str] = set()
-    for (score, address), key in zip(result.hits, keys, strict=True):
-        chunk_id = f"{key:016x}" if isinstance(key, int) else searcher.doc(address)["chunk_id"][0]
-        if chunk_id not in seen:
-            seen.add(chunk_id)
-            out.append((str(chunk_id), float(score)))
-    return out
+    keys = searcher.fast_field_values("chunk_key", [address for _, address in hits])
+    best: dict[str, float] = {}
+    for (score, address), key in zip(hits, keys, strict=True):
+        chunk_id = f"{key:016x}" if isinstance(key, int) else str(searcher.doc(address)["chunk_id"][0])
+        best.setdefault(chunk_id, float(score))
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:top_n]
 
 
-def fill_lexical(index: tantivy.Index, chunks: Sequence[Chunk], name: str) -> None:
-    """Write ``chunks`` (ordered by file) into an empty Tantivy index (no embedding needed)."""
+def fill_lexical(index: tantivy.Index, chunks: Iterable[Chunk], name: str) -> None:
+    """Write ``chunks`` (ordered by file; an iterator is read once) into an empty Tantivy index
+    (no embedding needed)."""
     from services.retrieval.errors import IndexBusy
 
-    if not chunks:
+    pending = iter(chunks)
+    first = next(pending, None)
+    if first is None:
         return
     try:
         writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
     except ValueError as exc:
         raise IndexBusy(f"index {name!r} is being written by another process: {exc}") from exc
-    file_chunks: list[Chunk] = []
-    for chunk in chunks:
-        if file_chunks and file_chunks[-1].source_path != chunk.source_path:
+    file_chunks: list[Chunk] = [first]
+    for chunk in pending:
+        if file_chunks[-1].source_path != chunk.source_path:
             add_lexical(writer, file_chunks)
             file_chunks = []
         file_chunks.append(chunk)
@@ -169,7 +180,7 @@ def fill_lexical(index: tantivy.Index, chunks: Sequence[Chunk], name: str) -> No
 
 
 def open_lexical(
-    name: str, directory: Path | None, current: bool, chunks: Callable[[], list[Chunk]], *, read_only: bool
+    name: str, directory: Path | None, current: bool, chunks: Callable[[], Iterable[Chunk]], *, read_only: bool
 ) -> tuple[tantivy.Index, bool]:
     """The Tantivy index in ``directory/tantivy`` (in RAM when ``directory`` is None), opened when
     it is ``current`` (of :data:`LEXICAL_FORMAT`) and readable, else rebuilt from ``chunks()``; and

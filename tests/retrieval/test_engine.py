@@ -400,6 +400,16 @@ def test_bm25_reads_chunk_ids_from_the_fast_field_and_old_layouts_are_rebuilt(wo
     assert chunk_key("00FF00FF00FF00FF") is None and chunk_key("short") is None and chunk_key("g" * 16) is None
 
 
+def test_iter_chunks_pages_through_every_chunk_in_file_order(engine: RetrievalEngine, docs: Path) -> None:
+    """What Tantivy is rebuilt from, a page at a time: the same chunks in the same order as ``all_chunks``."""
+    engine.index_add(docs)
+    manifest = engine.indexes.store("docs").manifest
+    every = manifest.all_chunks()
+    assert len(every) >= 3
+    for page in (1, 2, 3, 4096):
+        assert list(manifest.iter_chunks(page)) == every
+
+
 def test_bm25_finds_ids_of_another_shape_through_the_stored_field() -> None:
     """An id that is not 16 lower-case hex digits has no ``chunk_key``: BM25 reads its stored field."""
     import tantivy
@@ -413,6 +423,23 @@ def test_bm25_finds_ids_of_another_shape_through_the_stored_field() -> None:
     index = tantivy.Index(tantivy_schema())
     fill_lexical(index, [chunk("note-one", "a.md", "apt install"), chunk("0123456789abcdef", "b.md", "apt")], "t")
     assert sorted(chunk_id for chunk_id, _ in bm25_search(index, ["apt"], 10)) == ["0123456789abcdef", "note-one"]
+
+
+def test_bm25_orders_equal_scores_by_chunk_id_across_the_cut() -> None:
+    """Equal BM25 scores come in chunk id order, whatever order Tantivy holds the documents in (it
+    orders ties by document address: the segment layout), and a tie across ``top_n`` is cut by id."""
+    import tantivy
+
+    from services.retrieval.models import Chunk
+    from services.retrieval.store_lexical import bm25_search, fill_lexical, tantivy_schema
+
+    ids = ["ffffffffffffffff", "0000000000000000", "8888888888888888", "4444444444444444"]
+    chunks = [Chunk(i, f"{n}.md", 0, "same words here", "", 0, 15, None, None, "h", "m") for n, i in enumerate(ids)]
+    index = tantivy.Index(tantivy_schema())
+    fill_lexical(index, chunks, "t")
+    found = bm25_search(index, ["word"], 10)
+    assert [chunk_id for chunk_id, _ in found] == sorted(ids) and len({score for _, score in found}) == 1
+    assert [chunk_id for chunk_id, _ in bm25_search(index, ["word"], 2)] == sorted(ids)[:2]
 
 
 def test_stale_active_index_is_ignored(engine: RetrievalEngine, docs: Path, workspace: Workspace) -> None:
