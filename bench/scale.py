@@ -400,6 +400,7 @@ def measure(
     row.update(answer)
     row["ingest_cpu_s"] = usage["cpu_s"]
     row["ingest_peak_rss_mb"] = usage["peak_rss_mb"]
+    print(f"[{size}] ingest: {json.dumps(answer)} {json.dumps(usage)}", file=sys.stderr, flush=True)
     row["chunks_per_s"] = round(answer["chunks"] / answer["ingest_s"], 1)
     index_dir = home / "workspaces" / "scale" / "indexes" / "corpus"
     disk = _du(index_dir) + (_du(chroma.path) if chroma else 0)
@@ -412,6 +413,7 @@ def measure(
     answer, usage = _child(["query", "--home", str(home), "--queries-file", str(qfile), *url], env)
     row.update(answer)
     row["query_peak_rss_mb"] = usage["peak_rss_mb"]
+    print(f"[{size}] queries: {json.dumps(answer)} {json.dumps(usage)}", file=sys.stderr, flush=True)
     print(f"[{size}] re-ingest of 1 %", file=sys.stderr, flush=True)
     answer, _ = _child(["update", "--home", str(home), "--corpus", str(corpus), *url], env)
     row.update(answer)
