@@ -21,7 +21,8 @@ is the usual ``--old``: ``git worktree add --detach /tmp/aries-base d9c609b``.
 is its ``home-<size>-<embedder>`` folder: workspace ``scale``, index ``corpus``, and its queries
 in ``queries-<size>.json`` beside it): each tree gets a copy of the index *as that ingest left it*,
 and each tree opens its copy once before the clock starts (a tree whose Tantivy layout differs
-rebuilds it from the manifest there, as a user's upgrade does).
+rebuilds it from the manifest there, as a user's upgrade does).  ``--new-scale-home HOME2`` gives
+the new tree the index its own ingest built of the same corpus (before / after, ingest included).
 """
 
 from __future__ import annotations
@@ -159,16 +160,19 @@ def compare_scale(args: argparse.Namespace) -> int:
     queries.write_text(json.dumps([text for text, _ in pairs]))
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
     roots: dict[str, Path] = {}
+    sources = {"old": source, "new": source}
+    if args.new_scale_home:  # each tree on the index its own ingest built
+        sources["new"] = args.new_scale_home.resolve() / "workspaces" / "scale" / "indexes" / "corpus"
     for label in trees:
         root = work / f"ws-{label}"
         (root / "indexes").mkdir(parents=True)
-        shutil.copytree(source, root / "indexes" / "corpus")
+        shutil.copytree(sources[label], root / "indexes" / "corpus")
         roots[label] = root
     try:
         summary = rounds(args, trees, roots, "corpus", queries, work)
         if summary is None:
             return 1
-        summary.update(scale_home=str(home), queries=len(pairs))
+        summary.update(scale_home=str(home), new_scale_home=str(sources["new"]), queries=len(pairs))
         report(summary)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -185,6 +189,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--cache", type=Path, help="where the index is built once (default: a temporary folder)")
     parser.add_argument("--scale-home", type=Path, help="compare on the index of a bench/scale.py --keep run")
+    parser.add_argument(
+        "--new-scale-home", type=Path, help="the new tree's own index of the same corpus (default: --scale-home's)"
+    )
     args = parser.parse_args()
     if args.scale_home:
         return compare_scale(args)
