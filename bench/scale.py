@@ -473,14 +473,15 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for (embedder, chroma), points in series.items():
         label = f"{embedder}{' (Chroma server)' if chroma == 'server' else ''}"
         xs = [p["documents"] for p in points]
-        axes[0][0].plot(xs, [p["ingest_s"] for p in points], "o-", label=label)
+        axes[0][0].plot(xs, [p["ingest_s"] for p in points], "o-", label=f"{label}: wall")
+        axes[0][0].plot(xs, [p["ingest_cpu_s"] for p in points], "x--", label=f"{label}: CPU")
         axes[0][1].plot(xs, [p["query_ms"]["hybrid"]["p95"] for p in points], "o-", label=f"{label}: hybrid p95")
         axes[0][1].plot(xs, [p["query_ms"]["bm25"]["p95"] for p in points], "x--", label=f"{label}: bm25 p95")
         axes[1][0].plot(xs, [p["ingest_peak_rss_mb"] for p in points], "o-", label=f"{label}: ingest")
         axes[1][0].plot(xs, [p["query_peak_rss_mb"] for p in points], "x--", label=f"{label}: query process")
         axes[1][1].plot(xs, [p["disk_mb"] for p in points], "o-", label=label)
     titles = [
-        ("ingest wall time (s)", axes[0][0]),
+        ("ingest: wall and CPU time (s)", axes[0][0]),
         ("warm query latency p95 (ms)", axes[0][1]),
         ("peak RSS (MB)", axes[1][0]),
         ("index size on disk (MB)", axes[1][1]),
