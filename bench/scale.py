@@ -400,6 +400,7 @@ def measure(
     row.update(answer)
     row["ingest_cpu_s"] = usage["cpu_s"]
     row["ingest_peak_rss_mb"] = usage["peak_rss_mb"]
+    print(f"[{size}] ingest: {json.dumps(answer)} {json.dumps(usage)}", file=sys.stderr, flush=True)
     row["chunks_per_s"] = round(answer["chunks"] / answer["ingest_s"], 1)
     index_dir = home / "workspaces" / "scale" / "indexes" / "corpus"
     disk = _du(index_dir) + (_du(chroma.path) if chroma else 0)
@@ -412,6 +413,7 @@ def measure(
     answer, usage = _child(["query", "--home", str(home), "--queries-file", str(qfile), *url], env)
     row.update(answer)
     row["query_peak_rss_mb"] = usage["peak_rss_mb"]
+    print(f"[{size}] queries: {json.dumps(answer)} {json.dumps(usage)}", file=sys.stderr, flush=True)
     print(f"[{size}] re-ingest of 1 %", file=sys.stderr, flush=True)
     answer, _ = _child(["update", "--home", str(home), "--corpus", str(corpus), *url], env)
     row.update(answer)
@@ -471,14 +473,15 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for (embedder, chroma), points in series.items():
         label = f"{embedder}{' (Chroma server)' if chroma == 'server' else ''}"
         xs = [p["documents"] for p in points]
-        axes[0][0].plot(xs, [p["ingest_s"] for p in points], "o-", label=label)
+        axes[0][0].plot(xs, [p["ingest_s"] for p in points], "o-", label=f"{label}: wall")
+        axes[0][0].plot(xs, [p["ingest_cpu_s"] for p in points], "x--", label=f"{label}: CPU")
         axes[0][1].plot(xs, [p["query_ms"]["hybrid"]["p95"] for p in points], "o-", label=f"{label}: hybrid p95")
         axes[0][1].plot(xs, [p["query_ms"]["bm25"]["p95"] for p in points], "x--", label=f"{label}: bm25 p95")
         axes[1][0].plot(xs, [p["ingest_peak_rss_mb"] for p in points], "o-", label=f"{label}: ingest")
         axes[1][0].plot(xs, [p["query_peak_rss_mb"] for p in points], "x--", label=f"{label}: query process")
         axes[1][1].plot(xs, [p["disk_mb"] for p in points], "o-", label=label)
     titles = [
-        ("ingest wall time (s)", axes[0][0]),
+        ("ingest: wall and CPU time (s)", axes[0][0]),
         ("warm query latency p95 (ms)", axes[0][1]),
         ("peak RSS (MB)", axes[1][0]),
         ("index size on disk (MB)", axes[1][1]),

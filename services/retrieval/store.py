@@ -5,14 +5,19 @@ Layout of ``<workspace>/indexes/<name>/`` (backend ``sqlite``)::
     manifest.db   SQLite (WAL): meta, roots, files, chunks (text + metadata), journal
     tantivy/      BM25 (``en_stem``: English Snowball stemming) over three fields per chunk:
                   ``text`` (the chunk), ``window`` (the chunk and its neighbours, so terms split
-                  across a chunk boundary still meet) and ``context`` (title / section path);
-                  rebuilt from the manifest when missing, broken or of an older layout
+                  across a chunk boundary still meet) and ``context`` (title / section path),
+                  and the chunk id twice: ``chunk_id`` (indexed and stored: deletes, checks) and
+                  ``chunk_key`` (its 64 bits as a u64 fast field: what BM25 reads per hit);
+                  rebuilt from the manifest when missing, broken or of an older layout.  Each
+                  batch commits a segment and waits for the merges it starts (under the store
+                  lock), so the segments stay few: a query pays per segment
     chroma/       embedded Chroma PersistentClient (unless a Chroma server is configured);
                   checked on open (``vector_health``): when damaged or missing, queries are
                   keyword-only until ``store_health.rebuild_vectors`` re-embeds the manifest's chunks
 
 Queries are analysed like the index, English stop words are dropped (index-side they stay),
-and the per-field BM25 scores are summed with ``FIELD_BOOSTS``.
+and the per-field BM25 scores are summed with ``FIELD_BOOSTS``; equal scores come in chunk id
+order (not in Tantivy's document order, which depends on the segments).
 
 The manifest is the source of truth: a chunk exists when its row is in ``chunks``.  Search
 results from Tantivy and Chroma that have no row are dropped, so a file is visible either
@@ -213,7 +218,7 @@ class IndexStore:
         """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
         current = self.manifest.get_meta("lexical_format") == LEXICAL_FORMAT
         index, rebuilt = open_lexical(
-            self.name, self.directory, current, self.manifest.all_chunks, read_only=self.read_only
+            self.name, self.directory, current, self.manifest.iter_chunks, read_only=self.read_only
         )
         if rebuilt:
             self.manifest.set_meta(lexical_format=LEXICAL_FORMAT)

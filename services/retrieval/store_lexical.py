@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,8 +17,9 @@ BM25_WINDOW = 1
 """Neighbouring chunks on each side that a chunk's ``window`` field also holds."""
 FIELD_BOOSTS = {"text": 0.2, "window": 1.0, "context": 0.5}
 """BM25 is summed over the fields with these weights (``text`` ranks the chunk among its neighbours)."""
-LEXICAL_FORMAT = f"2:en_stem:text+window{BM25_WINDOW}+context"
-"""Changes whenever the Tantivy schema or what goes into it changes; a mismatch triggers a rebuild."""
+LEXICAL_FORMAT = f"3:en_stem:text+window{BM25_WINDOW}+context:chunk_key"
+"""Changes whenever the Tantivy schema or what goes into it changes; a mismatch triggers a rebuild
+(3: the ``chunk_key`` fast field)."""
 
 
 def query_analyzer() -> tantivy.TextAnalyzer:
@@ -79,10 +80,23 @@ def tantivy_schema() -> tantivy.Schema:
 
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("chunk_key", fast=True)
     builder.add_text_field("context", stored=False, tokenizer_name="en_stem", index_option="freq")
     builder.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
     builder.add_text_field("window", stored=False, tokenizer_name="en_stem", index_option="freq")
     return builder.build()
+
+
+def chunk_key(chunk_id: str) -> int | None:
+    """The chunk id (16 hex digits: :func:`~services.retrieval.chunking.chunk_id_for`) as the u64
+    of the ``chunk_key`` fast field; None for an id of another shape (found through the stored field)."""
+    if len(chunk_id) != 16:
+        return None
+    try:
+        key = int(chunk_id, 16)
+    except ValueError:
+        return None
+    return key if f"{key:016x}" == chunk_id else None
 
 
 def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
@@ -92,6 +106,9 @@ def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
     for position, chunk in enumerate(chunks):
         document = tantivy.Document()
         document.add_text("chunk_id", chunk.chunk_id)
+        key = chunk_key(chunk.chunk_id)
+        if key is not None:
+            document.add_unsigned("chunk_key", key)
         document.add_text("context", chunk.context)
         document.add_text("text", chunk.text)
         window = chunks[max(0, position - BM25_WINDOW) : position + BM25_WINDOW + 1]
@@ -100,7 +117,13 @@ def add_lexical(writer: tantivy.IndexWriter, chunks: Sequence[Chunk]) -> None:
 
 
 def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tuple[str, float]]:
-    """(chunk id, summed BM25 score) of the best ``top_n`` documents for the analysed ``terms``."""
+    """(chunk id, summed BM25 score) of the best ``top_n`` documents for the analysed ``terms``,
+    best first; equal scores in chunk id order.
+
+    Tantivy orders equal scores by document address, which depends on how the index is cut into
+    segments (the ingest's batches, its merges, a rebuild); the chunk id does not.  A tie across
+    the ``top_n`` cut is fetched whole (the limit doubles until the score after the cut is lower).
+    """
     import tantivy
 
     schema = index.schema
@@ -115,30 +138,38 @@ def bm25_search(index: tantivy.Index, terms: list[str], top_n: int) -> list[tupl
     query = tantivy.Query.boolean_query(clauses)
     index.reload()  # see commits made by other processes at once
     searcher = index.searcher()
-    result = searcher.search(query, limit=top_n, count=False)
-    out: list[tuple[str, float]] = []
-    seen: set[str] = set()
-    for score, address in result.hits:
-        chunk_id = searcher.doc(address)["chunk_id"][0]
-        if chunk_id not in seen:
-            seen.add(chunk_id)
-            out.append((str(chunk_id), float(score)))
-    return out
+    limit = top_n + 1
+    while True:
+        hits = searcher.search(query, limit=limit, count=False).hits
+        if len(hits) < limit or hits[-1][0] < hits[top_n - 1][0]:
+            break
+        limit *= 2
+    # The chunk ids come from the ``chunk_key`` column (one array read) rather than from the
+    # stored documents (a compressed block read and decoded per hit).
+    keys = searcher.fast_field_values("chunk_key", [address for _, address in hits])
+    best: dict[str, float] = {}
+    for (score, address), key in zip(hits, keys, strict=True):
+        chunk_id = f"{key:016x}" if isinstance(key, int) else str(searcher.doc(address)["chunk_id"][0])
+        best.setdefault(chunk_id, float(score))
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:top_n]
 
 
-def fill_lexical(index: tantivy.Index, chunks: Sequence[Chunk], name: str) -> None:
-    """Write ``chunks`` (ordered by file) into an empty Tantivy index (no embedding needed)."""
+def fill_lexical(index: tantivy.Index, chunks: Iterable[Chunk], name: str) -> None:
+    """Write ``chunks`` (ordered by file; an iterator is read once) into an empty Tantivy index
+    (no embedding needed)."""
     from services.retrieval.errors import IndexBusy
 
-    if not chunks:
+    pending = iter(chunks)
+    first = next(pending, None)
+    if first is None:
         return
     try:
         writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
     except ValueError as exc:
         raise IndexBusy(f"index {name!r} is being written by another process: {exc}") from exc
-    file_chunks: list[Chunk] = []
-    for chunk in chunks:
-        if file_chunks and file_chunks[-1].source_path != chunk.source_path:
+    file_chunks: list[Chunk] = [first]
+    for chunk in pending:
+        if file_chunks[-1].source_path != chunk.source_path:
             add_lexical(writer, file_chunks)
             file_chunks = []
         file_chunks.append(chunk)
@@ -149,7 +180,7 @@ def fill_lexical(index: tantivy.Index, chunks: Sequence[Chunk], name: str) -> No
 
 
 def open_lexical(
-    name: str, directory: Path | None, current: bool, chunks: Callable[[], list[Chunk]], *, read_only: bool
+    name: str, directory: Path | None, current: bool, chunks: Callable[[], Iterable[Chunk]], *, read_only: bool
 ) -> tuple[tantivy.Index, bool]:
     """The Tantivy index in ``directory/tantivy`` (in RAM when ``directory`` is None), opened when
     it is ``current`` (of :data:`LEXICAL_FORMAT`) and readable, else rebuilt from ``chunks()``; and

@@ -227,6 +227,26 @@ class Manifest:
         )
         return [Chunk(*row) for row in rows]
 
+    def iter_chunks(self, page: int = 4096) -> Iterator[Chunk]:
+        """:meth:`all_chunks` a page at a time (keyset paging on the ``chunks_by_source`` order, the
+        chunk id breaking ties): a rebuild of Tantivy holds one page in memory, not the index."""
+        columns = (
+            "chunk_id, source_path, ordinal, text, context, start_offset, end_offset, page, section, hash, "
+            "embedding_model"
+        )
+        order = "ORDER BY source_path, ordinal, chunk_id LIMIT ?"
+        rows = self.query(f"SELECT {columns} FROM chunks {order}", (page,))
+        while rows:
+            for row in rows:
+                yield Chunk(*row)
+            if len(rows) < page:
+                return
+            last = rows[-1]
+            rows = self.query(
+                f"SELECT {columns} FROM chunks WHERE (source_path, ordinal, chunk_id) > (?, ?, ?) {order}",
+                (last[1], last[2], last[0], page),
+            )
+
     def journal_size(self) -> int:
         return int(self.query("SELECT COUNT(*) FROM journal")[0][0])
 

@@ -101,12 +101,17 @@ class Writer:
             except ValueError as exc:
                 raise IndexBusy(f"index {self.store.name!r} is being written by another process: {exc}") from exc
             self._tantivy_writer = tantivy_writer
+            done = False
             try:
                 yield self
+                done = True
             finally:
                 self._tantivy_writer = None
-                with contextlib.suppress(ValueError, RuntimeError):
-                    tantivy_writer.rollback()  # uncommitted documents of a failed batch are dropped
+                if not done:  # uncommitted documents of a failed batch are dropped
+                    with contextlib.suppress(ValueError, RuntimeError):
+                        tantivy_writer.rollback()
+                # The merges the commits started finish here (a rollback would kill them: every
+                # batch would stay a segment of its own, and a query pays per segment).
                 with contextlib.suppress(ValueError, RuntimeError):
                     tantivy_writer.wait_merging_threads()
                 del tantivy_writer

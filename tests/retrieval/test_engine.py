@@ -353,6 +353,95 @@ def test_lexical_index_is_rebuilt_from_the_manifest(workspace: Workspace, docs: 
         assert [h.handle for h in engine.query("apt debian install", k=5).hits] == before
 
 
+def test_batches_of_an_ingest_merge_their_tantivy_segments(workspace: Workspace, tmp_path: Path) -> None:
+    """Each batch commits a Tantivy segment and the commit starts merges; they must finish.  A
+    rollback after a successful commit killed them, so every batch stayed a segment of its own
+    and a BM25 query paid per segment (30 segments at 5,000 documents, ~600 at 100,000)."""
+    root = tmp_path / "many"
+    root.mkdir()
+    words = "cat dog bird fish tree leaf rock sand wave wind rain snow".split()
+    with RetrievalEngine(workspace) as engine:
+        for batch in range(10):  # ten ingests, one batch (one commit) each
+            for number in range(40):
+                body = " ".join(words[(batch * 7 + number * 3 + i) % len(words)] for i in range(1000))
+                (root / f"b{batch:02d}-{number:02d}.md").write_text(f"# Part {batch}.{number}\n\n{body}\n", "utf-8")
+            engine.index_add(root, "many")
+        store = engine.indexes.store("many")
+        with store.reading():
+            searcher = store.lexical.searcher()
+            assert searcher.num_docs == store.manifest.counts()[1]
+            assert searcher.num_segments < 8
+
+
+def test_bm25_reads_chunk_ids_from_the_fast_field_and_old_layouts_are_rebuilt(workspace: Workspace, docs: Path) -> None:
+    """Format 3 stores the chunk id as the ``chunk_key`` u64 fast field (BM25 reads it instead of
+    the stored document); an index of format 2 is rebuilt from its manifest on open, same answers."""
+    from services.retrieval.store_lexical import LEXICAL_FORMAT, bm25_search, chunk_key
+
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(docs)
+        before = [(h.handle, h.bm25_rank, h.bm25_score) for h in engine.query("apt debian install", k=5).hits]
+        engine.indexes.store("docs").manifest.set_meta(lexical_format="2:en_stem:text+window1+context")
+    with RetrievalEngine(workspace) as engine:
+        store = engine.indexes.store("docs")
+        assert store.manifest.get_meta("lexical_format") == LEXICAL_FORMAT
+        assert [(h.handle, h.bm25_rank, h.bm25_score) for h in engine.query("apt debian install", k=5).hits] == before
+        with store.reading():
+            searcher = store.lexical.searcher()
+            hits = searcher.search(store.lexical.parse_query("*"), limit=1000, count=False).hits
+            addresses = [address for _, address in hits]
+            keys = searcher.fast_field_values("chunk_key", addresses)
+            stored = [searcher.doc(address)["chunk_id"][0] for address in addresses]
+            assert len(stored) == store.manifest.counts()[1] and None not in keys
+            assert [f"{key:016x}" for key in keys] == stored
+            found = bm25_search(store.lexical, ["apt"], 10)
+            assert found and {chunk_id for chunk_id, _ in found} <= set(stored)
+    assert chunk_key("00ff00ff00ff00ff") == 0x00FF00FF00FF00FF
+    assert chunk_key("00FF00FF00FF00FF") is None and chunk_key("short") is None and chunk_key("g" * 16) is None
+
+
+def test_iter_chunks_pages_through_every_chunk_in_file_order(engine: RetrievalEngine, docs: Path) -> None:
+    """What Tantivy is rebuilt from, a page at a time: the same chunks in the same order as ``all_chunks``."""
+    engine.index_add(docs)
+    manifest = engine.indexes.store("docs").manifest
+    every = manifest.all_chunks()
+    assert len(every) >= 3
+    for page in (1, 2, 3, 4096):
+        assert list(manifest.iter_chunks(page)) == every
+
+
+def test_bm25_finds_ids_of_another_shape_through_the_stored_field() -> None:
+    """An id that is not 16 lower-case hex digits has no ``chunk_key``: BM25 reads its stored field."""
+    import tantivy
+
+    from services.retrieval.models import Chunk
+    from services.retrieval.store_lexical import bm25_search, fill_lexical, tantivy_schema
+
+    def chunk(chunk_id: str, path: str, text: str) -> Chunk:
+        return Chunk(chunk_id, path, 0, text, "", 0, len(text), None, None, "h", "m")
+
+    index = tantivy.Index(tantivy_schema())
+    fill_lexical(index, [chunk("note-one", "a.md", "apt install"), chunk("0123456789abcdef", "b.md", "apt")], "t")
+    assert sorted(chunk_id for chunk_id, _ in bm25_search(index, ["apt"], 10)) == ["0123456789abcdef", "note-one"]
+
+
+def test_bm25_orders_equal_scores_by_chunk_id_across_the_cut() -> None:
+    """Equal BM25 scores come in chunk id order, whatever order Tantivy holds the documents in (it
+    orders ties by document address: the segment layout), and a tie across ``top_n`` is cut by id."""
+    import tantivy
+
+    from services.retrieval.models import Chunk
+    from services.retrieval.store_lexical import bm25_search, fill_lexical, tantivy_schema
+
+    ids = ["ffffffffffffffff", "0000000000000000", "8888888888888888", "4444444444444444"]
+    chunks = [Chunk(i, f"{n}.md", 0, "same words here", "", 0, 15, None, None, "h", "m") for n, i in enumerate(ids)]
+    index = tantivy.Index(tantivy_schema())
+    fill_lexical(index, chunks, "t")
+    found = bm25_search(index, ["word"], 10)
+    assert [chunk_id for chunk_id, _ in found] == sorted(ids) and len({score for _, score in found}) == 1
+    assert [chunk_id for chunk_id, _ in bm25_search(index, ["word"], 2)] == sorted(ids)[:2]
+
+
 def test_stale_active_index_is_ignored(engine: RetrievalEngine, docs: Path, workspace: Workspace) -> None:
     workspace.update(active_index="ghost")
     assert engine.active_index is None
