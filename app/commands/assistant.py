@@ -77,8 +77,8 @@ class AssistantController:
             cloud_approve=self._cloud_approver(session),
         )
         try:
-            text = await self._attach(session, text)
-            await loop.run(text)
+            sent = await self._attach(session, text)
+            await loop.run(sent, query=text)  # retrieval searches what was typed, not the attached files
         finally:
             await provider.aclose()
             self.worker = None

@@ -128,7 +128,9 @@ class TurnLoop:
         return cached
 
     # -- one turn --------------------------------------------------------------------------------
-    async def run(self, text: str) -> TurnOutcome:
+    async def run(self, text: str, *, query: str | None = None) -> TurnOutcome:
+        """One turn for the message ``text``; retrieval searches ``query`` when given (the message as
+        typed, without the text of files attached to it), else ``text``."""
         conversation = self.session.conversation
         turn_id = conversation.new_turn()
         outcome = TurnOutcome(turn_id)
@@ -142,7 +144,8 @@ class TurnLoop:
             schema = profile.output_schema if profile is not None else None
             retries = 0
             conversation.record(UserMessage(text=text, turn_id=turn_id, step=0))
-            hits, index = await self._retrieve(text, turn_id, profile)
+            query = query or text
+            hits, index = await self._retrieve(query, turn_id, profile)
             outcome.index = index
             offers_tools = getattr(self.provider, "supports_tools", self.provider.name != "offline")
             if offers_tools and self.session.gateway().mcp is not None:
@@ -180,9 +183,9 @@ class TurnLoop:
             outcome.hits = fitted.kept_hits
             if index is not None:
                 handles = [str(h.get("handle")) for h in fitted.kept_hits]
-                conversation.record(RetrievalSet(query=text, index=index, handles=handles, turn_id=turn_id, step=1))
+                conversation.record(RetrievalSet(query=query, index=index, handles=handles, turn_id=turn_id, step=1))
             reported = self._report(fitted, window, fitter, turn_id, None, None)
-            self._emit(Retrieved(turn_id, text, index, fitted.kept_hits, fitted.left_out_handles))
+            self._emit(Retrieved(turn_id, query, index, fitted.kept_hits, fitted.left_out_handles))
             steps: list[ChatMessage] = []
             outcome.context = {"window": window.tokens, "window_source": window.source}
 

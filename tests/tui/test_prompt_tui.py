@@ -12,7 +12,7 @@ from services.prompt_history import PromptHistory
 from services.workspaces import WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
 from tests.tui.helpers import Messages, settle, until
-from widgets.messages import WorkspaceChanged
+from widgets.messages import TurnEvent, WorkspaceChanged
 from widgets.prompt.editor import PromptEditor
 from widgets.prompt.input import PromptInput
 
@@ -189,6 +189,10 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
 
             shown = [str(w.render()) for w in app.screen.query(TranscriptEntry) if w.entry["role"] == "user"]
             assert shown and shown[-1].endswith("what is @README.md\n\n[attached README.md · 26 characters]")
+            from services.assistant.events import Retrieved
+
+            searched = [m.event.query for m in messages.of(TurnEvent) if isinstance(m.event, Retrieved)]
+            assert set(searched) == {"what is @README.md"}  # retrieval searched what was typed, not the file
         user = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "user"][-1]["content"]
         assert "--- attached file README.md ---\n# Demo\n\nAries reads this.\n" in user
     finally:
