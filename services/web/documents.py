@@ -433,7 +433,11 @@ class DocumentSet:
                 say(f"reindexing a document whose save was interrupted ({marker.stem[:8]})")
                 try:
                     doc_id = str(json.loads(marker.read_text("utf-8"))["id"])
-                    self.reindex(self.resolve(doc_id))
+                    doc = self.resolve(doc_id)
+                    for leftover in doc.file.parent.glob(f".{doc.file.name}.*.tmp"):  # a write killed mid-way
+                        with contextlib.suppress(FileNotFoundError):
+                            leftover.unlink()
+                    self.reindex(doc)
                     replayed.append(doc_id)
                 except (AriesError, ValueError, KeyError, TypeError):
                     pass
