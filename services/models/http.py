@@ -184,34 +184,21 @@ class HttpProvider:
 
     # -- requests -------------------------------------------------------------------------------
     async def get_json(self, path: str) -> Any:
-        url = self.base_url + path
-        session = self._session_now()
-        try:
-            async with asyncio.timeout(self.timeouts.listing):
-                async with session.get(url, allow_redirects=False) as response:
-                    await self._raise_for_status(response, url)
-                    body = await response.read()
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise self._map(exc, url, phase=f"no answer within {self.timeouts.listing:g}s") from None
-        try:
-            return json.loads(body)
-        except ValueError:
-            text = short(body.decode("utf-8", "replace"))
-            raise ProviderHTTPError(self.name, url, response.status, f"not JSON: {text}") from None
+        return await self._json("GET", path, None, self.timeouts.listing)
 
     async def post_json(self, path: str, payload: dict[str, Any], *, timeout: float | None = None) -> Any:
         """POST ``payload`` and return the JSON answer (error statuses raise as in a stream)."""
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        return await self._json("POST", path, data, self.timeouts.first_byte if timeout is None else timeout)
+
+    async def _json(self, method: str, path: str, data: bytes | None, limit: float) -> Any:
+        """One request whose whole answer is JSON, within ``limit`` seconds."""
         url = self.base_url + path
         session = self._session_now()
-        limit = self.timeouts.first_byte if timeout is None else timeout
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        headers = {"Content-Type": "application/json"} if data is not None else None
         try:
             async with asyncio.timeout(limit):
-                async with session.post(
-                    url, data=data, headers={"Content-Type": "application/json"}, allow_redirects=False
-                ) as response:
+                async with session.request(method, url, data=data, headers=headers, allow_redirects=False) as response:
                     await self._raise_for_status(response, url)
                     body = await response.read()
         except ProviderError:
