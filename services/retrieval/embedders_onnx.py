@@ -24,11 +24,14 @@ begins and ``done`` or ``failed`` after: the CLI prints them on stderr, the TUI 
 line.  A failed export is one :class:`OnnxExportError` naming the way around it
 (``AXIOMME_EMBEDDER_BACKEND=torch``).
 
-Threads: queries run on a session with one intra-op thread (one short text gains nothing from a
-second thread on a 2-core machine, and waiting for a preempted worker is what makes latency spike);
-batches (ingest, evaluation) run on a second session with ``AXIOMME_EMBEDDER_THREADS`` intra-op
-threads (default: the number of CPUs), one inter-op thread and no spin-waiting, so idle workers
-give the cores back to the other processes.  Each session is created on first use and shared by
+Threads: queries run on a session with :data:`QUERY_THREADS` intra-op threads (two where there are
+two cores: SciFact's queries, ~21 tokens, p50 / p95 7.3 / 11.4 ms on one thread and 5.2 / 8.1 ms on
+two on a quiet 2-core machine, and no worse than one thread beside a busy process: 6.1 / 9.6
+against 6.5 / 10.6 ms; spin-waiting, faster still when quiet, doubled the p95 beside a busy process,
+so it stays off; the vectors are bit-identical whatever the thread count).  Batches (ingest,
+evaluation) run on a second session with ``AXIOMME_EMBEDDER_THREADS`` intra-op threads (default:
+the number of CPUs), one inter-op thread and no spin-waiting, so idle workers give the cores back
+to the other processes.  Each session is created on first use and shared by
 every embedder of the process.
 """
 
@@ -68,6 +71,8 @@ EXPORT_SETTINGS: dict[str, Any] = {
     "int8": {"per_channel": True, "reduce_range": False, "weight_type": "QUInt8"},
 }
 """Everything that shapes the exported files; part of the cache key."""
+QUERY_THREADS = min(2, os.cpu_count() or 1)
+"""Intra-op threads of the session that embeds one query (see the module docstring)."""
 FP32_BATCH = 8
 """Texts per fp32 call: batches of 32 texts of 256 tokens held ~750 MB of activations; 8 hold ~140 MB."""
 QUANTIZATION = {"onnx": "none", "onnx-int8": "int8-dynamic"}
@@ -279,7 +284,7 @@ class OnnxEmbedder:
         return self._path
 
     def loaded(self) -> bool:
-        return self._path is not None and (str(self._path), 1) in _SESSIONS
+        return self._path is not None and (str(self._path), QUERY_THREADS) in _SESSIONS
 
     def _run(self, session: InferenceSession, texts: Sequence[str]) -> Any:
         import numpy as np
@@ -315,7 +320,7 @@ class OnnxEmbedder:
         return result
 
     def embed_query(self, text: str) -> list[float]:
-        vector: list[float] = self._run(_session(self.model_path, 1), [text])[0].tolist()
+        vector: list[float] = self._run(_session(self.model_path, QUERY_THREADS), [text])[0].tolist()
         return vector
 
 

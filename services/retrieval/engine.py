@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Self
 
@@ -44,6 +44,9 @@ from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
+
+DenseAnswer = tuple[list[tuple[str, float]], list[str]]
+"""Dense hits (chunk id, similarity) and the warnings of a keyword-only answer."""
 
 __all__ = ["MAX_K", "ProgressCallback", "RetrievalEngine", "derive_index_name", "parse_handle"]
 
@@ -209,10 +212,21 @@ class RetrievalEngine:
             store = self.indexes.store(name)
             embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
             candidates = max(top_n, k)
-            # The query is embedded in the encoder thread while BM25 searches (unless keyword-only).
-            vector = self._encoder().submit(embedder.embed_query, text) if store.vector_health.ok else None
+            # The encoder thread embeds the query and searches Chroma with it while BM25 searches
+            # here (both release the GIL): on two cores a query costs the longer of the two.
+            encoder = self._encoder()
+            vector = encoder.submit(embedder.embed_query, text) if store.vector_health.ok else None
             with store.reading():  # one state of the index: before or after a batch write, never during
-                hits, warnings = self.hits(store, name, text, vector, candidates, k, score_threshold, embedder=embedder)
+                dense = None
+                if vector is not None and store.vector_health.ok:
+                    dense = encoder.submit(self._dense, store, embedder, text, vector, candidates, held=True)
+                try:
+                    hits, warnings = self.hits(
+                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder
+                    )
+                finally:
+                    if dense is not None:  # its search runs under this thread's store lock: never after it
+                        wait([dense])
         backend, quantization = backend_of(embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
@@ -275,12 +289,34 @@ class RetrievalEngine:
             )
         return None
 
+    @staticmethod
+    def _dense(
+        store: IndexStore,
+        embedder: Embedder,
+        text: str,
+        vector: list[float] | Future[list[float]] | None,
+        candidates: int,
+        *,
+        held: bool = False,
+    ) -> DenseAnswer:
+        """The dense hits of ``text`` and the warning of a vector store found damaged now (the
+        answer is then keyword-only).  ``held``: the store lock is held for this call by the
+        thread that waits for it (:meth:`query`)."""
+        if isinstance(vector, Future):
+            vector = vector.result()
+        if vector is None:  # the vectors were repaired by another process since the query began
+            vector = embedder.embed_query(text)
+        try:
+            return store.dense(vector, candidates, held=held), []
+        except VectorStoreDamaged as exc:
+            return [], [exc.message]
+
     def hits(
         self,
         store: IndexStore,
         name: str,
         text: str,
-        vector: list[float] | Future[list[float]] | None,
+        vector: list[float] | Future[DenseAnswer] | None,
         candidates: int,
         k: int,
         score_threshold: float | None,
@@ -288,28 +324,25 @@ class RetrievalEngine:
         embedder: Embedder | None = None,
     ) -> tuple[list[Hit], list[str]]:
         """The hits of ``store`` (call it under its store lock: :meth:`IndexStore.reading`) and the
-        warnings of a keyword-only answer.  ``vector`` may be a future (the query being embedded in
-        another thread while BM25 searches here); ``embedder`` (default: the store's own) embeds
-        the query if ``vector`` is None."""
+        warnings of a keyword-only answer.  ``vector`` is the query's vector, or None (``embedder``,
+        default the store's own, embeds the query), or a future of the dense answer (:meth:`_dense`
+        running in another thread while BM25 searches here)."""
         bm25 = store.bm25(text, candidates)
-        if isinstance(vector, Future):
-            vector = vector.result()
-        dense: list[tuple[str, float]] = []
+        weights = store.keyword_weights(text)
         warnings: list[str] = []
-        if store.vector_health.ok:
-            if vector is None:  # repaired by another process since the query began
-                vector = (embedder or self.indexes.embedder_for(store)).embed_query(text)
-            try:
-                dense = store.dense(vector, candidates)
-            except VectorStoreDamaged as exc:  # found damaged now: keyword-only, and said so
-                warnings.append(exc.message)
+        if isinstance(vector, Future):
+            dense, said = vector.result()
+            warnings.extend(said)
+        elif store.vector_health.ok:
+            dense, said = self._dense(store, embedder or self.indexes.embedder_for(store), text, vector, candidates)
+            warnings.extend(said)
         else:
+            dense = []
             warnings.append(store.vector_health.warning(name))
         fused = fuse(bm25, dense, self.settings.fusion)
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
         hits: list[Hit] = []
-        weights = store.keyword_weights(text) if fused else {}
         position = 0
         while len(hits) < k and position < len(fused):
             window = fused[position : position + 2 * k]

@@ -111,6 +111,7 @@ class IndexStore:
         self.write_lock = threading.RLock()
         """Held by this process's writer of the index (see :func:`services.retrieval.store_writer.writing`)."""
         self._memory_lock = threading.RLock()
+        self._held = threading.local()  # ``fresh``: this thread's outermost reading() opened the parts
         self._closed = False
         self.locks: IndexLocks | None = None
         self.read_only = False  # the folder cannot be written: see services.retrieval.readonly
@@ -169,8 +170,15 @@ class IndexStore:
         if self._closed:
             raise IndexCorrupt(f"index {self.name!r} is closed")
         with self.store_locked(reader=not write):
-            self._fresh()
-            yield
+            outer = not getattr(self._held, "fresh", False)
+            if outer:  # the outermost use in this thread: nobody writes until it lets go
+                self._fresh()
+                self._held.fresh = True
+            try:
+                yield
+            finally:
+                if outer:
+                    self._held.fresh = False
 
     def _fresh(self) -> None:
         """Open the parts, or reopen them if another process wrote since they were opened.
@@ -195,7 +203,7 @@ class IndexStore:
                 if first or not self.vector_health.ok:
                     self.vector_health = self.vector_check()
         self._opened = True
-        self._generation = int(self.manifest.get_meta("generation") or 0)
+        self._generation = generation  # under the store lock: nobody else wrote since it was read
 
     def bump_generation(self, db: sqlite3.Connection) -> None:
         """Inside a write transaction: mark the stores as changed (other processes reopen; this one is current)."""
@@ -298,9 +306,13 @@ class IndexStore:
         with self.reading():
             return bm25_search(self.lexical, terms, top_n)
 
-    def dense(self, vector: list[float], top_n: int) -> list[tuple[str, float]]:
-        """Dense search; :class:`VectorStoreDamaged` (and the store marked so) when it fails."""
-        with self.reading():
+    def dense(self, vector: list[float], top_n: int, *, held: bool = False) -> list[tuple[str, float]]:
+        """Dense search; :class:`VectorStoreDamaged` (and the store marked so) when it fails.
+
+        ``held``: the store lock is held for this search by another thread of the same query,
+        which waits for it before it lets go (the engine searches Chroma while BM25 searches).
+        """
+        with contextlib.nullcontext() if held else self.reading():
             collection = self.vectors
             try:
                 return dense_search(collection, vector, top_n)
