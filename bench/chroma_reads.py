@@ -90,7 +90,7 @@ def main() -> int:
         collection = client.get_or_create_collection(
             "reads",
             embedding_function=None,
-            configuration={"hnsw": HNSW},  # type: ignore[arg-type]
+            configuration={"hnsw": HNSW},
         )
         for start in range(0, args.vectors, 1000):
             size = min(1000, args.vectors - start)
