@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from services.assistant.context import (
     ContextFitter,
-    Fitted,
     answer_reserve,
     history_from_entries,
     profile_system_prompt,
@@ -40,26 +38,22 @@ from services.assistant.events import (
     UsageReport,
 )
 from services.assistant.structured import MAX_RETRIES, retry_instruction
+from services.assistant.turn_window import MAX_REFITS, TurnWindow
 from services.clock import monotonic
-from services.conversation import AssistantAnswer, ContextReport, Notice, RetrievalSet, UserMessage
+from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
 from services.errors import AriesError
 
 if TYPE_CHECKING:
     from services.assistant.cloud import CloudStep
     from services.bridge import Approve
-    from services.models.base import ChatMessage, ContextOverflow, ModelOptions, ModelProvider, ToolCall, ToolSchema
-    from services.models.tokens import Calibration
+    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolSchema
     from services.models.toolnames import ToolNameMap
-    from services.models.window import ModelWindow
     from services.profiles import ActiveProfile
     from services.session import Session
     from services.tools.calls import Approver
 
 DEFAULT_MAX_STEPS = 6
 DEFAULT_K = 5
-MAX_REFITS = 2  # a step is fitted again at most this often after a server's overflow error
-MIN_REFIT_WINDOW = 256
-PROVIDER_WINDOW_TTL_S = 60.0
 
 
 @dataclass
@@ -166,7 +160,8 @@ class TurnLoop:
             options = self.options or ModelOptions()
             if options.temperature is None and profile is not None and profile.model.temperature is not None:
                 options = dataclasses.replace(options, temperature=profile.model.temperature)
-            window, options = await self._window(options)
+            windowing = TurnWindow(self.session, self.provider, self.model_label, self.budget_tokens)
+            window, options = await windowing.open(options)
             history = history_from_entries(conversation.dialogue(), turn_id)
             system = profile_system_prompt(profile.system_prompt if profile is not None else None)
             fitter = ContextFitter(
@@ -184,7 +179,7 @@ class TurnLoop:
             if index is not None:
                 handles = [str(h.get("handle")) for h in fitted.kept_hits]
                 conversation.record(RetrievalSet(query=query, index=index, handles=handles, turn_id=turn_id, step=1))
-            reported = self._report(fitted, window, fitter, turn_id, None, None)
+            reported = windowing.report(fitted, window, fitter, turn_id, None, None)
             self._emit(Retrieved(turn_id, query, index, fitted.kept_hits, fitted.left_out_handles))
             steps: list[ChatMessage] = []
             outcome.context = {"window": window.tokens, "window_source": window.source}
@@ -200,7 +195,7 @@ class TurnLoop:
                 refit: str | None = None  # why this step is fitted again (a server's overflow error)
                 for attempt in range(MAX_REFITS + 1):
                     fitted = fitter.fit(steps, tools, _tools_cost(tools))
-                    reported = self._report(fitted, window, fitter, turn_id, reported, refit)
+                    reported = windowing.report(fitted, window, fitter, turn_id, reported, refit)
                     request = ModelRequest(
                         messages=fitted.messages,
                         tools=fitted.tools,
@@ -233,10 +228,10 @@ class TurnLoop:
                     except ContextOverflow as exc:
                         if streamed or calls or attempt == MAX_REFITS:
                             raise
-                        refit = self._learn(exc, fitted, window, fitter, options)
+                        refit = windowing.learn(exc, fitted, window, fitter, options)
                 outcome.finish_reason = finish
                 if finish == "length":
-                    self._cut_short(turn_id, step, options, window.tokens)
+                    windowing.cut_short(turn_id, step, options, window.tokens)
                 if not calls:
                     outcome.text = streamed
                     if schema is not None and self._check(outcome, schema, step, retries < MAX_RETRIES):
@@ -313,116 +308,6 @@ class TurnLoop:
             )
             self._emit(Failed(turn_id, type(exc).__name__, exc.message))
             return outcome
-
-    # -- the context window ----------------------------------------------------------------------
-    async def _window(self, options: ModelOptions) -> tuple[ModelWindow, ModelOptions]:
-        """The window this turn is fitted to (see :mod:`services.models.window`) and the options with
-        the model's configured ``max_tokens`` and, for Ollama, the ``num_ctx`` that makes the server use
-        that same window."""
-        from services.models.tokens import Calibration
-        from services.models.window import DEFAULT_WINDOW, ModelWindow, learned
-
-        settings = model_settings(self.session.workspace, self.model_label)
-        if settings is not None and settings.max_tokens is not None and options.max_tokens is None:
-            options = dataclasses.replace(options, max_tokens=settings.max_tokens)
-        key = self._window_key()
-        calibration = _CALIBRATIONS.setdefault(key, Calibration())
-        said = learned(key)
-        if said is not None and calibration.samples == 0:
-            calibration.factor = max(calibration.factor, float(said["factor"]))
-        if self.budget_tokens is not None:
-            window = ModelWindow(self.budget_tokens, "caller", calibration)
-        elif settings is not None and settings.context_window is not None:
-            window = ModelWindow(settings.context_window, "config", calibration)
-        elif said is not None:
-            window = ModelWindow(int(said["window"]), "learned", calibration)
-        elif (reported := await self._provider_window(key)) is not None:
-            window = ModelWindow(reported, "provider", calibration)
-        else:
-            window = ModelWindow(DEFAULT_WINDOW, "default", calibration)
-        if window.source != "default" and options.context_window is None:
-            options = dataclasses.replace(options, context_window=window.tokens)  # Ollama's num_ctx
-        return window, options
-
-    def _window_key(self) -> str:
-        from services.models.window import cache_key
-
-        return cache_key(self.provider.name, str(getattr(self.provider, "base_url", "")), self.provider.model)
-
-    async def _provider_window(self, key: str) -> int | None:
-        """What the provider says (Ollama's ``show``, a ``/models`` entry), asked once a minute."""
-        ask = getattr(self.provider, "context_window", None)
-        if ask is None:
-            return None
-        now = time.monotonic()  # not the frozen clock of tests: this is a cache's age
-        cached = _SAID.get(key)
-        if cached is not None and now - cached[0] < PROVIDER_WINDOW_TTL_S:
-            return cached[1]
-        value = await ask()
-        _SAID[key] = (now, value)
-        return int(value) if value else None
-
-    def _learn(
-        self, exc: ContextOverflow, fitted: Fitted, window: ModelWindow, fitter: ContextFitter, options: ModelOptions
-    ) -> str:
-        """A server said the request was too large: take its numbers (or, without any, shrink the
-        room by a quarter), keep them for the next process, and fit again."""
-        from services.models.window import remember
-
-        said = []
-        if exc.prompt_tokens:
-            window.calibration.observe(fitted.estimated, exc.prompt_tokens)
-            said.append(f"the request: {exc.prompt_tokens} tokens")
-        if exc.window:
-            said.insert(0, f"its window: {exc.window} tokens")
-            window.tokens, window.source = exc.window, "learned"
-            remember(self._window_key(), window.tokens, window.calibration.factor)
-        else:  # no window given: it is less than what was just sent
-            refused = exc.prompt_tokens or fitted.tokens
-            window.tokens, window.source = max(MIN_REFIT_WINDOW, min(window.tokens, refused * 3 // 4)), "learned"
-        fitter.window = window.tokens
-        fitter.reserve = answer_reserve(window.tokens, options.max_tokens)
-        detail = f" ({'; '.join(said)})" if said else ""
-        return f"The server refused a request as larger than its context window{detail}; fitted again."
-
-    def _report(
-        self,
-        fitted: Fitted,
-        window: ModelWindow,
-        fitter: ContextFitter,
-        turn_id: str,
-        last: tuple[int, tuple[str, ...], tuple[str, ...]] | None,
-        reason: str | None,
-    ) -> tuple[int, tuple[str, ...], tuple[str, ...]] | None:
-        """Record what this request left out, once per turn unless it changes (or a refit says why)."""
-        left = fitted.left_out()
-        if reason is None and (left == last or not any(left)):
-            return left
-        self.session.conversation.record(
-            ContextReport(
-                window=window.tokens,
-                window_source=window.source,
-                prompt_tokens=fitted.tokens,
-                reserve=fitter.reserve,
-                left_out_turns=fitted.left_out_turns,
-                left_out_passages=fitted.left_out_handles,
-                left_out_tools=fitted.left_out_tools,
-                reason=reason,
-                turn_id=turn_id,
-            )
-        )
-        return left
-
-    def _cut_short(self, turn_id: str, step: int, options: ModelOptions, window: int) -> None:
-        limit = f"max_tokens {options.max_tokens}" if options.max_tokens else f"the context window ({window} tokens)"
-        self.session.conversation.record(
-            Notice(
-                text=f"The model stopped at its length limit ({limit}) in step {step}: the answer may be cut short.",
-                level="warning",
-                title="length",
-                turn_id=turn_id,
-            )
-        )
 
     async def _cloud(self, text: str, outcome: TurnOutcome) -> None:
         """confidence.local, then the bridge's step (:mod:`services.assistant.cloud`); the local answer
@@ -565,8 +450,6 @@ class TurnLoop:
 
 _OFFERED: dict[tuple[int, str, int], tuple[list[ToolSchema], ToolNameMap]] = {}
 _COSTS: dict[int, tuple[list[ToolSchema], int]] = {}
-_CALIBRATIONS: dict[str, Calibration] = {}  # per provider, URL and model: the estimate's correction
-_SAID: dict[str, tuple[float, int | None]] = {}  # what a provider said of its window, and when
 
 
 def _tools_cost(tools: list[ToolSchema]) -> int:
@@ -577,17 +460,6 @@ def _tools_cost(tools: list[ToolSchema]) -> int:
     if cached is None or cached[0] is not tools:
         cached = _COSTS[id(tools)] = (tools, tools_tokens(tools))
     return cached[1]
-
-
-def model_settings(workspace: Any, label: str) -> Any:
-    """``settings.models.<label or model name>`` of the workspace (None when there is none)."""
-    try:
-        models = workspace.config.settings.models
-    except (AttributeError, AriesError):
-        return None
-    if not models:
-        return None
-    return models.get(label) or models.get(label.partition(":")[2])
 
 
 def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:

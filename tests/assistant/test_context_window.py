@@ -287,9 +287,9 @@ async def test_ollama_without_num_ctx_is_fitted_to_its_default(session: Session,
     assert outcome.context["window"] == 8192  # what Aries asks for, not the trained 131072
     assert server.chat_requests()[0]["options"]["num_ctx"] == 8192
     server.context_length = 2048
-    from services.assistant import loop as loop_module
+    from services.assistant import turn_window
 
-    loop_module._SAID.clear()  # what a provider said is kept for a minute
+    turn_window._SAID.clear()  # what a provider said is kept for a minute
     server.add(Reply(text="ok"))
     loop = TurnLoop(session, provider_for(server))  # type: ignore[arg-type]
     outcome = await loop.run("hello")
