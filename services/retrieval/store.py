@@ -192,7 +192,11 @@ class IndexStore:
         stale = self.directory is not None and generation != self._generation
         first = not self._opened
         if self._tantivy_index is None or stale:
-            self._tantivy_index = self._open_tantivy()
+            self._tantivy_index, rebuilt = self._open_tantivy()
+            if rebuilt:  # other processes' readers open the new files (they do not reload per query)
+                with self.manifest.transaction() as db:
+                    self.bump_generation(db)
+                generation = self._generation
         if (self._collection_api is None and (first or stale)) or (stale and not self.chroma_url):
             self._close_client()
             try:
@@ -222,15 +226,16 @@ class IndexStore:
             raise IndexCorrupt(f"index {self.name!r}: the vector store is not open")
         return self._collection_api
 
-    def _open_tantivy(self) -> tantivy.Index:
-        """Open the Tantivy index; rebuild it from the manifest if it is missing, stale or broken."""
+    def _open_tantivy(self) -> tuple[tantivy.Index, bool]:
+        """Open the Tantivy index (and whether it was rebuilt on disk): rebuilt from the manifest if
+        it is missing, stale or broken."""
         current = self.manifest.get_meta("lexical_format") == LEXICAL_FORMAT
         index, rebuilt = open_lexical(
             self.name, self.directory, current, self.manifest.iter_chunks, read_only=self.read_only
         )
         if rebuilt:
             self.manifest.set_meta(lexical_format=LEXICAL_FORMAT)
-        return index
+        return index, rebuilt
 
     def open_vectors(self, *, opening: bool = False) -> None:
         """(Re)open the Chroma client and collection.  Raises IndexCorrupt (embedded store) or

@@ -160,6 +160,44 @@ def test_cli_queries_during_cli_ingests_never_damage_the_index(tmp_path: Path) -
             assert all("version 9" in hit.text for hit in hits)
 
 
+def test_a_long_lived_engine_sees_another_process_write_at_its_next_query(tmp_path: Path) -> None:
+    """A query does not reload Tantivy itself: the other process's batches move the manifest's
+    generation and the engine opens the index again before its next query, so the BM25 side
+    finds a word that only the other process indexed (and the dense side, and the chunk rows)."""
+    home = tmp_path / "home"
+    env = _env(home)
+    subprocess.run([sys.executable, "-m", "app.cli", "workspace", "new", "rw"], env=env, check=True, cwd=tmp_path)
+    root = tmp_path / "docs"
+    _write_corpus(root, 3, 0, sentences=5)
+    added = subprocess.run(
+        _aries("rag", "index", "add", str(root), "--name", "docs"),
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert added.returncode == 0, added.stderr
+    os.environ["ARIES_HOME"] = str(home)
+    try:
+        workspace, engine = _open(home)
+        with engine:
+            assert not any("zanzibar" in hit.text for hit in engine.query("zanzibar", k=5, index="docs").hits)
+            (root / "new.txt").write_text("A note about zanzibar and its herons.", encoding="utf-8")
+            again = subprocess.run(
+                _aries("rag", "index", "add", str(root), "--name", "docs"),
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+            )
+            assert again.returncode == 0, again.stderr
+            hits = engine.query("zanzibar", k=5, index="docs").hits
+            assert hits and "zanzibar" in hits[0].text and hits[0].bm25_rank == 1
+        workspace.close()
+    finally:
+        os.environ.pop("ARIES_HOME", None)
+
+
 def test_engine_queries_in_threads_while_the_same_engine_ingests(workspace: Workspace, tmp_path: Path) -> None:
     """The TUI's case: query threads beside the ingest worker of the same engine.  Every answer comes
     from one whole state of each file (all chunks of one version), and the stores agree after each round."""
