@@ -460,6 +460,11 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _p95(row: dict[str, Any], mode: str) -> float | None:
+    value = row.get("query_ms", {}).get(mode, {}).get("p95")
+    return float(value) if value is not None else None
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -467,19 +472,24 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    series: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        series.setdefault((r["embedder"], r["chroma"]), []).append(r)
-    for (embedder, chroma), points in series.items():
-        label = f"{embedder}{' (Chroma server)' if chroma == 'server' else ''}"
-        xs = [p["documents"] for p in points]
-        axes[0][0].plot(xs, [p["ingest_s"] for p in points], "o-", label=f"{label}: wall")
-        axes[0][0].plot(xs, [p["ingest_cpu_s"] for p in points], "x--", label=f"{label}: CPU")
-        axes[0][1].plot(xs, [p["query_ms"]["hybrid"]["p95"] for p in points], "o-", label=f"{label}: hybrid p95")
-        axes[0][1].plot(xs, [p["query_ms"]["bm25"]["p95"] for p in points], "x--", label=f"{label}: bm25 p95")
-        axes[1][0].plot(xs, [p["ingest_peak_rss_mb"] for p in points], "o-", label=f"{label}: ingest")
-        axes[1][0].plot(xs, [p["query_peak_rss_mb"] for p in points], "x--", label=f"{label}: query process")
-        axes[1][1].plot(xs, [p["disk_mb"] for p in points], "o-", label=label)
+        label = r.get("series") or f"{r['embedder']}{' (Chroma server)' if r['chroma'] == 'server' else ''}"
+        series.setdefault(label, []).append(r)
+
+    def draw(ax: Any, points: list[dict[str, Any]], value: Any, style: str, label: str) -> None:
+        pairs = [(p["documents"], value(p)) for p in points if value(p) is not None]
+        if pairs:
+            ax.plot([x for x, _ in pairs], [y for _, y in pairs], style, label=label)
+
+    for label, points in series.items():
+        draw(axes[0][0], points, lambda p: p.get("ingest_s"), "o-", f"{label}: wall")
+        draw(axes[0][0], points, lambda p: p.get("ingest_cpu_s"), "x--", f"{label}: CPU")
+        draw(axes[0][1], points, lambda p: _p95(p, "hybrid"), "o-", f"{label}: hybrid p95")
+        draw(axes[0][1], points, lambda p: _p95(p, "bm25"), "x--", f"{label}: bm25 p95")
+        draw(axes[1][0], points, lambda p: p.get("ingest_peak_rss_mb"), "o-", f"{label}: ingest")
+        draw(axes[1][0], points, lambda p: p.get("query_peak_rss_mb"), "x--", f"{label}: query process")
+        draw(axes[1][1], points, lambda p: p.get("disk_mb"), "o-", label)
     titles = [
         ("ingest: wall and CPU time (s)", axes[0][0]),
         ("warm query latency p95 (ms)", axes[0][1]),
@@ -510,6 +520,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
+    parser.add_argument(
+        "--plot-from",
+        type=Path,
+        nargs="+",
+        help="draw --plot from saved --out files instead of measuring (a row's optional 'series' names its line)",
+    )
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
@@ -523,12 +539,18 @@ def main() -> int:
             answer = phase_ingest(args.home, args.corpus, args.chroma_url)
         elif args.phase == "query":
             pairs = [tuple(pair) for pair in json.loads(args.queries_file.read_text())]
-            answer = phase_query(args.home, pairs, args.chroma_url, args.spawned)  # type: ignore[arg-type]
+            answer = phase_query(args.home, pairs, args.chroma_url, args.spawned)
         elif args.phase == "update":
             answer = phase_update(args.home, args.corpus, args.chroma_url, 0.01)
         else:
             answer = phase_save(args.home, args.corpus, 10)
         print(json.dumps(answer), flush=True)
+        return 0
+
+    if args.plot_from:
+        saved = [row for path in args.plot_from for row in json.loads(path.read_text(encoding="utf-8"))]
+        plot(saved, args.plot or Path("scale.png"))
+        print(f"plot: {args.plot or 'scale.png'} ({len(saved)} rows)")
         return 0
 
     sizes = [int(size) for size in args.sizes.split(",") if size]
