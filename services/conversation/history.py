@@ -84,8 +84,14 @@ def resolve(workspace: Workspace, reference: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise NotFound(f"no conversation {reference!r} in workspace {workspace.name}; see: aries history")
-    raise InvalidInput(f"{reference!r} names {len(matches)} conversations; give more of the id (aries history)")
+        raise NotFound(
+            f"no conversation {reference!r} in workspace {workspace.name}; "
+            "the list: aries history (in the workbench: /history)"
+        )
+    raise InvalidInput(
+        f"{reference!r} names {len(matches)} conversations; give more of the id "
+        "(aries history, or /history in the workbench)"
+    )
 
 
 def fork(workspace: Workspace, reference: str, through_turn: int | None = None) -> Transcript:
