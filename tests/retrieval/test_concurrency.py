@@ -169,28 +169,20 @@ def test_a_long_lived_engine_sees_another_process_write_at_its_next_query(tmp_pa
     subprocess.run([sys.executable, "-m", "app.cli", "workspace", "new", "rw"], env=env, check=True, cwd=tmp_path)
     root = tmp_path / "docs"
     _write_corpus(root, 3, 0, sentences=5)
-    added = subprocess.run(
-        _aries("rag", "index", "add", str(root), "--name", "docs"),
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert added.returncode == 0, added.stderr
+
+    def add_in_another_process() -> None:
+        command = _aries("rag", "index", "add", str(root), "--name", "docs")
+        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+
+    add_in_another_process()
     os.environ["ARIES_HOME"] = str(home)
     try:
         workspace, engine = _open(home)
         with engine:
             assert not any("zanzibar" in hit.text for hit in engine.query("zanzibar", k=5, index="docs").hits)
             (root / "new.txt").write_text("A note about zanzibar and its herons.", encoding="utf-8")
-            again = subprocess.run(
-                _aries("rag", "index", "add", str(root), "--name", "docs"),
-                env=env,
-                capture_output=True,
-                text=True,
-                cwd=tmp_path,
-            )
-            assert again.returncode == 0, again.stderr
+            add_in_another_process()
             hits = engine.query("zanzibar", k=5, index="docs").hits
             assert hits and "zanzibar" in hits[0].text and hits[0].bm25_rank == 1
         workspace.close()
