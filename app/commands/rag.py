@@ -161,7 +161,7 @@ class RagController:
             return
         finally:
             self._ingest_over()
-        self.host.say(_ingest_summary(report), "rag")
+        self.host.say(_ingest_summary(report, session.engine().active_index), "rag")
         if report.not_indexed:
             self.host.notify(
                 f"{len(report.not_indexed)} file(s) not indexed; the transcript lists each with its reason.",
@@ -315,7 +315,8 @@ INGEST_LINES_PER_KIND = 200
 """The transcript notice lists at most this many files of each kind (``aries rag index add`` lists all)."""
 
 
-def _ingest_summary(report: IngestReport) -> str:
+def _ingest_summary(report: IngestReport, active: str | None) -> str:
+    """The transcript's account of an ingest; ``active``: the index queries go to now."""
     from services.textsafe import neutralize
 
     state = "cancelled" if report.cancelled else "done"
@@ -333,6 +334,8 @@ def _ingest_summary(report: IngestReport) -> str:
         lines.append(f"{len(report.not_indexed)} file(s) not indexed: each is listed above with its reason.")
     if report.activated:
         lines.append(f"Index {report.index} is now in use.")
+    elif active is not None and active != report.index and not report.cancelled:
+        lines.append(f"Queries still go to index {active}; /rag index use {report.index} switches to this one.")
     return "\n".join(lines)
 
 

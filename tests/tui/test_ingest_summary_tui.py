@@ -34,3 +34,22 @@ async def test_ingest_result_lists_each_file_and_warns(tmp_path: Path) -> None:
         assert len(failed) == 1 and "\x1b" not in failed[0] and "[bad_encoding]" in failed[0], report
         assert "2 file(s) not indexed: each is listed above with its reason." in lines
         assert any("2 file(s) not indexed" in note for note in messages.notes(severity="warning"))
+
+
+async def test_a_second_index_says_which_one_queries_go_to(tmp_path: Path) -> None:
+    """The first index is put in use; a second one is built beside it, and the summary says how to switch."""
+    for name in ("docs", "notes"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.md").write_text(f"# {name}\n\nHerons wade in {name}.\n", encoding="utf-8")
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE, message_hook=Messages()) as pilot:
+        for name in ("docs", "notes"):
+            await pilot.press(*f"/rag index add {tmp_path / name}", "enter")
+            await settle(app, pilot)
+        assert app.session is not None
+        entries = read_transcript(app.session.conversation.transcript.path).entries
+        first, second = entries[-2]["content"].splitlines(), entries[-1]["content"].splitlines()
+        assert first[-1] == "Index docs is now in use."
+        assert second[-1] == "Queries still go to index docs; /rag index use notes switches to this one."
+        assert app.session.engine().active_index == "docs"
