@@ -9,6 +9,7 @@ use, after the first frame), which reach the App only through the ``app.host.Hos
 
 from __future__ import annotations
 
+from asyncio import Event
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,6 +23,7 @@ from textual.worker import Worker, WorkerState
 from app.commands import Commands
 from app.keys import BINDINGS, PALETTE_ROW
 from app.sessions import ActiveSession
+from app.settling import settle
 from screens.main import MainScreen
 from services.errors import AriesError
 from widgets import messages
@@ -61,6 +63,7 @@ class AriesApp(App[int]):
         self._manager, self._initial, self._create = manager, workspace, create
         self.commands = Commands(self)  # the controllers, each made on first use
         self.active = ActiveSession(self, self.commands, conversation=conversation)  # last, new or an id
+        self.settled = Event()  # the first workspace open and the deferred start-up work done
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -87,7 +90,8 @@ class AriesApp(App[int]):
 
     async def _open_initial(self) -> None:
         await self.active.open_initial(self._initial, create=self._create)
-        self.set_timer(1.5, lambda: self.commands.assistant.probe_local_ollama())
+        self.commands.assistant.probe_local_ollama()  # a thread; only with no model configured
+        self.run_worker(settle(self, self.settled), group="settle", exit_on_error=False)
 
     async def ready(self) -> None:
         """Return once the first workspace is open (or failed to open and the ephemeral one is)."""
@@ -149,7 +153,7 @@ class AriesApp(App[int]):
         self.sub_title = self.header_text()
         self._to_panes(message)
         if isinstance(message, WorkspaceChanged):  # a broken profile says so without waiting for a turn
-            self.set_timer(0.3, lambda: self.commands.profiles.check_in_background())
+            self.commands.profiles.check_in_background()
 
     @on(messages.ConversationStarted)
     @on(messages.HitsFound)

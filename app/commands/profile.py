@@ -35,9 +35,11 @@ class ProfileController:
 
     def check_in_background(self) -> None:
         """Load the active profile in a thread; if it is broken, the session records an error notice
-        and the header is refreshed to say so."""
+        and the header is refreshed to say so. The shipped ``default`` profile with no workspace copy
+        cannot be broken (a test holds it so): nothing to load, and an idle workbench does not pay for
+        the profile parser."""
         session = self.host.session
-        if session is not None:
+        if session is not None and session.profile_may_set():
             self.host.run_worker(partial(self._check, session), group="profile", exit_on_error=False)
 
     async def _check(self, session: Session) -> None:

@@ -11,18 +11,53 @@ ebooklib and numpy are imported inside the functions that use them.  Start with
     engine.last()
 """
 
-from services.retrieval.engine import RetrievalEngine, derive_index_name, parse_handle
-from services.retrieval.models import (
-    ChunkView,
-    FileIssue,
-    Hit,
-    IndexInfo,
-    IngestReport,
-    ProgressEvent,
-    QueryResult,
-    RetrievalRecord,
-)
-from services.retrieval.settings import FusionSettings, LoaderLimits, RetrievalSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.retrieval.engine import RetrievalEngine, derive_index_name, parse_handle
+    from services.retrieval.models import (
+        ChunkView,
+        FileIssue,
+        Hit,
+        IndexInfo,
+        IngestReport,
+        ProgressEvent,
+        QueryResult,
+        RetrievalRecord,
+    )
+    from services.retrieval.settings import FusionSettings, LoaderLimits, RetrievalSettings
+
+# Where each public name lives: imported on first access (PEP 562), so that importing one submodule
+# (say ``services.retrieval.audit``, which the Context pane reads at start-up) does not load the engine.
+_HOMES = {
+    "RetrievalEngine": "engine",
+    "derive_index_name": "engine",
+    "parse_handle": "engine",
+    "ChunkView": "models",
+    "FileIssue": "models",
+    "Hit": "models",
+    "IndexInfo": "models",
+    "IngestReport": "models",
+    "ProgressEvent": "models",
+    "QueryResult": "models",
+    "RetrievalRecord": "models",
+    "FusionSettings": "settings",
+    "LoaderLimits": "settings",
+    "RetrievalSettings": "settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ChunkView",

@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
     from services.session import Session
 
-LAST_RETRIEVAL_DELAY_S = 0.2
-"""The last retrieved set is a nicety, never worth delaying start-up for: read just after the first frame."""
 
 COLUMNS = ("#", "handle", "source · page/section", "fused", "bm25", "dense")
 SOURCE_WIDTH = 20
@@ -251,8 +249,7 @@ class ContextPane(Vertical):
         self.reset()
         self.set_workspace(message.name)
         self._show_index(message.session)
-        session = message.session
-        self.set_timer(LAST_RETRIEVAL_DELAY_S, lambda: self._load_last(session))
+        self._load_last(message.session)
 
     @on(SessionChanged)
     def _session_changed(self, message: SessionChanged) -> None:

@@ -1,9 +1,10 @@
 """The prompt: one line for messages and slash commands. Tab completes a command; Tab again cycles.
 
-Up and Down walk the workspace's prompt history (``services.prompt_history``: loaded when a
-workspace is shown, each sent line recorded — secrets redacted — by a thread worker that posts the
-new history back): Up from the line being written keeps it as a draft, Down past the newest
-brings it back.
+Up and Down walk the workspace's prompt history (``services.prompt_history``: read in a thread the
+first time the prompt is used — a key typed, Up pressed — never at start-up, so an idle workbench
+does not pay for its parser; each sent line recorded, secrets redacted, by a thread worker that
+posts the new history back): Up from the line being written keeps it as a draft (an Up pressed
+before the history was read is carried out when it arrives), Down past the newest brings it back.
 
 Tab completes only while the text is a slash command (``/ra`` → ``/rag ``; ``/rag in`` → ``/rag
 index ``; an ambiguous word first grows to the candidates' common prefix, then each further Tab
@@ -28,8 +29,6 @@ from textual.widgets import Input
 from widgets.messages import WorkspaceChanged
 
 Completer = Callable[[str], tuple[str, list[str]]]
-HISTORY_DELAY_S = 0.5
-"""The history is read this long after a workspace is shown: off the start-up path."""
 CHIP_LINES = 5
 CHIP_CHARS = 1_000
 
@@ -123,6 +122,9 @@ class PromptInput(Input):
         self._announced = False
         self._root: Path | None = None  # the workspace shown (its history file is under it)
         self.history: list[str] = []
+        self._history_root: Path | None = None  # whose history is being read (or was)
+        self._history_arrived: Path | None = None  # whose history arrived
+        self._pending_step: int | None = None  # an Up/Down pressed before the history arrived
         self._recall: int | None = None  # the history index shown, None while writing
         self._draft = ""
         self.pastes: dict[str, str] = {}  # chip -> the text pasted
@@ -205,7 +207,9 @@ class PromptInput(Input):
 
     async def _on_key(self, event: events.Key) -> None:
         """Keys in the order they came: a newline here (not as a priority binding, which would run
-        before the keys queued ahead of it), and, once the editor is asked for, every key for it."""
+        before the keys queued ahead of it), and, once the editor is asked for, every key for it. The
+        first key also starts reading the prompt history: the operator is here and may want it."""
+        self._read_history()
         if self.expanding:  # the editor takes over: this key is its (Input's own handler skipped)
             event.stop()
             event.prevent_default()
@@ -227,11 +231,18 @@ class PromptInput(Input):
     # -- prompt history --------------------------------------------------------------------------
     @on(WorkspaceChanged)
     def _workspace_changed(self, message: WorkspaceChanged) -> None:
-        """The workspace's history is read a moment after it is shown, in a thread (its file format is
-        a pydantic model: importing pydantic at the first frame cost ~100 ms and ~9 MB of start-up)."""
-        root = Path(message.session.workspace.root)
-        self._root, self.history, self._recall = root, [], None
-        self.set_timer(HISTORY_DELAY_S, lambda: self._in_thread(root, None))
+        """A workspace shown: its history is read when the prompt is first used (its file format is a
+        pydantic model: importing pydantic costs ~100 ms and ~9 MB that an idle workbench need not pay)."""
+        self._root, self.history, self._recall = Path(message.session.workspace.root), [], None
+        self._history_root = self._history_arrived = None
+        if self._pending_step is not None:  # Up pressed before the workspace was shown
+            self._read_history()
+
+    def _read_history(self) -> None:
+        """Start reading the shown workspace's history, once per workspace."""
+        if self._root is not None and self._history_root != self._root:
+            self._history_root = self._root
+            self._in_thread(self._root, None)
 
     def _in_thread(self, root: Path, record: str | None) -> None:
         """Read (``record`` None) or add to the history of ``root`` in a thread; the result comes back
@@ -249,7 +260,10 @@ class PromptInput(Input):
     def _history_loaded(self, message: HistoryLoaded) -> None:
         message.stop()
         if message.root == self._root:  # not a workspace shown before this one
-            self.history, self._recall = message.prompts, None
+            self.history, self._recall, self._history_arrived = message.prompts, None, message.root
+            step, self._pending_step = self._pending_step, None
+            if step is not None:
+                self.action_history(step)
 
     @on(Input.Submitted)
     def _record(self, event: Input.Submitted) -> None:
@@ -262,6 +276,10 @@ class PromptInput(Input):
         self._in_thread(root, text)
 
     def action_history(self, step: int) -> None:
+        if self._history_arrived != self._root:  # not read yet: carried out when it arrives
+            self._pending_step = step
+            self._read_history()
+            return
         if not self.history:
             return
         if self._recall is None:
