@@ -26,7 +26,8 @@ Where the coming work goes (issues 30 and 33), so that each is one more step or 
   every request): begin, where the history and the hits are handed to the fitter (:meth:`~TurnLoop._open_window`).
 - *compaction*: a step of its own before a model call, when :meth:`~TurnLoop._stream_fitted` finds that
   the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
-- *tools that fit*: :meth:`~TurnLoop.tool_offer` / ``_Context.tools`` (offer the subset the window holds).
+- *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
+  window holds, instead of leaving them all out).
 - *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify`, which turns
   a streamed reply into ``TOOL_CALLS``.
 - *citation checks*: :meth:`~TurnLoop._classify` next to the output-schema check (a ``RETRY`` with the
