@@ -82,10 +82,9 @@ async def _measure(iterations: int, protocol: str) -> dict[str, Any]:
                 raise SystemExit(result.to_dict())
 
         from services.assistant.context import ContextFitter, history_from_entries, profile_system_prompt
-        from services.assistant.loop import _tools_cost
         from services.models.tokens import estimate_tokens
 
-        tools, _ = loop.offered_tools()
+        offer = loop.tool_offer()
         system = profile_system_prompt(None)
         long_history = [
             {"role": role, "turn_id": f"c-t{n:04d}", "content": f"{role} {n}: " + "words of an ordinary answer " * 12}
@@ -98,7 +97,7 @@ async def _measure(iterations: int, protocol: str) -> dict[str, Any]:
                 estimate_tokens.cache_clear()
             history = history_from_entries(entries, "current")
             fitter = ContextFitter(system, "question?", [], history, window=2048, reserve=256)
-            fitter.fit([], tools, _tools_cost(tools))
+            fitter.fit([], offer.schemas, offer.tokens)
 
         async def count() -> None:
             fit(session.conversation.dialogue(), False)

@@ -73,3 +73,57 @@ def test_no_module_circles_counting_type_only_imports() -> None:
         if module not in index:
             visit(module)
     assert circles == []
+
+
+def _id_keyed_module_dicts(source: str, where: str) -> list[str]:
+    """``NAME[id(…)]`` or ``NAME.get/pop/setdefault(id(…))`` where NAME is assigned at module level (a
+    cache that outlives its keys: ``id()`` is reused once an object is gone). A tuple key holding an
+    ``id(…)`` counts too; a dict local to a function (``sizes[id(c)]``) does not."""
+    import ast
+
+    tree = ast.parse(source)
+    module_names: set[str] = set()
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        module_names.update(t.id for t in targets if isinstance(t, ast.Name))
+
+    def is_id_call(node: ast.expr) -> bool:
+        if isinstance(node, ast.Tuple):
+            return any(is_id_call(e) for e in node.elts)
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "id"
+
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            if node.value.id in module_names and is_id_call(node.slice):
+                found.append(f"{where}:{node.lineno} {node.value.id}[id(...)]")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            owner, method = node.func.value, node.func.attr
+            if isinstance(owner, ast.Name) and owner.id in module_names and method in ("get", "pop", "setdefault"):
+                if is_id_call(node.args[0]):
+                    found.append(f"{where}:{node.lineno} {owner.id}.{method}(id(...))")
+    return found
+
+
+def test_no_module_dict_is_keyed_by_id() -> None:
+    """A cache lives on the object that owns what it derives from (the tool offer on the tool registry,
+    forgotten on rebind), not in a module dict keyed by ``id()``, which a new object can reuse."""
+    sample = (
+        "_CACHE: dict[int, int] = {}\n_LIVE = {}\n"
+        "def f(x):\n    sizes = {}\n    sizes[id(x)] = 1\n    _LIVE[id(x)] = 1\n"
+        "    return _CACHE.get(id(x)), _CACHE[(id(x), 2)]\n"
+    )
+    assert sorted(_id_keyed_module_dicts(sample, "sample")) == [
+        "sample:6 _LIVE[id(...)]",
+        "sample:7 _CACHE.get(id(...))",
+        "sample:7 _CACHE[id(...)]",
+    ]
+    offenders = [
+        hit
+        for package in ("app", "screens", "widgets", "services")
+        for path in sorted((REPO / package).rglob("*.py"))
+        for hit in _id_keyed_module_dicts(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+    ]
+    assert offenders == []

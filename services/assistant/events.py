@@ -7,7 +7,30 @@ records the lasting facts (message, retrieval set, tool calls with their audit i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class Phase(StrEnum):
+    """Where a turn is (``Cancelled.where``: what a cancel interrupted). A ``str``: ``"streaming"``."""
+
+    RETRIEVAL = "retrieval"  # begin: the message recorded, retrieval, the window opened
+    STREAMING = "streaming"  # a model step
+    TOOL = "tool"  # the step's tool calls, through the gateway (and the approver)
+    CLOUD = "cloud"  # after Done: the bridge's cloud step
+
+    @property
+    def doing(self) -> str:
+        """The phase in the operator's words: "Turn cancelled by the operator while <doing>"."""
+        return _DOING[self]
+
+
+_DOING = {
+    Phase.RETRIEVAL: "retrieving",
+    Phase.STREAMING: "the model was answering",
+    Phase.TOOL: "a tool call ran or waited for approval",
+    Phase.CLOUD: "the cloud step ran (the local answer is recorded)",
+}
 
 
 @dataclass(frozen=True)
@@ -80,7 +103,7 @@ class Failed:
 @dataclass(frozen=True)
 class Cancelled:
     turn_id: str
-    where: str  # retrieval | streaming | tool | cloud
+    where: Phase
 
 
 @dataclass(frozen=True)

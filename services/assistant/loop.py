@@ -1,10 +1,45 @@
-"""The turn loop. See the package docstring for the flow; this module is the one implementation.
+"""The turn loop, in steps. See the package docstring for the flow; this module is the one implementation.
+
+A turn (:meth:`TurnLoop.run`) is three stages, each a method named for it:
+
+- **begin** (:meth:`TurnLoop._begin`): record the operator's message, retrieve (:meth:`~TurnLoop._retrieve`),
+  offer the tools in force, open the context window (:class:`~services.assistant.turn_window.TurnWindow`,
+  the window's seam) and fit the first request (:class:`~services.assistant.context.ContextFitter`);
+  records the retrieval set and emits ``Retrieved``.
+- **one step per model call** (:meth:`TurnLoop._step`): the tools offered again (a profile switch
+  mid-turn changes them at once), the request fitted (:meth:`~TurnLoop._stream_fitted`: fitted again
+  when a server refuses it as too large), the reply streamed (:meth:`~TurnLoop._stream`), and what it
+  came to returned as a :class:`StepResult`: an ``ANSWER`` (the turn finishes), ``TOOL_CALLS`` (run
+  through the gateway by :meth:`~TurnLoop._run_tools`; their results go to the model in the next step)
+  or ``RETRY`` (the answer failed the profile's output schema: :meth:`~TurnLoop._ask_again`). A turn
+  that reaches ``max_steps`` says so (:meth:`~TurnLoop._out_of_steps`).
+- **finish** (:meth:`TurnLoop._finish`): record the answer with its citations and usage, emit
+  ``UsageReport`` and ``Done``; then the cloud step (:meth:`~TurnLoop._cloud`).
+
+:class:`~services.assistant.events.Phase` says where the turn is; a cancel reports it (``Cancelled.where``
+and the notice's "while …"). The per-turn state is two values: :class:`_Turn` (what a cancel or an
+error reports, from the first line on) and :class:`_Context` (what begin set up for the model calls).
+
+Where the coming work goes (issues 30 and 33), so that each is one more step or one more branch:
+
+- *brought-back turns* (a turn restored from an earlier point) and *pins* (passages or files kept in
+  every request): begin, where the history and the hits are handed to the fitter (:meth:`~TurnLoop._open_window`).
+- *compaction*: a step of its own before a model call, when :meth:`~TurnLoop._stream_fitted` finds that
+  the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
+- *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
+  window holds, instead of leaving them all out).
+- *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify`, which turns
+  a streamed reply into ``TOOL_CALLS``.
+- *citation checks*: :meth:`~TurnLoop._classify` next to the output-schema check (a ``RETRY`` with the
+  reason), and the report of them in :meth:`~TurnLoop._finish`.
 
 Every tool call the model asks for goes through ``Session.call_tool`` — the one gateway, with the
 approver this loop was given — and is recorded there (audit row + transcript event, with the turn,
 step and the model's call id). Denials and schema errors go back to the model as structured results.
 A cancel (the caller cancels the task running ``run``) is recorded as a notice with whatever text had
 streamed, then passed on; no half-written line is left behind because every record is one whole line.
+The tools offered (and their cost in tokens) are kept on the tool registry (``ToolRegistry.memo``),
+which forgets them when its tools change or the gateway rebinds.
 """
 
 from __future__ import annotations
@@ -13,10 +48,12 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from services.assistant.context import (
     ContextFitter,
+    Fitted,
     answer_reserve,
     history_from_entries,
     profile_system_prompt,
@@ -30,6 +67,7 @@ from services.assistant.events import (
     Done,
     Failed,
     LoopEvent,
+    Phase,
     Retrieved,
     SchemaInvalid,
     TextDelta,
@@ -48,9 +86,11 @@ if TYPE_CHECKING:
     from services.bridge import Approve
     from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolSchema
     from services.models.toolnames import ToolNameMap
+    from services.models.window import ModelWindow
     from services.profiles import ActiveProfile
     from services.session import Session
     from services.tools.calls import Approver
+    from services.tools.gateway import ToolGateway
 
 DEFAULT_MAX_STEPS = 6
 DEFAULT_K = 5
@@ -76,6 +116,73 @@ class TurnOutcome:
     cloud: CloudStep | None = None  # the cloud step (None: the turn ended before it)
     context: dict[str, Any] = field(default_factory=dict)  # window, its source, the prompt as estimated
     finish_reason: str | None = None  # the last model step's: stop, length (cut short), tool_calls…
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """The tools a model is offered under the policy in force: their schemas as sent, the map from the
+    provider-side names back to tool ids, and the schemas' cost in estimated tokens."""
+
+    schemas: list[ToolSchema]
+    names: ToolNameMap
+    tokens: int
+
+
+class StepKind(StrEnum):
+    ANSWER = "answer"  # the model answered: the turn finishes
+    TOOL_CALLS = "tool_calls"  # the model asked for tools: they run, the next step sends the results
+    RETRY = "retry"  # the answer failed the profile's output schema: the model is asked once more
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one model call came to."""
+
+    kind: StepKind
+    text: str  # what streamed in this step
+    finish_reason: str  # the server's: stop, length (cut short), tool_calls…
+    calls: tuple[ToolCall, ...] = ()  # TOOL_CALLS: as the model asked for them
+    error: str | None = None  # RETRY: why the answer was refused
+
+
+@dataclass
+class _Turn:
+    """One turn's progress: what a cancel or an error reports, from the first line of ``run`` on."""
+
+    text: str
+    outcome: TurnOutcome
+    started: float
+    phase: Phase = Phase.RETRIEVAL
+    streamed: str = ""  # the current step's text so far
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class _Context:
+    """What begin set up for the model calls of one turn."""
+
+    query: str
+    index: str | None
+    schema: dict[str, Any] | None  # the profile's output_schema
+    offer: ToolOffer | None  # None: the provider takes no tools
+    options: ModelOptions
+    windowing: TurnWindow
+    window: ModelWindow
+    fitter: ContextFitter
+    messages: list[ChatMessage] = field(default_factory=list)  # the turn's steps so far, as sent
+    reported: tuple[int, tuple[str, ...], tuple[str, ...]] | None = None  # the last left-out report
+    retries: int = 0  # output-schema retries asked
+
+    @property
+    def names(self) -> ToolNameMap | None:
+        return self.offer.names if self.offer is not None else None
+
+    def fit(self) -> Fitted:
+        """The next request, fitted to the window: the steps so far and the tools offered."""
+        if self.offer is None:
+            return self.fitter.fit(self.messages, [], 0)
+        return self.fitter.fit(self.messages, self.offer.schemas, self.offer.tokens)
 
 
 class TurnLoop:
@@ -111,203 +218,291 @@ class TurnLoop:
             self.on_event(event)
 
     # -- the tools offered ---------------------------------------------------------------------
-    def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
-        """Exactly the tools the policy in force enables, with their registry schemas (built once per
-        registry and policy)."""
+    def tool_offer(self) -> ToolOffer:
+        """Exactly the tools the policy in force enables, with their registry schemas and their cost
+        (built once per registry and policy, and kept on the registry)."""
         gateway = self.session.gateway()
-        key = (id(gateway.registry), gateway.policy.hash, len(gateway.registry.list()))
-        cached = _OFFERED.get(key)
-        if cached is None:
-            cached = _OFFERED[key] = _offer(gateway)
-        return cached
+        return gateway.registry.memo(("assistant.offer", gateway.policy.hash), lambda: _offer(gateway))
+
+    def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
+        """The schemas of :meth:`tool_offer` and the map of their names."""
+        offer = self.tool_offer()
+        return offer.schemas, offer.names
 
     # -- one turn --------------------------------------------------------------------------------
     async def run(self, text: str, *, query: str | None = None) -> TurnOutcome:
         """One turn for the message ``text``; retrieval searches ``query`` when given (the message as
         typed, without the text of files attached to it), else ``text``."""
-        conversation = self.session.conversation
-        turn_id = conversation.new_turn()
-        outcome = TurnOutcome(turn_id)
-        started = monotonic()
-        where = "retrieval"
-        streamed = ""
-        prompt_tokens = completion_tokens = 0
+        turn = _Turn(text, TurnOutcome(self.session.conversation.new_turn()), monotonic())
         try:
-            profile = self.session.profile()  # None when it cannot be loaded (reported by the session)
-            outcome.profile = self.session.profile_name
-            schema = profile.output_schema if profile is not None else None
-            retries = 0
-            conversation.record(UserMessage(text=text, turn_id=turn_id, step=0))
-            query = query or text
-            hits, index = await self._retrieve(query, turn_id, profile)
-            outcome.index = index
-            offers_tools = getattr(self.provider, "supports_tools", self.provider.name != "offline")
-            if offers_tools and self.session.gateway().mcp is not None:
-                # Enabled MCP servers start here, off the event loop, so their tools can be offered.
-                await asyncio.to_thread(self.session.gateway().registry.load_all)
-            tools, names = self.offered_tools() if offers_tools else ([], None)
-            from services.models.base import (
-                ChatMessage,
-                ContextOverflow,
-                ModelOptions,
-                ModelRequest,
-                ToolCallEvent,
-                Usage,
-            )
-            from services.models.base import Done as ModelDone
-            from services.models.base import TextDelta as ModelText
-
-            options = self.options or ModelOptions()
-            if options.temperature is None and profile is not None and profile.model.temperature is not None:
-                options = dataclasses.replace(options, temperature=profile.model.temperature)
-            windowing = TurnWindow(self.session, self.provider, self.model_label, self.budget_tokens)
-            window, options = await windowing.open(options)
-            history = history_from_entries(conversation.dialogue(), turn_id)
-            system = profile_system_prompt(profile.system_prompt if profile is not None else None)
-            fitter = ContextFitter(
-                system,
-                text,
-                hits,
-                history,
-                window=window.tokens,
-                reserve=answer_reserve(window.tokens, options.max_tokens),
-                calibration=window.calibration,
-                label=self.model_label,
-            )
-            fitted = fitter.fit([], tools, _tools_cost(tools))
-            outcome.hits = fitted.kept_hits
-            if index is not None:
-                handles = [str(h.get("handle")) for h in fitted.kept_hits]
-                conversation.record(RetrievalSet(query=query, index=index, handles=handles, turn_id=turn_id, step=1))
-            reported = windowing.report(fitted, window, fitter, turn_id, None, None)
-            self._emit(Retrieved(turn_id, query, index, fitted.kept_hits, fitted.left_out_handles))
-            steps: list[ChatMessage] = []
-            outcome.context = {"window": window.tokens, "window_source": window.source}
-
+            context = await self._begin(turn, query or text)
             for step in range(1, self.max_steps + 1):
-                outcome.steps = step
-                where = "streaming"
-                streamed = ""
-                calls: list[ToolCall] = []
-                finish = "stop"
-                if offers_tools:  # asked each step: a profile switch mid-turn changes them at once
-                    tools, names = self.offered_tools()
-                refit: str | None = None  # why this step is fitted again (a server's overflow error)
-                for attempt in range(MAX_REFITS + 1):
-                    fitted = fitter.fit(steps, tools, _tools_cost(tools))
-                    reported = windowing.report(fitted, window, fitter, turn_id, reported, refit)
-                    request = ModelRequest(
-                        messages=fitted.messages,
-                        tools=fitted.tools,
-                        options=options,
-                        retrieved=fitted.kept_hits,
-                        index=index,
-                        output_schema=schema,
-                    )
-                    try:
-                        async for event in self.provider.stream(request):
-                            if isinstance(event, ModelText):
-                                streamed += event.text
-                                self._emit(TextDelta(turn_id, step, event.text))
-                            elif isinstance(event, ToolCallEvent):
-                                calls.append(event.call)
-                            elif isinstance(event, Usage):
-                                prompt_tokens += event.prompt_tokens
-                                completion_tokens += event.completion_tokens
-                                window.calibration.observe(fitted.estimated, event.prompt_tokens)
-                            elif isinstance(event, ModelDone):
-                                finish = event.finish_reason
-                        outcome.context["window"], outcome.context["window_source"] = window.tokens, window.source
-                        outcome.context["prompt_tokens_estimated"] = fitted.tokens
-                        outcome.context["left_out"] = {
-                            "turns": len(fitted.left_out_turns),
-                            "passages": list(fitted.left_out_handles),
-                            "tools": len(fitted.left_out_tools),
-                        }
-                        break
-                    except ContextOverflow as exc:
-                        if streamed or calls or attempt == MAX_REFITS:
-                            raise
-                        refit = windowing.learn(exc, fitted, window, fitter, options)
-                outcome.finish_reason = finish
-                if finish == "length":
-                    windowing.cut_short(turn_id, step, options, window.tokens)
-                if not calls:
-                    outcome.text = streamed
-                    if schema is not None and self._check(outcome, schema, step, retries < MAX_RETRIES):
-                        retries += 1
-                        steps.append(ChatMessage(role="assistant", content=streamed))
-                        steps.append(ChatMessage(role="user", content=retry_instruction(str(outcome.schema_error))))
-                        continue
+                result = await self._step(turn, context, step)
+                if result.kind is StepKind.ANSWER:
                     break
-                steps.append(ChatMessage(role="assistant", content=streamed, tool_calls=calls))
-                where = "tool"
-                limit = tool_result_limit(window.tokens - fitter.reserve)
-                for call in calls:
-                    steps.append(await self._tool_call(call, names, turn_id, step, outcome, limit))
-                    where = "tool"
+                if result.kind is StepKind.RETRY:
+                    self._ask_again(context, result)
+                else:
+                    await self._run_tools(turn, context, step, result)
             else:
-                outcome.text = streamed
-                conversation.record(
-                    Notice(
-                        text=f"The turn stopped after {self.max_steps} model steps (max_steps).",
-                        level="warning",
-                        title="assistant",
-                        turn_id=turn_id,
-                    )
-                )
-            outcome.citations = [str(h.get("handle")) for h in outcome.hits if str(h.get("handle")) in outcome.text]
-            elapsed_ms = round((monotonic() - started) * 1000, 1)
-            outcome.usage = {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "elapsed_ms": elapsed_ms,
-                "steps": outcome.steps,
-            }
-            counted = self.provider.name != "offline"  # the offline provider has no model to count for
-            if counted and not prompt_tokens and "prompt_tokens_estimated" in outcome.context:
-                # the server did not count (llama-cpp-python's stream): say what was estimated
-                outcome.usage["prompt_tokens_estimated"] = outcome.context["prompt_tokens_estimated"]
-            conversation.record(
-                AssistantAnswer(
-                    text=outcome.text,
-                    provider=self.provider.name,
-                    provenance=str(getattr(self.provider, "provenance", "local")),
-                    model=self.model_label,
-                    citations=outcome.citations,
-                    usage=outcome.usage,
-                    turn_id=turn_id,
-                    step=outcome.steps + 1,
-                )
-            )
-            estimated = int(outcome.context.get("prompt_tokens_estimated") or 0) if counted else 0
-            self._emit(UsageReport(turn_id, prompt_tokens, completion_tokens, elapsed_ms, outcome.steps, estimated))
-            self._emit(Done(turn_id, outcome.text, outcome.citations))
-            where = "cloud"
-            await self._cloud(text, outcome)
-            return outcome
+                self._out_of_steps(turn)
+            self._finish(turn)
+            turn.phase = Phase.CLOUD
+            await self._cloud(text, turn.outcome)
+            return turn.outcome
         except asyncio.CancelledError:
-            partial = f" Text so far: {streamed}" if streamed else ""
-            conversation.record(
-                Notice(
-                    text=f"Turn cancelled by the operator while {_WHERE[where]}.{partial}",
-                    level="warning",
-                    title="cancelled",
-                    turn_id=turn_id,
-                )
-            )
-            outcome.cancelled = True
-            self._emit(Cancelled(turn_id, where))
+            self._cancelled(turn)
             raise
         except AriesError as exc:
-            outcome.error = exc.message
-            conversation.record(
-                Notice(
-                    text=f"{self.model_label}: {exc.message}", level="error", title=type(exc).__name__, turn_id=turn_id
-                )
+            self._failed(turn, exc)
+            return turn.outcome
+
+    # -- begin -----------------------------------------------------------------------------------
+    async def _begin(self, turn: _Turn, query: str) -> _Context:
+        """Record the message, retrieve, offer the tools, open the window and fit the first request;
+        the retrieval set is recorded (with what was kept) and ``Retrieved`` emitted."""
+        outcome = turn.outcome
+        profile = self.session.profile()  # None when it cannot be loaded (reported by the session)
+        outcome.profile = self.session.profile_name
+        self.session.conversation.record(UserMessage(text=turn.text, turn_id=outcome.turn_id, step=0))
+        hits, index = await self._retrieve(query, outcome.turn_id, profile)
+        outcome.index = index
+        offer: ToolOffer | None = None
+        if getattr(self.provider, "supports_tools", self.provider.name != "offline"):
+            if self.session.gateway().mcp is not None:
+                # Enabled MCP servers start here, off the event loop, so their tools can be offered.
+                await asyncio.to_thread(self.session.gateway().registry.load_all)
+            offer = self.tool_offer()
+        context = await self._open_window(turn, profile, hits, query, index, offer)
+        fitted = context.fit()
+        outcome.hits = fitted.kept_hits
+        if index is not None:
+            handles = [str(h.get("handle")) for h in fitted.kept_hits]
+            self.session.conversation.record(
+                RetrievalSet(query=query, index=index, handles=handles, turn_id=outcome.turn_id, step=1)
             )
-            self._emit(Failed(turn_id, type(exc).__name__, exc.message))
-            return outcome
+        context.reported = context.windowing.report(fitted, context.window, context.fitter, outcome.turn_id, None, None)
+        self._emit(Retrieved(outcome.turn_id, query, index, fitted.kept_hits, fitted.left_out_handles))
+        outcome.context = {"window": context.window.tokens, "window_source": context.window.source}
+        return context
+
+    async def _open_window(
+        self,
+        turn: _Turn,
+        profile: ActiveProfile | None,
+        hits: list[dict[str, Any]],
+        query: str,
+        index: str | None,
+        offer: ToolOffer | None,
+    ) -> _Context:
+        """The model's options (the profile's temperature), the window they are fitted to, and the fitter
+        over the system prompt, the message, the hits and the history before this turn."""
+        from services.models.base import ModelOptions
+
+        options = self.options or ModelOptions()
+        if options.temperature is None and profile is not None and profile.model.temperature is not None:
+            options = dataclasses.replace(options, temperature=profile.model.temperature)
+        windowing = TurnWindow(self.session, self.provider, self.model_label, self.budget_tokens)
+        window, options = await windowing.open(options)
+        history = history_from_entries(self.session.conversation.dialogue(), turn.outcome.turn_id)
+        fitter = ContextFitter(
+            profile_system_prompt(profile.system_prompt if profile is not None else None),
+            turn.text,
+            hits,
+            history,
+            window=window.tokens,
+            reserve=answer_reserve(window.tokens, options.max_tokens),
+            calibration=window.calibration,
+            label=self.model_label,
+        )
+        schema = profile.output_schema if profile is not None else None
+        return _Context(query, index, schema, offer, options, windowing, window, fitter)
+
+    # -- one step per model call -------------------------------------------------------------------
+    async def _step(self, turn: _Turn, context: _Context, step: int) -> StepResult:
+        """One model call: the tools in force offered, the request fitted and streamed; what it came to."""
+        turn.outcome.steps = step
+        turn.phase = Phase.STREAMING
+        turn.streamed = ""
+        if context.offer is not None:  # asked each step: a profile switch mid-turn changes them at once
+            context.offer = self.tool_offer()
+        calls, finish = await self._stream_fitted(turn, context, step)
+        turn.outcome.finish_reason = finish
+        if finish == "length":
+            context.windowing.cut_short(turn.outcome.turn_id, step, context.options, context.window.tokens)
+        return self._classify(turn, context, step, calls, finish)
+
+    async def _stream_fitted(self, turn: _Turn, context: _Context, step: int) -> tuple[list[ToolCall], str]:
+        """Fit the request (recording what it leaves out) and stream the reply: the calls asked for and
+        the finish reason. A server that refuses the request as too large teaches the window, and the
+        step is fitted again (at most ``MAX_REFITS`` times, and only before anything streamed)."""
+        from services.models.base import ContextOverflow
+
+        calls: list[ToolCall] = []
+        refit: str | None = None  # why this step is fitted again (a server's overflow error)
+        attempt = 0
+        while True:
+            fitted = context.fit()
+            context.reported = context.windowing.report(
+                fitted, context.window, context.fitter, turn.outcome.turn_id, context.reported, refit
+            )
+            try:
+                finish = await self._stream(turn, context, step, fitted, calls)
+            except ContextOverflow as exc:
+                if turn.streamed or calls or attempt == MAX_REFITS:
+                    raise
+                refit = context.windowing.learn(exc, fitted, context.window, context.fitter, context.options)
+                attempt += 1
+                continue
+            self._note_request(turn.outcome, context.window, fitted)
+            return calls, finish
+
+    async def _stream(self, turn: _Turn, context: _Context, step: int, fitted: Fitted, calls: list[ToolCall]) -> str:
+        """Send one fitted request and follow the stream (``TextDelta`` per chunk); the calls asked for
+        are added to ``calls``. Returns the finish reason."""
+        from services.models.base import Done as ModelDone
+        from services.models.base import ModelRequest, ToolCallEvent, Usage
+        from services.models.base import TextDelta as ModelText
+
+        request = ModelRequest(
+            messages=fitted.messages,
+            tools=fitted.tools,
+            options=context.options,
+            retrieved=fitted.kept_hits,
+            index=context.index,
+            output_schema=context.schema,
+        )
+        finish = "stop"
+        async for event in self.provider.stream(request):
+            if isinstance(event, ModelText):
+                turn.streamed += event.text
+                self._emit(TextDelta(turn.outcome.turn_id, step, event.text))
+            elif isinstance(event, ToolCallEvent):
+                calls.append(event.call)
+            elif isinstance(event, Usage):
+                turn.prompt_tokens += event.prompt_tokens
+                turn.completion_tokens += event.completion_tokens
+                context.window.calibration.observe(fitted.estimated, event.prompt_tokens)
+            elif isinstance(event, ModelDone):
+                finish = event.finish_reason
+        return finish
+
+    @staticmethod
+    def _note_request(outcome: TurnOutcome, window: ModelWindow, fitted: Fitted) -> None:
+        """The outcome's account of the last request: the window, the prompt as estimated, what it left out."""
+        outcome.context["window"], outcome.context["window_source"] = window.tokens, window.source
+        outcome.context["prompt_tokens_estimated"] = fitted.tokens
+        outcome.context["left_out"] = {
+            "turns": len(fitted.left_out_turns),
+            "passages": list(fitted.left_out_handles),
+            "tools": len(fitted.left_out_tools),
+        }
+
+    def _classify(self, turn: _Turn, context: _Context, step: int, calls: list[ToolCall], finish: str) -> StepResult:
+        """What the streamed reply is: tool calls, an answer, or an answer the output schema refused
+        (retried while retries are left)."""
+        if calls:
+            return StepResult(StepKind.TOOL_CALLS, turn.streamed, finish, tuple(calls))
+        outcome = turn.outcome
+        outcome.text = turn.streamed
+        if context.schema is not None and self._check(outcome, context.schema, step, context.retries < MAX_RETRIES):
+            return StepResult(StepKind.RETRY, turn.streamed, finish, error=str(outcome.schema_error))
+        return StepResult(StepKind.ANSWER, turn.streamed, finish)
+
+    def _ask_again(self, context: _Context, result: StepResult) -> None:
+        """A ``RETRY``: the refused answer and the error go back to the model in the next step."""
+        from services.models.base import ChatMessage
+
+        context.retries += 1
+        context.messages.append(ChatMessage(role="assistant", content=result.text))
+        context.messages.append(ChatMessage(role="user", content=retry_instruction(str(result.error))))
+
+    async def _run_tools(self, turn: _Turn, context: _Context, step: int, result: StepResult) -> None:
+        """``TOOL_CALLS``: the model's message, then each call through the gateway (its result goes to
+        the model in the next step)."""
+        from services.models.base import ChatMessage
+
+        context.messages.append(ChatMessage(role="assistant", content=result.text, tool_calls=list(result.calls)))
+        turn.phase = Phase.TOOL
+        limit = tool_result_limit(context.window.tokens - context.fitter.reserve)
+        for call in result.calls:
+            reply = await self._tool_call(call, context.names, turn.outcome.turn_id, step, turn.outcome, limit)
+            context.messages.append(reply)
+
+    def _out_of_steps(self, turn: _Turn) -> None:
+        """``max_steps`` reached without an answer: the last step's text is the answer, and a notice says why."""
+        turn.outcome.text = turn.streamed
+        self.session.conversation.record(
+            Notice(
+                text=f"The turn stopped after {self.max_steps} model steps (max_steps).",
+                level="warning",
+                title="assistant",
+                turn_id=turn.outcome.turn_id,
+            )
+        )
+
+    # -- finish ------------------------------------------------------------------------------------
+    def _finish(self, turn: _Turn) -> None:
+        """Record the answer with its citations and usage; emit ``UsageReport`` and ``Done``."""
+        outcome = turn.outcome
+        outcome.citations = [str(h.get("handle")) for h in outcome.hits if str(h.get("handle")) in outcome.text]
+        elapsed_ms = round((monotonic() - turn.started) * 1000, 1)
+        outcome.usage = {
+            "prompt_tokens": turn.prompt_tokens,
+            "completion_tokens": turn.completion_tokens,
+            "elapsed_ms": elapsed_ms,
+            "steps": outcome.steps,
+        }
+        counted = self.provider.name != "offline"  # the offline provider has no model to count for
+        if counted and not turn.prompt_tokens and "prompt_tokens_estimated" in outcome.context:
+            # the server did not count (llama-cpp-python's stream): say what was estimated
+            outcome.usage["prompt_tokens_estimated"] = outcome.context["prompt_tokens_estimated"]
+        self.session.conversation.record(
+            AssistantAnswer(
+                text=outcome.text,
+                provider=self.provider.name,
+                provenance=str(getattr(self.provider, "provenance", "local")),
+                model=self.model_label,
+                citations=outcome.citations,
+                usage=outcome.usage,
+                turn_id=outcome.turn_id,
+                step=outcome.steps + 1,
+            )
+        )
+        estimated = int(outcome.context.get("prompt_tokens_estimated") or 0) if counted else 0
+        self._emit(
+            UsageReport(
+                outcome.turn_id, turn.prompt_tokens, turn.completion_tokens, elapsed_ms, outcome.steps, estimated
+            )
+        )
+        self._emit(Done(outcome.turn_id, outcome.text, outcome.citations))
+
+    def _cancelled(self, turn: _Turn) -> None:
+        """The operator cancelled: a notice says where, with the text streamed so far; ``Cancelled``."""
+        partial = f" Text so far: {turn.streamed}" if turn.streamed else ""
+        self.session.conversation.record(
+            Notice(
+                text=f"Turn cancelled by the operator while {turn.phase.doing}.{partial}",
+                level="warning",
+                title="cancelled",
+                turn_id=turn.outcome.turn_id,
+            )
+        )
+        turn.outcome.cancelled = True
+        self._emit(Cancelled(turn.outcome.turn_id, turn.phase))
+
+    def _failed(self, turn: _Turn, exc: AriesError) -> None:
+        """A typed error ended the turn: an error notice (one line, no traceback) and ``Failed``."""
+        turn.outcome.error = exc.message
+        self.session.conversation.record(
+            Notice(
+                text=f"{self.model_label}: {exc.message}",
+                level="error",
+                title=type(exc).__name__,
+                turn_id=turn.outcome.turn_id,
+            )
+        )
+        self._emit(Failed(turn.outcome.turn_id, type(exc).__name__, exc.message))
 
     async def _cloud(self, text: str, outcome: TurnOutcome) -> None:
         """confidence.local, then the bridge's step (:mod:`services.assistant.cloud`); the local answer
@@ -448,22 +643,9 @@ class TurnLoop:
         return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
-_OFFERED: dict[tuple[int, str, int], tuple[list[ToolSchema], ToolNameMap]] = {}
-_COSTS: dict[int, tuple[list[ToolSchema], int]] = {}
-
-
-def _tools_cost(tools: list[ToolSchema]) -> int:
-    """The offered tools' schemas in estimated tokens (counted once per offered list)."""
-    from services.models.tokens import tools_tokens
-
-    cached = _COSTS.get(id(tools))
-    if cached is None or cached[0] is not tools:
-        cached = _COSTS[id(tools)] = (tools, tools_tokens(tools))
-    return cached[1]
-
-
-def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
+def _offer(gateway: ToolGateway) -> ToolOffer:
     from services.models.base import ToolSchema
+    from services.models.tokens import tools_tokens
     from services.models.toolnames import ToolNameMap
     from services.tools.records import describe_tools
 
@@ -477,7 +659,7 @@ def _offer(gateway: Any) -> tuple[list[ToolSchema], ToolNameMap]:
         )
         for t in enabled
     ]
-    return schemas, names
+    return ToolOffer(schemas, names, tools_tokens(schemas))
 
 
 OFFERED_BOUND_LIMIT = 256
@@ -499,11 +681,3 @@ def offered_schema(schema: Any) -> Any:
         for key, value in schema.items()
         if not (key in _BOUNDS and isinstance(value, int) and value > OFFERED_BOUND_LIMIT)
     }
-
-
-_WHERE = {
-    "retrieval": "retrieving",
-    "streaming": "the model was answering",
-    "tool": "a tool call ran or waited for approval",
-    "cloud": "the cloud step ran (the local answer is recorded)",
-}

@@ -135,6 +135,7 @@ class ToolGateway:
                 if mcp_settings(policy.data, self.workspace.root).key != self._mcp_key:
                     self._close_mcp()  # other servers: stop these, start the new ones on demand
                     self.registry = self._build_registry()
+            self.registry.forget()  # what was derived from the tools under the old binding
             old, self.run_id = self.run_id, self._start_run()
             self._known_runs.add(self.run_id)
         self.audit.end_run(old)

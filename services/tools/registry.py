@@ -22,9 +22,9 @@ import inspect
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from services.errors import InvalidInput, NotFound
 from services.policy import Resource, RiskTier
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from services.policy import BoundPolicy, Limits, PathGuard
     from services.workspaces import Workspace
+
+_T = TypeVar("_T")
 
 # -- the capability -------------------------------------------------------------------------
 
@@ -55,7 +57,7 @@ class Capability:
         return f"Capability({self.tool_id!r}, {self.call_id!r})"
 
 
-_LIVE: dict[int, str] = {}
+_LIVE: dict[str, Capability] = {}  # the live capabilities, by their nonce
 _LIVE_LOCK = threading.Lock()
 
 
@@ -63,20 +65,21 @@ def _issue(tool_id: str, call_id: str) -> Capability:
     """Gateway-private: a capability for one call. Everything else gets refused."""
     cap = Capability(tool_id, call_id, secrets.token_hex(16))
     with _LIVE_LOCK:
-        _LIVE[id(cap)] = cap._nonce
+        _LIVE[cap._nonce] = cap
     return cap
 
 
 def _revoke(cap: Capability) -> None:
     with _LIVE_LOCK:
-        _LIVE.pop(id(cap), None)
+        if _LIVE.get(cap._nonce) is cap:
+            del _LIVE[cap._nonce]
 
 
 def _check(cap: Any, tool_id: str, ctx: Any) -> None:
     ok = isinstance(cap, Capability) and cap.tool_id == tool_id
     if ok:
         with _LIVE_LOCK:
-            ok = _LIVE.get(id(cap)) == cap._nonce
+            ok = _LIVE.get(cap._nonce) is cap  # this very object: a copy with the nonce is refused
     if ok and ctx is not None:
         ok = getattr(ctx, "call_id", None) == cap.call_id
     if not ok:
@@ -281,6 +284,9 @@ class ToolRegistry:
         self._lazy: list[LazyToolProvider] = []
         self._loaded: dict[tuple[str, str], str | None] = {}  # None: loaded; else why it failed
         self._load_lock = threading.Lock()
+        self._memo: dict[Hashable, Any] = {}  # see memo()
+        self._memo_generation = 0  # counts the changes of the tools listed
+        self._memo_lock = threading.Lock()
         for provider in providers or []:
             self.add_provider(provider)
 
@@ -297,6 +303,28 @@ class ToolRegistry:
             if spec.tool_id in self._tools:
                 raise ValueError(f"tool {spec.tool_id} is registered twice")
             self._tools[spec.tool_id] = spec
+        self.forget()
+
+    # -- what is derived from the tools listed -----------------------------------------------
+    def memo(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """A value derived from the tools listed here (e.g. the tools a model is offered under a
+        policy, with their cost in tokens), built once per ``key``. Forgotten when tools are
+        registered (an MCP server's, loaded on demand) and when the gateway rebinds (``forget``)."""
+        with self._memo_lock:
+            if key in self._memo:
+                return cast(_T, self._memo[key])
+            generation = self._memo_generation
+        value = build()  # outside the lock: it may list the tools, which may load a group
+        with self._memo_lock:
+            if generation == self._memo_generation:  # the tools did not change while it was built
+                self._memo[key] = value
+        return value
+
+    def forget(self) -> None:
+        """Drop every value :meth:`memo` kept."""
+        with self._memo_lock:
+            self._memo.clear()
+            self._memo_generation += 1
 
     # -- lazily loaded groups (MCP servers) ------------------------------------------------
     @property
