@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.commands import CommandError
+from widgets.commands import CommandError, ContextAt, Query
 from widgets.messages import HitsFound, StatusStarted
 
 if TYPE_CHECKING:
@@ -46,23 +46,20 @@ class ContextController:
             self._tree, self._tree_root = ContextTree(root), root
         return self._tree
 
-    def command(self, args: list[str]) -> None:
-        if not args:
-            self.browse()
-            return
-        action, rest = args[0], args[1:]
-        if action == "ls" and len(rest) <= 1:
-            self.browse(rest[0] if rest else None)
-        elif action == "read" and len(rest) == 1:
-            self.read(rest[0])
-        elif action == "add" and 1 <= len(rest) <= 2:
-            self.add(rest[0], rest[1] if len(rest) == 2 else None)
-        elif action in ("find", "search") and rest:
-            (self.find if action == "find" else self.search)(" ".join(rest))
-        elif action == "trace" and len(rest) == 1:
-            self.open_trace(rest[0])
-        else:
-            raise CommandError(f"cannot read '/context {' '.join(args)}'.")
+    def command(self, parsed: ContextAt | Query) -> None:
+        """The parsed ``/context`` line (``widgets.commands``: its forms)."""
+        if isinstance(parsed, Query):
+            (self.find if parsed.action == "find" else self.search)(parsed.text)
+        elif parsed.action == "ls":
+            self.browse(parsed.target)
+        elif parsed.target is None:  # the other forms' target is required by the grammar
+            raise CommandError(f"/context {parsed.action} needs its argument.")
+        elif parsed.action == "read":
+            self.read(parsed.target)
+        elif parsed.action == "add":
+            self.add(parsed.target, parsed.uri)
+        else:  # trace
+            self.open_trace(parsed.target)
 
     @staticmethod
     def parse(text: str) -> AxiomUri:

@@ -8,13 +8,12 @@ after the call (the notice, the Context pane's rows, the header) happens back on
 from __future__ import annotations
 
 import asyncio
-import shlex
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.commands import CommandError
+from widgets.commands import Action, CommandError, IndexAdd, Named, Query
 from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
 
 MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), kept out of start-up
@@ -42,63 +41,33 @@ class RagController:
         self.host.run_worker(work, group=group, exit_on_error=False)
 
     # -- /rag ------------------------------------------------------------------------------
-    def command(self, args: list[str]) -> None:
-        if not args:
-            raise CommandError("say what to do.")
-        action, rest = args[0], args[1:]
-        if action == "index":
-            self._index(rest)
-        elif action == "query":
-            k = MESSAGE_K * 2
-            if "-k" in rest:
-                at = rest.index("-k")
-                try:
-                    k = int(rest[at + 1])
-                except (IndexError, ValueError) as exc:
-                    raise CommandError("-k takes a number.") from exc
-                if not 1 <= k <= 100:
-                    raise CommandError("-k is between 1 and 100.")
-                rest = rest[:at] + rest[at + 2 :]
-            if not rest:
-                raise CommandError("say what to search for.")
-            self._worker(self._query(self.session, " ".join(rest), k))
-        elif action == "show" and len(rest) == 1:
-            self.show_chunk(rest[0])
-        elif action == "last" and not rest:
-            self._worker(self._last(self.session))
-        elif action == "cancel" and not rest:
-            self.cancel_ingest()
-        else:
-            raise CommandError(f"cannot read '/rag {' '.join(shlex.quote(a) for a in args)}'.")
-
-    def _index(self, args: list[str]) -> None:
-        if not args:
-            raise CommandError("say what to do with indexes.")
-        action, rest = args[0], args[1:]
-        if action == "add" and rest:
-            name = None
-            if "--name" in rest:
-                at = rest.index("--name")
-                if at + 1 >= len(rest):
-                    raise CommandError("--name takes an index name.")
-                name = rest[at + 1]
-                rest = rest[:at] + rest[at + 2 :]
-            if len(rest) != 1:
-                raise CommandError("index add takes one path.")
+    def command(self, parsed: IndexAdd | Action | Named | Query) -> None:
+        """The parsed ``/rag`` line (``widgets.commands``: its forms and options)."""
+        if isinstance(parsed, IndexAdd):
             cancel = self._start_ingest()
-            path = self.host.resolve_path(rest[0])
-            self._worker(self._ingest(self.session, str(path), name, cancel), group="rag-ingest")
-        elif action == "list" and not rest:
+            path = self.host.resolve_path(parsed.path)
+            self._worker(self._ingest(self.session, str(path), parsed.name, cancel), group="rag-ingest")
+        elif isinstance(parsed, Query):
+            self._worker(self._query(self.session, parsed.text, parsed.k or MESSAGE_K * 2))
+        elif isinstance(parsed, Named):
+            self._named(parsed.action, parsed.name)
+        elif parsed.action == "list":
             self._worker(self._list(self.session))
-        elif action == "use" and len(rest) == 1:
-            self._worker(self._use(self.session, rest[0]))
-        elif action == "drop" and len(rest) == 1:
-            self._confirm_drop(rest[0])
-        elif action == "repair" and len(rest) == 1:
+        elif parsed.action == "last":
+            self._worker(self._last(self.session))
+        else:  # cancel
+            self.cancel_ingest()
+
+    def _named(self, action: str, name: str) -> None:
+        if action == "show":
+            self.show_chunk(name)
+        elif action == "use":
+            self._worker(self._use(self.session, name))
+        elif action == "drop":
+            self._confirm_drop(name)
+        else:  # repair
             cancel = self._start_ingest()
-            self._worker(self._repair(self.session, rest[0], cancel), group="rag-ingest")
-        else:
-            raise CommandError(f"cannot read '/rag index {' '.join(args)}'.")
+            self._worker(self._repair(self.session, name, cancel), group="rag-ingest")
 
     def _start_ingest(self) -> threading.Event:
         """One index build at a time; its cancel event exists from the first moment (Ctrl+X works)."""
