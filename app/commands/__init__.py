@@ -72,6 +72,26 @@ class Commands:
         except CommandError as exc:
             self.host.report_error(f"{exc}  Usage: {spec.usage}", f"/{spec.name}")
 
+    def complete_values(self, kind: str, partial: str) -> list[str]:
+        """Tab on a positional of completion ``kind``: workspace and profile names, paths under the
+        policy's roots; nothing for the kinds that would need a store opened (indexes, handles…)."""
+        if kind == "workspace":
+            return self.host.manager.list()
+        session = self.host.session
+        if session is None:
+            return []
+        if kind == "profile":
+            return [entry.name for entry in self.profiles.entries()]
+        if kind == "path":
+            from services.assistant.attachments import complete_mention
+
+            try:
+                roots = list(session.gateway().bound.roots)
+            except AriesError:  # a policy that does not load: nothing to complete (a call says why)
+                return []
+            return complete_mention(roots, partial)
+        return []
+
     # -- what the App asks without making a controller ---------------------------------------------
     def _made(self, name: str) -> bool:
         return name in self.__dict__
