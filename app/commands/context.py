@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import AriesError
 from widgets.commands import CommandError, ContextAt, Query
 from widgets.messages import HitsFound, StatusStarted
@@ -99,17 +100,12 @@ class ContextController:
 
         info = NodeInfo(target, "file", entry.size)
 
-        async def work() -> None:
-            try:
-                file = await asyncio.to_thread(read_start, tree, info, VIEWER_BYTES)
-            except AriesError as exc:
-                self.host.report_error(exc.message, "/context")
-                return
+        def viewer(file: Any) -> None:
             from screens.context_file_viewer import ContextFileViewer
 
             self.host.push_screen(ContextFileViewer(info, file))
 
-        self.host.run_worker(work(), group="context-read", exit_on_error=False)
+        run_task(self.host, "/context", lambda: read_start(tree, info, VIEWER_BYTES), viewer, group="context-read")
 
     # -- traces --------------------------------------------------------------------------
     def show_trace(self, trace: Mapping[str, Any]) -> None:
@@ -200,15 +196,7 @@ class ContextController:
             finally:
                 store.close()
 
-        async def work() -> None:
-            try:
-                view = await asyncio.to_thread(load)
-            except AriesError as exc:
-                self.host.report_error(exc.message, "/context trace")
-                return
-            self.show_trace(view)
-
-        self.host.run_worker(work(), group="context-trace", exit_on_error=False)
+        run_task(self.host, "/context trace", load, self.show_trace, group="context-trace")
 
     def _retrieve(self, kind: str, query: str) -> None:
         session = self.host.require_session()

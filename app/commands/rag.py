@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import AriesError
 from widgets.commands import Action, CommandError, IndexAdd, Named, Query
 from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
@@ -20,7 +21,7 @@ MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), 
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.retrieval.models import IngestReport, ProgressEvent
+    from services.retrieval.models import IndexInfo, IngestReport, ProgressEvent
     from services.session import Session
 
 
@@ -52,9 +53,11 @@ class RagController:
         elif isinstance(parsed, Named):
             self._named(parsed.action, parsed.name)
         elif parsed.action == "list":
-            self._worker(self._list(self.session))
+            session = self.session
+            run_task(self.host, "/rag index list", lambda: session.engine().index_list(), self._listed, group="rag")
         elif parsed.action == "last":
-            self._worker(self._last(self.session))
+            session = self.session
+            run_task(self.host, "/rag last", lambda: session.engine().last(), self._last, group="rag")
         else:  # cancel
             self.cancel_ingest()
 
@@ -62,7 +65,13 @@ class RagController:
         if action == "show":
             self.show_chunk(name)
         elif action == "use":
-            self._worker(self._use(self.session, name))
+            session = self.session
+
+            def used(info: IndexInfo) -> None:
+                self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
+                self.host.post_message(SessionChanged(session))
+
+            run_task(self.host, "/rag index use", lambda: session.engine().index_use(name), used, group="rag")
         elif action == "drop":
             self._confirm_drop(name)
         else:  # repair
@@ -140,12 +149,7 @@ class RagController:
             )
         self.host.post_message(SessionChanged(session))
 
-    async def _list(self, session: Session) -> None:
-        try:
-            infos = await asyncio.to_thread(lambda: session.engine().index_list())
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index list")
-            return
+    def _listed(self, infos: list[IndexInfo]) -> None:
         if not infos:
             self.host.say("No indexes in this workspace yet. /rag index add PATH builds one.", "rag")
             return
@@ -197,39 +201,25 @@ class RagController:
             self._ingest_over()
         self.host.say(f"Index {name}: {count} vectors rebuilt from its stored chunks; status {info.status}.", "rag")
 
-    async def _use(self, session: Session, name: str) -> None:
-        try:
-            info = await asyncio.to_thread(lambda: session.engine().index_use(name))
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index use")
-            return
-        self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
-        self.host.post_message(SessionChanged(session))
-
     def _confirm_drop(self, name: str) -> None:
         from screens.confirm import ConfirmScreen
 
         session = self.session
 
+        def dropped(_: None) -> None:
+            self.host.say(f"Index {name} dropped.", "rag")
+            self.host.post_message(IndexDropped(name))
+            self.host.post_message(SessionChanged(session))
+
         def answered(yes: bool | None) -> None:
             if yes:
-                self._worker(self._drop(session, name))
+                run_task(self.host, "/rag index drop", lambda: session.engine().index_drop(name), dropped, group="rag")
 
         detail = (
             f"This deletes index {name} of workspace {self.host.workspace_name}: its Tantivy and Chroma data. "
             "The documents themselves are not touched."
         )
         self.host.push_screen(ConfirmScreen(f"Drop index {name}?", detail), answered)
-
-    async def _drop(self, session: Session, name: str) -> None:
-        try:
-            await asyncio.to_thread(lambda: session.engine().index_drop(name))
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index drop")
-            return
-        self.host.say(f"Index {name} dropped.", "rag")
-        self.host.post_message(IndexDropped(name))
-        self.host.post_message(SessionChanged(session))
 
     async def _query(self, session: Session, text: str, k: int) -> None:
         def query() -> Any:
@@ -253,12 +243,7 @@ class RagController:
             self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
         self.host.post_message(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
 
-    async def _last(self, session: Session) -> None:
-        try:
-            record = await asyncio.to_thread(lambda: session.engine().last())
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag last")
-            return
+    def _last(self, record: Any) -> None:
         if record is None:
             self.host.notify("Nothing has been retrieved in this workspace yet.")
             return
@@ -267,17 +252,14 @@ class RagController:
 
     def show_chunk(self, handle: str) -> None:
         """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link)."""
-        self._worker(self._show(self.session, handle))
+        session = self.session
 
-    async def _show(self, session: Session, handle: str) -> None:
-        try:
-            chunk = await asyncio.to_thread(lambda: session.engine().show(handle))
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag show")
-            return
-        from screens.chunk_viewer import ChunkViewer
+        def viewer(chunk: Any) -> None:
+            from screens.chunk_viewer import ChunkViewer
 
-        self.host.push_screen(ChunkViewer(chunk))
+            self.host.push_screen(ChunkViewer(chunk))
+
+        run_task(self.host, "/rag show", lambda: session.engine().show(handle), viewer, group="rag")
 
 
 INGEST_LINES_PER_KIND = 200
