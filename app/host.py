@@ -124,17 +124,19 @@ def run_task(
     *,
     group: str = "default",
     status: str = "",
+    key: str = "",
     cleanup: Callable[[], object] | None = None,
 ) -> Worker[None]:
     """The controllers' one way to run blocking work: ``work()`` in a thread, awaited by an async
     worker of ``group``; a typed error (an ``AriesError``, or a ``CommandError`` the work raised) is
     one error line titled ``title``; otherwise ``then(result)`` runs on the App's thread. ``status``:
-    a line above the prompt while it runs; ``cleanup`` runs either way, before ``then``."""
+    a line above the prompt from now until the work ends (under ``key``: progress may update it);
+    ``cleanup`` runs either way, before ``then``."""
+    key = key or f"task-{group}-{title}"
+    if status:
+        host.status_start(key, status)
 
     async def task() -> None:
-        key = f"task-{group}-{title}"
-        if status:
-            host.status_start(key, status)
         try:
             result = await asyncio.to_thread(work)
         except AriesError as exc:

@@ -12,7 +12,6 @@ posting messages, and the screens open back on the App's thread.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -149,22 +148,15 @@ class ContextController:
             finally:
                 service.close()
 
-        async def work() -> None:
-            try:
-                added, queued = await asyncio.to_thread(add)
-            except AriesError as exc:
-                host.report_error(exc.message, "/context add")
-                return
-            finally:
-                host.status_stop(key)
+        def said(result: tuple[Any, Any]) -> None:
+            added, queued = result
             skipped = f", {len(added.skipped)} skipped" if added.skipped else ""
             failed = f"; {len(queued.failed)} job(s) failed" if queued.failed else ""
             host.say(
                 f"Added {added.uri}: {len(added.files)} file(s){skipped}; tiers and index updated{failed}.", "context"
             )
 
-        host.status_start(key, f"context add: {source}")
-        host.run_worker(work(), group=key, exit_on_error=False)
+        run_task(host, "/context add", add, said, group=key, status=f"context add: {source}", key=key)
 
     # -- find / search / traces ---------------------------------------------------------------
     def find(self, query: str) -> None:
@@ -215,14 +207,7 @@ class ContextController:
             finally:
                 retriever.close()
 
-        async def work() -> None:
-            try:
-                result = await asyncio.to_thread(retrieve)
-            except AriesError as exc:
-                self.host.report_error(exc.message, f"/context {kind}")
-                return
-            finally:
-                self.host.status_stop(key)
+        def found(result: Any) -> None:
             data = trace_view(result.trace.to_dict())
             snippets = {str(hit.uri): hit.snippet for hit in result.hits}
             for row in data.get("hits", []):
@@ -235,8 +220,7 @@ class ContextController:
             self.host.post_message(HitsFound(caption, rows))
             self.show_trace(data)
 
-        self.host.status_start(key, f"context {kind}: {query}")
-        self.host.run_worker(work(), group=key, exit_on_error=False)
+        run_task(self.host, f"/context {kind}", retrieve, found, group=key, status=f"context {kind}: {query}", key=key)
 
 
 def trace_view(trace: dict[str, Any]) -> dict[str, Any]:
