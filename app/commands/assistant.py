@@ -126,7 +126,7 @@ class AssistantController:
         from widgets.commands import CommandError
 
         session = self.host.require_session()
-        if isinstance(parsed, Action):
+        if parsed.action == "list":
             self.host.run_worker(self._list_models(), group="model", exit_on_error=False)
             return
         from services.models.config import resolve_model  # use PROVIDER:MODEL | use offline
