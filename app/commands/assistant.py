@@ -123,10 +123,10 @@ class AssistantController:
     # -- /model -------------------------------------------------------------------------------
     def model_command(self, parsed: Action | Named) -> None:
         """The parsed ``/model`` line: ``list``, or ``use PROVIDER:MODEL`` / ``use offline``."""
-        from widgets.commands import CommandError
+        from widgets.commands import Action, CommandError
 
         session = self.host.require_session()
-        if parsed.action == "list":
+        if isinstance(parsed, Action):
             self.host.run_worker(self._list_models(), group="model", exit_on_error=False)
             return
         from services.models.config import resolve_model  # use PROVIDER:MODEL | use offline
