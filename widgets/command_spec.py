@@ -85,7 +85,8 @@ class Opt:
     bounds: tuple[float, float] | None = None
     choices: tuple[str, ...] = ()
     help: str = ""
-    shown: bool = True  # in the usage line (every option completes and is listed by the F1 help)
+    shown: bool = True  # in the usage line (every option completes; the usage shows the ones marked)
+    wants: str = ""  # what its value is, for "--name takes an index name." (default: from its type)
 
     def usage(self) -> str:
         return f"[{self.flags[0]} {self.metavar}]" if self.metavar else f"[{self.flags[0]}]"
@@ -207,7 +208,7 @@ def tool_form(form: Form) -> Form:
         if name in taken or kind is None:
             continue
         flags = (*((short[name],) if name in short else ()), "--" + name.replace("_", "-"))
-        metavar = "" if kind is bool else (name.split("_")[-1].upper() if kind is str else "N")
+        metavar = "" if kind is bool else (name.upper() if kind is str else "N")
         help_text = (info.description or "").split("\n")[0]
         converter: Callable[[str], Any] = kind if kind in (int, float) else str
         opts.append(Opt(flags, name, metavar, converter, None, choices, help_text, shown=name in short))
@@ -300,13 +301,15 @@ def _read_options(form: Form, words: _Words, values: dict[str, Any]) -> list[str
             continue
         given = words.next()
         if given is None:
-            raise CommandError(f"{option.flags[0]} takes {_article(option.metavar)}.")
+            raise CommandError(f"{option.flags[0]} takes {_wants(option)}.")
         values[option.name] = option.value(given)
     return plain
 
 
-def _article(metavar: str) -> str:
-    return {"N": "a number", "ID": "an index name"}.get(metavar, metavar)
+def _wants(option: Opt) -> str:
+    if option.wants:
+        return option.wants
+    return "a number" if option.convert in (int, float) else f"a value ({option.metavar})"
 
 
 def parse_form(spec: CommandSpec, form: Form, text: str) -> Any:

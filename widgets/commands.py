@@ -187,7 +187,7 @@ _RAG = CommandSpec(
         Form(
             ("index", "add"),
             (Arg("path", "PATH", "path"),),
-            (Opt(("--name",), "name", "ID", help="the index name (default: the folder's)"),),
+            (Opt(("--name",), "name", "ID", help="the index name (default: the folder's)", wants="an index name"),),
             into=IndexAdd,
         ),
         _action("index", "list"),
