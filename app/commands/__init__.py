@@ -73,8 +73,9 @@ class Commands:
             self.host.report_error(f"{exc}  Usage: {spec.usage}", f"/{spec.name}")
 
     def complete_values(self, kind: str, partial: str) -> list[str]:
-        """Tab on a positional of completion ``kind``: workspace and profile names, paths under the
-        policy's roots; nothing for the kinds that would need a store opened (indexes, handles…)."""
+        """Tab on a positional of completion ``kind``: workspace, profile and conversation names, paths
+        under the policy's roots; nothing for the kinds that would need a store opened (indexes,
+        handles…)."""
         if kind == "workspace":
             return self.host.manager.list()
         session = self.host.session
@@ -82,6 +83,10 @@ class Commands:
             return []
         if kind == "profile":
             return [entry.name for entry in self.profiles.entries()]
+        if kind == "conversation":  # a stored conversation's id: its transcript's name
+            from services.transcripts import SUFFIX
+
+            return [path.name.removesuffix(SUFFIX) for path in session.workspace.conversations()]
         if kind == "path":
             from services.assistant.attachments import complete_mention
 
