@@ -9,9 +9,13 @@ thread reports back only through those (``post_message``, which Textual makes th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from services.errors import AriesError
+from widgets.command_spec import CommandError
 
 if TYPE_CHECKING:
     from textual.message import Message
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
 
     from services.session import Session
     from services.workspaces import WorkspaceManager
+
+T = TypeVar("T")
 
 
 class Host(Protocol):
@@ -108,3 +114,43 @@ class AppHost(Host, Protocol):
     def start_conversation(self, reference: str | None = None) -> None:
         """``/new``: a new conversation in the session (``reference``: ``/resume`` a stored one, an
         ``AriesError`` when none matches), followed by the transcript."""
+
+
+def run_task(
+    host: Host,
+    title: str,
+    work: Callable[[], T],
+    then: Callable[[T], object] | None = None,
+    *,
+    group: str = "default",
+    status: str = "",
+    key: str = "",
+    cleanup: Callable[[], object] | None = None,
+) -> Worker[None]:
+    """The controllers' one way to run blocking work: ``work()`` in a thread, awaited by an async
+    worker of ``group``; a typed error (an ``AriesError``, or a ``CommandError`` the work raised) is
+    one error line titled ``title``; otherwise ``then(result)`` runs on the App's thread. ``status``:
+    a line above the prompt from now until the work ends (under ``key``: progress may update it);
+    ``cleanup`` runs either way, before ``then``."""
+    key = key or f"task-{group}-{title}"
+    if status:
+        host.status_start(key, status)
+
+    async def task() -> None:
+        try:
+            result = await asyncio.to_thread(work)
+        except AriesError as exc:
+            host.report_error(exc.message, title)
+            return
+        except CommandError as exc:
+            host.report_error(str(exc), title)
+            return
+        finally:
+            if status:
+                host.status_stop(key)
+            if cleanup is not None:
+                cleanup()
+        if then is not None:
+            then(result)
+
+    return host.run_worker(task(), group=group, exit_on_error=False)

@@ -57,7 +57,7 @@ class AriesCommands(Provider):
             commands.append(
                 (f"profile: use {name}", partial(self._post_slash, f"/profile use {name}", True), description)
             )
-        for line, summary, runnable in palette_entries():
+        for line, summary, runnable in palette_entries(app.commands.registry.specs()):
             text = f"command: {line}" if runnable else f"command: {line} …"
             help_text = summary if runnable else f"{summary} (type the rest at the prompt)"
             commands.append((text, partial(self._post_slash, line, runnable), help_text))

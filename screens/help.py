@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from rich.table import Table
@@ -11,16 +12,17 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from widgets.commands import COMMANDS
+from widgets.commands import COMMANDS, CommandSpec
 from widgets.keybar import key_label
 from widgets.safe import plain
 
 
-def commands_table() -> Table:
-    """Usage on one line, what it does beneath: long usages never squeeze the descriptions."""
+def commands_table(specs: Iterable[CommandSpec] = COMMANDS) -> Table:
+    """Usage on one line, what it does beneath: long usages never squeeze the descriptions. The usage
+    is the spec's own (generated from its forms, like completion and the parsed object)."""
     table = Table(title="Commands", title_justify="left", expand=True, show_edge=False, show_header=False)
     table.add_column("command")
-    for command in COMMANDS:
+    for command in specs:
         table.add_row(Text.assemble(plain(command.usage, "bold cyan"), "\n    ", plain(command.summary)))
     return table
 
@@ -58,14 +60,15 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,f1", "dismiss", "Close", id="help.close", tooltip="Close the help"),
     ]
 
-    def __init__(self, bindings: list[tuple[str, str, str]]) -> None:
+    def __init__(self, bindings: list[tuple[str, str, str]], specs: Iterable[CommandSpec] = COMMANDS) -> None:
         super().__init__()
         self.bindings = bindings
+        self.specs = list(specs)  # the App's registry: run-time commands are listed with the built-ins
 
     def compose(self) -> Any:
         with Vertical(id="help"):
             with VerticalScroll(id="help-body"):
-                yield Static(commands_table(), id="help-commands")
+                yield Static(commands_table(self.specs), id="help-commands")
                 yield Static(keys_table(self.bindings), id="help-keys")
                 for number, (title, rows) in enumerate(modal_keys()):
                     yield Static(keys_table(rows, title), id=f"help-modal-keys-{number}")

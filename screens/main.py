@@ -248,7 +248,10 @@ class MainScreen(Screen[None]):
         """Tab: a slash command's words, or the ``@path`` being typed (files under the policy's roots)."""
         head, _, word = line.rpartition(" ")
         if not word.startswith("@"):
-            return complete(line)
+            commands = getattr(self.app, "commands", None)  # the App's registry: run-time commands too
+            if commands is None:
+                return complete(line)
+            return complete(line, commands.registry.specs(), commands.complete_values)
         session = getattr(self.app, "session", None)
         if session is None:
             return line, []

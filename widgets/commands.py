@@ -1,340 +1,477 @@
 """The slash-command table (lowest UI layer, so that screens and the App can both read it).
 
-The one source for ``/help``, Tab completion, the suggester and the palette. Each row's ``handler``
-names its entry in ``app.commands.HANDLERS``, which calls the controller of its area
-(``app/commands/<area>.py``); a test checks that every row has one.
+One :class:`~widgets.command_spec.CommandSpec` per command: the one source for its usage line,
+``/help``, Tab completion, the suggester, the palette and the typed object its handler receives (the
+dataclasses below, or a :class:`ToolCall` for a tool-backed form). Each spec's ``handler`` names its
+entry in ``app.commands.HANDLERS``, which calls the controller of its area
+(``app/commands/<area>.py``); a test checks that every spec has one. A new slash command: a spec
+here (its forms and typed objects), a handler there.
 """
 
 from __future__ import annotations
 
-import difflib
-import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
+
+from widgets.command_spec import (
+    Arg,
+    CommandError,
+    CommandSpec,
+    Form,
+    Kind,
+    Opt,
+    ToolCall,
+    complete_spec,
+    palette_paths,
+    parse_line,
+    split_name,
+    unknown,
+)
+
+__all__ = ["COMMANDS", "CommandError", "CommandSpec", "ToolCall", "complete", "palette_entries", "parse"]
+
+
+# -- the typed objects handed to the handlers ------------------------------------------------------
+@dataclass(frozen=True)
+class Bare:
+    """A command (or sub-command) that takes nothing."""
 
 
 @dataclass(frozen=True)
-class SlashCommand:
+class Action:
+    """A sub-command that takes nothing: ``/serve stop``, ``/policy reload``, ``/rag last``…"""
+
+    action: str
+
+
+@dataclass(frozen=True)
+class Named:
+    """A sub-command on one name: ``/rag index use ID``, ``/profile show NAME``, ``/workspace new NAME``…"""
+
+    action: str
     name: str
-    usage: str
-    summary: str
-    handler: str
-    raw: bool = False  # the handler reads the line as typed: an apostrophe in plain words is not a quote
 
 
-COMMANDS: tuple[SlashCommand, ...] = (
-    SlashCommand("help", "/help", "List commands and keys.", "help"),
-    SlashCommand(
-        "workspace",
-        "/workspace [list | new NAME | open NAME | export PATH | import BUNDLE [NAME]]",
-        "Switch, create, open, export or import workspaces (no argument: the switcher).",
-        "workspace",
+@dataclass(frozen=True)
+class WorkspaceImport:
+    bundle: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexAdd:
+    path: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    """``/rag query TEXT [-k N]`` (``k`` None: the default), ``/context find|search QUERY``."""
+
+    action: str
+    text: str
+    k: int | None = None
+
+
+@dataclass(frozen=True)
+class DesktopRequest:
+    request: str
+
+
+@dataclass(frozen=True)
+class Undo:
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PolicyMode:
+    mode: str | None = None
+
+
+@dataclass(frozen=True)
+class GrantsRevoke:
+    """``/grants revoke N`` (``number``) or ``revoke all`` (``number`` None)."""
+
+    number: int | None = None
+
+
+@dataclass(frozen=True)
+class ContextAt:
+    """``/context ls [URI]`` / ``read URI`` / ``add PATH|URL [URI]`` / ``trace ID|last``."""
+
+    action: str
+    target: str | None = None
+    uri: str | None = None
+
+
+@dataclass(frozen=True)
+class Fork:
+    turns: int | None = None
+
+
+def _turns(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(text)
+    return int(text)
+
+
+def _tool_json(tool_id: str, payload: str = "") -> ToolCall:
+    """``/tool TOOL_ID [JSON]``: the JSON as typed (its quotes survive), an object."""
+    import json
+
+    if not payload:
+        return ToolCall(tool_id, {})
+    try:
+        value = json.loads(payload)
+    except ValueError as exc:
+        raise CommandError(f"the arguments are not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CommandError("the arguments must be a JSON object.")
+    return ToolCall(tool_id, value)
+
+
+def _bare(name: str, summary: str, handler: str = "") -> CommandSpec:
+    return CommandSpec(name, summary, (Form((), into=Bare),), handler or name)
+
+
+def _named(action: str, metavar: str, kind: Kind, *words: str) -> Form:
+    return Form((*words, action), (Arg("name", metavar, kind),), into=Named, preset=(("action", action),))
+
+
+def _action(*words: str) -> Form:
+    return Form(words, into=Action, preset=(("action", words[-1]),))
+
+
+# -- the table ---------------------------------------------------------------------------------------------
+_WORKSPACE = CommandSpec(
+    "workspace",
+    "Switch, create, open, export or import workspaces (no argument: the switcher).",
+    (
+        Form(("switch",), into=Action, preset=(("action", "switch"),), hidden=True),
+        _action("list"),
+        _named("new", "NAME", "workspace"),
+        _named("open", "NAME", "workspace"),
+        _named("export", "PATH", "path"),
+        Form(
+            ("import",),
+            (Arg("bundle", "BUNDLE", "path"), Arg("name", "NAME", "workspace", optional=True)),
+            into=WorkspaceImport,
+        ),
     ),
-    SlashCommand(
-        "artifact", "/artifact add PATH [DESCRIPTION] | list", "Add a file to the artifacts, or list them.", "artifact"
+    "workspace",
+    bare=("switch",),
+    bracket=True,
+)
+
+_ARTIFACT = CommandSpec(
+    "artifact",
+    "Add a file to the artifacts, or list them.",
+    (
+        Form(
+            ("add",),
+            (Arg("path", "PATH", "path"), Arg("description", "DESCRIPTION", optional=True, rest=True)),
+            tool="builtin:fs:add_artifact",
+        ),
+        _action("list"),
     ),
-    SlashCommand(
-        "rag",
-        "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | index repair ID | "
-        "query TEXT [-k N] | "
-        "show HANDLE | last | cancel",
-        "Build and select indexes; search; open a chunk by handle; show the last retrieved set.",
-        "rag",
+    "artifact",
+    bare=("list",),
+    show_bare=False,
+)
+
+_RAG = CommandSpec(
+    "rag",
+    "Build and select indexes; search; open a chunk by handle; show the last retrieved set.",
+    (
+        Form(
+            ("index", "add"),
+            (Arg("path", "PATH", "path"),),
+            (Opt(("--name",), "name", "ID", help="the index name (default: the folder's)", wants="an index name"),),
+            into=IndexAdd,
+        ),
+        _action("index", "list"),
+        _named("use", "ID", "index", "index"),
+        _named("drop", "ID", "index", "index"),
+        _named("repair", "ID", "index", "index"),
+        Form(
+            ("query",),
+            (Arg("text", "TEXT", rest=True),),
+            (Opt(("-k",), "k", "N", int, (1, 100), help="how many chunks (1 to 100)"),),
+            into=Query,
+            preset=(("action", "query"),),
+        ),
+        _named("show", "HANDLE", "handle"),
+        _action("last"),
+        _action("cancel"),
     ),
-    SlashCommand(
-        "fs",
-        "/fs ls [PATH] [-r] | read PATH | write PATH TEXT… | search QUERY [PATH] | patch DIFF_FILE",
-        "Filesystem tools, through the policy gateway.",
-        "fs",
+    "rag",
+)
+
+_FS = CommandSpec(
+    "fs",
+    "Filesystem tools, through the policy gateway.",
+    (
+        Form(
+            ("ls",),
+            (Arg("path", "PATH", "path", optional=True, default="."),),
+            aliases=(("list",),),
+            tool="builtin:fs:list_dir",
+            short=(("recursive", "-r"),),
+        ),
+        Form(("read",), (Arg("path", "PATH", "path"),), tool="builtin:fs:read_text"),
+        Form(
+            ("write",),
+            (Arg("path", "PATH", "path"), Arg("text", "TEXT…", raw=True, suffix="\n")),
+            tool="builtin:fs:write_text",
+        ),
+        Form(
+            ("search",),
+            (Arg("query", "QUERY"), Arg("path", "PATH", "path", optional=True)),
+            tool="builtin:fs:search_text",
+        ),
+        Form(("patch",), (Arg("patch_file", "DIFF_FILE", "path"),), tool="builtin:fs:apply_patch"),
     ),
-    SlashCommand(
-        "shell",
-        "/shell run CMD [ARG…] | start CMD [ARG…] | poll ID | kill ID",
-        "Shell tools (psutil-managed processes), through the policy gateway.",
-        "shell",
+    "fs",
+)
+
+
+def _argv(action: str) -> Form:
+    return Form(
+        (action,),
+        (Arg("argv", "CMD", words=True), Arg("argv", "ARG…", optional=True, rest=True, words=True, greedy=True)),
+        tool=f"builtin:shell:{action}",
+    )
+
+
+_SHELL = CommandSpec(
+    "shell",
+    "Shell tools (psutil-managed processes), through the policy gateway.",
+    (
+        _argv("run"),
+        _argv("start"),
+        Form(("poll",), (Arg("process_id", "ID", "process"),), tool="builtin:shell:poll"),
+        Form(("kill",), (Arg("process_id", "ID", "process"),), tool="builtin:shell:kill"),
     ),
-    SlashCommand(
-        "web",
-        "/web search QUERY… | fetch URL | extract ARTIFACT_ID",
-        "Web tools (SearXNG search, fetch into artifacts), through the policy gateway.",
-        "web",
+    "shell",
+)
+
+_WEB = CommandSpec(
+    "web",
+    "Web tools (SearXNG search, fetch into artifacts), through the policy gateway.",
+    (
+        Form(("search",), (Arg("query", "QUERY…", rest=True),), tool="builtin:web:search"),
+        Form(("fetch",), (Arg("url", "URL", "url"),), tool="builtin:web:fetch"),
+        Form(("extract",), (Arg("artifact_id", "ARTIFACT_ID", "artifact"),), tool="builtin:web:extract"),
     ),
-    SlashCommand(
+    "web",
+)
+
+_CONTEXT = CommandSpec(
+    "context",
+    "Browse the axiom:// context tree (at URI), read a file, add a file or folder; find/search and their traces.",
+    (
+        Form(("ls",), (Arg("target", "URI", "uri", optional=True),), into=ContextAt, preset=(("action", "ls"),)),
+        Form(("read",), (Arg("target", "URI", "uri"),), into=ContextAt, preset=(("action", "read"),)),
+        Form(
+            ("add",),
+            (Arg("target", "PATH|URL", "path"), Arg("uri", "URI", "uri", optional=True)),
+            into=ContextAt,
+            preset=(("action", "add"),),
+        ),
+        Form(("find",), (Arg("text", "QUERY", rest=True),), into=Query, preset=(("action", "find"),)),
+        Form(("search",), (Arg("text", "QUERY", rest=True),), into=Query, preset=(("action", "search"),)),
+        Form(
+            ("trace",),
+            (Arg("target", "ID|last", "trace", choices=("last",)),),
+            into=ContextAt,
+            preset=(("action", "trace"),),
+        ),
+    ),
+    "context",
+    bare=("ls",),
+    bracket=True,
+)
+
+COMMANDS: tuple[CommandSpec, ...] = (
+    _bare("help", "List commands and keys."),
+    _WORKSPACE,
+    _ARTIFACT,
+    _RAG,
+    _FS,
+    _SHELL,
+    _WEB,
+    CommandSpec(
         "desktop",
-        "/desktop REQUEST…",
         'A task in plain words (create notes/todo.md with "buy milk", list notes, run pytest, search the web for X '
         "and fetch the first result): the plan of tool steps is shown, then run through the policy gateway.",
+        (Form((), (Arg("request", "REQUEST…", raw=True, empty_ok=True),), into=DesktopRequest),),
         "desktop",
-        raw=True,
     ),
-    SlashCommand("tool", "/tool TOOL_ID [JSON]", "Call any registered tool with JSON arguments.", "tool"),
-    SlashCommand(
+    CommandSpec(
+        "tool",
+        "Call any registered tool with JSON arguments.",
+        (
+            Form(
+                (),
+                (Arg("tool_id", "TOOL_ID", "tool"), Arg("payload", "JSON", optional=True, raw=True)),
+                into=_tool_json,
+            ),
+        ),
+        "tool",
+    ),
+    CommandSpec(
         "undo",
-        "/undo [CALL_ID]",
         "Undo a write or patch (default: the last one not yet undone) if its files are unchanged since; "
         "otherwise show what changed.",
+        (Form((), (Arg("call_id", "CALL_ID", "call", optional=True),), into=Undo),),
         "undo",
     ),
-    SlashCommand(
+    CommandSpec(
         "policy",
-        "/policy explain-last | show | reload | mode [guide|commander|strict]",
         "Explain the last decision and its rule; show which policy file is in force; reload it after an edit; "
         "show or set the approval mode.",
+        (
+            _action("explain-last"),
+            _action("show"),
+            _action("reload"),
+            Form(
+                ("mode",),
+                (Arg("mode", "guide|commander|strict", optional=True, choices=("guide", "commander", "strict")),),
+                into=PolicyMode,
+            ),
+        ),
         "policy",
     ),
-    SlashCommand(
+    CommandSpec(
         "grants",
-        "/grants [list] | revoke N | revoke all",
         "List the session grants ('approve for this session') and revoke them.",
+        (
+            _action("list"),
+            Form(("revoke",), (Arg("number", "N", "number", convert=int),), into=GrantsRevoke),
+            Form(("revoke", "all"), into=GrantsRevoke),
+        ),
         "grants",
+        bare=("list",),
     ),
-    SlashCommand(
-        "doctor", "/doctor", "Check that tools are registered, the policy loads and the gateway works.", "doctor"
-    ),
-    SlashCommand(
+    _bare("doctor", "Check that tools are registered, the policy loads and the gateway works."),
+    CommandSpec(
         "model",
-        "/model [list] | use PROVIDER:MODEL | use offline",
         "List what each provider serves (offline, Ollama, OpenAI-compatible) and choose the model for this workspace.",
+        (
+            _action("list"),
+            _named("use", "PROVIDER:MODEL", "model"),
+            Form(("use", "offline"), into=Named, preset=(("action", "use"), ("name", "offline"))),
+        ),
         "model",
+        bare=("list",),
     ),
-    SlashCommand(
+    CommandSpec(
         "profile",
-        "/profile [list] | use NAME | show NAME",
         "List the prompt profiles (broken ones marked), switch this workspace's profile, or read one's YAML.",
+        (_action("list"), _named("use", "NAME", "profile"), _named("show", "NAME", "profile")),
         "profile",
+        bare=("list",),
     ),
-    SlashCommand(
-        "context",
-        "/context [ls [URI] | read URI | add PATH|URL [URI] | find QUERY | search QUERY | trace ID|last]",
-        "Browse the axiom:// context tree (at URI), read a file, add a file or folder; find/search and their traces.",
-        "context",
-    ),
-    SlashCommand(
+    _CONTEXT,
+    CommandSpec(
         "serve",
-        "/serve [start | stop | status]",
         "Start the local web viewer/editor of this workspace's documents (127.0.0.1, a token in its URL), "
         "stop it, or show its URL.",
+        (_action("start"), _action("stop"), _action("status")),
         "serve",
+        bare=("start",),
+        bracket=True,
     ),
-    SlashCommand(
+    _bare(
         "trust",
-        "/trust",
         "Review what an imported workspace's settings would put in force (programs, connections, wider access, "
         "approval mode) and trust them.",
-        "trust",
     ),
-    SlashCommand("new", "/new", "Start a new conversation in this workspace.", "new"),
-    SlashCommand(
+    _bare("new", "Start a new conversation in this workspace."),
+    _bare(
         "history",
-        "/history",
         "List this workspace's conversations (date, turns, model, first prompt); Enter resumes one, f forks it.",
-        "history",
     ),
-    SlashCommand(
+    CommandSpec(
         "resume",
-        "/resume ID|last",
         "Continue a stored conversation (an id, a unique start of one, or last): the model sees its earlier turns.",
+        (
+            Form(
+                (),
+                (Arg("name", "ID|last", "conversation", choices=("last",)),),
+                into=Named,
+                preset=(("action", "resume"),),
+            ),
+        ),
         "resume",
     ),
-    SlashCommand(
+    CommandSpec(
         "fork",
-        "/fork [N]",
         "Continue a copy of this conversation's first N turns (all by default); the original stays as it was.",
+        (Form((), (Arg("turns", "N", "number", optional=True, convert=_turns),), into=Fork),),
         "fork",
     ),
-    SlashCommand(
+    _bare(
         "copy",
-        "/copy",
         "Copy the last answer to the clipboard (OSC 52: your terminal must allow it; inside tmux, set-clipboard on).",
-        "copy",
     ),
-    SlashCommand("replay", "/replay", "Pick a stored conversation and read it as it was (read-only).", "replay"),
-    SlashCommand("runs", "/runs", "Plan runs of this workspace and their timelines.", "runs"),
-    SlashCommand("quit", "/quit", "Leave Aries.", "quit"),
+    _bare("replay", "Pick a stored conversation and read it as it was (read-only)."),
+    _bare("runs", "Plan runs of this workspace and their timelines."),
+    _bare("quit", "Leave Aries."),
 )
 
 BY_NAME = {command.name: command for command in COMMANDS}
 
 
-class CommandError(ValueError):
-    """A slash command that cannot be run as typed; the message says what to do instead."""
+def parse(line: str, specs: Iterable[CommandSpec] = COMMANDS) -> tuple[CommandSpec, Any]:
+    """``/name args…`` → its spec and the typed object for its handler, or CommandError."""
+    by_name = {spec.name: spec for spec in specs}
+    name, rest = split_name(line)
+    spec = by_name.get(name)
+    if spec is None:
+        raise unknown(name, by_name)
+    return spec, parse_line(spec, rest)
 
 
-def parse(line: str) -> tuple[SlashCommand, list[str]]:
-    """Split ``/name args…`` into its command row and arguments, or raise CommandError."""
-    text = line.strip()
-    if not text.startswith("/") or text == "/":
-        raise CommandError("commands start with '/': type /help for the list")
-    try:
-        words = shlex.split(text[1:])
-    except ValueError as exc:
-        words = text[1:].split()
-        if not BY_NAME.get(words[0].lower(), COMMANDS[0]).raw:
-            raise CommandError(f"cannot parse the command: {exc}") from exc
-    name, args = words[0].lower(), words[1:]
-    command = BY_NAME.get(name)
-    if command is None:
-        close = difflib.get_close_matches(name, BY_NAME, n=1)
-        hint = f" Did you mean /{close[0]}?" if close else ""
-        raise CommandError(f"Unknown command /{name}.{hint} Type /help for the list.")
-    return command, args
-
-
-def suggestions() -> list[str]:
+def suggestions(specs: Iterable[CommandSpec] = COMMANDS) -> list[str]:
     """Completions for the prompt: every command name with its leading slash."""
-    return [f"/{command.name}" for command in COMMANDS]
+    return [f"/{command.name}" for command in specs]
 
 
-# -- completion (Tab at the prompt, the palette): the literal words of each row's usage ---------------
-def _split_top(text: str, sep: str = "|") -> list[str]:
-    """Split ``text`` on ``sep`` outside brackets."""
-    parts: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in text:
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth = max(depth - 1, 0)
-        if char == sep and depth == 0:
-            parts.append("".join(current).strip())
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current).strip())
-    return [part for part in parts if part]
+Values = Callable[[Kind, str], list[str]]
+"""``values(kind, partial)``: what a positional of that completion kind may be (indexes, profiles…)."""
 
 
-def _tokens(text: str) -> list[str]:
-    """Words and whole ``[…]`` groups of a usage alternative."""
-    tokens: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in text:
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth = max(depth - 1, 0)
-        if char == " " and depth == 0:
-            if current:
-                tokens.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    if current:
-        tokens.append("".join(current))
-    return tokens
-
-
-def _is_literal(word: str) -> bool:
-    return bool(word) and word[0].isalpha() and word == word.lower() and all(c.isalnum() or c == "-" for c in word)
-
-
-Tree = dict[str, "Tree"]
-
-
-def _add_alternative(tree: Tree, text: str) -> None:
-    node = tree
-    for token in _tokens(text):
-        if token.startswith("[") and token.endswith("]"):
-            inner = token[1:-1]
-            choices = _split_top(inner)
-            if all(_is_literal(c) for c in choices) and len(choices) > 1:
-                for choice in choices:
-                    node.setdefault(choice, {})
-            elif all(" " in c or _is_literal(c) for c in choices) and len(choices) > 1:
-                for choice in choices:  # "[list | new NAME | open NAME]": sub-commands
-                    _add_alternative(node, choice)
-            return  # an optional argument: nothing literal follows
-        if not _is_literal(token):
-            return
-        node = node.setdefault(token, {})
-
-
-def completion_tree() -> Tree:
-    """``{command: {sub-command: {…}}}`` from the usages of the table (the literal, lower-case words)."""
-    tree: Tree = {}
-    for command in COMMANDS:
-        node = tree.setdefault(command.name, {})
-        usage = command.usage.strip()
-        rest = usage.split(" ", 1)[1] if " " in usage else ""
-        for alternative in _split_top(rest):
-            _add_alternative(node, alternative)
-    return tree
-
-
-def complete(line: str) -> tuple[str, list[str]]:
+def complete(line: str, specs: Iterable[CommandSpec] = COMMANDS, values: Values | None = None) -> tuple[str, list[str]]:
     """Candidates for the last word of a slash-command ``line``: ``(prefix kept, [full words…])``.
 
     ``complete("/ra")`` → ``("/", ["rag"])``; ``complete("/rag in")`` → ``("/rag ", ["index"])``;
-    no candidates (not a command, or an argument the table does not know) → ``(line, [])``.
+    ``complete("/rag query x -")`` → its options; a positional: its choices and ``values(kind, …)``;
+    no candidates (not a command, or free text) → ``(line, [])``.
     """
     if not line.startswith("/"):
         return line, []
-    words = line[1:].split(" ")
+    by_name = {spec.name: spec for spec in specs}
+    name, *words = line[1:].split(" ")
+    if not words:
+        return "/", sorted(n for n in by_name if n.startswith(name.lower()))
     *done, partial = words
-    node = completion_tree()
-    for word in done:
-        if word == "":
-            return line, []  # two spaces: we are in free text
-        child = node.get(word.lower())
-        if child is None:
-            return line, []
-        node = child
-    prefix = line[: len(line) - len(partial)]
-    return prefix, sorted(name for name in node if name.startswith(partial.lower()))
+    spec = by_name.get(name.lower())
+    if spec is None or "" in done:
+        return line, []  # two spaces: we are in free text
+    candidates = complete_spec(spec, done, partial, values)
+    return (line[: len(line) - len(partial)], candidates) if candidates else (line, [])
 
 
-def _alternatives(command: SlashCommand) -> list[list[str]]:
-    """The token lists of each way to call ``command`` (a whole-bracket usage also allows nothing)."""
-    usage = command.usage.strip()
-    rest = usage.split(" ", 1)[1] if " " in usage else ""
-    result: list[list[str]] = [] if rest else [[]]
-    for alternative in _split_top(rest):
-        if (
-            alternative.startswith("[")
-            and alternative.endswith("]")
-            and _split_top(alternative[1:-1]) != [alternative[1:-1]]
-        ):
-            result.append([])
-            result += [_tokens(inner) for inner in _split_top(alternative[1:-1])]
-        else:
-            result.append(_tokens(alternative))
-    return result
-
-
-def _runnable(path: list[str], alternatives: list[list[str]]) -> bool:
-    """True when ``path`` is a whole call: what follows it in some alternative is optional or nothing."""
-    for tokens in alternatives:
-        if len(tokens) < len(path):
-            continue
-        head, following = tokens[: len(path)], tokens[len(path) :]
-        matches = all(
-            word == token or (token.startswith("[") and word in _split_top(token[1:-1]))
-            for word, token in zip(path, head, strict=True)
-        )
-        if matches and all(token.startswith("[") for token in following):
-            return True
-    return False
-
-
-def palette_entries() -> list[tuple[str, str, bool]]:
+def palette_entries(specs: Iterable[CommandSpec] = COMMANDS) -> list[tuple[str, str, bool]]:
     """``(line, summary, runnable)`` for the command palette: each command and sub-command path.
 
     ``runnable`` is False when the operator must still type an argument: the palette then puts the
     line in the prompt instead of running it.
     """
     entries: list[tuple[str, str, bool]] = []
-    tree = completion_tree()
-    for command in COMMANDS:
-        alternatives = _alternatives(command)
-
-        def walk(
-            path: list[str], node: Tree, command: SlashCommand = command, alts: list[list[str]] = alternatives
-        ) -> None:
-            line = "/" + " ".join([command.name, *path])
-            entries.append((line, command.summary, _runnable(path, alts)))
-            for word, child in node.items():
-                walk([*path, word], child)
-
-        walk([], tree[command.name])
+    for spec in specs:
+        for words, runnable in palette_paths(spec):
+            entries.append(("/" + " ".join([spec.name, *words]), spec.summary, runnable))
     return entries

@@ -1,19 +1,22 @@
 """Slash commands and the controllers behind them, one module per area.
 
-Each row of the table in ``widgets.commands`` (the one source for ``/help``, Tab completion and the
-palette) names its handler in ``HANDLERS``; a handler calls the controller of its area
-(``app/commands/<area>.py``). ``Commands`` holds one App's controllers and makes each on first use,
-after the first frame. A controller reaches the App only through ``app.host.Host``.
+Each spec of the table in ``widgets.commands`` (the one grammar: usage, ``/help``, Tab completion,
+the palette and the typed object) names its handler in ``HANDLERS``; a handler hands the parsed,
+typed object to the controller of its area (``app/commands/<area>.py``). ``Commands`` holds one
+App's controllers (each made on first use, after the first frame) and its command registry: the
+built-ins, and what registers at run time (``register(spec, handler)``: a built-in's name is never
+taken). A controller reaches the App only through ``app.host.Host``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.commands import CommandError, parse
+from widgets.command_spec import CommandRegistry, CommandSpec
+from widgets.commands import COMMANDS, CommandError
 
 if TYPE_CHECKING:
     from app.commands.approvals import ApprovalsController
@@ -38,20 +41,61 @@ class Commands:
 
     def __init__(self, host: AppHost) -> None:
         self.host = host
+        self.registry: CommandRegistry[Handler] = CommandRegistry()
+        for spec in COMMANDS:
+            self.registry.register(spec, HANDLERS[spec.handler], builtin=True)
+
+    def register(self, spec: CommandSpec, handler: Handler) -> bool:
+        """Add a command at run time (workspace commands); False when a built-in holds its name."""
+        return self.registry.register(spec, handler)
 
     def run(self, line: str) -> None:
-        """Run ``/name args…``: its row's handler; a typed error or a misuse is one error notification."""
+        """Run ``/name args…``: its handler with the typed object; a typed error or a misuse is one
+        error notification (a misuse with the command's usage)."""
         try:
-            command, args = parse(line)
+            spec, handler, parsed = self.registry.parse(line)
         except CommandError as exc:
-            self.host.report_error(str(exc), "Command")
+            name = line.strip()[1:].split(" ", 1)[0].lower()
+            entry = self.registry.entries.get(name)
+            if entry is None:
+                self.host.report_error(str(exc), "Command")
+            else:
+                self.host.report_error(f"{exc}  Usage: {entry[0].usage}", f"/{name}")
+            return
+        except AriesError as exc:  # a tool-backed spec whose argument model cannot be read
+            self.host.report_error(exc.message, "Command")
             return
         try:
-            HANDLERS[command.handler](self, args, line)
+            handler(self, parsed)
         except AriesError as exc:
-            self.host.report_error(exc.message, f"/{command.name}")
+            self.host.report_error(exc.message, f"/{spec.name}")
         except CommandError as exc:
-            self.host.report_error(f"{exc}  Usage: {command.usage}", f"/{command.name}")
+            self.host.report_error(f"{exc}  Usage: {spec.usage}", f"/{spec.name}")
+
+    def complete_values(self, kind: str, partial: str) -> list[str]:
+        """Tab on a positional of completion ``kind``: workspace, profile and conversation names, paths
+        under the policy's roots; nothing for the kinds that would need a store opened (indexes,
+        handles…)."""
+        if kind == "workspace":
+            return self.host.manager.list()
+        session = self.host.session
+        if session is None:
+            return []
+        if kind == "profile":
+            return [entry.name for entry in self.profiles.entries()]
+        if kind == "conversation":  # a stored conversation's id: its transcript's name
+            from services.transcripts import SUFFIX
+
+            return [path.name.removesuffix(SUFFIX) for path in session.workspace.conversations()]
+        if kind == "path":
+            from services.assistant.attachments import complete_mention
+
+            try:
+                roots = list(session.gateway().bound.roots)
+            except AriesError:  # a policy that does not load: nothing to complete (a call says why)
+                return []
+            return complete_mention(roots, partial)
+        return []
 
     # -- what the App asks without making a controller ---------------------------------------------
     def _made(self, name: str) -> bool:
@@ -172,34 +216,35 @@ class Commands:
         return WorkspaceController(self.host, self.bundles)
 
 
-Handler = Callable[[Commands, list[str], str], None]
-"""``handler(commands, args, line)``: ``args`` split shell-style, ``line`` as typed."""
+Handler = Callable[[Commands, Any], None]
+"""``handler(commands, parsed)``: ``parsed`` is the typed object of the form the line called
+(``widgets.commands``: a dataclass, or a ``ToolCall`` for a tool-backed form)."""
 
 HANDLERS: dict[str, Handler] = {
-    "help": lambda c, args, line: c.host.action_help(),
-    "workspace": lambda c, args, line: c.workspace.command(args),
-    "artifact": lambda c, args, line: c.tools.artifact(args),
-    "rag": lambda c, args, line: c.rag.command(args),
-    "fs": lambda c, args, line: c.tools.fs(args),
-    "shell": lambda c, args, line: c.tools.shell(args),
-    "web": lambda c, args, line: c.tools.web(args),
-    "desktop": lambda c, args, line: c.desktop.request(line),
-    "tool": lambda c, args, line: c.tools.tool(args, line),
-    "undo": lambda c, args, line: c.tools.undo(args),
-    "policy": lambda c, args, line: c.tools.policy(args),
-    "grants": lambda c, args, line: c.tools.grants(args),
-    "doctor": lambda c, args, line: c.tools.doctor(),
-    "model": lambda c, args, line: c.assistant.model_command(args),
-    "profile": lambda c, args, line: c.profiles.command(args),
-    "context": lambda c, args, line: c.context.command(args),
-    "serve": lambda c, args, line: c.serve.command(args),
-    "trust": lambda c, args, line: c.trust.review(),
-    "new": lambda c, args, line: c.host.start_conversation(),
-    "history": lambda c, args, line: c.conversations.history(),
-    "resume": lambda c, args, line: c.conversations.resume(args),
-    "fork": lambda c, args, line: c.conversations.fork(args),
-    "copy": lambda c, args, line: c.conversations.copy(args),
-    "replay": lambda c, args, line: c.history.replay(),
-    "runs": lambda c, args, line: c.history.runs(),
-    "quit": lambda c, args, line: c.workspace.quit_later(),
+    "help": lambda c, parsed: c.host.action_help(),
+    "workspace": lambda c, parsed: c.workspace.command(parsed),
+    "artifact": lambda c, parsed: c.tools.artifact(parsed),
+    "rag": lambda c, parsed: c.rag.command(parsed),
+    "fs": lambda c, parsed: c.tools.call_parsed(parsed),
+    "shell": lambda c, parsed: c.tools.call_parsed(parsed),
+    "web": lambda c, parsed: c.tools.call_parsed(parsed),
+    "desktop": lambda c, parsed: c.desktop.request(parsed.request),
+    "tool": lambda c, parsed: c.tools.call_parsed(parsed),
+    "undo": lambda c, parsed: c.tools.undo(parsed.call_id),
+    "policy": lambda c, parsed: c.tools.policy(parsed),
+    "grants": lambda c, parsed: c.tools.grants(parsed),
+    "doctor": lambda c, parsed: c.tools.doctor(),
+    "model": lambda c, parsed: c.assistant.model_command(parsed),
+    "profile": lambda c, parsed: c.profiles.command(parsed),
+    "context": lambda c, parsed: c.context.command(parsed),
+    "serve": lambda c, parsed: c.serve.command(parsed.action),
+    "trust": lambda c, parsed: c.trust.review(),
+    "new": lambda c, parsed: c.host.start_conversation(),
+    "history": lambda c, parsed: c.conversations.history(),
+    "resume": lambda c, parsed: c.conversations.resume(parsed.name),
+    "fork": lambda c, parsed: c.conversations.fork(parsed.turns),
+    "copy": lambda c, parsed: c.conversations.copy(),
+    "replay": lambda c, parsed: c.history.replay(),
+    "runs": lambda c, parsed: c.history.runs(),
+    "quit": lambda c, parsed: c.workspace.quit_later(),
 }

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from app.commands.approvals import ApprovalsController
     from app.host import Host
+    from widgets.commands import Action, Named
 
 
 class AssistantController:
@@ -120,28 +121,26 @@ class AssistantController:
         return True
 
     # -- /model -------------------------------------------------------------------------------
-    def model_command(self, args: list[str]) -> None:
-        from widgets.commands import CommandError
+    def model_command(self, parsed: Action | Named) -> None:
+        """The parsed ``/model`` line: ``list``, or ``use PROVIDER:MODEL`` / ``use offline``."""
+        from widgets.commands import Action, CommandError
 
         session = self.host.require_session()
-        if not args or args == ["list"]:
+        if isinstance(parsed, Action):
             self.host.run_worker(self._list_models(), group="model", exit_on_error=False)
             return
-        if args[0] == "use" and len(args) == 2:
-            from services.models.config import resolve_model
+        from services.models.config import resolve_model  # use PROVIDER:MODEL | use offline
 
-            try:
-                config = resolve_model(args[1], {k: v for k, v in os.environ.items() if k != "ARIES_MODEL"})
-            except AriesError as exc:
-                raise CommandError(exc.message) from exc
-            session.update_settings(model=args[1])
-            note = ""
-            if os.environ.get("ARIES_MODEL"):
-                note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."
-            self.host.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
-            self.host.post_message(SessionChanged(session))
-            return
-        raise CommandError("cannot read the model command.")
+        try:
+            config = resolve_model(parsed.name, {k: v for k, v in os.environ.items() if k != "ARIES_MODEL"})
+        except AriesError as exc:
+            raise CommandError(exc.message) from exc
+        session.update_settings(model=parsed.name)
+        note = ""
+        if os.environ.get("ARIES_MODEL"):
+            note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."
+        self.host.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
+        self.host.post_message(SessionChanged(session))
 
     async def _list_models(self) -> None:
         from services.models.listing import list_providers

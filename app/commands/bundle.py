@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import AriesError
 from widgets.messages import StatusStarted
 
@@ -35,32 +36,22 @@ class BundleController:
         session = self.host.require_session()
         if session.workspace.ephemeral:
             raise AriesError("an ephemeral workspace is not exported; create one with /workspace new NAME")
-        self.host.run_worker(self._export(self.host.resolve_path(raw_path)), group="bundle", exit_on_error=False)
+        path, host, progress = self.host.resolve_path(raw_path), self.host, self._progress("exporting")
 
-    async def _export(self, path: Path) -> None:
-        from app import __version__
-        from services.bundles.export import export_workspace
+        def export() -> Any:
+            from app import __version__
+            from services.bundles.export import export_workspace
 
-        host, session = self.host, self.host.require_session()
-        host.status_start("bundle", "exporting…")
-        try:
-            report = await asyncio.to_thread(
-                export_workspace,
-                session.workspace,
-                path,
-                aries_version=__version__,
-                progress=self._progress("exporting"),
+            return export_workspace(session.workspace, path, aries_version=__version__, progress=progress)
+
+        def said(report: Any) -> None:
+            host.say(
+                f"Exported workspace {session.workspace.name}: {report.files} files to {report.path} "
+                f"({report.bytes} bytes, sha256 {report.sha256[:16]}…).",
+                "workspace export",
             )
-        except AriesError as exc:
-            host.report_error(exc.message, "Export")
-            return
-        finally:
-            host.status_stop("bundle")
-        host.say(
-            f"Exported workspace {session.workspace.name}: {report.files} files to {report.path} "
-            f"({report.bytes} bytes, sha256 {report.sha256[:16]}…).",
-            "workspace export",
-        )
+
+        run_task(host, "Export", export, said, group="bundle", status="exporting…", key="bundle")
 
     def import_(self, raw_bundle: str, name: str | None) -> None:
         self.host.run_worker(

@@ -12,12 +12,12 @@ posting messages, and the screens open back on the App's thread.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import AriesError
-from widgets.commands import CommandError
+from widgets.commands import CommandError, ContextAt, Query
 from widgets.messages import HitsFound, StatusStarted
 
 if TYPE_CHECKING:
@@ -46,23 +46,20 @@ class ContextController:
             self._tree, self._tree_root = ContextTree(root), root
         return self._tree
 
-    def command(self, args: list[str]) -> None:
-        if not args:
-            self.browse()
-            return
-        action, rest = args[0], args[1:]
-        if action == "ls" and len(rest) <= 1:
-            self.browse(rest[0] if rest else None)
-        elif action == "read" and len(rest) == 1:
-            self.read(rest[0])
-        elif action == "add" and 1 <= len(rest) <= 2:
-            self.add(rest[0], rest[1] if len(rest) == 2 else None)
-        elif action in ("find", "search") and rest:
-            (self.find if action == "find" else self.search)(" ".join(rest))
-        elif action == "trace" and len(rest) == 1:
-            self.open_trace(rest[0])
-        else:
-            raise CommandError(f"cannot read '/context {' '.join(args)}'.")
+    def command(self, parsed: ContextAt | Query) -> None:
+        """The parsed ``/context`` line (``widgets.commands``: its forms)."""
+        if isinstance(parsed, Query):
+            (self.find if parsed.action == "find" else self.search)(parsed.text)
+        elif parsed.action == "ls":
+            self.browse(parsed.target)
+        elif parsed.target is None:  # the other forms' target is required by the grammar
+            raise CommandError(f"/context {parsed.action} needs its argument.")
+        elif parsed.action == "read":
+            self.read(parsed.target)
+        elif parsed.action == "add":
+            self.add(parsed.target, parsed.uri)
+        else:  # trace
+            self.open_trace(parsed.target)
 
     @staticmethod
     def parse(text: str) -> AxiomUri:
@@ -102,17 +99,12 @@ class ContextController:
 
         info = NodeInfo(target, "file", entry.size)
 
-        async def work() -> None:
-            try:
-                file = await asyncio.to_thread(read_start, tree, info, VIEWER_BYTES)
-            except AriesError as exc:
-                self.host.report_error(exc.message, "/context")
-                return
+        def viewer(file: Any) -> None:
             from screens.context_file_viewer import ContextFileViewer
 
             self.host.push_screen(ContextFileViewer(info, file))
 
-        self.host.run_worker(work(), group="context-read", exit_on_error=False)
+        run_task(self.host, "/context", lambda: read_start(tree, info, VIEWER_BYTES), viewer, group="context-read")
 
     # -- traces --------------------------------------------------------------------------
     def show_trace(self, trace: Mapping[str, Any]) -> None:
@@ -156,22 +148,15 @@ class ContextController:
             finally:
                 service.close()
 
-        async def work() -> None:
-            try:
-                added, queued = await asyncio.to_thread(add)
-            except AriesError as exc:
-                host.report_error(exc.message, "/context add")
-                return
-            finally:
-                host.status_stop(key)
+        def said(result: tuple[Any, Any]) -> None:
+            added, queued = result
             skipped = f", {len(added.skipped)} skipped" if added.skipped else ""
             failed = f"; {len(queued.failed)} job(s) failed" if queued.failed else ""
             host.say(
                 f"Added {added.uri}: {len(added.files)} file(s){skipped}; tiers and index updated{failed}.", "context"
             )
 
-        host.status_start(key, f"context add: {source}")
-        host.run_worker(work(), group=key, exit_on_error=False)
+        run_task(host, "/context add", add, said, group=key, status=f"context add: {source}", key=key)
 
     # -- find / search / traces ---------------------------------------------------------------
     def find(self, query: str) -> None:
@@ -203,15 +188,7 @@ class ContextController:
             finally:
                 store.close()
 
-        async def work() -> None:
-            try:
-                view = await asyncio.to_thread(load)
-            except AriesError as exc:
-                self.host.report_error(exc.message, "/context trace")
-                return
-            self.show_trace(view)
-
-        self.host.run_worker(work(), group="context-trace", exit_on_error=False)
+        run_task(self.host, "/context trace", load, self.show_trace, group="context-trace")
 
     def _retrieve(self, kind: str, query: str) -> None:
         session = self.host.require_session()
@@ -230,14 +207,7 @@ class ContextController:
             finally:
                 retriever.close()
 
-        async def work() -> None:
-            try:
-                result = await asyncio.to_thread(retrieve)
-            except AriesError as exc:
-                self.host.report_error(exc.message, f"/context {kind}")
-                return
-            finally:
-                self.host.status_stop(key)
+        def found(result: Any) -> None:
             data = trace_view(result.trace.to_dict())
             snippets = {str(hit.uri): hit.snippet for hit in result.hits}
             for row in data.get("hits", []):
@@ -250,8 +220,7 @@ class ContextController:
             self.host.post_message(HitsFound(caption, rows))
             self.show_trace(data)
 
-        self.host.status_start(key, f"context {kind}: {query}")
-        self.host.run_worker(work(), group=key, exit_on_error=False)
+        run_task(self.host, f"/context {kind}", retrieve, found, group=key, status=f"context {kind}: {query}", key=key)
 
 
 def trace_view(trace: dict[str, Any]) -> dict[str, Any]:

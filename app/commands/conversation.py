@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from services.errors import InvalidInput
-from widgets.commands import CommandError
 
 if TYPE_CHECKING:
     from app.host import AppHost
@@ -58,11 +57,9 @@ class ConversationController:
         current = session.conversation.conversation_id
         self.host.push_screen(ConversationsScreen(summaries, session.workspace.name, current), chosen)
 
-    def resume(self, args: list[str]) -> None:
+    def resume(self, reference: str) -> None:
         """``/resume ID`` (a unique start of one, or ``last``)."""
-        if len(args) != 1:
-            raise CommandError("give one conversation: an id, a unique start of one, or 'last' (see /history)")
-        self._resume(args[0])
+        self._resume(reference)
 
     def _resume(self, reference: str) -> None:
         self._idle("resume")
@@ -75,10 +72,8 @@ class ConversationController:
             timeout=4,
         )
 
-    def copy(self, args: list[str]) -> None:
+    def copy(self) -> None:
         """``/copy``: the last answer of the conversation to the clipboard (OSC 52, through the terminal)."""
-        if args:
-            raise CommandError("/copy takes no argument: it copies the last answer")
         session = self.host.require_session()
         answers = [e for e in session.conversation.read().entries if e.get("role") == "assistant"]
         if not answers or not str(answers[-1].get("content", "")).strip():
@@ -88,12 +83,10 @@ class ConversationController:
 
         copy_text(self.host, str(answers[-1]["content"]), "/copy")
 
-    def fork(self, args: list[str]) -> None:
+    def fork(self, turns: int | None) -> None:
         """``/fork [N]``: a new conversation holding the open one's first N turns (all by default)."""
-        if len(args) > 1 or (args and not args[0].isdigit()):
-            raise CommandError("give the number of turns to keep, or nothing for all of them")
         session = self.host.require_session()
-        self._fork(session.conversation.conversation_id, int(args[0]) if args else None)
+        self._fork(session.conversation.conversation_id, turns)
 
     def _fork(self, reference: str, through_turn: int | None) -> None:
         from services.conversation.history import fork

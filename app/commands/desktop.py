@@ -23,22 +23,16 @@ if TYPE_CHECKING:
 ARTIFACT_TOOLS = {"builtin:fs:write_text", "builtin:web:fetch", "builtin:web:search", "builtin:fs:add_artifact"}
 
 
-def request_text(line: str) -> str:
-    """The request as typed after ``/desktop`` (quotes kept: the parser reads them itself)."""
-    words = line.strip()[1:].split(None, 1)
-    return words[1].strip() if len(words) == 2 else ""
-
-
 class DesktopController:
     def __init__(self, host: Host, assistant: AssistantController) -> None:
         self.host = host
         self.assistant = assistant
 
-    def request(self, line: str) -> None:
+    def request(self, text: str) -> None:
+        """``/desktop REQUEST…``: the request as typed after the name (quotes kept: the parser reads them)."""
         from services.desktop import check_plan, desktop_route, parse_request
 
         session = self.host.require_session()
-        text = request_text(line)
         if desktop_route(session, os.environ) == "model" and text:
             self.assistant.ask(text)
             return

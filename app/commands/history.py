@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from services.errors import AriesError
+from app.host import run_task
 
 if TYPE_CHECKING:
     from app.host import Host
+    from services.session import Session
 
 
 class HistoryController:
@@ -32,22 +33,22 @@ class HistoryController:
         self.host.push_screen(ReplayScreen(summaries, session.workspace.name))
 
     def runs(self) -> None:
-        self.host.run_worker(self._runs(), group="history", exit_on_error=False)
-
-    async def _runs(self) -> None:
-        from services.plans.runner import list_runs, stored_run
-
         session = self.host.require_session()
 
         def load() -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+            from services.plans.runner import list_runs, stored_run
+
             rows = list_runs(session.workspace)
             return rows, {row["run_id"]: stored_run(session.workspace, row["run_id"])["steps"] for row in rows}
 
-        try:
-            rows, timelines = await asyncio.to_thread(load)
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/runs")
-            return
+        def show(loaded: tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]) -> None:
+            self._show_runs(session, *loaded)
+
+        run_task(self.host, "/runs", load, show, group="history")
+
+    def _show_runs(
+        self, session: Session, rows: list[dict[str, Any]], timelines: dict[str, list[dict[str, Any]]]
+    ) -> None:
         if not rows:
             self.host.notify(
                 "No plan runs in this workspace yet; run one with: aries -w NAME run PLAN.yaml",

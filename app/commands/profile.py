@@ -10,7 +10,7 @@ import asyncio
 from functools import partial
 from typing import TYPE_CHECKING
 
-from widgets.commands import CommandError
+from widgets.commands import Action, CommandError, Named
 from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
@@ -23,15 +23,14 @@ class ProfileController:
     def __init__(self, host: Host) -> None:
         self.host = host
 
-    def command(self, args: list[str]) -> None:
-        if not args or args == ["list"]:
+    def command(self, parsed: Action | Named) -> None:
+        """The parsed ``/profile`` line: ``list``, ``use NAME``, ``show NAME``."""
+        if isinstance(parsed, Action):
             self.list()
-        elif len(args) == 2 and args[0] == "use":
-            self.use(args[1])
-        elif len(args) == 2 and args[0] == "show":
-            self.show(args[1])
+        elif parsed.action == "use":
+            self.use(parsed.name)
         else:
-            raise CommandError(f"cannot read '/profile {' '.join(args)}'.")
+            self.show(parsed.name)
 
     def check_in_background(self) -> None:
         """Load the active profile in a thread; if it is broken, the session records an error notice

@@ -8,20 +8,20 @@ after the call (the notice, the Context pane's rows, the header) happens back on
 from __future__ import annotations
 
 import asyncio
-import shlex
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import AriesError
-from widgets.commands import CommandError
+from widgets.commands import Action, CommandError, IndexAdd, Named, Query
 from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
 
 MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), kept out of start-up
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.retrieval.models import IngestReport, ProgressEvent
+    from services.retrieval.models import IndexInfo, IngestReport, ProgressEvent
     from services.session import Session
 
 
@@ -42,63 +42,41 @@ class RagController:
         self.host.run_worker(work, group=group, exit_on_error=False)
 
     # -- /rag ------------------------------------------------------------------------------
-    def command(self, args: list[str]) -> None:
-        if not args:
-            raise CommandError("say what to do.")
-        action, rest = args[0], args[1:]
-        if action == "index":
-            self._index(rest)
-        elif action == "query":
-            k = MESSAGE_K * 2
-            if "-k" in rest:
-                at = rest.index("-k")
-                try:
-                    k = int(rest[at + 1])
-                except (IndexError, ValueError) as exc:
-                    raise CommandError("-k takes a number.") from exc
-                if not 1 <= k <= 100:
-                    raise CommandError("-k is between 1 and 100.")
-                rest = rest[:at] + rest[at + 2 :]
-            if not rest:
-                raise CommandError("say what to search for.")
-            self._worker(self._query(self.session, " ".join(rest), k))
-        elif action == "show" and len(rest) == 1:
-            self.show_chunk(rest[0])
-        elif action == "last" and not rest:
-            self._worker(self._last(self.session))
-        elif action == "cancel" and not rest:
+    def command(self, parsed: IndexAdd | Action | Named | Query) -> None:
+        """The parsed ``/rag`` line (``widgets.commands``: its forms and options)."""
+        if isinstance(parsed, IndexAdd):
+            cancel = self._start_ingest()
+            path = self.host.resolve_path(parsed.path)
+            self._worker(self._ingest(self.session, str(path), parsed.name, cancel), group="rag-ingest")
+        elif isinstance(parsed, Query):
+            self._worker(self._query(self.session, parsed.text, parsed.k or MESSAGE_K * 2))
+        elif isinstance(parsed, Named):
+            self._named(parsed.action, parsed.name)
+        elif parsed.action == "list":
+            session = self.session
+            run_task(self.host, "/rag index list", lambda: session.engine().index_list(), self._listed, group="rag")
+        elif parsed.action == "last":
+            session = self.session
+            run_task(self.host, "/rag last", lambda: session.engine().last(), self._last, group="rag")
+        else:  # cancel
             self.cancel_ingest()
-        else:
-            raise CommandError(f"cannot read '/rag {' '.join(shlex.quote(a) for a in args)}'.")
 
-    def _index(self, args: list[str]) -> None:
-        if not args:
-            raise CommandError("say what to do with indexes.")
-        action, rest = args[0], args[1:]
-        if action == "add" and rest:
-            name = None
-            if "--name" in rest:
-                at = rest.index("--name")
-                if at + 1 >= len(rest):
-                    raise CommandError("--name takes an index name.")
-                name = rest[at + 1]
-                rest = rest[:at] + rest[at + 2 :]
-            if len(rest) != 1:
-                raise CommandError("index add takes one path.")
+    def _named(self, action: str, name: str) -> None:
+        if action == "show":
+            self.show_chunk(name)
+        elif action == "use":
+            session = self.session
+
+            def used(info: IndexInfo) -> None:
+                self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
+                self.host.post_message(SessionChanged(session))
+
+            run_task(self.host, "/rag index use", lambda: session.engine().index_use(name), used, group="rag")
+        elif action == "drop":
+            self._confirm_drop(name)
+        else:  # repair
             cancel = self._start_ingest()
-            path = self.host.resolve_path(rest[0])
-            self._worker(self._ingest(self.session, str(path), name, cancel), group="rag-ingest")
-        elif action == "list" and not rest:
-            self._worker(self._list(self.session))
-        elif action == "use" and len(rest) == 1:
-            self._worker(self._use(self.session, rest[0]))
-        elif action == "drop" and len(rest) == 1:
-            self._confirm_drop(rest[0])
-        elif action == "repair" and len(rest) == 1:
-            cancel = self._start_ingest()
-            self._worker(self._repair(self.session, rest[0], cancel), group="rag-ingest")
-        else:
-            raise CommandError(f"cannot read '/rag index {' '.join(args)}'.")
+            self._worker(self._repair(self.session, name, cancel), group="rag-ingest")
 
     def _start_ingest(self) -> threading.Event:
         """One index build at a time; its cancel event exists from the first moment (Ctrl+X works)."""
@@ -171,12 +149,7 @@ class RagController:
             )
         self.host.post_message(SessionChanged(session))
 
-    async def _list(self, session: Session) -> None:
-        try:
-            infos = await asyncio.to_thread(lambda: session.engine().index_list())
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index list")
-            return
+    def _listed(self, infos: list[IndexInfo]) -> None:
         if not infos:
             self.host.say("No indexes in this workspace yet. /rag index add PATH builds one.", "rag")
             return
@@ -228,39 +201,25 @@ class RagController:
             self._ingest_over()
         self.host.say(f"Index {name}: {count} vectors rebuilt from its stored chunks; status {info.status}.", "rag")
 
-    async def _use(self, session: Session, name: str) -> None:
-        try:
-            info = await asyncio.to_thread(lambda: session.engine().index_use(name))
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index use")
-            return
-        self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
-        self.host.post_message(SessionChanged(session))
-
     def _confirm_drop(self, name: str) -> None:
         from screens.confirm import ConfirmScreen
 
         session = self.session
 
+        def dropped(_: None) -> None:
+            self.host.say(f"Index {name} dropped.", "rag")
+            self.host.post_message(IndexDropped(name))
+            self.host.post_message(SessionChanged(session))
+
         def answered(yes: bool | None) -> None:
             if yes:
-                self._worker(self._drop(session, name))
+                run_task(self.host, "/rag index drop", lambda: session.engine().index_drop(name), dropped, group="rag")
 
         detail = (
             f"This deletes index {name} of workspace {self.host.workspace_name}: its Tantivy and Chroma data. "
             "The documents themselves are not touched."
         )
         self.host.push_screen(ConfirmScreen(f"Drop index {name}?", detail), answered)
-
-    async def _drop(self, session: Session, name: str) -> None:
-        try:
-            await asyncio.to_thread(lambda: session.engine().index_drop(name))
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index drop")
-            return
-        self.host.say(f"Index {name} dropped.", "rag")
-        self.host.post_message(IndexDropped(name))
-        self.host.post_message(SessionChanged(session))
 
     async def _query(self, session: Session, text: str, k: int) -> None:
         def query() -> Any:
@@ -284,12 +243,7 @@ class RagController:
             self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
         self.host.post_message(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
 
-    async def _last(self, session: Session) -> None:
-        try:
-            record = await asyncio.to_thread(lambda: session.engine().last())
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag last")
-            return
+    def _last(self, record: Any) -> None:
         if record is None:
             self.host.notify("Nothing has been retrieved in this workspace yet.")
             return
@@ -298,17 +252,14 @@ class RagController:
 
     def show_chunk(self, handle: str) -> None:
         """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link)."""
-        self._worker(self._show(self.session, handle))
+        session = self.session
 
-    async def _show(self, session: Session, handle: str) -> None:
-        try:
-            chunk = await asyncio.to_thread(lambda: session.engine().show(handle))
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag show")
-            return
-        from screens.chunk_viewer import ChunkViewer
+        def viewer(chunk: Any) -> None:
+            from screens.chunk_viewer import ChunkViewer
 
-        self.host.push_screen(ChunkViewer(chunk))
+            self.host.push_screen(ChunkViewer(chunk))
+
+        run_task(self.host, "/rag show", lambda: session.engine().show(handle), viewer, group="rag")
 
 
 INGEST_LINES_PER_KIND = 200

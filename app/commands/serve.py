@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError
-from widgets.commands import CommandError
 from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
@@ -40,10 +39,8 @@ class ServeController:
             return ""
         return f"web http://127.0.0.1:{server.port}/"
 
-    def command(self, args: list[str]) -> None:
-        action = args[0].lower() if args else "start"
-        if len(args) > 1 or action not in {"start", "stop", "status"}:
-            raise CommandError(f"cannot read '/serve {' '.join(args)}'.")
+    def command(self, action: str) -> None:
+        """``/serve start | stop | status`` (the grammar allows nothing else)."""
         if action == "start":
             self.start()
         elif action == "stop":

@@ -12,9 +12,8 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from app.commands.tool_parse import fs_call, generic_call, shell_call, web_call
 from services.errors import AriesError
-from widgets.commands import CommandError
+from widgets.commands import Action, CommandError, GrantsRevoke, PolicyMode, ToolCall
 from widgets.messages import ArtifactsChanged, SessionChanged
 
 if TYPE_CHECKING:
@@ -130,45 +129,32 @@ class ToolController:
         return result
 
     # -- slash commands ---------------------------------------------------------------------
-    def undo(self, args: list[str]) -> None:
-        if len(args) > 1:
-            raise CommandError("/undo takes at most one call id.")
-        self.host.run_worker(self._undo(args[0] if args else None), group="tools", exit_on_error=False)
+    def undo(self, call_id: str | None) -> None:
+        self.host.run_worker(self._undo(call_id), group="tools", exit_on_error=False)
 
-    def fs(self, args: list[str]) -> None:
-        self.call(*fs_call(args))
+    def call_parsed(self, parsed: ToolCall) -> None:
+        """``/fs``, ``/shell``, ``/web``, ``/tool``: the parsed call, through the gateway."""
+        self.call(parsed.tool_id, parsed.args)
 
-    def shell(self, args: list[str]) -> None:
-        self.call(*shell_call(args))
-
-    def web(self, args: list[str]) -> None:
-        self.call(*web_call(args))
-
-    def tool(self, args: list[str], line: str) -> None:
-        self.call(*generic_call(args, line))
-
-    def artifact(self, args: list[str]) -> None:
-        if args[:1] == ["list"] or not args:
-            artifacts = self.session.workspace.artifacts.list()
-            lines = [f"{a.id}  {a.name}  {a.size_bytes} bytes  {a.mime_type}" for a in artifacts]
-            self.host.say("Artifacts:\n" + "\n".join(lines) if lines else "No artifacts yet.", "artifact")
+    def artifact(self, parsed: Action | ToolCall) -> None:
+        if isinstance(parsed, ToolCall):
+            self.call(parsed.tool_id, parsed.args)
             return
-        if args[0] != "add" or len(args) < 2:
-            raise CommandError("cannot read the artifact command.")
-        call: dict[str, Any] = {"path": args[1]}
-        if len(args) > 2:
-            call["description"] = " ".join(args[2:])
-        self.call("builtin:fs:add_artifact", call)
+        artifacts = self.session.workspace.artifacts.list()
+        lines = [f"{a.id}  {a.name}  {a.size_bytes} bytes  {a.mime_type}" for a in artifacts]
+        self.host.say("Artifacts:\n" + "\n".join(lines) if lines else "No artifacts yet.", "artifact")
 
-    def policy(self, args: list[str]) -> None:
+    def policy(self, parsed: Action | PolicyMode) -> None:
         session = self.session
-        if args[:1] == ["explain-last"]:
+        if isinstance(parsed, PolicyMode):
+            self._mode(session, parsed.mode)
+        elif parsed.action == "explain-last":
             decision = session.gateway().last_decision()
             if decision is None:
                 self.host.say("No tool call has been decided in this workspace yet.", "policy")
                 return
             self.host.say(explain_decision(decision), "policy")
-        elif args[:1] == ["show"]:
+        elif parsed.action == "show":
             policy = session.policy()
             profile = session.profile()
             tools = "the tools the policy enables"
@@ -180,28 +166,27 @@ class ToolController:
                 f"Edit {session.workspace.root / 'policy.yaml'} and run /policy reload to change it.",
                 "policy",
             )
-        elif args[:1] == ["reload"]:
+        else:  # reload
             denied = session.reload_policy()
             if denied:
                 self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new policy.")
             self.host.post_message(SessionChanged(session))
-        elif args[:1] == ["mode"]:
-            if len(args) == 1:
-                self.host.say(f"Approval mode: {session.mode}", "policy")
-                return
-            try:
-                denied = session.set_mode(args[1])
-            except AriesError as exc:
-                raise CommandError(exc.message) from exc
-            if denied:
-                self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new mode.")
-            self.host.post_message(SessionChanged(session))
-        else:
-            raise CommandError("cannot read the policy command.")
 
-    def grants(self, args: list[str]) -> None:
+    def _mode(self, session: Session, mode: str | None) -> None:
+        if mode is None:
+            self.host.say(f"Approval mode: {session.mode}", "policy")
+            return
+        try:
+            denied = session.set_mode(mode)
+        except AriesError as exc:
+            raise CommandError(exc.message) from exc
+        if denied:
+            self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new mode.")
+        self.host.post_message(SessionChanged(session))
+
+    def grants(self, parsed: Action | GrantsRevoke) -> None:
         session = self.session
-        if not args or args == ["list"]:
+        if isinstance(parsed, Action):  # list
             grants = session.grants()
             if not grants:
                 self.host.say("No session grants. Approve a call with 's' to grant it for this session.", "grants")
@@ -211,15 +196,12 @@ class ToolController:
             ]
             self.host.say("Session grants (/grants revoke N | all):\n" + "\n".join(lines), "grants")
             return
-        if args[0] == "revoke" and len(args) == 2:
-            if args[1] == "all":
-                if not session.revoke_grants():
-                    self.host.say("There were no session grants.", "grants")
-                return
-            if not args[1].isdigit() or session.revoke_grant(int(args[1])) is None:
-                raise CommandError(f"no grant number {args[1]}; /grants lists them.")
+        if parsed.number is None:  # revoke all
+            if not session.revoke_grants():
+                self.host.say("There were no session grants.", "grants")
             return
-        raise CommandError("cannot read the grants command.")
+        if session.revoke_grant(parsed.number) is None:
+            raise CommandError(f"no grant number {parsed.number}; /grants lists them.")
 
     def doctor(self) -> None:
         self.host.run_worker(self._doctor(self.session), group="doctor", exit_on_error=False)

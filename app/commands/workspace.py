@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from widgets.commands import CommandError
+from widgets.commands import Action, Named, WorkspaceImport
 
 if TYPE_CHECKING:
     from app.commands.bundle import BundleController
@@ -53,24 +53,22 @@ class WorkspaceController:
         self.host = host
         self.bundles = bundles
 
-    def command(self, args: list[str]) -> None:
-        if not args or args[0] == "switch":
+    def command(self, parsed: Action | Named | WorkspaceImport) -> None:
+        """The parsed ``/workspace`` line (nothing, or ``switch``: the switcher)."""
+        if isinstance(parsed, WorkspaceImport):
+            self.bundles.import_(parsed.bundle, parsed.name)
+        elif isinstance(parsed, Named) and parsed.action == "export":
+            self.bundles.export(parsed.name)
+        elif isinstance(parsed, Named):
+            work = self._open_and_say(parsed.name, parsed.action == "new")
+            self.host.run_worker(work, group="workspace", exit_on_error=False)
+        elif parsed.action == "switch":
             self.switcher()
-            return
-        action, rest = args[0], args[1:]
-        if action == "list":
+        else:  # list
             names = self.host.manager.list()
             current = self.host.workspace_name
             listing = ", ".join(f"{n} (current)" if n == current else n for n in names)
             self.host.say(f"Workspaces: {listing or 'none yet; /workspace new NAME creates one'}", "workspace")
-        elif action in {"new", "open"} and len(rest) == 1:
-            self.host.run_worker(self._open_and_say(rest[0], action == "new"), group="workspace", exit_on_error=False)
-        elif action == "export" and len(rest) == 1:
-            self.bundles.export(rest[0])
-        elif action == "import" and len(rest) in (1, 2):
-            self.bundles.import_(rest[0], rest[1] if len(rest) == 2 else None)
-        else:
-            raise CommandError(f"cannot read '/workspace {' '.join(args)}'.")
 
     def switcher(self) -> None:
         """The workspace switcher (fuzzy filter; Enter opens, Ctrl+N creates)."""

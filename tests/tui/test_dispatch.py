@@ -34,3 +34,25 @@ def test_controllers_reach_the_app_only_through_the_host_protocol() -> None:
         assert "app.aries_app" not in _imports(path), path
     for path in APP.rglob("*.py"):
         assert "call_from_thread" not in path.read_text(encoding="utf-8"), path
+
+
+async def test_a_misuse_and_a_failed_task_are_one_line_each() -> None:
+    """Through the App: a misuse is one error line with the generated usage; blocking work run by
+    ``run_task`` that fails with a typed error is one error line titled by its command."""
+    from app.aries_app import AriesApp
+    from services.workspaces import WorkspaceManager
+    from tests.tui.helpers import Messages
+    from tests.tui.helpers import command as typed
+
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    messages = Messages()
+    async with app.run_test(size=(160, 48), message_hook=messages) as pilot:
+        await app.ready()
+        await typed(pilot, "/rag query storms -k 0")
+        note = await messages.notified(pilot, "-k is between 1 and 100.")
+        assert "Usage: /rag index add PATH [--name ID] |" in note and "\n" not in note
+        await typed(pilot, "/rag index use nothing-here")
+        note = await messages.notified(pilot, "nothing-here")
+        assert note.startswith("/rag index use ") and "Traceback" not in note
+        assert app.session is not None and app.is_running

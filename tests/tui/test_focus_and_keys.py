@@ -260,3 +260,20 @@ async def test_a_waiting_call_fits_one_line_at_80x24() -> None:
         lines = status.render_items().plain.splitlines()
         assert len(lines) == 2 and lines[0].endswith("Ctrl+X cancels") and lines[1].endswith(WAITING_NOTE)
         assert all(len(line) <= 80 - 2 for line in lines), lines
+
+
+async def test_tab_completes_a_positional_by_its_kind_and_an_option_from_the_tool_model() -> None:
+    """The grammar's completion kinds reach the prompt: ``/workspace open al`` Tab → the workspace
+    ``alpha``; ``/fs ls --max-e`` Tab → the option made from the list_dir argument model's field."""
+    for name in ("alpha", "beta"):
+        WorkspaceManager().create(name)
+    app = AriesApp("beta")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        prompt = prompt_of(app)
+        prompt.value = "/workspace open al"
+        await pilot.press("tab")
+        assert prompt.value == "/workspace open alpha "
+        prompt.value = "/fs ls --max-e"
+        await pilot.press("tab")
+        assert prompt.value == "/fs ls --max-entries "
