@@ -9,13 +9,12 @@ profile is actually read (never before the TUI's first frame).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.approval_mode import ApprovalMode
 from services.bridge_config import BridgeConfig
-
-ApprovalMode = Literal["guide", "commander", "strict"]
 
 
 class ToolsSpec(BaseModel):

@@ -42,7 +42,7 @@ def _bundle(tmp: Path, policy: str, *, settings: str = "") -> Path:
     workspace, _ = WorkspaceManager(home / "workspaces").create("src")
     (workspace.root / "policy.yaml").write_text(policy, encoding="utf-8")
     if settings:
-        meta = workspace.meta_path.read_text(encoding="utf-8").replace("approval_mode: guide", settings)
+        meta = workspace.meta_path.read_text(encoding="utf-8").replace("settings:\n", f"settings:\n  {settings}\n")
         workspace.meta_path.write_text(meta, encoding="utf-8")
     bundle = tmp / "src.aries.tar.zst"
     export_workspace(workspace, bundle, aries_version="test")
