@@ -105,7 +105,8 @@ async def test_closing_cancels_and_records_a_running_call(workspace: Workspace) 
     )
     session = Session(workspace, approver=lambda request: ApprovalDecision.once())
     # a new workspace sets no approval mode: the policy file's applies (services.inforce's precedence)
-    assert session.mode == "commander" and session.in_force.mode_source == f"policy file {workspace.root / 'policy.yaml'}"
+    assert session.mode == "commander"
+    assert session.in_force.mode_source == f"policy file {workspace.root / 'policy.yaml'}"
     call = asyncio.create_task(session.call_tool("builtin:shell:run", {"argv": ["sleep", "30"]}))
     await asyncio.sleep(0.5)
     await session.aclose("Aries quit")
