@@ -33,6 +33,29 @@ MODE_NAMES: tuple[str, ...] = tuple(mode.value for mode in ApprovalMode)
 """``("guide", "commander", "strict")``: for argparse ``choices=`` and error messages."""
 
 
+SHIPPED_MODE = ApprovalMode.GUIDE
+"""The mode of ``profiles/policy-default.yaml`` (``tests/test_inforce.py`` holds them equal), known
+without loading the policy."""
+
+
+def approval_mode(
+    operator: ApprovalMode | None,
+    workspace: ApprovalMode | None,
+    profile: ApprovalMode | None,
+    policy: ApprovalMode | None,
+) -> tuple[ApprovalMode, str]:
+    """The precedence table: ``(mode, which level set it)``, the first level that says anything."""
+    for mode, level in (
+        (operator, "operator"),
+        (workspace, "workspace"),
+        (profile, "profile"),
+        (policy, "policy"),
+    ):
+        if mode is not None:
+            return mode, level
+    return SHIPPED_MODE, "shipped"
+
+
 def parse_mode(value: object, where: str = "the approval mode") -> ApprovalMode:
     """``value`` as an :class:`ApprovalMode`; ConfigError (one line) for anything else."""
     try:
@@ -41,4 +64,4 @@ def parse_mode(value: object, where: str = "the approval mode") -> ApprovalMode:
         raise ConfigError(f"{where} is one of {', '.join(MODE_NAMES)}, not {value!r}") from None
 
 
-__all__ = ["MODE_NAMES", "ApprovalMode", "parse_mode"]
+__all__ = ["MODE_NAMES", "SHIPPED_MODE", "ApprovalMode", "approval_mode", "parse_mode"]

@@ -10,7 +10,7 @@ old rules) or only adds (they are kept).
 Each piece says where it came from (``mode_source``, ``profile_source``, ``policy_source``,
 ``model_source``).
 
-**The approval mode**, highest first (:func:`approval_mode` is the table):
+**The approval mode**, highest first (``services.approval_mode.approval_mode`` is the table):
 
 1. the operator's override in this session (``--mode``, ``/policy mode``);
 2. the workspace's ``approval_mode`` setting;
@@ -40,7 +40,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.approval_mode import ApprovalMode, parse_mode
+from services.approval_mode import ApprovalMode, approval_mode, parse_mode
 from services.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -52,9 +52,6 @@ if TYPE_CHECKING:
 
 WORKSPACE_POLICY = "policy.yaml"  # a workspace's own tool policy, at its root
 SHIPPED_POLICY = "shipped default (profiles/policy-default.yaml)"
-SHIPPED_MODE = ApprovalMode.GUIDE
-"""The mode of ``profiles/policy-default.yaml`` (``tests/test_inforce.py`` holds them equal), known
-without loading the policy."""
 ENV_MODEL = "ARIES_MODEL"  # as services.models.config names it (not imported: start-up)
 
 
@@ -97,24 +94,6 @@ class Operator:
     def without_session_mode(self) -> Operator:
         """This operator without a ``/policy mode`` choice (a ``--mode`` flag stays)."""
         return replace(self, mode=None) if self.mode_from == "/policy mode" else self
-
-
-def approval_mode(
-    operator: ApprovalMode | None,
-    workspace: ApprovalMode | None,
-    profile: ApprovalMode | None,
-    policy: ApprovalMode | None,
-) -> tuple[ApprovalMode, str]:
-    """The precedence table: ``(mode, which level set it)``, the first level that says anything."""
-    for mode, level in (
-        (operator, "operator"),
-        (workspace, "workspace"),
-        (profile, "profile"),
-        (policy, "policy"),
-    ):
-        if mode is not None:
-            return mode, level
-    return SHIPPED_MODE, "shipped"
 
 
 @dataclass(frozen=True)
@@ -353,4 +332,4 @@ def _shipped_or_default(name: str) -> str:
     return name if (shipped_dir() / f"{name}{SUFFIX}").is_file() else "default"
 
 
-__all__ = ["SHIPPED_MODE", "SHIPPED_POLICY", "WORKSPACE_POLICY", "InForce", "Operator", "approval_mode", "resolve"]
+__all__ = ["SHIPPED_POLICY", "WORKSPACE_POLICY", "InForce", "Operator", "resolve"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.approval_mode import MODE_NAMES, ApprovalMode
-from services.inforce import SHIPPED_MODE, InForce, Operator, resolve
+from services.approval_mode import MODE_NAMES, SHIPPED_MODE, ApprovalMode
+from services.inforce import InForce, Operator, resolve
 from services.trust.authority import quarantine
 from services.trust.records import record_import, review_authority, trust, workspace_trust
 from services.trust.review import describe

@@ -4,13 +4,37 @@ policy in force, its MCP servers and one check per index of the workspace. Funct
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from services.errors import AriesError, ConfigError
 from services.tools.doctor import Check, DoctorReport, doctor, mcp_checks
 
-if TYPE_CHECKING:
-    from services.session import Session
+
+class _Workspace(Protocol):
+    @property
+    def indexes_dir(self) -> Path: ...
+
+
+class _Indexes(Protocol):
+    def index_list(self) -> list[Any]: ...
+
+
+class Session(Protocol):
+    """What the doctor reads of a ``services.session.Session`` (a protocol: ``services.tools`` does not
+    import the session, which imports retrieval)."""
+
+    @property
+    def workspace(self) -> _Workspace: ...
+    @property
+    def policy_source(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def has_engine(self) -> bool: ...
+    def policy(self) -> Any: ...
+    def engine(self) -> _Indexes: ...
+    def gateway(self) -> Any: ...
 
 
 def session_doctor(session: Session) -> DoctorReport:
@@ -51,4 +75,4 @@ def index_checks(session: Session) -> list[Check]:
     return checks
 
 
-__all__ = ["index_checks", "session_doctor"]
+__all__ = ["Session", "index_checks", "session_doctor"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.approval_mode import MODE_NAMES, ApprovalMode
+from services.approval_mode import MODE_NAMES, ApprovalMode, approval_mode
 from services.errors import ConfigError
 from services.trust.authority import WHOLE_META, Authority
 
@@ -272,8 +272,6 @@ def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
 def _mode_lines(authority: Authority) -> list[ReviewLine]:
     """The approval mode trusting puts in force, when it differs from the mode in force without the
     workspace's settings (``services.inforce``'s table: the same precedence, the same answer)."""
-    from services.inforce import approval_mode
-
     before = approval_mode(None, None, _profile_mode(authority, trusted=False), None)[0]
     after, level = approval_mode(*_mode_levels(authority))
     if after == before:
