@@ -88,6 +88,14 @@ class Operator:
             model=(env.get(ENV_MODEL) or "").strip() or None,
         )
 
+    def model_env(self) -> dict[str, str]:
+        """The environment ``services.models.config.resolve_model`` reads, with ``ARIES_MODEL`` as the
+        operator's choice of this session (not read again from ``os.environ``)."""
+        env = {key: value for key, value in os.environ.items() if key != ENV_MODEL}
+        if self.model:
+            env[ENV_MODEL] = self.model
+        return env
+
     def choose_mode(self, mode: ApprovalMode) -> Operator:
         return replace(self, mode=mode, mode_from="/policy mode")
 
@@ -114,8 +122,6 @@ class InForce:
     """The workspace's ``model`` setting while in force (``offline`` included); None: not in force."""
     loaded_profile: ActiveProfile | None = field(default=None, compare=False, repr=False)
     """The profile, when the caller loaded it already (``--profile``, ``/profile use``)."""
-    settings: OperatorSettings | None = field(default=None, compare=False, repr=False)
-    """The operator's settings store (``services.operator_settings``), outside every workspace."""
     # Slots for what the next issues add, each with where it came from; empty until then.
     grants: tuple[Any, ...] = ()
     """Lasting grants of this workspace (from the operator's settings store)."""
@@ -125,6 +131,16 @@ class InForce:
     """Project instructions sent with every turn."""
     commands: tuple[Any, ...] = ()
     """Workspace slash commands."""
+
+    # -- the operator's side --------------------------------------------------------------------
+    @cached_property
+    def operator_settings(self) -> OperatorSettings:
+        """The operator's settings store, outside every workspace (``services.operator_settings``:
+        theme, notifications, lasting grants), read on first use. OperatorSettingsError (one line)
+        when the file does not read."""
+        from services.operator_settings import load_settings
+
+        return load_settings()
 
     # -- the profile --------------------------------------------------------------------
     @property
@@ -266,12 +282,8 @@ class InForce:
         return f"profile {self.profile_name}" if setting is not None else "shipped default"
 
     def model_env(self) -> dict[str, str]:
-        """The environment ``services.models.config.resolve_model`` reads, with ``ARIES_MODEL`` as the
-        operator's choice of this session (not read again from ``os.environ``)."""
-        env = {key: value for key, value in os.environ.items() if key != ENV_MODEL}
-        if self.operator.model:
-            env[ENV_MODEL] = self.operator.model
-        return env
+        """The environment ``services.models.config.resolve_model`` reads (``Operator.model_env``)."""
+        return self.operator.model_env()
 
     # -- changes ----------------------------------------------------------------------------
     def policy_hash(self) -> str | None:
@@ -296,7 +308,6 @@ def resolve(
     operator: Operator,
     *,
     profile: ActiveProfile | None = None,
-    settings: OperatorSettings | None = None,
 ) -> InForce:
     """What is in force in ``workspace`` for ``operator`` (``profile``: the operator's profile, loaded
     already). Reads the trust state and the workspace's settings now; loads the profile and the policy
@@ -320,8 +331,7 @@ def resolve(
         profile_source=source,
         workspace_mode=parse_mode(mode, "workspace setting approval_mode") if mode else None,
         workspace_model=str(model) if model is not None else None,
-        loaded_profile=profile if profile is not None and profile.name == name else None,
-        settings=settings,
+        loaded_profile=profile,
     )
 
 
