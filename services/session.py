@@ -199,6 +199,8 @@ class Session:
     @property
     def mode(self) -> ApprovalMode:
         """The approval mode in force (``InForce.mode``; where it came from: ``in_force.mode_source``)."""
+        if self.in_force.profile_may_set():
+            self.profile()  # a broken profile is reported
         return self.in_force.mode
 
     # -- the gateway and the engine --------------------------------------------------------
