@@ -114,12 +114,16 @@ class Session:
     def _apply(self, new: InForce, reason: str) -> int:
         """Put ``new`` in force: when it narrows or replaces the policy, mode or profile, the calls
         waiting under the old value are denied (``reason``) and the gateway is rebound (grants and
-        processes kept). Returns how many calls were denied."""
-        old, self._in_force = self.in_force, new
+        processes kept). Returns how many calls were denied. A new policy that does not load raises
+        ConfigError before anything changes."""
+        old = self.in_force
         if self._gateway is None or not new.replaces(old):
+            self._in_force = new
             return 0
+        policy = new.policy
+        self._in_force = new
         denied = self.approvals.deny_all(reason)
-        self._gateway.rebind(new.policy, mode=new.mode.value)
+        self._gateway.rebind(policy, mode=new.mode.value)
         return denied
 
     @property
