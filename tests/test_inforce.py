@@ -166,3 +166,31 @@ def test_a_bad_mode_is_one_line() -> None:
         Operator.for_session(mode="yolo", env={})
     assert [mode.help for mode in ApprovalMode] and all(mode.help for mode in ApprovalMode)
     assert ApprovalMode.GUIDE == "guide" and f"{ApprovalMode.STRICT}" == "strict"
+
+
+async def test_a_change_that_replaces_nothing_keeps_the_waiting_call(workspace: Workspace) -> None:
+    """``/model use`` resolves what is in force again but replaces no policy, mode or profile: the call
+    waiting for approval stays; ``/policy mode`` then replaces the mode and denies it."""
+    import asyncio
+
+    from services.session import Session
+
+    (workspace.root / "policy.yaml").write_text(
+        "version: 1\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: enabled}\n"
+        "filesystem: {allowed_roots: ['${workspace}']}\n",
+        encoding="utf-8",
+    )
+    session = Session(workspace)
+    write = asyncio.create_task(session.call_tool("builtin:fs:write_text", {"path": "b.txt", "text": "y"}))
+    for _ in range(200):
+        if session.approvals.pending():
+            break
+        await asyncio.sleep(0.02)
+    assert len(session.approvals.pending()) == 1, write.done() and write.result().to_dict()
+    before = session.in_force
+    session.update_settings(model="ollama:llama3.2")
+    assert session.in_force is not before and session.in_force.model_setting == "ollama:llama3.2"
+    assert len(session.approvals.pending()) == 1 and not write.done()
+    assert session.set_mode("commander") == 1
+    assert (await write).denied
+    await session.aclose()
