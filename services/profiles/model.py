@@ -29,7 +29,8 @@ class ToolsSpec(BaseModel):
     policy: str | None = None
     """A policy file this profile binds (relative to the profile file); null: the workspace's."""
     mode: ApprovalMode | None = None
-    """The approval mode under this profile; null: the workspace's setting."""
+    """The approval mode under this profile (below the operator's choice and the workspace's
+    ``approval_mode``, above the policy file's: ``services.inforce``); null: the policy file's."""
 
 
 class RetrievalSpec(BaseModel):
