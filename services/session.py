@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.approval_mode import ApprovalMode, parse_mode
 from services.approvals import ApprovalQueue
 from services.conversation import Conversation, Notice
-from services.errors import ConfigError
+from services.inforce import SHIPPED_POLICY, WORKSPACE_POLICY, InForce, Operator, resolve
 
 if TYPE_CHECKING:
     from services.context.tools import ContextToolBackend
@@ -41,15 +43,10 @@ if TYPE_CHECKING:
     from services.profiles import ActiveProfile
     from services.retrieval import RetrievalEngine
     from services.tools.calls import Approver
-    from services.tools.doctor import Check, DoctorReport
     from services.tools.gateway import ToolGateway
     from services.tools.results import ToolResult
     from services.trust.records import TrustState
     from services.workspaces import Workspace
-
-APPROVAL_MODES = ("guide", "commander", "strict")
-WORKSPACE_POLICY = "policy.yaml"  # a workspace's own tool policy, at its root
-SHIPPED_POLICY = "shipped default (profiles/policy-default.yaml)"
 
 
 class Session:
@@ -66,17 +63,11 @@ class Session:
         profile: str | None = None,
         conversation: str | None = "last",
     ) -> None:
-        if mode is not None and mode not in APPROVAL_MODES:
-            raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
         self.workspace = workspace
         self.source = source
-        self._policy_file = Path(policy_file).expanduser() if policy_file is not None else None
-        self._mode_override = mode
-        self._mode_chosen: str | None = None  # set_mode in this session (a profile switch clears it)
-        self._profile_name = profile  # None: the workspace's setting
-        self._trust: TrustState | None = None
-        self._profile: ActiveProfile | None = None
-        self._profile_error: str | None = None
+        self.operator = Operator.for_session(mode=mode, policy_file=policy_file, profile=profile)
+        self._in_force: InForce | None = None  # resolved on first use (keeps start-up cheap)
+        self._noticed: tuple[str, str] | None = None  # the broken profile reported (name, error)
         self.approvals = ApprovalQueue()
         # Who decides a call the policy wants confirmed: the queue (an operator answers) unless the
         # caller gives another approver (the CLI's --approve, a headless allow-list, deny). A
@@ -92,10 +83,9 @@ class Session:
         elif conversation == "last":
             self.conversation = Conversation(workspace.latest_transcript())
         else:
-            from services.conversation.history import resolve
+            from services.conversation.history import resolve as resolve_conversation
 
-            self.conversation = Conversation(workspace.transcript(resolve(workspace, conversation)))
-        self._policy: Policy | None = None
+            self.conversation = Conversation(workspace.transcript(resolve_conversation(workspace, conversation)))
         self._gateway: ToolGateway | None = None
         self._context_backend: ContextToolBackend | None = None
         self._engine: RetrievalEngine | None = None
@@ -107,111 +97,98 @@ class Session:
         if profile is not None:
             from services.profiles import load_profile
 
-            self._profile = load_profile(profile, self._profiles_root())  # unknown or broken: ProfileError
+            first = self.in_force
+            loaded = load_profile(profile, first.profiles_root)  # unknown or broken: ProfileError
+            self._in_force = replace(first, loaded_profile=loaded)
 
-    # -- trust: whether the workspace's own authority settings are in force -------------------
+    # -- what is in force: one value (``services.inforce``), replaced whole on every change ---------
+    @property
+    def in_force(self) -> InForce:
+        if self._in_force is None:
+            self._in_force = resolve(self.workspace, self.operator)
+        return self._in_force
+
+    def _resolve(self, profile: ActiveProfile | None = None) -> InForce:
+        return resolve(self.workspace, self.operator, profile=profile)
+
+    def _apply(self, new: InForce, reason: str) -> int:
+        """Put ``new`` in force: when it narrows or replaces the policy, mode or profile, the calls
+        waiting under the old value are denied (``reason``) and the gateway is rebound (grants and
+        processes kept). Returns how many calls were denied. A new policy that does not load raises
+        ConfigError before anything changes."""
+        old = self.in_force
+        if self._gateway is None or not new.replaces(old):
+            self._in_force = new
+            return 0
+        policy = new.policy
+        self._in_force = new
+        denied = self.approvals.deny_all(reason)
+        self._gateway.rebind(policy, mode=new.mode.value)
+        return denied
+
     @property
     def trust(self) -> TrustState:
-        """The workspace's trust state (``services.trust.records``), read once per session and again
-        on :meth:`reload_policy`. While it is ``changed`` (what is in force is not what the operator
-        trusted), the workspace's policy, profiles and authority settings are not used."""
-        if self._trust is None:
-            from services.trust.records import workspace_trust
-
-            self._trust = workspace_trust(self.workspace.root, ephemeral=self.workspace.ephemeral)
-        return self._trust
+        """The workspace's trust state (``services.trust.records``), read when what is in force is
+        resolved. While it is ``changed`` (what is in force is not what the operator trusted), the
+        workspace's policy, profiles and authority settings are not used."""
+        return self.in_force.trust
 
     def authority_setting(self, key: str) -> Any:
         """A workspace setting that carries authority (``model``, ``approval_mode``, ``cloud``), or
         None while the workspace's settings are not in force."""
         return self.workspace.setting(key) if self.trust.in_force else None
 
-    def _profiles_root(self) -> Path | None:
-        """Where workspace profiles are read from: the workspace, or nowhere while not in force."""
-        return self.workspace.root if self.trust.in_force else None
-
     # -- the profile ----------------------------------------------------------------------
     @property
     def profile_name(self) -> str:
-        if self._profile_name:
-            return self._profile_name
-        if not self.trust.in_force:
-            from services.profiles.loader import SUFFIX, shipped_dir
-
-            name = self.workspace.profile
-            return name if (shipped_dir() / f"{name}{SUFFIX}").is_file() else "default"
-        return self.workspace.profile
+        return self.in_force.profile_name
 
     def profile(self) -> ActiveProfile | None:
-        """The active profile (loaded once), or None when it cannot be loaded (see ``profile_error``)."""
-        if self._profile is None and self._profile_error is None:
-            from services.profiles import load_profile
-
-            try:
-                self._profile = load_profile(self.profile_name, self._profiles_root())
-            except ConfigError as exc:
-                self._profile_error = exc.message
-                self.conversation.record(
-                    Notice(
-                        text=f"Profile {self.profile_name} cannot be used: {exc.message}. No tool may run until "
-                        "it is fixed or another profile is chosen (/profile list, /profile use NAME).",
-                        level="error",
-                        title="profile",
-                    )
+        """The active profile, or None when it cannot be loaded (see ``profile_error``; reported once
+        as an error notice)."""
+        in_force = self.in_force
+        profile = in_force.profile
+        if in_force.profile_error is not None and self._noticed != (in_force.profile_name, in_force.profile_error):
+            self._noticed = (in_force.profile_name, in_force.profile_error)
+            self.conversation.record(
+                Notice(
+                    text=f"Profile {in_force.profile_name} cannot be used: {in_force.profile_error}. No tool may "
+                    "run until it is fixed or another profile is chosen (/profile list, /profile use NAME).",
+                    level="error",
+                    title="profile",
                 )
-        return self._profile
+            )
+        return profile
 
     def profile_may_set(self) -> bool:
-        """False for the shipped ``default`` profile with no workspace copy: it names no policy, mode or
-        model (``tests/test_profiles.py`` holds it to that), so what is in force is known without
-        loading it — and without its parser (pydantic, the YAML reader), which opening a workspace
-        need not pay for. True for any other profile (loaded to know)."""
-        if self._profile is not None or self._profile_error is not None or self.profile_name != "default":
-            return True
-        from services.profiles.loader import SUFFIX, WORKSPACE_PROFILES
-
-        own = self._profiles_root()
-        return own is not None and (own / WORKSPACE_PROFILES / f"default{SUFFIX}").exists()
-
-    def _settings_profile(self) -> ActiveProfile | None:
-        """The profile, where it may set what is in force (``profile_may_set``)."""
-        return self.profile() if self.profile_may_set() else None
+        """See ``InForce.profile_may_set``: False when the profile is known to set nothing."""
+        return self.in_force.profile_may_set()
 
     @property
     def profile_broken(self) -> bool:
         """True once the active profile was found unusable (does not load it)."""
-        return self._profile_error is not None
+        in_force = self.in_force
+        return in_force.profile_loaded and in_force.profile_error is not None
 
     @property
     def profile_error(self) -> str | None:
         self.profile()
-        return self._profile_error
+        return self.in_force.profile_error
 
     def model_setting(self) -> str | None:
         """The workspace's ``model`` setting, else the profile's default model (ARIES_MODEL wins over
-        both, in ``services.models.config.resolve_model``)."""
-        setting = self.authority_setting("model")
-        if setting in (None, "", "offline"):
-            profile = self._settings_profile()
-            if profile is not None and profile.model.default:
-                return profile.model.default
-        return setting if setting is None else str(setting)
+        both: ``InForce.model``, ``services.models.config.resolve_model``)."""
+        if self.in_force.profile_may_set():
+            self.profile()  # a broken profile is reported
+        return self.in_force.model_setting
 
-    # -- what is in force ------------------------------------------------------------------
+    # -- the policy and the mode -----------------------------------------------------------------
     @property
     def policy_path(self) -> Path | None:
         """The policy file in force, or None for the shipped default."""
-        return self._policy_path_for(self._settings_profile())
-
-    def _policy_path_for(self, profile: ActiveProfile | None) -> Path | None:
-        if self._policy_file is not None:
-            return self._policy_file
-        if not self.trust.in_force:
-            return None  # the workspace's settings changed since the operator trusted them
-        if profile is not None and profile.policy_path is not None:
-            return profile.policy_path
-        custom = self.workspace.root / WORKSPACE_POLICY
-        return custom if custom.is_file() else None
+        if self.in_force.profile_may_set():
+            self.profile()
+        return self.in_force.policy_path
 
     @property
     def policy_source(self) -> str:
@@ -219,33 +196,16 @@ class Session:
         return str(path) if path is not None else SHIPPED_POLICY
 
     def policy(self) -> Policy:
-        """The policy in force (loaded once; ``reload_policy`` reads it again). Raises ConfigError."""
-        if self._policy is None:
-            self._policy = self._profile_policy(self.profile())
-        return self._policy
-
-    def _profile_policy(self, profile: ActiveProfile | None) -> Policy:
-        """The policy file in force, restricted to ``profile``'s tools (none if it is broken)."""
-        from services.policy import load_policy
-
-        policy = load_policy(self._policy_path_for(profile))
-        if profile is None:
-            return policy.restricted(self.profile_name, frozenset())  # broken profile: fail closed
-        return policy.restricted(profile.name, profile.tools)
+        """The policy in force (loaded once per value). Raises ConfigError."""
+        self.profile()
+        return self.in_force.policy
 
     @property
-    def mode(self) -> str:
-        if self._mode_override is not None:
-            return self._mode_override
-        if self._mode_chosen is not None:
-            return self._mode_chosen
-        profile = self._settings_profile()
-        if profile is not None and profile.mode is not None:
-            return profile.mode
-        setting = self.authority_setting("approval_mode")
-        if setting:
-            return str(setting)
-        return self.policy().mode if self._policy is not None else "guide"
+    def mode(self) -> ApprovalMode:
+        """The approval mode in force (``InForce.mode``; where it came from: ``in_force.mode_source``)."""
+        if self.in_force.profile_may_set():
+            self.profile()  # a broken profile is reported
+        return self.in_force.mode
 
     # -- the gateway and the engine --------------------------------------------------------
     def gateway(self) -> ToolGateway:
@@ -325,27 +285,29 @@ class Session:
 
     # -- changing what is in force --------------------------------------------------------------
     def set_mode(self, mode: str) -> int:
-        """Switch the approval mode (persisted in the workspace); returns how many waiting calls
+        """Switch the approval mode: the operator's choice for this session, over every other level
+        (persisted in the workspace too, as its ``approval_mode``); returns how many waiting calls
         were denied because they were asked under the old mode."""
-        if mode not in APPROVAL_MODES:
-            raise ConfigError(f"the approval mode is one of {', '.join(APPROVAL_MODES)}, not {mode!r}")
-        self.update_settings(approval_mode=mode)
-        self._mode_override = None
-        self._mode_chosen = mode  # wins over the profile's mode until the profile changes
-        denied = self.approvals.deny_all(f"the approval mode changed to {mode} before a decision; ask again")
-        if self._gateway is not None:
-            self._gateway.rebind(self.policy(), mode=mode)
-        self.conversation.record(Notice(text=f"Approval mode is now {mode}.", title="policy"))
+        chosen = parse_mode(mode)
+        self._persist(approval_mode=chosen.value)
+        self.operator = self.operator.choose_mode(chosen)
+        denied = self._apply(
+            self._resolve(self._session_profile()),
+            f"the approval mode changed to {chosen} before a decision; ask again",
+        )
+        self.conversation.record(Notice(text=f"Approval mode is now {self.mode}.", title="policy"))
         return denied
 
+    def _session_profile(self) -> ActiveProfile | None:
+        """The profile this session was given (``--profile``, ``/profile use``), to keep across a change."""
+        return self.in_force.loaded_profile if self.operator.profile else None
+
     def reload_policy(self) -> int:
-        """Read the policy file again and apply it (a broken file raises ConfigError and changes nothing)."""
-        self._trust = None  # a reload also looks again at whether the workspace's settings are in force
-        policy = self._profile_policy(self.profile())
-        self._policy = policy
-        denied = self.approvals.deny_all("the policy was reloaded before a decision; ask again")
-        if self._gateway is not None:
-            self._gateway.rebind(policy, mode=self.mode)
+        """Read the policy file again and apply it (a broken file raises ConfigError and changes nothing).
+        A reload also looks again at whether the workspace's settings are in force."""
+        new = self._resolve(self._session_profile())
+        policy = new.policy  # raises before any change
+        denied = self._apply(new, "the policy was reloaded before a decision; ask again")
         self.conversation.record(
             Notice(text=f"Policy reloaded from {self.policy_source} ({policy.hash[:19]}).", title="policy")
         )
@@ -354,27 +316,26 @@ class Session:
     def update_settings(self, *, profile: str | None = None, **settings: Any) -> None:
         """The operator changes a workspace setting through Aries (``/model``, ``/policy mode``,
         ``/profile use``): written like ``Workspace.update``; a trusted import stays trusted (its
-        fingerprint follows the operator's own edit, ``services.trust.records.operator_edit``)."""
+        fingerprint follows the operator's own edit, ``services.trust.records.operator_edit``). What is
+        in force is resolved again (waiting calls are denied only if that narrows or replaces it)."""
+        self._persist(profile=profile, **settings)
+        self._apply(self._resolve(self._session_profile()), "the workspace's settings changed before a decision")
+
+    def _persist(self, *, profile: str | None = None, **settings: Any) -> None:
         from services.trust.records import operator_edit
 
         with operator_edit(self.workspace.root, ephemeral=self.workspace.ephemeral):
             self.workspace.update(profile=profile, **settings)
-        self._trust = None
 
     def reload_settings(self) -> int:
         """Read everything the workspace's settings decide again — trust, the profile (unless this
-        session was given one), the policy, the approval mode — and rebind the gateway (after the
-        operator trusted the workspace). Returns how many waiting calls were denied."""
-        self._trust = None
-        if self._profile_name is None:
-            self._profile, self._profile_error = None, None
-        self._mode_chosen = None
-        policy = self._profile_policy(self.profile())
-        self._policy = policy
-        denied = self.approvals.deny_all("the workspace's settings changed before a decision; ask again")
-        if self._gateway is not None:
-            self._gateway.rebind(policy, mode=self.mode)
-        return denied
+        session was given one), the policy, the approval mode (a ``/policy mode`` choice gives way to
+        the workspace's settings) — and rebind the gateway (after the operator trusted the workspace).
+        Returns how many waiting calls were denied."""
+        self.operator = self.operator.without_session_mode()
+        new = self._resolve(self._session_profile())
+        new.policy  # noqa: B018 - a broken policy file raises here, before any change
+        return self._apply(new, "the workspace's settings changed before a decision; ask again")
 
     def use_profile(self, name: str) -> ActiveProfile:
         """Switch to profile ``name``: persisted per workspace (not for an ephemeral one), the gateway
@@ -384,16 +345,17 @@ class Session:
         from services.profiles.audit import record_switch
 
         self._check_open()
-        profile = load_profile(name, self._profiles_root())
-        policy = self._profile_policy(profile)  # a broken policy file raises here, before any change
+        profile = load_profile(name, self.in_force.profiles_root)
+        operator = replace(self.operator, profile=profile.name).without_session_mode()
+        resolve(self.workspace, operator, profile=profile).policy  # noqa: B018 - a broken policy raises here
         old = self.profile_name
         if not self.workspace.ephemeral:
-            self.update_settings(profile=profile.name)
-        self._profile_name = profile.name
-        self._profile, self._profile_error, self._policy, self._mode_chosen = profile, None, policy, None
-        denied = self.approvals.deny_all(f"the profile changed to {profile.name} before a decision; ask again")
-        if self._gateway is not None:
-            self._gateway.rebind(policy, mode=self.mode)
+            self._persist(profile=profile.name)
+        self.operator = operator
+        denied = self._apply(
+            self._resolve(profile), f"the profile changed to {profile.name} before a decision; ask again"
+        )
+        policy = self.in_force.policy
         tools = "every tool the policy enables" if profile.tools is None else ", ".join(sorted(profile.tools))
         record_switch(self.workspace, self.source, old, profile, policy_hash=policy.hash, approval_mode=self.mode)
         note = f" {denied} waiting call(s) denied." if denied else ""
@@ -433,48 +395,6 @@ class Session:
 
         self.conversation = Conversation(self.workspace.transcript(resolve(self.workspace, reference)))
         return self.conversation
-
-    def doctor(self) -> DoctorReport:
-        """The self-check of this session: the tool runtime against the policy in force (a failure
-        when it does not load, ``services.tools.doctor``), its MCP servers (started here if enabled)
-        and one check per index of the workspace."""
-        from services.tools.doctor import Check, doctor, mcp_checks
-
-        try:
-            policy = self.policy()
-        except ConfigError as exc:
-            report = doctor(source=self.policy_source, policy_error=exc.message)
-        else:
-            report = doctor(policy, source=self.policy_source, mode=self.mode)
-            try:
-                report.checks.extend(mcp_checks(policy, self.gateway))
-            except Exception as exc:  # the doctor reports, it does not crash
-                report.checks.append(Check("mcp provider", False, f"{type(exc).__name__}: {exc}"[:300]))
-        report.checks.extend(self._index_checks())
-        return report
-
-    def _index_checks(self) -> list[Check]:
-        """One check per index of the workspace: does it open, are its vectors sound, which files failed."""
-        from services.errors import AriesError
-        from services.tools.doctor import Check
-
-        if not self.workspace.indexes_dir.is_dir() and not self.has_engine:
-            return []
-        try:
-            infos = self.engine().index_list()
-        except AriesError as exc:
-            return [Check("indexes", False, exc.message)]
-        checks = []
-        for info in infos:
-            detail = f"{info.files} file(s), {info.chunks} chunk(s), {info.status}"
-            if info.status_detail:
-                detail += f": {info.status_detail}"
-            if info.status.startswith("vectors"):
-                detail += f" (keyword-only until repaired: aries rag index repair {info.name})"
-            if info.failed:
-                detail += f"; {len(info.failed)} file(s) failed to re-load (old chunks kept): {info.failed[0]['path']}"
-            checks.append(Check(f"index {info.name}", info.status == "ok", detail))
-        return checks
 
     # -- closing --------------------------------------------------------------------------------
     @property
@@ -537,4 +457,4 @@ class Session:
         self.close()
 
 
-__all__ = ["APPROVAL_MODES", "SHIPPED_POLICY", "WORKSPACE_POLICY", "Session"]
+__all__ = ["SHIPPED_POLICY", "WORKSPACE_POLICY", "Session"]

@@ -46,7 +46,7 @@ def _workspace_yaml(workspace: Workspace) -> str:
     config = validate_config(load_yaml(workspace.meta_path), workspace.meta_path)
     settings = config.settings
     return (
-        f"valid: profile {config.profile}, model {settings.model}, approval mode {settings.approval_mode}, "
+        f"valid: profile {config.profile}, model {settings.model}, approval mode {settings.approval_mode or 'unset'}, "
         f"index in use {settings.active_index or 'none'}"
     )
 

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from services.approval_mode import MODE_NAMES, ApprovalMode
 from services.bridge_config import MODES as CLOUD_MODES
 from services.bridge_config import BridgeConfig
 from services.errors import ConfigError, InvalidName
 from services.names import validate_name
 from services.yamlio import line_of
-
-APPROVAL_MODES = ("guide", "commander", "strict")
 
 
 class RetrievalConfig(BaseModel):
@@ -60,8 +59,9 @@ class WorkspaceSettings(BaseModel):
 
     model: str = "offline"
     """``provider:model`` used for answers; ``offline`` answers with the retrieved passages."""
-    approval_mode: Literal["guide", "commander", "strict"] = "guide"
-    """How tool calls are approved: guide (ask for anything that writes), commander, strict."""
+    approval_mode: ApprovalMode | None = None
+    """How tool calls are approved (guide, commander, strict); unset: the profile's, else the policy
+    file's (``services.inforce``)."""
     active_index: str | None = None
     """The retrieval index in use (a name under ``indexes/``), or none."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
@@ -131,9 +131,9 @@ class WorkspaceConfig(BaseModel):
 
 def _reason(error: dict[str, Any]) -> str:
     kind = str(error.get("type", ""))
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         cloud = error.get("loc", ())[:2] == ("settings", "cloud")
-        return "must be one of " + ", ".join(CLOUD_MODES if cloud else APPROVAL_MODES)
+        return "must be one of " + ", ".join(CLOUD_MODES if cloud else MODE_NAMES)
     if kind == "extra_forbidden":
         return "unknown setting"
     if kind in ("string_type",):

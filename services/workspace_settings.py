@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from services.approval_mode import MODE_NAMES
 from services.errors import AriesError
 from services.names import validate_name
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "model": "offline",
-    "approval_mode": "guide",
     "active_index": None,
 }
+"""What a new ``workspace.yaml`` says. No ``approval_mode``: unset, the profile's or the policy file's
+mode applies (``services.inforce``); a file that has one keeps it."""
 
 
 def plain_settings(data: Any) -> dict[str, Any] | None:
@@ -47,7 +49,7 @@ def plain_settings(data: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(model, str) or not model.strip() or not isinstance(index, str | None):
         return None
-    if settings.get("approval_mode", "guide") not in ("guide", "commander", "strict"):
+    if settings.get("approval_mode") is not None and settings["approval_mode"] not in MODE_NAMES:
         return None
     plain = {**DEFAULT_SETTINGS, **{str(k): v for k, v in settings.items()}}
     return {"profile": profile, "settings": plain}

@@ -94,7 +94,7 @@ ROWS = [
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
         "from services.workspaces import WorkspaceManager\nws, _ = WorkspaceManager().create('w')\n"
-        "assert ws.setting('approval_mode') == 'guide' and ws.profile == 'default'\n"
+        "assert ws.setting('approval_mode') is None and ws.profile == 'default'\n"
         "from services.workspaces import ephemeral_workspace\ne = ephemeral_workspace()\n"
         "assert e.setting('model') == 'offline'",
         ["pydantic", *HEAVY],

@@ -14,6 +14,7 @@ import pytest
 from services.conversation import Conversation
 from services.session import SHIPPED_POLICY, Session
 from services.tools.calls import ApprovalDecision
+from services.tools.session_doctor import session_doctor
 from services.workspaces import Workspace, WorkspaceManager
 
 DISABLE_FS = "version: 1\nmode: guide\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: disabled}\n"
@@ -103,7 +104,9 @@ async def test_closing_cancels_and_records_a_running_call(workspace: Workspace) 
         encoding="utf-8",
     )
     session = Session(workspace, approver=lambda request: ApprovalDecision.once())
-    assert session.mode == "guide"  # the workspace's setting is in force over the policy file's default
+    # a new workspace sets no approval mode: the policy file's applies (services.inforce's precedence)
+    assert session.mode == "commander"
+    assert session.in_force.mode_source == f"policy file {workspace.root / 'policy.yaml'}"
     call = asyncio.create_task(session.call_tool("builtin:shell:run", {"argv": ["sleep", "30"]}))
     await asyncio.sleep(0.5)
     await session.aclose("Aries quit")
@@ -152,7 +155,7 @@ async def test_mode_change_denies_waiting_calls_and_keeps_processes_and_grants(w
 def test_a_broken_workspace_policy_fails_doctor_and_says_which_file(workspace: Workspace) -> None:
     (workspace.root / "policy.yaml").write_text("version: 1\nmode: sideways\n", encoding="utf-8")
     with Session(workspace) as session:
-        report = session.doctor()
+        report = session_doctor(session)
     assert not report.ok
     check = next(c for c in report.checks if c.name == "policy in force")
     assert not check.ok and "policy.yaml" in check.detail

@@ -65,7 +65,7 @@ def test_each_broken_store_is_named(indexed: Workspace, aries_home: Path) -> Non
     for segment in (indexed.indexes_dir / "docs" / "tantivy").iterdir():
         if segment.is_file():
             segment.write_bytes(b"garbage")
-    meta = indexed.meta_path.read_text(encoding="utf-8").replace("approval_mode: guide", "approval_mode: yolo")
+    meta = indexed.meta_path.read_text(encoding="utf-8").replace("settings:\n", "settings:\n  approval_mode: yolo\n")
     indexed.meta_path.write_text(meta, encoding="utf-8")
     results = _by_name(Workspace(indexed.root, "demo"))
     assert {name: ok for name, (ok, _) in results.items()} == {

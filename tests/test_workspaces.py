@@ -18,7 +18,8 @@ def test_new_creates_the_layout(aries_home: Path) -> None:
     for sub in ("transcripts", "artifacts", "indexes"):
         assert (workspace.root / sub).is_dir()
     assert workspace.profile == "default"
-    assert workspace.setting("approval_mode") == "guide"
+    # no approval mode is written: unset, the profile's or the policy file's applies (services.inforce)
+    assert workspace.setting("approval_mode") is None and "approval_mode" not in workspace.meta_path.read_text()
     assert manager.list() == ["demo"]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail, open_session, out, print_json, warn
+from services.approval_mode import MODE_NAMES
 
 ADD_TOOL = "builtin:fs:add_artifact"
 NEED_WORKSPACE = "artifacts live in a workspace: add --workspace NAME (aries -w NAME artifact ...)"
@@ -33,7 +34,7 @@ def register(sub: Any) -> None:
     add.add_argument("file", type=Path)
     add.add_argument("--description", "-d", help="a short description")
     add.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
-    add.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
+    add.add_argument("--mode", choices=MODE_NAMES, help="override the approval mode")
     add.add_argument("--approve", action="store_true", help="approve the call if the policy asks for approval")
     add.add_argument("--json", action="store_true", help="print the artifact as JSON")
     add.set_defaults(func=cmd_artifact_add)

@@ -21,6 +21,7 @@ from typing import Any
 
 from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, fail, open_session, out, print_json, warn
 from app.cli.tool import POLICY_HELP
+from services.approval_mode import MODE_NAMES
 
 EXIT_REQUEST = 2
 
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
     desktop.add_argument("--yes", action="store_true", help="run the plan (without it, the plan is only shown)")
     desktop.add_argument("--approve", action="store_true", help="approve the steps the policy asks approval for")
     desktop.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
-    desktop.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
+    desktop.add_argument("--mode", choices=MODE_NAMES, help="override the approval mode")
     desktop.add_argument("--json", action="store_true", help="print the plan and the results as JSON")
     desktop.set_defaults(func=handle_desktop)
 
@@ -63,8 +64,8 @@ def _take_trailing_options(args: argparse.Namespace) -> list[str]:
             setattr(args, FLAGS[words.pop()], True)
         elif len(words) >= 2 and words[-2] in VALUED:
             value, name = words.pop(), words.pop()
-            if name == "--mode" and value not in ("guide", "commander", "strict"):
-                raise ValueError(f"--mode is one of guide, commander, strict, not {value!r}")
+            if name == "--mode" and value not in MODE_NAMES:
+                raise ValueError(f"--mode is one of {', '.join(MODE_NAMES)}, not {value!r}")
             setattr(args, VALUED[name], value)
         else:
             break

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, err, fail, open_session, print_json, usage, warn
+from services.approval_mode import MODE_NAMES
 
 POLICY_HELP = "policy YAML (default: the workspace's policy.yaml, else the shipped safe policy)"
 
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
     call.add_argument("tool_id", metavar="TOOL_ID", help="e.g. builtin:fs:list_dir")
     call.add_argument("--args", dest="tool_args", metavar="JSON", default="{}", help="arguments as a JSON object")
     call.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
-    call.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
+    call.add_argument("--mode", choices=MODE_NAMES, help="override the approval mode")
     call.add_argument("--approve", action="store_true", help="approve this call if the policy asks for approval")
     call.set_defaults(func=handle_call)
 
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
     )
     undo.add_argument("call_id", metavar="CALL_ID", nargs="?", help="the call to undo (its audit id)")
     undo.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
-    undo.add_argument("--mode", choices=("guide", "commander", "strict"), help="override the approval mode")
+    undo.add_argument("--mode", choices=MODE_NAMES, help="override the approval mode")
     undo.add_argument("--approve", action="store_true", help="approve the restore if the policy asks for approval")
     undo.set_defaults(func=handle_undo)
 
@@ -128,7 +129,9 @@ def handle_doctor(args: argparse.Namespace) -> int:
 
     try:
         with open_session(args, policy_file=args.policy) as session:
-            report = session.doctor()
+            from services.tools.session_doctor import session_doctor
+
+            report = session_doctor(session)
     except AriesError as exc:
         return fail(exc, EXIT_ERROR)
     print_json(report.to_dict())

@@ -37,17 +37,31 @@ class AssistantController:
     def running(self) -> bool:
         return self.worker is not None
 
-    def model_setting(self) -> str:
-        """The configured provider:model: ``ARIES_MODEL``, else the workspace's ``model`` setting."""
+    def operator_model(self) -> str | None:
+        """The operator's ``ARIES_MODEL``, as what is in force holds it (``services.inforce``)."""
         session = self.host.session
-        setting = session.authority_setting("model") if session is not None else None
-        if not (os.environ.get("ARIES_MODEL") or "").strip() and setting in (None, "", "offline"):
-            if session is None or not session.profile_may_set():
-                return "offline"  # the default needs no provider code (nor profile loading) at start-up
-            setting = session.model_setting()
+        if session is not None:
+            return session.in_force.operator.model
+        from services.inforce import Operator
+
+        return Operator.for_session().model
+
+    def model_setting(self) -> str:
+        """The model in force (``InForce.model``): ``ARIES_MODEL``, else the workspace's ``model``
+        setting, else the profile's default model, as a ``provider:model`` label."""
+        from services.inforce import Operator
+
+        session = self.host.session
+        in_force = session.in_force if session is not None else None
+        operator = in_force.operator if in_force is not None else Operator.for_session()
+        if not operator.model and (
+            in_force is None or (in_force.workspace_model in (None, "", "offline") and not in_force.profile_may_set())
+        ):
+            return "offline"  # the default needs no provider code (nor profile loading) at start-up
         from services.models.config import resolve_model
 
-        return str(resolve_model(setting, os.environ).label)
+        setting = session.model_setting() if session is not None else None
+        return str(resolve_model(setting, operator.model_env()).label)
 
     def ask(self, text: str) -> None:
         session = self.host.require_session()
@@ -57,7 +71,7 @@ class AssistantController:
         from services.models.config import make_provider, resolve_model
 
         try:
-            config = resolve_model(session.model_setting(), os.environ)
+            config = resolve_model(session.model_setting(), session.in_force.model_env())
             provider = make_provider(config)
         except AriesError as exc:
             self.host.report_error(exc.message, "model")
@@ -137,8 +151,8 @@ class AssistantController:
             raise CommandError(exc.message) from exc
         session.update_settings(model=parsed.name)
         note = ""
-        if os.environ.get("ARIES_MODEL"):
-            note = f" ARIES_MODEL={os.environ['ARIES_MODEL']} is set in the environment and wins while it is."
+        if session.in_force.operator.model:
+            note = f" ARIES_MODEL={session.in_force.operator.model} is set in the environment and wins while it is."
         self.host.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
         self.host.post_message(SessionChanged(session))
 
@@ -158,7 +172,7 @@ class AssistantController:
 
     def probe_local_ollama(self) -> None:
         """Ask a local Ollama which models it has, in the background, after start-up (never delaying it)."""
-        if os.environ.get("ARIES_MODEL"):
+        if self.operator_model():
             return
 
         self.host.run_worker(self._probe, group="probe", exit_on_error=False)

@@ -207,7 +207,9 @@ class ToolController:
         self.host.run_worker(self._doctor(self.session), group="doctor", exit_on_error=False)
 
     async def _doctor(self, session: Session) -> None:
-        report = await asyncio.to_thread(session.doctor)
+        from services.tools.session_doctor import session_doctor
+
+        report = await asyncio.to_thread(session_doctor, session)
         lines = [f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}" for check in report.checks]
         verdict = "All checks passed." if report.ok else "Some checks FAILED."
         self.host.say("\n".join(["Doctor:", *lines, verdict]), "doctor")

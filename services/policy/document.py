@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from services.approval_mode import ApprovalMode
 from services.policy.exec_table import DEFAULT_ENV_ALLOW
 from services.policy.mcp import McpBlock
 from services.policy.model import DEFAULT_VISIBLE, Limits, PathOp
@@ -161,7 +162,7 @@ class PolicyDocument(Section):
     """A whole policy file (after a capsule policy is translated, see :mod:`services.policy.capsule`)."""
 
     version: Literal[1]
-    mode: Literal["guide", "commander", "strict"] = "guide"
+    mode: Annotated[ApprovalMode, Field(strict=False)] = ApprovalMode.GUIDE
     providers: Providers = Providers()
     tool_classes: dict[str, Switch] = {}
     tools: dict[str, ToolOverride] = {}

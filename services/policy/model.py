@@ -10,9 +10,10 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.approval_mode import MODE_NAMES
 from services.errors import AriesError, InvalidInput
 
-MODES = ("guide", "commander", "strict")
+MODES = MODE_NAMES  # declared in services.approval_mode
 PATH_OPS = ("read", "write", "list")
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255

@@ -9,13 +9,12 @@ profile is actually read (never before the TUI's first frame).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.approval_mode import ApprovalMode
 from services.bridge_config import BridgeConfig
-
-ApprovalMode = Literal["guide", "commander", "strict"]
 
 
 class ToolsSpec(BaseModel):
@@ -30,7 +29,8 @@ class ToolsSpec(BaseModel):
     policy: str | None = None
     """A policy file this profile binds (relative to the profile file); null: the workspace's."""
     mode: ApprovalMode | None = None
-    """The approval mode under this profile; null: the workspace's setting."""
+    """The approval mode under this profile (below the operator's choice and the workspace's
+    ``approval_mode``, above the policy file's: ``services.inforce``); null: the policy file's."""
 
 
 class RetrievalSpec(BaseModel):

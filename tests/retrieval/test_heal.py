@@ -21,6 +21,7 @@ from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.errors import IndexCorrupt
 from services.retrieval.ingest import Cancelled
 from services.retrieval.models import ProgressEvent
+from services.tools.session_doctor import session_doctor
 from services.workspaces import Workspace
 from tests.retrieval.builders import make_pdf
 
@@ -134,7 +135,7 @@ def test_session_doctor_reports_a_damaged_index(workspace: Workspace, docs: Path
     _damage(workspace.indexes_dir / "docs", "deleted")
     session = Session(workspace)
     try:
-        report = session.doctor()
+        report = session_doctor(session)
     finally:
         session.close()
     check = next(c for c in report.checks if c.name == "index docs")

@@ -42,7 +42,7 @@ def _bundle(tmp: Path, policy: str, *, settings: str = "") -> Path:
     workspace, _ = WorkspaceManager(home / "workspaces").create("src")
     (workspace.root / "policy.yaml").write_text(policy, encoding="utf-8")
     if settings:
-        meta = workspace.meta_path.read_text(encoding="utf-8").replace("approval_mode: guide", settings)
+        meta = workspace.meta_path.read_text(encoding="utf-8").replace("settings:\n", f"settings:\n  {settings}\n")
         workspace.meta_path.write_text(meta, encoding="utf-8")
     bundle = tmp / "src.aries.tar.zst"
     export_workspace(workspace, bundle, aries_version="test")
@@ -77,8 +77,9 @@ def test_review_reads_in_seconds_and_trust_puts_the_settings_in_force(tmp_path: 
     assert "starts programs or opens connections:" in review[2]
     assert "    MCP server `pwn` runs `sh -c 'touch " in refused.stdout
     assert "    allowed roots: / (default: the workspace)" in review
-    assert "    policy's approval mode: commander (default: guide)" in review
-    assert "    approval mode setting: commander (default: guide)" in review
+    # one line for the mode trusting puts in force (the workspace's setting over the policy's mode)
+    assert "    approval mode: commander (default: guide), set by the workspace's approval_mode" in review
+    assert sum("approval mode" in line for line in review) == 1
     assert len(review) <= 12  # a person reads it in seconds
 
     trusted = aries("workspace", "trust", "w", "--yes", home=home)

@@ -48,7 +48,7 @@ async def test_untrusted_header_review_modal_and_trust(tmp_path: Path) -> None:
         assert isinstance(app.screen, TrustScreen)
         body = str(app.screen.query_one("#trust-lines").render())
         assert "allowed roots: /, [bold]x[/bold] (default: the workspace)" in body  # literally, never markup
-        assert "policy's approval mode: strict (default: guide)" in body
+        assert "approval mode: strict (default: guide), set by its policy.yaml" in body
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, TrustScreen)
@@ -59,6 +59,7 @@ async def test_untrusted_header_review_modal_and_trust(tmp_path: Path) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert app.session.policy_path is not None and "/" in app.session.policy().allowed_roots
+        assert app.session.mode == "strict"  # what the review listed is what trusting put in force
         assert "untrusted" not in app.sub_title
         notices = [e["content"] for e in app.session.conversation.read().entries if e["role"] == "notice"]
         assert any(n.startswith("Workspace victim trusted by") for n in notices)
