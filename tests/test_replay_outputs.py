@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from services.plans.runner import VOLATILE
+from services.tools.outputs import output_of
 from services.workspaces import WorkspaceManager
 from tests.replay_fixture import FIXTURE, lay_out, load, page_routes, recorded_transcript
 from tests.test_plans import aries
@@ -77,5 +78,11 @@ def test_a_run_recorded_before_typed_outputs_replays_with_no_divergence_and_the_
     (transcript,) = (root / "transcripts").glob("*.ndjson")
     after = _tool_outputs(transcript.read_text(encoding="utf-8").splitlines())
     assert len(before) == 8
+    for line in recorded_transcript(root, host):  # the models keep the tools' key order and values
+        entry = json.loads(line)
+        if entry.get("role") == "tool" and entry["output"]["status"] == "ok":
+            data = entry["output"]["data"]
+            model = output_of(entry["tool_name"], data)
+            assert model is not None and json.dumps(model.model_dump()) == json.dumps(data), entry["tool_name"]
     for index, (old, new) in enumerate(zip(before, after, strict=True)):
         assert new == old, index
