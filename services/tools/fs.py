@@ -32,6 +32,14 @@ from services.tools.fsio import (
     read_fd,
     stop_if_cancelled,
 )
+from services.tools.outputs import (
+    FsEntry,
+    FsListDirOutput,
+    FsMatch,
+    FsReadTextOutput,
+    FsSearchTextOutput,
+    FsWriteTextOutput,
+)
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
 
@@ -130,16 +138,14 @@ def list_dir(ctx: ToolContext, args: FsListDirArgs) -> ToolOutput:
     if len(entries) > limit:
         entries = entries[:limit]
         truncated = True
-    return ToolOutput(
-        {
-            "path": str(target.path),
-            "root": str(target.root),
-            "entries": entries,
-            "count": len(entries),
-            "hidden_by_policy": hidden,
-        },
-        {"truncated": truncated, "normalized_path": str(target.path), "limit": limit},
+    listing = FsListDirOutput(
+        path=str(target.path),
+        root=str(target.root),
+        entries=[FsEntry.model_validate(entry) for entry in entries],
+        count=len(entries),
+        hidden_by_policy=hidden,
     )
+    return ToolOutput.of(listing, {"truncated": truncated, "normalized_path": str(target.path), "limit": limit})
 
 
 # -- read_text ----------------------------------------------------------------------------------
@@ -170,8 +176,8 @@ def read_text(ctx: ToolContext, args: FsReadTextArgs) -> ToolOutput:
     if b"\x00" in data[:8192]:
         raise InvalidInput(f"{target.raw!r} looks like a binary file (NUL bytes); not read as text", path=target.raw)
     text, errors = decode_text(data, encoding, truncated=truncated)
-    return ToolOutput(
-        {"path": str(target.path), "text": text, "encoding": encoding, "size": size, "offset": offset},
+    return ToolOutput.of(
+        FsReadTextOutput(path=str(target.path), text=text, encoding=encoding, size=size, offset=offset),
         {
             "bytes": len(data),
             "bytes_read": len(data),
@@ -251,15 +257,10 @@ def write_text(ctx: ToolContext, args: FsWriteTextArgs) -> ToolOutput:
         meta["artifacts"] = snapshots.store_change(ctx, target.path, target.rel, None if created else before, data)
     else:
         meta["snapshot"] = note
-    return ToolOutput(
-        {
-            "path": str(target.path),
-            "bytes_written": len(data),
-            "created": created,
-            "sha256": sha256_hex(data),
-        },
-        meta,
+    written = FsWriteTextOutput(
+        path=str(target.path), bytes_written=len(data), created=created, sha256=sha256_hex(data)
     )
+    return ToolOutput.of(written, meta)
 
 
 # -- search_text --------------------------------------------------------------------------------
@@ -294,8 +295,9 @@ def search_text(ctx: ToolContext, args: FsSearchTextArgs) -> ToolOutput:
         if _match_lines(ctx, scanned, rel, lines, pattern, context, max_matches, matches):
             truncated = True  # the matches are full up
             break
-    return ToolOutput(
-        {"path": str(target.path), "matches": matches, "files_scanned": scanned, "files_skipped": skipped},
+    found = [FsMatch.model_validate(match) for match in matches]
+    return ToolOutput.of(
+        FsSearchTextOutput(path=str(target.path), matches=found, files_scanned=scanned, files_skipped=skipped),
         {
             "truncated": truncated,
             "normalized_path": str(target.path),
