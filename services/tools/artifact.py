@@ -17,6 +17,7 @@ from services.policy import RiskTier
 from services.tools.args import FsAddArtifactArgs, given
 from services.tools.fs import path_resources
 from services.tools.fsio import open_for_read
+from services.tools.outputs import FsAddArtifactOutput
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
 from services.tools.schemas import FS_ADD_ARTIFACT_OUT
@@ -47,4 +48,5 @@ def add_artifact(ctx: ToolContext, args: FsAddArtifactArgs) -> ToolOutput:
             description=given(args.description, None),
             provenance={"kind": "tool", "tool": "builtin:fs:add_artifact", "call_id": ctx.call_id},
         )
-    return ToolOutput({"artifact": artifact.to_dict(), "created": created}, {"normalized_path": str(target.path)})
+    added = FsAddArtifactOutput(artifact=artifact.to_dict(), created=created)
+    return ToolOutput.of(added, {"normalized_path": str(target.path)})

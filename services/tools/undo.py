@@ -26,6 +26,7 @@ from services.policy import PathUse, Resource, RiskTier
 from services.tools import snapshots
 from services.tools.args import FsRestoreArgs
 from services.tools.fsio import atomic_replace, read_checked, unlink_checked
+from services.tools.outputs import FsRestoredFile, FsRestoreOutput
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
 from services.tools.schemas import FS_RESTORE_OUT
@@ -219,4 +220,5 @@ def _apply(
         for target, change, now, before in plan
         for link in snapshots.store_change(ctx, target.path, target.rel, now, before if change.get("existed") else None)
     ]
-    return ToolOutput({"call_id": call_id, "files": files}, {"artifacts": links, "undoes": call_id})
+    restored = FsRestoreOutput(call_id=call_id, files=[FsRestoredFile.model_validate(item) for item in files])
+    return ToolOutput.of(restored, {"artifacts": links, "undoes": call_id})

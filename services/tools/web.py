@@ -28,7 +28,7 @@ from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
 from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
 from services.tools.args import WebExtractArgs, WebFetchArgs, WebSearchArgs, given
-from services.tools.outputs import WebFetchOutput, WebRedirect, WebSearchOutput, WebSearchResult
+from services.tools.outputs import WebExtractOutput, WebFetchOutput, WebRedirect, WebSearchOutput, WebSearchResult
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolInternalError, ToolOutput, ToolTimeout
 from services.tools.webclient import http_get
@@ -288,15 +288,16 @@ def extract(ctx: ToolContext, args: WebExtractArgs) -> ToolOutput:
         provenance={"source_artifact": artifact.id, "url": source if isinstance(source, str) else None},
         source=artifact.id,
     )
-    return ToolOutput(
-        {
-            "artifact_id": artifact.id,
-            "citation": f"web:{artifact.id}",
-            "title": title,
-            "text": text,
-            "chars": len(text),
-            "truncated": truncated,
-            "source_url": source if isinstance(source, str) else None,
-        },
+    extracted = WebExtractOutput(
+        artifact_id=artifact.id,
+        citation=f"web:{artifact.id}",
+        title=title,
+        text=text,
+        chars=len(text),
+        truncated=truncated,
+        source_url=source if isinstance(source, str) else None,
+    )
+    return ToolOutput.of(
+        extracted,
         {"truncated": truncated, "bytes": len(data), "artifacts": [snapshots.link(artifact, "source"), stored]},
     )
