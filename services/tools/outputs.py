@@ -5,11 +5,14 @@ JSON Schema (made self-contained by :func:`services.tools.schemas.output_schema_
 published ``output_schema``, and the renderers of a recorded call parse the recorded ``data`` into
 the model of its tool (:func:`parse_output`) instead of reading it key by key.
 
-The tools build their outputs as plain dicts, in the key order of these models; what a tool returns,
-what the audit store and the transcript record, is that dict, byte for byte as before the models
-existed (``tests/test_replay_outputs.py`` replays a run recorded before them). A recorded output that
-does not fit its model (an older version's, a transcript entry cut for size) parses to ``None``: its
-reader shows the raw JSON.
+The tools build their outputs through these models (``ToolOutput.of(model)``): the fields in the
+model's order, the values as given, so what a tool returns and what the audit store and the transcript
+record is byte for byte what it was before the models existed (``tests/test_replay_outputs.py``
+replays a run recorded before them). Two are still plain dicts checked against the schema in the
+tests: ``shell:poll`` and ``shell:kill`` (the process manager's reports, whose numbers may be integers
+where the model says ``float``: a model would write ``30`` as ``30.0``), and the context tools (the
+context backend's answer). A recorded output that does not fit its model (an older version's, a
+transcript entry cut for size) parses to ``None``: its reader shows the raw JSON.
 
 Conventions, shared through :class:`ToolOutputModel`: unknown fields are refused (the published
 schemas say ``additionalProperties: false``), the models are frozen, and a field that may be ``null``
