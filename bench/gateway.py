@@ -28,7 +28,7 @@ TARGET_MS = 2.0
 async def _measure(iterations: int, tool_name: str, with_transcript: bool) -> dict[str, Any]:
     from services.policy import parse_policy
     from services.tools.gateway import ToolGateway
-    from services.tools.registry import ToolContext, _issue, _revoke
+    from services.tools.registry import ToolContext, issue_capability, revoke_capability
     from services.workspaces import Workspace
 
     with tempfile.TemporaryDirectory(prefix="aries-bench-") as tmp:
@@ -51,11 +51,11 @@ async def _measure(iterations: int, tool_name: str, with_transcript: bool) -> di
 
             def direct() -> None:
                 ctx = ToolContext("bench", tool_id, gateway.bound, workspace, None)
-                cap = _issue(tool_id, "bench")
+                cap = issue_capability(tool_id, "bench")
                 try:
                     spec.handler(cap, ctx, args)
                 finally:
-                    _revoke(cap)
+                    revoke_capability(cap)
 
             async def governed() -> None:
                 result = await gateway.execute(tool_id, args, transcript=transcript)

@@ -55,7 +55,12 @@ def cmd_artifact_add(args: argparse.Namespace) -> int:
         result = session.call_tool_sync(ADD_TOOL, call)
     if result.error is not None or result.data is None:
         return _refused(result)
-    artifact, created = result.data["artifact"], result.data["created"]
+    from services.tools.outputs import FsAddArtifactOutput, parse_output
+
+    added = parse_output(FsAddArtifactOutput, result.data)
+    if added is None:
+        return fail(f"{ADD_TOOL} returned an output this version does not read", EXIT_ERROR)
+    artifact, created = added.artifact, added.created
     if args.json:
         print_json({**artifact, "created": created})
         return EXIT_OK

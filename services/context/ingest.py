@@ -233,15 +233,18 @@ def fetch_url(session: Any, workspace: Any, url: str) -> tuple[bytes, str, str]:
         if result.denied:
             raise UrlRefused(f"{url}: refused: {message}")
         raise UrlFetchFailed(f"{url}: {message}")
-    data = result.data or {}
-    if data.get("truncated"):
+    from services.tools.outputs import WebFetchOutput, parse_output
+
+    fetched = parse_output(WebFetchOutput, result.data)
+    if fetched is None:
+        raise UrlFetchFailed(f"{url}: the fetch returned no page this version can read")
+    if fetched.truncated:
         raise UrlFetchFailed(f"{url}: the body is over the fetch limit; not added (it would be incomplete)")
-    status = int(data.get("status") or 0)
-    if status >= 400:
-        raise UrlFetchFailed(f"{url}: the server answered HTTP {status}")
+    if fetched.status >= 400:
+        raise UrlFetchFailed(f"{url}: the server answered HTTP {fetched.status}")
     registry = workspace.artifacts
-    body: bytes = registry.read_bytes(registry.get(str(data["artifact_id"])))
-    return body, str(data.get("final_url") or url), str(data.get("content_type") or "")
+    body: bytes = registry.read_bytes(registry.get(fetched.artifact_id))
+    return body, fetched.final_url or url, fetched.content_type
 
 
 def is_url(source: str) -> bool:

@@ -11,27 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from services.errors import InvalidInput
 from services.policy import RiskTier
 from services.tools.args import FsAddArtifactArgs, given
 from services.tools.fs import path_resources
 from services.tools.fsio import open_for_read
+from services.tools.outputs import FsAddArtifactOutput
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
+from services.tools.schemas import FS_ADD_ARTIFACT_OUT
 
 TOOLS: list[ToolSpec] = []
-
-ADD_ARTIFACT_OUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "artifact": {"type": "object"},
-        "created": {"type": "boolean"},
-    },
-    "required": ["artifact", "created"],
-    "additionalProperties": False,
-}
 
 
 @tool(
@@ -40,7 +31,7 @@ ADD_ARTIFACT_OUT: dict[str, Any] = {
     description="Add a file to the workspace's artifact registry (content-addressed; identical content is "
     "stored once and keeps every name it was added under).",
     args=FsAddArtifactArgs,
-    output_schema=ADD_ARTIFACT_OUT,
+    output_schema=FS_ADD_ARTIFACT_OUT,
     registry=TOOLS,
     resources=path_resources("read"),
 )
@@ -57,4 +48,5 @@ def add_artifact(ctx: ToolContext, args: FsAddArtifactArgs) -> ToolOutput:
             description=given(args.description, None),
             provenance={"kind": "tool", "tool": "builtin:fs:add_artifact", "call_id": ctx.call_id},
         )
-    return ToolOutput({"artifact": artifact.to_dict(), "created": created}, {"normalized_path": str(target.path)})
+    added = FsAddArtifactOutput(artifact=artifact.to_dict(), created=created)
+    return ToolOutput.of(added, {"normalized_path": str(target.path)})

@@ -96,7 +96,8 @@ class ToolCallRequest:
         return {key: value for key, value in fields.items() if value is not None}
 
 
-def _new_id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
+    """A new id for a call, a run or a preview: ``<prefix>-<UTC date>-<time>-<8 hex digits>``."""
     return f"{prefix}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
 
 
@@ -108,4 +109,5 @@ __all__ = [
     "ToolCallRequest",
     "approve_all",
     "deny_all",
+    "new_id",
 ]

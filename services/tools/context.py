@@ -25,41 +25,11 @@ from services.policy import RiskTier
 from services.tools.args import ContextFindArgs, ContextSearchArgs
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
+from services.tools.schemas import CONTEXT_OUT
 
 TOOLS: list[ToolSpec] = []
 BACKEND = "context"
 """The key of the context backend in ``ToolContext.backends``."""
-
-_STR = {"type": "string"}
-_NUM = {"type": "number"}
-_INT = {"type": "integer", "minimum": 0}
-
-CONTEXT_HIT = {
-    "type": "object",
-    "properties": {
-        "uri": _STR,
-        "score": _NUM,
-        "level": {"enum": ["L0", "L1", "L2"]},
-        "snippet": _STR,
-        "handle": _STR,
-    },
-    "required": ["uri", "score", "level", "snippet", "handle"],
-    "additionalProperties": False,
-}
-CONTEXT_OUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "kind": {"enum": ["find", "search"]},
-        "query": _STR,
-        "target_uri": {"type": ["string", "null"]},
-        "hits": {"type": "array", "items": CONTEXT_HIT},
-        "trace_id": _STR,
-        "stop_reason": _STR,
-        "budget_used": {"type": "object"},
-    },
-    "required": ["kind", "query", "target_uri", "hits", "trace_id", "stop_reason", "budget_used"],
-    "additionalProperties": False,
-}
 
 
 class ContextBackend(Protocol):

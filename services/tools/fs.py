@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import InvalidInput, NotFound, TooLarge
 from services.hashing import sha256_hex
@@ -32,8 +32,19 @@ from services.tools.fsio import (
     read_fd,
     stop_if_cancelled,
 )
+from services.tools.outputs import (
+    FsEntry,
+    FsListDirOutput,
+    FsMatch,
+    FsReadTextOutput,
+    FsSearchTextOutput,
+    FsWriteTextOutput,
+)
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
+
+if TYPE_CHECKING:
+    from services.policy import ResolvedPath
 
 TOOLS: list[ToolSpec] = []
 _MAX_LINE_OUT = 1000
@@ -127,16 +138,14 @@ def list_dir(ctx: ToolContext, args: FsListDirArgs) -> ToolOutput:
     if len(entries) > limit:
         entries = entries[:limit]
         truncated = True
-    return ToolOutput(
-        {
-            "path": str(target.path),
-            "root": str(target.root),
-            "entries": entries,
-            "count": len(entries),
-            "hidden_by_policy": hidden,
-        },
-        {"truncated": truncated, "normalized_path": str(target.path), "limit": limit},
+    listing = FsListDirOutput(
+        path=str(target.path),
+        root=str(target.root),
+        entries=[FsEntry.model_validate(entry) for entry in entries],
+        count=len(entries),
+        hidden_by_policy=hidden,
     )
+    return ToolOutput.of(listing, {"truncated": truncated, "normalized_path": str(target.path), "limit": limit})
 
 
 # -- read_text ----------------------------------------------------------------------------------
@@ -167,8 +176,8 @@ def read_text(ctx: ToolContext, args: FsReadTextArgs) -> ToolOutput:
     if b"\x00" in data[:8192]:
         raise InvalidInput(f"{target.raw!r} looks like a binary file (NUL bytes); not read as text", path=target.raw)
     text, errors = decode_text(data, encoding, truncated=truncated)
-    return ToolOutput(
-        {"path": str(target.path), "text": text, "encoding": encoding, "size": size, "offset": offset},
+    return ToolOutput.of(
+        FsReadTextOutput(path=str(target.path), text=text, encoding=encoding, size=size, offset=offset),
         {
             "bytes": len(data),
             "bytes_read": len(data),
@@ -248,15 +257,10 @@ def write_text(ctx: ToolContext, args: FsWriteTextArgs) -> ToolOutput:
         meta["artifacts"] = snapshots.store_change(ctx, target.path, target.rel, None if created else before, data)
     else:
         meta["snapshot"] = note
-    return ToolOutput(
-        {
-            "path": str(target.path),
-            "bytes_written": len(data),
-            "created": created,
-            "sha256": sha256_hex(data),
-        },
-        meta,
+    written = FsWriteTextOutput(
+        path=str(target.path), bytes_written=len(data), created=created, sha256=sha256_hex(data)
     )
+    return ToolOutput.of(written, meta)
 
 
 # -- search_text --------------------------------------------------------------------------------
@@ -276,97 +280,24 @@ def search_text(ctx: ToolContext, args: FsSearchTextArgs) -> ToolOutput:
         raise NotFound(f"{target.raw!r}: no such file or directory", path=target.raw)
     max_matches = capped(args.max_matches, ctx.limits.fs_search_max_matches)
     context = min(args.context_lines, ctx.limits.fs_search_max_context_lines)
-    flags = 0 if args.case_sensitive else re.IGNORECASE
-    query = args.query
-    try:
-        pattern = re.compile(query if args.regex else re.escape(query), flags)
-    except re.error as exc:
-        raise InvalidInput(f"query is not a valid regular expression: {exc}") from None
-    name_glob = given(args.glob, None)
-    files: list[tuple[str, Path]] = []
-    skipped = 0
-    truncated = False
-    if target.kind == "file":
-        files.append((target.path.name, target.path))
-    else:
-        pending: list[tuple[Path, str]] = [(target.path, "")]
-        seen = 0
-        while pending:
-            directory, prefix = pending.pop()
-            stop_if_cancelled(ctx, seen, "entries walked")
-            try:
-                with os.scandir(directory) as it:
-                    items = sorted(it, key=lambda e: e.name)
-            except (PermissionError, FileNotFoundError, NotADirectoryError):
-                continue
-            for entry in items:
-                seen += 1
-                stop_if_cancelled(ctx, seen, "entries walked")
-                full = directory / entry.name
-                rel = f"{prefix}{entry.name}"
-                if entry.is_dir(follow_symlinks=False):
-                    if ctx.guard.entry_denied(full, "list") is None:
-                        pending.append((full, rel + "/"))
-                    continue
-                if not entry.is_file(follow_symlinks=False):
-                    continue  # symlinks, FIFOs, devices: never opened while walking
-                if name_glob and not fnmatch.fnmatchcase(rel if "/" in name_glob else entry.name, name_glob):
-                    continue
-                files.append((rel, full))
-                if len(files) >= ctx.limits.fs_search_max_files * _WALK_CAP_FACTOR:
-                    truncated = True  # a huge tree: stop walking, search what was found
-                    pending.clear()
-                    break
-    files.sort(key=lambda f: f[0])
-    if len(files) > ctx.limits.fs_search_max_files:
-        files = files[: ctx.limits.fs_search_max_files]
-        truncated = True
+    pattern = _search_pattern(args)
+    files, truncated = _files_to_search(ctx, target, given(args.glob, None))
     matches: list[dict[str, Any]] = []
     scanned = 0
-    full_up = False
+    skipped = 0
     for rel, full in files:
         stop_if_cancelled(ctx, scanned, "files searched")
-        try:
-            checked = ctx.guard.resolve(str(full), "read")
-        except (PolicyDenied, InvalidInput):
-            skipped += 1
-            continue
-        if checked.kind != "file":
-            skipped += 1
-            continue
-        try:
-            data = read_checked(ctx, checked, ctx.limits.fs_search_max_file_bytes + 1)
-        except (PolicyDenied, OSError):
-            skipped += 1
-            continue
-        if len(data) > ctx.limits.fs_search_max_file_bytes or b"\x00" in data[:8192]:
+        lines = _searchable_lines(ctx, full)
+        if lines is None:
             skipped += 1
             continue
         scanned += 1
-        lines = data.decode("utf-8", errors="replace").splitlines()
-        for number, line in enumerate(lines, start=1):
-            if number % 4096 == 0:
-                stop_if_cancelled(ctx, scanned, "files searched")
-            found = pattern.search(line[:_MAX_LINE_MATCH])
-            if found is None:
-                continue
-            if len(matches) >= max_matches:
-                truncated = full_up = True
-                break
-            matches.append(
-                {
-                    "path": rel,
-                    "line": number,
-                    "column": found.start() + 1,
-                    "text": line[:_MAX_LINE_OUT],
-                    "before": [ln[:_MAX_LINE_OUT] for ln in lines[max(0, number - 1 - context) : number - 1]],
-                    "after": [ln[:_MAX_LINE_OUT] for ln in lines[number : number + context]],
-                }
-            )
-        if full_up:
+        if _match_lines(ctx, scanned, rel, lines, pattern, context, max_matches, matches):
+            truncated = True  # the matches are full up
             break
-    return ToolOutput(
-        {"path": str(target.path), "matches": matches, "files_scanned": scanned, "files_skipped": skipped},
+    found = [FsMatch.model_validate(match) for match in matches]
+    return ToolOutput.of(
+        FsSearchTextOutput(path=str(target.path), matches=found, files_scanned=scanned, files_skipped=skipped),
         {
             "truncated": truncated,
             "normalized_path": str(target.path),
@@ -374,6 +305,114 @@ def search_text(ctx: ToolContext, args: FsSearchTextArgs) -> ToolOutput:
             "context_lines": context,
         },
     )
+
+
+def _search_pattern(args: FsSearchTextArgs) -> re.Pattern[str]:
+    flags = 0 if args.case_sensitive else re.IGNORECASE
+    try:
+        return re.compile(args.query if args.regex else re.escape(args.query), flags)
+    except re.error as exc:
+        raise InvalidInput(f"query is not a valid regular expression: {exc}") from None
+
+
+Found = list[tuple[str, Path]]
+"""Files to search: ``(name relative to the searched directory, path)``."""
+
+
+def _files_to_search(ctx: ToolContext, target: ResolvedPath, name_glob: str | None) -> tuple[Found, bool]:
+    """The files to search, ``(relative name, path)`` sorted by name and capped by the policy's file
+    limit, and whether any were left out."""
+    if target.kind == "file":
+        return [(target.path.name, target.path)], False
+    files, truncated = _walk_for_search(ctx, target.path, name_glob)
+    files.sort(key=lambda f: f[0])
+    if len(files) > ctx.limits.fs_search_max_files:
+        files = files[: ctx.limits.fs_search_max_files]
+        truncated = True
+    return files, truncated
+
+
+def _walk_for_search(ctx: ToolContext, root: Path, name_glob: str | None) -> tuple[Found, bool]:
+    """The regular files under ``root`` the policy lets the search list (symlinks, FIFOs and devices
+    are never opened while walking); stops early in a huge tree (then ``True``)."""
+    files: Found = []
+    pending: list[tuple[Path, str]] = [(root, "")]
+    seen = 0
+    while pending:
+        directory, prefix = pending.pop()
+        stop_if_cancelled(ctx, seen, "entries walked")
+        try:
+            with os.scandir(directory) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in items:
+            seen += 1
+            stop_if_cancelled(ctx, seen, "entries walked")
+            full = directory / entry.name
+            rel = f"{prefix}{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                if ctx.guard.entry_denied(full, "list") is None:
+                    pending.append((full, rel + "/"))
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if name_glob and not fnmatch.fnmatchcase(rel if "/" in name_glob else entry.name, name_glob):
+                continue
+            files.append((rel, full))
+            if len(files) >= ctx.limits.fs_search_max_files * _WALK_CAP_FACTOR:
+                return files, True  # a huge tree: stop walking, search what was found
+    return files, False
+
+
+def _searchable_lines(ctx: ToolContext, full: Path) -> list[str] | None:
+    """The lines of a file the search may read, or ``None`` to skip it (refused by the policy, not a
+    regular file, unreadable, over the size limit, binary)."""
+    try:
+        checked = ctx.guard.resolve(str(full), "read")
+    except (PolicyDenied, InvalidInput):
+        return None
+    if checked.kind != "file":
+        return None
+    try:
+        data = read_checked(ctx, checked, ctx.limits.fs_search_max_file_bytes + 1)
+    except (PolicyDenied, OSError):
+        return None
+    if len(data) > ctx.limits.fs_search_max_file_bytes or b"\x00" in data[:8192]:
+        return None
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def _match_lines(
+    ctx: ToolContext,
+    scanned: int,
+    rel: str,
+    lines: list[str],
+    pattern: re.Pattern[str],
+    context: int,
+    max_matches: int,
+    matches: list[dict[str, Any]],
+) -> bool:
+    """Add the matches of one file to ``matches``; ``True`` when a match found no room (full up)."""
+    for number, line in enumerate(lines, start=1):
+        if number % 4096 == 0:
+            stop_if_cancelled(ctx, scanned, "files searched")
+        found = pattern.search(line[:_MAX_LINE_MATCH])
+        if found is None:
+            continue
+        if len(matches) >= max_matches:
+            return True
+        matches.append(
+            {
+                "path": rel,
+                "line": number,
+                "column": found.start() + 1,
+                "text": line[:_MAX_LINE_OUT],
+                "before": [ln[:_MAX_LINE_OUT] for ln in lines[max(0, number - 1 - context) : number - 1]],
+                "after": [ln[:_MAX_LINE_OUT] for ln in lines[number : number + context]],
+            }
+        )
+    return False
 
 
 __all__ = [

@@ -25,6 +25,7 @@ from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
 from services.tools.args import FsApplyPatchArgs, given
 from services.tools.fsio import atomic_replace, read_checked, stop_if_cancelled, unlink_checked
+from services.tools.outputs import FsApplyPatchOutput, FsPatchedFile
 from services.tools.patching import FilePatch, apply_hunks, parse_patch, split_lines
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
@@ -119,6 +120,10 @@ def _patch_summary(plan: list[tuple[FilePatch, ResolvedPath, bytes | None, bytes
     ]
 
 
+def _patched(summary: list[dict[str, Any]], *, applied: bool) -> FsApplyPatchOutput:
+    return FsApplyPatchOutput(files=[FsPatchedFile.model_validate(item) for item in summary], applied=applied)
+
+
 def _patch_tier(args: FsApplyPatchArgs, facts: dict[str, Any]) -> RiskTier:
     return RiskTier.READ_ONLY if args.dry_run else RiskTier.WRITE_DESTRUCTIVE
 
@@ -159,7 +164,7 @@ def apply_patch(ctx: ToolContext, args: FsApplyPatchArgs) -> ToolOutput:
     plan = _plan_patch(ctx, args, _patch_text(ctx, args))
     summary = _patch_summary(plan)
     if args.dry_run:
-        return ToolOutput({"files": summary, "applied": False}, {"dry_run": True})
+        return ToolOutput.of(_patched(summary, applied=False), {"dry_run": True})
     done: list[tuple[ResolvedPath, bytes | None]] = []
     written = 0
     try:
@@ -185,4 +190,4 @@ def apply_patch(ctx: ToolContext, args: FsApplyPatchArgs) -> ToolOutput:
         for _, target, original, updated in plan
         for link in snapshots.store_change(ctx, target.path, target.rel, original, updated)
     ]
-    return ToolOutput({"files": summary, "applied": True}, {"bytes": written, "artifacts": links})
+    return ToolOutput.of(_patched(summary, applied=True), {"bytes": written, "artifacts": links})

@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from services.audit import AuditStore
+from services.errors import InvalidInput
 from services.policy import BoundPolicy, Policy, PolicyDecision, default_policy
-from services.tools.calls import Approver, ToolCallRequest, _new_id
+from services.tools.calls import Approver, ToolCallRequest, new_id
 from services.tools.pipeline import CallSite, Grants, preview_call, run_call
-from services.tools.records import _schema_problem, describe_tools
+from services.tools.records import describe_tools, parse_arguments
 from services.tools.registry import ToolRegistry
 from services.tools.results import ToolResult
 
@@ -106,7 +107,7 @@ class ToolGateway:
         return self.mcp.status() if self.mcp is not None else []
 
     def _start_run(self) -> str:
-        run_id = _new_id("r")
+        run_id = new_id("r")
         self.audit.start_run(
             run_id,
             mode=self.run_mode,
@@ -243,20 +244,26 @@ class ToolGateway:
     def explain(self, tool_id: str, args: Any) -> PolicyDecision:
         """What the policy would decide for this call (nothing runs, nothing is recorded). An MCP
         tool's server is loaded first, as for a call."""
+        return self._explained(tool_id, args)[1]
+
+    def _explained(self, tool_id: str, args: Any) -> tuple[Any, PolicyDecision]:
+        """The arguments validated once (``None`` when they do not fit) and the policy's decision."""
         self.registry.load_for(tool_id)
         spec = self.registry.get(tool_id)
-        problem = _schema_problem(self.registry, spec, args)
-        if problem is not None:
-            return PolicyDecision("deny", "input.schema", problem, tool_id, spec.tier, self.mode, "InvalidInput")
-        return self.bound.evaluate(spec, args)
+        try:
+            parsed = parse_arguments(self.registry, spec, args)
+        except InvalidInput as exc:
+            denied = PolicyDecision("deny", "input.schema", exc.message, tool_id, spec.tier, self.mode, "InvalidInput")
+            return None, denied
+        return parsed, self.bound.evaluate(spec, parsed)
 
     async def preview(self, tool_id: str, args: Any) -> dict[str, Any] | None:
         """The approval preview of a call the policy does not deny (e.g. the diff a write would make)."""
         spec = self.registry.get(tool_id)
-        decision = self.explain(tool_id, args)
+        parsed, decision = self._explained(tool_id, args)
         if decision.action == "deny" or spec.preview is None:
             return None
-        return await preview_call(self.call_site(), spec, _new_id("v"), args, decision)
+        return await preview_call(self.call_site(), spec, new_id("v"), parsed, decision)
 
     def last_decision(self) -> dict[str, Any] | None:
         return self.audit.last_decision()

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from services.clock import monotonic, utc_now
+from services.errors import InvalidInput
 from services.hashing import canonical_json, content_hash, sha256_tagged
 from services.policy import PolicyDecision, RiskTier
 from services.tools.calls import (
@@ -35,10 +36,10 @@ from services.tools.calls import (
     ApprovalRequest,
     Approver,
     ToolCallRequest,
-    _new_id,
+    new_id,
 )
-from services.tools.records import _append_transcript, _schema_problem
-from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, _issue, _revoke
+from services.tools.records import parse_arguments, record_tool_call
+from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, issue_capability, revoke_capability
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
 
 if TYPE_CHECKING:
@@ -93,12 +94,9 @@ def session_pattern(spec: ToolSpec, facts: dict[str, Any]) -> dict[str, Any]:
     return pattern
 
 
-async def _call(
-    spec: ToolSpec, handler: Any, is_async: bool, ctx: ToolContext, args: dict[str, Any], timeout: float
-) -> Any:
+async def _call(spec: ToolSpec, handler: Any, is_async: bool, ctx: ToolContext, parsed: Any, timeout: float) -> Any:
     """Run ``handler`` (the tool or its preview) on the parsed arguments, with a one-call capability."""
-    parsed = spec.parse(args)
-    cap = _issue(spec.tool_id, ctx.call_id)
+    cap = issue_capability(spec.tool_id, ctx.call_id)
     try:
         if is_async:
             return await asyncio.wait_for(handler(cap, ctx, parsed), timeout)
@@ -106,7 +104,7 @@ async def _call(
     finally:
         # Timed out, cancelled or done: a tool still working in a thread sees it and stops.
         ctx.cancel.set()
-        _revoke(cap)
+        revoke_capability(cap)
 
 
 def _context(site: CallSite, spec: ToolSpec, call_id: str, decision: PolicyDecision) -> ToolContext:
@@ -124,13 +122,15 @@ def _context(site: CallSite, spec: ToolSpec, call_id: str, decision: PolicyDecis
 
 
 async def preview_call(
-    site: CallSite, spec: ToolSpec, call_id: str, args: dict[str, Any], decision: PolicyDecision
+    site: CallSite, spec: ToolSpec, call_id: str, parsed: Any, decision: PolicyDecision
 ) -> dict[str, Any] | None:
+    """The approval preview of a call (e.g. the diff a write would make), on its parsed arguments
+    (``services.tools.records.parse_arguments``)."""
     if spec.preview is None:
         return None
     ctx = _context(site, spec, call_id, decision)
     try:
-        value = await _call(spec, spec.preview, spec.preview_is_async, ctx, args, 30.0)
+        value = await _call(spec, spec.preview, spec.preview_is_async, ctx, parsed, 30.0)
     except Exception as exc:  # a failing preview must not block the approval
         return {"kind": "error", "note": error_from_exception(exc).message}
     return dict(value) if isinstance(value, dict) else None
@@ -168,32 +168,16 @@ async def run_call(
     started_at = utc_now()
     waited: list[float] = []
     _APPROVAL_WAIT.set(waited)
-    call_id = request.call_id or _new_id("call")
+    call_id = request.call_id or new_id("call")
     run_id = request.run_id or site.run_id
     tool_id = request.tool_id
-    args = request.args
     step = request.step_index if request.step_index is not None else site.next_step()
     if site.registry.lazy and isinstance(tool_id, str) and tool_id not in site.registry:
         await asyncio.to_thread(site.registry.load_for, tool_id)  # an MCP server starts on first use
     spec: ToolSpec | None = site.registry.get(tool_id) if tool_id in site.registry else None
-    try:
-        site.ensure_run(run_id)
-        site.audit.record_call(
-            call_id=call_id,
-            run_id=run_id,
-            step_index=step,
-            tool_name=str(tool_id),
-            args=args,
-            created_at=started_at,
-            source=request.source,
-            tier=str(spec.tier) if spec else None,
-        )
-    except Exception as exc:  # fail closed: a call that cannot be recorded does not run
-        return ToolResult.failure(
-            ErrorType.INTERNAL_ERROR,
-            f"the audit store refused the call record: {exc}",
-            meta={"call_id": call_id, "tool_id": tool_id, "duration_ms": 0.0, "bytes": 0, "truncated": False},
-        )
+    refused = _record_call(site, spec, request, call_id, run_id, step, started_at)
+    if refused is not None:
+        return refused
 
     cancelled: BaseException | None = None
     try:
@@ -209,8 +193,68 @@ async def run_call(
 
     approval_wait_ms = round(sum(waited) * 1000, 3)
     duration_ms = round((monotonic() - started_mono) * 1000 - approval_wait_ms, 3)
+    result, status, data_json = _result(site, spec, call_id, tool_id, decision, output, error)
+    result.meta["duration_ms"] = duration_ms
+    if waited:
+        result.meta["approval_wait_ms"] = approval_wait_ms
+    result.meta["decision"] = {
+        "action": decision.action,
+        "rule": decision.rule,
+        "approved_by": decision.approved_by,
+        "tier": str(decision.tier),
+        "mode": decision.mode,
+    }
+    _record_result(site, request, result, decision, status, data_json, run_id, started_at, duration_ms)
+    if transcript is not None:
+        record_tool_call(transcript, result, request, duration_ms)
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
+def _record_call(
+    site: CallSite,
+    spec: ToolSpec | None,
+    request: ToolCallRequest,
+    call_id: str,
+    run_id: str,
+    step: int,
+    started_at: str,
+) -> ToolResult | None:
+    """Step 1: the audit row of the call, before anything runs; a failing audit store fails closed
+    (the returned result)."""
+    try:
+        site.ensure_run(run_id)
+        site.audit.record_call(
+            call_id=call_id,
+            run_id=run_id,
+            step_index=step,
+            tool_name=str(request.tool_id),
+            args=request.args,
+            created_at=started_at,
+            source=request.source,
+            tier=str(spec.tier) if spec else None,
+        )
+    except Exception as exc:  # fail closed: a call that cannot be recorded does not run
+        meta = {"call_id": call_id, "tool_id": request.tool_id, "duration_ms": 0.0, "bytes": 0, "truncated": False}
+        return ToolResult.failure(
+            ErrorType.INTERNAL_ERROR, f"the audit store refused the call record: {exc}", meta=meta
+        )
+    return None
+
+
+def _result(
+    site: CallSite,
+    spec: ToolSpec | None,
+    call_id: str,
+    tool_id: str,
+    decision: PolicyDecision,
+    output: ToolOutput | None,
+    error: ToolError | None,
+) -> tuple[ToolResult, str, str | None]:
+    """The call's result (its meta without the timing and the decision yet), its audit status, and
+    the canonical JSON of its output (``None`` for an error)."""
     meta: dict[str, Any] = {"call_id": call_id, "tool_id": tool_id}
-    data_json: str | None = None
     if output is not None:
         data_json = canonical_json(output.data)
         if site.check_outputs and spec is not None:
@@ -220,50 +264,47 @@ async def run_call(
         meta.update(output.meta)
         meta.setdefault("bytes", len(data_json))
         meta.setdefault("truncated", False)
-        result = ToolResult("ok", output.data, None, meta)
-        status = "success"
-    else:
-        assert error is not None
-        meta.setdefault("bytes", 0)
-        meta.setdefault("truncated", False)
-        result = ToolResult("error", None, error, meta)
-        refused = decision.action == "deny" and decision.error_type not in ("InternalError", "Cancelled")
-        status = "denied" if error.type is ErrorType.POLICY_DENIED or refused else "error"
-    meta["duration_ms"] = duration_ms
-    if waited:
-        meta["approval_wait_ms"] = approval_wait_ms
-    decision_dict = decision.to_dict()
-    meta["decision"] = {
-        "action": decision.action,
-        "rule": decision.rule,
-        "approved_by": decision.approved_by,
-        "tier": str(decision.tier),
-        "mode": decision.mode,
-    }
+        return ToolResult("ok", output.data, None, meta), "success", data_json
+    assert error is not None
+    meta.setdefault("bytes", 0)
+    meta.setdefault("truncated", False)
+    refused = decision.action == "deny" and decision.error_type not in ("InternalError", "Cancelled")
+    status = "denied" if error.type is ErrorType.POLICY_DENIED or refused else "error"
+    return ToolResult("error", None, error, meta), status, None
+
+
+def _record_result(
+    site: CallSite,
+    request: ToolCallRequest,
+    result: ToolResult,
+    decision: PolicyDecision,
+    status: str,
+    data_json: str | None,
+    run_id: str,
+    started_at: str,
+    duration_ms: float,
+) -> None:
+    """The audit row of the outcome; a failing audit store flags the result (``audit_error``)."""
+    error = result.error
     try:
         site.audit.record_result(
-            call_id=call_id,
+            call_id=str(result.meta["call_id"]),
             run_id=run_id,
             status=status,
             output_json=data_json,
             error_json=canonical_json(error.to_dict()) if error is not None else None,
-            decision=decision_dict,
+            decision=decision.to_dict(),
             started_at=started_at,
             ended_at=utc_now(),
             duration_ms=duration_ms,
-            input_hash=content_hash({"tool": tool_id, "args": args}),
+            input_hash=content_hash({"tool": request.tool_id, "args": request.args}),
             output_hash=sha256_tagged(data_json) if data_json is not None else None,
             workspace=site.workspace.name,
             tier=str(decision.tier),  # the tier the decision used (arguments may raise it)
-            artifacts=meta.get("artifacts") or None,  # links to what the call stored (snapshots.py)
+            artifacts=result.meta.get("artifacts") or None,  # links to what the call stored (snapshots.py)
         )
     except Exception as exc:  # the result still reaches the caller, flagged
-        meta["audit_error"] = str(exc)[:300]
-    if transcript is not None:
-        _append_transcript(transcript, result, request, duration_ms)
-    if cancelled is not None:
-        raise cancelled
-    return result
+        result.meta["audit_error"] = str(exc)[:300]
 
 
 def _gateway_decision(site: CallSite, spec: ToolSpec | None, tool_id: str, rule: str, reason: str) -> PolicyDecision:
@@ -278,63 +319,67 @@ async def _decide_and_dispatch(
     call_id: str,
     approver: Approver | None,
 ) -> tuple[PolicyDecision, ToolOutput | None, ToolError | None]:
+    """Steps 2 to 5: the arguments validated once into the tool's model, the policy's decision on
+    them, the approval it may need, and the dispatch of the tool with them."""
     tool_id = request.tool_id
-    args = request.args
-    decision: PolicyDecision
-    output: ToolOutput | None = None
-    error: ToolError | None = None
     if spec is None:
-        why = site.registry.missing_reason(tool_id)  # e.g. its MCP server failed to start
-        decision = PolicyDecision(
-            "deny",
-            "registry.unknown_tool" if why is None else "registry.provider_failed",
-            f"no tool {tool_id!r} is registered" if why is None else f"{tool_id} is unavailable: {why}",
-            str(tool_id),
-            RiskTier.READ_ONLY,
-            site.mode,
-            "NotFound" if why is None else "InternalError",
-        )
-        kind = ErrorType.NOT_FOUND if why is None else ErrorType.INTERNAL_ERROR
-        error = ToolError(kind, decision.reason, why is not None, {"rule": decision.rule})
-    else:
-        problem = _schema_problem(site.registry, spec, args)
-        if problem is not None:
-            decision = PolicyDecision("deny", "input.schema", problem, tool_id, spec.tier, site.mode, "InvalidInput")
-            error = ToolError(ErrorType.INVALID_INPUT, problem, False, {"rule": "input.schema"})
-        else:
-            decision = site.bound.evaluate(spec, args)
-            if decision.action == "confirm":
-                decision, error = await _approval(site, spec, call_id, args, decision, approver, request)
-            elif decision.action == "deny":
-                kind = ErrorType(decision.error_type or "PolicyDenied")
-                error = ToolError(kind, decision.reason, False, {"rule": decision.rule, **decision.facts})
-            if error is None:
-                ctx = _context(site, spec, call_id, decision)
-                try:
-                    value = await _call(
-                        spec, spec.handler, spec.is_async, ctx, args, float(site.bound.limits.tool_timeout_s)
-                    )
-                    if not isinstance(value, ToolOutput):
-                        raise TypeError(f"{tool_id} returned {type(value).__name__}, not ToolOutput")
-                    output = value
-                except TimeoutError:
-                    error = ToolError(
-                        ErrorType.TIMEOUT,
-                        f"{tool_id} did not finish within {site.bound.limits.tool_timeout_s:g} s",
-                        True,
-                        {},
-                    )
-                except Exception as exc:  # every failure becomes a typed result
-                    error = error_from_exception(exc)
-
+        return _unknown_tool(site, tool_id)
+    try:
+        parsed = parse_arguments(site.registry, spec, request.args)
+    except InvalidInput as exc:
+        decision = PolicyDecision("deny", "input.schema", exc.message, tool_id, spec.tier, site.mode, "InvalidInput")
+        return decision, None, ToolError(ErrorType.INVALID_INPUT, exc.message, False, {"rule": "input.schema"})
+    decision = site.bound.evaluate(spec, parsed)
+    error: ToolError | None = None
+    if decision.action == "confirm":
+        decision, error = await _approval(site, spec, call_id, parsed, decision, approver, request)
+    elif decision.action == "deny":
+        kind = ErrorType(decision.error_type or "PolicyDenied")
+        error = ToolError(kind, decision.reason, False, {"rule": decision.rule, **decision.facts})
+    if error is not None:
+        return decision, None, error
+    output, error = await _dispatch(site, spec, call_id, parsed, decision)
     return decision, output, error
+
+
+def _unknown_tool(site: CallSite, tool_id: str) -> tuple[PolicyDecision, None, ToolError]:
+    why = site.registry.missing_reason(tool_id)  # e.g. its MCP server failed to start
+    decision = PolicyDecision(
+        "deny",
+        "registry.unknown_tool" if why is None else "registry.provider_failed",
+        f"no tool {tool_id!r} is registered" if why is None else f"{tool_id} is unavailable: {why}",
+        str(tool_id),
+        RiskTier.READ_ONLY,
+        site.mode,
+        "NotFound" if why is None else "InternalError",
+    )
+    kind = ErrorType.NOT_FOUND if why is None else ErrorType.INTERNAL_ERROR
+    return decision, None, ToolError(kind, decision.reason, why is not None, {"rule": decision.rule})
+
+
+async def _dispatch(
+    site: CallSite, spec: ToolSpec, call_id: str, parsed: Any, decision: PolicyDecision
+) -> tuple[ToolOutput | None, ToolError | None]:
+    """Run the tool on its parsed arguments; every failure becomes a typed error."""
+    ctx = _context(site, spec, call_id, decision)
+    timeout = float(site.bound.limits.tool_timeout_s)
+    try:
+        value = await _call(spec, spec.handler, spec.is_async, ctx, parsed, timeout)
+        if not isinstance(value, ToolOutput):
+            raise TypeError(f"{spec.tool_id} returned {type(value).__name__}, not ToolOutput")
+        return value, None
+    except TimeoutError:
+        message = f"{spec.tool_id} did not finish within {site.bound.limits.tool_timeout_s:g} s"
+        return None, ToolError(ErrorType.TIMEOUT, message, True, {})
+    except Exception as exc:  # every failure becomes a typed result
+        return None, error_from_exception(exc)
 
 
 async def _approval(
     site: CallSite,
     spec: ToolSpec,
     call_id: str,
-    args: dict[str, Any],
+    parsed: Any,
     decision: PolicyDecision,
     approver: Approver | None,
     call: ToolCallRequest,
@@ -361,12 +406,12 @@ async def _approval(
         return denied, ToolError(
             ErrorType.POLICY_DENIED, denied.reason, False, {"rule": denied.rule, "policy_rule": policy_rule}
         )
-    preview = await preview_call(site, spec, call_id, args, decision)
+    preview = await preview_call(site, spec, call_id, parsed, decision)
     request = ApprovalRequest(
         call_id,
         spec.tool_id,
         decision.tier,
-        args,
+        call.args,
         decision,
         preview,
         pattern,

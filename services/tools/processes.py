@@ -101,6 +101,53 @@ class ManagedProcess:
         return self.sandbox.exit_signal(code) if self.sandbox is not None else code
 
 
+def _spawn(
+    argv: list[str],
+    executable: str,
+    cwd: str,
+    env: dict[str, str],
+    limits: ChildLimits | None,
+    sandbox: SandboxPlan | None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session (the sandbox, bwrap or Landlock, runs it when there is one),
+    with the child's limits applied before it runs; a failure to start is a typed error."""
+    command, program = argv, executable
+    if sandbox is not None:  # the sandbox (bwrap) or its restriction (Landlock) runs the command
+        command, program, env = sandbox.argv, sandbox.executable, {**sandbox.env, ENV_TAG: env[ENV_TAG]}
+    kwargs: dict[str, Any] = {}
+    if _POSIX:
+        kwargs["start_new_session"] = True
+        apply = _child_steps(preexec(limits) if limits is not None else None, sandbox)
+        if apply is not None:
+            kwargs["preexec_fn"] = apply  # setrlimit + prctl + Landlock only: resolved before the fork
+    else:  # pragma: no cover - Windows
+        kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+    try:
+        popen = subprocess.Popen(  # argv only (no shell); the executable comes from the allowlist
+            command,
+            executable=program,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+            **kwargs,
+        )
+    except FileNotFoundError:
+        _discard(sandbox)
+        raise NotFound(f"executable {argv[0]!r} was not found") from None
+    except PermissionError:
+        _discard(sandbox)
+        raise ToolPermissionDenied(f"executable {argv[0]!r} cannot be run (permission denied)") from None
+    except subprocess.SubprocessError as exc:  # the preexec step failed in the child
+        _discard(sandbox)
+        raise ToolPermissionDenied(f"executable {argv[0]!r} could not be started with its limits: {exc}") from None
+    if sandbox is not None:
+        sandbox.started()
+    return popen
+
+
 class ProcessManager:
     """The processes one gateway session started. ``close()`` ends all of them."""
 
@@ -124,48 +171,9 @@ class ProcessManager:
         limits: ChildLimits | None = None,
         sandbox: SandboxPlan | None = None,
     ) -> ManagedProcess:
-        with self._lock:
-            running = sum(1 for p in self._procs.values() if p.popen.poll() is None)
-            if running >= max_processes:
-                raise TooLarge(f"{running} processes are running; the limit is {max_processes}")
-            self._counter += 1
-            process_id = f"p{self._counter}-{secrets.token_hex(3)}"
+        process_id = self._next_id(max_processes)
         tag = f"{self.session}:{process_id}"
-        command, program = argv, executable
-        if sandbox is not None:  # the sandbox (bwrap) or its restriction (Landlock) runs the command
-            command, program, env = sandbox.argv, sandbox.executable, sandbox.env
-        env = {**env, ENV_TAG: tag}
-        kwargs: dict[str, Any] = {}
-        if _POSIX:
-            kwargs["start_new_session"] = True
-            apply = _child_steps(preexec(limits) if limits is not None else None, sandbox)
-            if apply is not None:
-                kwargs["preexec_fn"] = apply  # setrlimit + prctl + Landlock only: resolved before the fork
-        else:  # pragma: no cover - Windows
-            kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
-        try:
-            popen = subprocess.Popen(  # argv only (no shell); the executable comes from the allowlist
-                command,
-                executable=program,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                close_fds=True,
-                **kwargs,
-            )
-        except FileNotFoundError:
-            _discard(sandbox)
-            raise NotFound(f"executable {argv[0]!r} was not found") from None
-        except PermissionError:
-            _discard(sandbox)
-            raise ToolPermissionDenied(f"executable {argv[0]!r} cannot be run (permission denied)") from None
-        except subprocess.SubprocessError as exc:  # the preexec step failed in the child
-            _discard(sandbox)
-            raise ToolPermissionDenied(f"executable {argv[0]!r} could not be started with its limits: {exc}") from None
-        if sandbox is not None:
-            sandbox.started()
+        popen = _spawn(argv, executable, cwd, {**env, ENV_TAG: tag}, limits, sandbox)
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
@@ -187,9 +195,30 @@ class ProcessManager:
             limits=limits,
             sandbox=sandbox,
         )
+        self._observe(proc)
+        with self._lock:
+            self._procs[process_id] = proc
+            finished = [k for k, p in self._procs.items() if p.popen.returncode is not None]
+            for key in finished[:-_KEEP_FINISHED] if len(finished) > _KEEP_FINISHED else []:
+                _discard(self._procs.pop(key).sandbox)
+        return proc
+
+    def _next_id(self, max_processes: int) -> str:
+        """A new process id; ``TooLarge`` when ``max_processes`` of this session's already run."""
+        with self._lock:
+            running = sum(1 for p in self._procs.values() if p.popen.poll() is None)
+            if running >= max_processes:
+                raise TooLarge(f"{running} processes are running; the limit is {max_processes}")
+            self._counter += 1
+            return f"p{self._counter}-{secrets.token_hex(3)}"
+
+    def _observe(self, proc: ManagedProcess) -> None:
+        """The threads that follow a started process: one reader per stream, and the process-count
+        watchdog where its limits ask for one."""
+        popen, limits = proc.popen, proc.limits
         for stream, tail in ((popen.stdout, proc.stdout), (popen.stderr, proc.stderr)):
             reader = threading.Thread(
-                target=self._pump, args=(proc, stream, tail), daemon=True, name=f"aries-{process_id}-reader"
+                target=self._pump, args=(proc, stream, tail), daemon=True, name=f"aries-{proc.process_id}-reader"
             )
             reader.start()
             proc.readers.append(reader)
@@ -198,14 +227,8 @@ class ProcessManager:
                 target=self._watch_processes,
                 args=(proc, limits.processes),
                 daemon=True,
-                name=f"aries-{process_id}-watch",
+                name=f"aries-{proc.process_id}-watch",
             ).start()
-        with self._lock:
-            self._procs[process_id] = proc
-            finished = [k for k, p in self._procs.items() if p.popen.returncode is not None]
-            for key in finished[:-_KEEP_FINISHED] if len(finished) > _KEEP_FINISHED else []:
-                _discard(self._procs.pop(key).sandbox)
-        return proc
 
     def _watch_processes(self, proc: ManagedProcess, limit: int) -> None:
         """Where the kernel does not enforce RLIMIT_NPROC (root): end the tree past ``limit``."""

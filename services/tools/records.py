@@ -45,15 +45,14 @@ def describe_tools(registry: ToolRegistry, policy: Policy) -> list[dict[str, Any
     return out
 
 
-def _schema_problem(registry: ToolRegistry, spec: ToolSpec, args: Any) -> str | None:
-    """One line naming the failing field (``ToolRegistry.validate``), or None when ``args`` fit."""
-    from services.errors import InvalidInput
-
-    try:
-        registry.validate(spec.tool_id, args)
-    except InvalidInput as exc:
-        return exc.message
-    return None
+def parse_arguments(registry: ToolRegistry, spec: ToolSpec, args: Any) -> Any:
+    """A call's arguments, validated once: checked against the tool's published input schema (the
+    message names the failing field, ``ToolRegistry.validate``) and built into its typed argument
+    model (``ToolSpec.parse``; a tool without one, e.g. an MCP tool, keeps the dict). The policy, the
+    approval preview and the tool all take what this returns; ``InvalidInput`` (rule ``input.schema``)
+    when the arguments do not fit."""
+    registry.validate(spec.tool_id, args)
+    return spec.parse(args)
 
 
 def _summary(result: ToolResult, tool_id: str) -> str:
@@ -68,7 +67,9 @@ def _summary(result: ToolResult, tool_id: str) -> str:
 _TRANSCRIPT_OUTPUT_CAP = 1_000_000
 
 
-def _append_transcript(recorder: Recorder, result: ToolResult, request: ToolCallRequest, duration_ms: float) -> None:
+def record_tool_call(recorder: Recorder, result: ToolResult, request: ToolCallRequest, duration_ms: float) -> None:
+    """The conversation's tool-call event of a finished call (its output cut when too large); a
+    recorder that refuses it leaves ``transcript_error`` in the result's meta."""
     from services.conversation import Conversation, ToolCallRecord
 
     conversation = recorder if isinstance(recorder, Conversation) else Conversation(recorder)
@@ -95,3 +96,6 @@ def _append_transcript(recorder: Recorder, result: ToolResult, request: ToolCall
         result.meta["transcript_error"] = exc.message
     except OSError as exc:  # the call happened and is audited; the transcript could not take it
         result.meta["transcript_error"] = f"{type(exc).__name__}: {exc}"
+
+
+__all__ = ["describe_tools", "parse_arguments", "record_tool_call"]

@@ -61,15 +61,16 @@ _LIVE: dict[str, Capability] = {}  # the live capabilities, by their nonce
 _LIVE_LOCK = threading.Lock()
 
 
-def _issue(tool_id: str, call_id: str) -> Capability:
-    """Gateway-private: a capability for one call. Everything else gets refused."""
+def issue_capability(tool_id: str, call_id: str) -> Capability:
+    """A capability for one call, issued by the call pipeline alone (``services.tools.pipeline``) and
+    revoked when the call ends; a tool refuses anything else."""
     cap = Capability(tool_id, call_id, secrets.token_hex(16))
     with _LIVE_LOCK:
         _LIVE[cap._nonce] = cap
     return cap
 
 
-def _revoke(cap: Capability) -> None:
+def revoke_capability(cap: Capability) -> None:
     with _LIVE_LOCK:
         if _LIVE.get(cap._nonce) is cap:
             del _LIVE[cap._nonce]
@@ -173,12 +174,15 @@ class ToolSpec:
     preview_is_async: bool = False
     args_model: type[BaseModel] | None = field(default=None, repr=False)
 
-    def parse(self, args: dict[str, Any]) -> Any:
+    def parse(self, args: Any) -> Any:
         """The arguments as the tool receives them: its validated model (the dict when it has none).
 
         The gateway has checked ``args`` against the published schema first (which names the failing
-        field); what the model still refuses is ``InvalidInput`` (rule ``input.schema``)."""
-        if self.args_model is None:
+        field); what the model still refuses is ``InvalidInput`` (rule ``input.schema``). Arguments
+        that are already this tool's model are returned as they are: a call validates them once
+        (``services.tools.records.parse_arguments``), and the policy, the preview and the tool take
+        that one model."""
+        if self.args_model is None or isinstance(args, self.args_model):
             return args
         from pydantic import ValidationError
 
@@ -190,11 +194,11 @@ class ToolSpec:
             message = neutralize(f"{where}: {first['msg']}", single_line=True)
             raise InvalidInput(message[:500], tool_id=self.tool_id, field=where, rule="input.schema") from None
 
-    def resources(self, args: dict[str, Any]) -> list[Resource]:
-        """What a call with ``args`` touches, for the policy."""
+    def resources(self, args: Any) -> list[Resource]:
+        """What a call with ``args`` (its model, or a dict) touches, for the policy."""
         return self.resources_fn(self.parse(args))
 
-    def effective_tier(self, args: dict[str, Any], facts: dict[str, Any]) -> RiskTier:
+    def effective_tier(self, args: Any, facts: dict[str, Any]) -> RiskTier:
         return self.tier_fn(self.parse(args), facts) if self.tier_fn is not None else self.tier
 
     def describe(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError, InvalidInput, NotFound, TooLarge
 from services.policy.model import (
@@ -28,6 +28,9 @@ from services.policy.model import (
     ToolPermissionDenied,
 )
 from services.tools.display import result_text
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class ErrorType(StrEnum):
@@ -78,6 +81,12 @@ class ToolOutput:
 
     data: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, output: BaseModel, meta: dict[str, Any] | None = None) -> ToolOutput:
+        """The payload as the tool's output model (``services.tools.outputs``) built and checked it:
+        its fields in the model's order, the values as given (the same JSON as the plain dict)."""
+        return cls(output.model_dump(), meta if meta is not None else {})
 
 
 @dataclass

@@ -6,8 +6,10 @@ The *input* schemas are generated from the pydantic models in :mod:`services.too
 every object with properties.  The same schema is published by the registry, validated by the
 gateway and offered to a model as the tool's ``parameters``, so the three cannot drift apart.
 
-The output schemas and :data:`RESULT_SCHEMA` are hand-written; the error ``type`` enum of the result is
-generated from :class:`services.tools.results.ErrorType`.
+The *output* schemas are generated the same way from the models in :mod:`services.tools.outputs`, by
+:func:`output_schema_of` (without descriptions: an output schema says what a result holds, the tool's
+description says what it means). :data:`RESULT_SCHEMA` is hand-written; the error ``type`` enum of
+the result is generated from :class:`services.tools.results.ErrorType`.
 """
 
 from __future__ import annotations
@@ -30,17 +32,35 @@ from services.tools.args import (
     WebFetchArgs,
     WebSearchArgs,
 )
+from services.tools.outputs import (
+    ContextOutput,
+    FsAddArtifactOutput,
+    FsApplyPatchOutput,
+    FsListDirOutput,
+    FsReadTextOutput,
+    FsRestoreOutput,
+    FsSearchTextOutput,
+    FsWriteTextOutput,
+    ShellKillOutput,
+    ShellPollOutput,
+    ShellRunOutput,
+    ShellStartOutput,
+    WebExtractOutput,
+    WebFetchOutput,
+    WebSearchOutput,
+)
 from services.tools.results import ErrorType
 
 __all__ = [
     "FS_APPLY_PATCH_IN",
+    "CONTEXT_OUT",
+    "FS_ADD_ARTIFACT_OUT",
     "FS_APPLY_PATCH_OUT",
-    "FS_ENTRY",
     "FS_LIST_DIR_IN",
     "FS_LIST_DIR_OUT",
-    "FS_MATCH",
     "FS_READ_TEXT_IN",
     "FS_READ_TEXT_OUT",
+    "FS_RESTORE_OUT",
     "FS_SEARCH_TEXT_IN",
     "FS_SEARCH_TEXT_OUT",
     "FS_WRITE_TEXT_IN",
@@ -60,6 +80,7 @@ __all__ = [
     "WEB_FETCH_OUT",
     "WEB_SEARCH_IN",
     "WEB_SEARCH_OUT",
+    "output_schema_of",
     "schema_of",
 ]
 
@@ -88,6 +109,27 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     schema = _clean(raw, defs, ())
     schema.pop("description", None)
     return schema
+
+
+def output_schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of a tool's output ``model``: :func:`schema_of` without any ``description``."""
+    return _without_descriptions(schema_of(model))
+
+
+def _without_descriptions(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "description" and isinstance(value, str):
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _without_descriptions(sub) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_without_descriptions(sub) if isinstance(sub, dict) else sub for sub in value]
+        elif key in _SUBSCHEMA_ONE and isinstance(value, dict):
+            out[key] = _without_descriptions(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _clean(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
@@ -145,10 +187,9 @@ WEB_SEARCH_IN = schema_of(WebSearchArgs)
 WEB_FETCH_IN = schema_of(WebFetchArgs)
 WEB_EXTRACT_IN = schema_of(WebExtractArgs)
 
-# -- tool outputs and the result (hand-written) ---------------------------------------------------
+# -- the result (hand-written) ------------------------------------------------------------------
 _STR = {"type": "string"}
 _INT = {"type": "integer", "minimum": 0}
-_POS = {"type": "integer", "minimum": 1}
 _BOOL = {"type": "boolean"}
 _NUM = {"type": "number", "minimum": 0}
 
@@ -187,171 +228,19 @@ RESULT_SCHEMA = _obj(
     ("status", "data", "error", "meta"),
 )
 
-# -- fs ---------------------------------------------------------------------------------------
-FS_ENTRY = _obj(
-    {"path": _STR, "name": _STR, "type": {"enum": ["file", "dir", "symlink", "other"]}, "size": _INT},
-    ("path", "name", "type", "size"),
-)
-FS_LIST_DIR_OUT = _obj(
-    {
-        "path": _STR,
-        "root": _STR,
-        "entries": {"type": "array", "items": FS_ENTRY},
-        "count": _INT,
-        "hidden_by_policy": _INT,
-    },
-    ("path", "root", "entries", "count", "hidden_by_policy"),
-)
-FS_READ_TEXT_OUT = _obj(
-    {"path": _STR, "text": _STR, "encoding": _STR, "size": _INT, "offset": _INT},
-    ("path", "text", "encoding", "size", "offset"),
-)
-FS_WRITE_TEXT_OUT = _obj(
-    {"path": _STR, "bytes_written": _INT, "created": _BOOL, "sha256": _STR},
-    ("path", "bytes_written", "created", "sha256"),
-)
-FS_MATCH = _obj(
-    {
-        "path": _STR,
-        "line": _POS,
-        "column": _POS,
-        "text": _STR,
-        "before": {"type": "array", "items": _STR},
-        "after": {"type": "array", "items": _STR},
-    },
-    ("path", "line", "column", "text", "before", "after"),
-)
-FS_SEARCH_TEXT_OUT = _obj(
-    {"path": _STR, "matches": {"type": "array", "items": FS_MATCH}, "files_scanned": _INT, "files_skipped": _INT},
-    ("path", "matches", "files_scanned", "files_skipped"),
-)
-FS_APPLY_PATCH_OUT = _obj(
-    {
-        "files": {
-            "type": "array",
-            "items": _obj(
-                {
-                    "path": _STR,
-                    "action": {"enum": ["modify", "create", "delete"]},
-                    "hunks": _INT,
-                    "added": _INT,
-                    "removed": _INT,
-                },
-                ("path", "action", "hunks", "added", "removed"),
-            ),
-        },
-        "applied": _BOOL,
-    },
-    ("files", "applied"),
-)
-
-# -- shell ------------------------------------------------------------------------------------
-SHELL_START_OUT = _obj(
-    {"process_id": _STR, "pid": _INT, "argv": {"type": "array", "items": _STR}, "cwd": _STR, "started_at": _STR},
-    ("process_id", "pid", "argv", "cwd", "started_at"),
-)
-SHELL_POLL_OUT = _obj(
-    {
-        "process_id": _STR,
-        "running": _BOOL,
-        "exit_code": {"type": ["integer", "null"]},
-        "stdout_tail": _STR,
-        "stderr_tail": _STR,
-        "stdout_bytes": _INT,
-        "stderr_bytes": _INT,
-        "seconds_since_output": _NUM,
-        "stalled": _BOOL,
-        "stall_after_s": _NUM,
-        "runtime_s": _NUM,
-    },
-    (
-        "process_id",
-        "running",
-        "exit_code",
-        "stdout_tail",
-        "stderr_tail",
-        "stdout_bytes",
-        "stderr_bytes",
-        "seconds_since_output",
-        "stalled",
-        "stall_after_s",
-        "runtime_s",
-    ),
-)
-SHELL_KILL_OUT = _obj(
-    {
-        "process_id": _STR,
-        "exit_code": {"type": ["integer", "null"]},
-        "terminated": {"type": "array", "items": _INT},
-        "forced": {"type": "array", "items": _INT},
-        "survivors": {"type": "array", "items": _INT},
-    },
-    ("process_id", "exit_code", "terminated", "forced", "survivors"),
-)
-SHELL_RUN_OUT = _obj(
-    {
-        "exit_code": {"type": ["integer", "null"]},
-        "stdout": _STR,
-        "stderr": _STR,
-        "stdout_bytes": _INT,
-        "stderr_bytes": _INT,
-        "process_id": _STR,
-        "cleaned_up": {"type": "array", "items": _INT},
-    },
-    ("exit_code", "stdout", "stderr", "stdout_bytes", "stderr_bytes", "process_id", "cleaned_up"),
-)
-
-# -- web --------------------------------------------------------------------------------------
-WEB_SEARCH_OUT = _obj(
-    {
-        "query": _STR,
-        "endpoint": _STR,
-        "results": {
-            "type": "array",
-            "items": _obj(
-                {"title": _STR, "url": _STR, "snippet": _STR, "engine": _STR}, ("title", "url", "snippet", "engine")
-            ),
-        },
-        "artifact_id": _STR,
-        "citation": _STR,
-    },
-    ("query", "endpoint", "results", "artifact_id", "citation"),
-)
-WEB_FETCH_OUT = _obj(
-    {
-        "url": _STR,
-        "final_url": _STR,
-        "status": _INT,
-        "content_type": _STR,
-        "bytes": _INT,
-        "truncated": _BOOL,
-        "redirects": {"type": "array", "items": _obj({"status": _INT, "url": _STR}, ("status", "url"))},
-        "artifact_id": _STR,
-        "citation": _STR,
-        "preview": _STR,
-    },
-    (
-        "url",
-        "final_url",
-        "status",
-        "content_type",
-        "bytes",
-        "truncated",
-        "redirects",
-        "artifact_id",
-        "citation",
-        "preview",
-    ),
-)
-WEB_EXTRACT_OUT = _obj(
-    {
-        "artifact_id": _STR,
-        "citation": _STR,
-        "title": _STR,
-        "text": _STR,
-        "chars": _INT,
-        "truncated": _BOOL,
-        "source_url": {"type": ["string", "null"]},
-    },
-    ("artifact_id", "citation", "title", "text", "chars", "truncated", "source_url"),
-)
+# -- tool outputs (generated from the models in services.tools.outputs) ----------------------------
+FS_LIST_DIR_OUT = output_schema_of(FsListDirOutput)
+FS_READ_TEXT_OUT = output_schema_of(FsReadTextOutput)
+FS_WRITE_TEXT_OUT = output_schema_of(FsWriteTextOutput)
+FS_SEARCH_TEXT_OUT = output_schema_of(FsSearchTextOutput)
+FS_APPLY_PATCH_OUT = output_schema_of(FsApplyPatchOutput)
+FS_RESTORE_OUT = output_schema_of(FsRestoreOutput)
+FS_ADD_ARTIFACT_OUT = output_schema_of(FsAddArtifactOutput)
+SHELL_START_OUT = output_schema_of(ShellStartOutput)
+SHELL_POLL_OUT = output_schema_of(ShellPollOutput)
+SHELL_KILL_OUT = output_schema_of(ShellKillOutput)
+SHELL_RUN_OUT = output_schema_of(ShellRunOutput)
+WEB_SEARCH_OUT = output_schema_of(WebSearchOutput)
+WEB_FETCH_OUT = output_schema_of(WebFetchOutput)
+WEB_EXTRACT_OUT = output_schema_of(WebExtractOutput)
+CONTEXT_OUT = output_schema_of(ContextOutput)

@@ -21,6 +21,7 @@ from services.policy import CommandUse, Resource, RiskTier
 from services.tools import schemas
 from services.tools.args import ShellKillArgs, ShellPollArgs, ShellRunArgs, ShellStartArgs, given
 from services.tools.childlimits import plan, stopped_by
+from services.tools.outputs import ShellRunOutput, ShellStartOutput
 from services.tools.processes import ManagedProcess, ProcessManager
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput, ToolTimeout
@@ -128,15 +129,10 @@ def _preview_command(ctx: ToolContext, args: ShellStartArgs | ShellRunArgs) -> d
 )
 def start(ctx: ToolContext, args: ShellStartArgs) -> ToolOutput:
     proc = _start(ctx, args)
-    return ToolOutput(
-        {
-            "process_id": proc.process_id,
-            "pid": proc.pid,
-            "argv": proc.argv,
-            "cwd": proc.cwd,
-            "started_at": proc.started_at,
-        }
+    started = ShellStartOutput(
+        process_id=proc.process_id, pid=proc.pid, argv=proc.argv, cwd=proc.cwd, started_at=proc.started_at
     )
+    return ToolOutput.of(started)
 
 
 @tool(
@@ -228,15 +224,15 @@ def run(ctx: ToolContext, args: ShellRunArgs) -> ToolOutput:
     if not leftovers:
         discard(proc.sandbox)  # its private directory (kill() discards it otherwise)
     with proc.lock:
-        data = {
-            "exit_code": proc.exit_code,
-            "stdout": proc.stdout.text(),
-            "stderr": proc.stderr.text(),
-            "stdout_bytes": proc.stdout.total,
-            "stderr_bytes": proc.stderr.total,
-            "process_id": proc.process_id,
-            "cleaned_up": cleaned,
-        }
+        ran = ShellRunOutput(
+            exit_code=proc.exit_code,
+            stdout=proc.stdout.text(),
+            stderr=proc.stderr.text(),
+            stdout_bytes=proc.stdout.total,
+            stderr_bytes=proc.stderr.total,
+            process_id=proc.process_id,
+            cleaned_up=cleaned,
+        )
         truncated = proc.stdout.truncated or proc.stderr.truncated
         stdout_tail, stderr_tail = proc.stdout.text(4096), proc.stderr.text(4096)
     if proc.limits is not None:
@@ -251,7 +247,7 @@ def run(ctx: ToolContext, args: ShellRunArgs) -> ToolOutput:
                 stderr_tail=stderr_tail,
             )
     meta = {"truncated": truncated, "bytes": proc.stdout.total + proc.stderr.total}
-    return ToolOutput(data, {**meta, "sandbox": _sandbox_meta(proc)})
+    return ToolOutput.of(ran, {**meta, "sandbox": _sandbox_meta(proc)})
 
 
 def _sandbox_meta(proc: ManagedProcess) -> dict[str, Any] | None:

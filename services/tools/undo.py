@@ -26,9 +26,10 @@ from services.policy import PathUse, Resource, RiskTier
 from services.tools import snapshots
 from services.tools.args import FsRestoreArgs
 from services.tools.fsio import atomic_replace, read_checked, unlink_checked
+from services.tools.outputs import FsRestoredFile, FsRestoreOutput
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolOutput
-from services.tools.schemas import _BOOL, _STR, _obj
+from services.tools.schemas import FS_RESTORE_OUT
 
 if TYPE_CHECKING:
     from services.audit import AuditStore
@@ -38,17 +39,6 @@ TOOLS: list[ToolSpec] = []
 RESTORE_ID = "builtin:fs:restore"
 UNDOABLE_TOOLS = ("builtin:fs:write_text", "builtin:fs:apply_patch", RESTORE_ID)
 _SCAN = 500  # how many recent calls the default ``/undo`` looks through
-
-RESTORE_OUT = _obj(
-    {
-        "call_id": _STR,
-        "files": {
-            "type": "array",
-            "items": _obj({"path": _STR, "action": _STR, "existed": _BOOL}, ("path", "action", "existed")),
-        },
-    },
-    ("call_id", "files"),
-)
 
 __all__ = ["RESTORE_ID", "TOOLS", "UNDOABLE_TOOLS", "changes_of", "last_undoable", "restore", "undo_arguments"]
 
@@ -180,7 +170,7 @@ def _preview(ctx: ToolContext, args: FsRestoreArgs) -> dict[str, Any]:
     description="Undo a write or patch call: put back the files it changed from their snapshots, only if each "
     "still holds exactly what that call left (otherwise refused, with the diff of what changed since).",
     args=FsRestoreArgs,
-    output_schema=RESTORE_OUT,
+    output_schema=FS_RESTORE_OUT,
     registry=TOOLS,
     resources=_resources,
     session_keys=("paths",),
@@ -230,4 +220,5 @@ def _apply(
         for target, change, now, before in plan
         for link in snapshots.store_change(ctx, target.path, target.rel, now, before if change.get("existed") else None)
     ]
-    return ToolOutput({"call_id": call_id, "files": files}, {"artifacts": links, "undoes": call_id})
+    restored = FsRestoreOutput(call_id=call_id, files=[FsRestoredFile.model_validate(item) for item in files])
+    return ToolOutput.of(restored, {"artifacts": links, "undoes": call_id})

@@ -28,6 +28,7 @@ from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
 from services.policy.model import PolicyDenied
 from services.tools import schemas, snapshots
 from services.tools.args import WebExtractArgs, WebFetchArgs, WebSearchArgs, given
+from services.tools.outputs import WebExtractOutput, WebFetchOutput, WebRedirect, WebSearchOutput, WebSearchResult
 from services.tools.registry import ToolContext, ToolSpec, tool
 from services.tools.results import ToolInternalError, ToolOutput, ToolTimeout
 from services.tools.webclient import http_get
@@ -152,14 +153,15 @@ async def search(ctx: ToolContext, args: WebSearchArgs) -> ToolOutput:
             "fetched_at": utc_now(),
         },
     )
-    return ToolOutput(
-        {
-            "query": args.query,
-            "endpoint": endpoint,
-            "results": results,
-            "artifact_id": artifact.id,
-            "citation": f"web:{artifact.id}",
-        },
+    found = WebSearchOutput(
+        query=args.query,
+        endpoint=endpoint,
+        results=[WebSearchResult.model_validate(result) for result in results],
+        artifact_id=artifact.id,
+        citation=f"web:{artifact.id}",
+    )
+    return ToolOutput.of(
+        found,
         {
             "bytes": len(fetched.body),
             "truncated": len(raw_results) > len(results),
@@ -215,19 +217,20 @@ async def fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
         },
     )
     text = fetched.body[: _PREVIEW_CHARS * 4].decode(_charset(fetched.content_type, fetched.body), errors="replace")
-    return ToolOutput(
-        {
-            "url": fetched.url,
-            "final_url": fetched.final_url,
-            "status": fetched.status,
-            "content_type": fetched.content_type,
-            "bytes": len(fetched.body),
-            "truncated": fetched.truncated,
-            "redirects": fetched.redirects,
-            "artifact_id": artifact.id,
-            "citation": f"web:{artifact.id}",
-            "preview": text[:_PREVIEW_CHARS],
-        },
+    page = WebFetchOutput(
+        url=fetched.url,
+        final_url=fetched.final_url,
+        status=fetched.status,
+        content_type=fetched.content_type,
+        bytes=len(fetched.body),
+        truncated=fetched.truncated,
+        redirects=[WebRedirect.model_validate(hop) for hop in fetched.redirects],
+        artifact_id=artifact.id,
+        citation=f"web:{artifact.id}",
+        preview=text[:_PREVIEW_CHARS],
+    )
+    return ToolOutput.of(
+        page,
         {
             "bytes": len(fetched.body),
             "bytes_read": len(fetched.body),
@@ -285,15 +288,16 @@ def extract(ctx: ToolContext, args: WebExtractArgs) -> ToolOutput:
         provenance={"source_artifact": artifact.id, "url": source if isinstance(source, str) else None},
         source=artifact.id,
     )
-    return ToolOutput(
-        {
-            "artifact_id": artifact.id,
-            "citation": f"web:{artifact.id}",
-            "title": title,
-            "text": text,
-            "chars": len(text),
-            "truncated": truncated,
-            "source_url": source if isinstance(source, str) else None,
-        },
+    extracted = WebExtractOutput(
+        artifact_id=artifact.id,
+        citation=f"web:{artifact.id}",
+        title=title,
+        text=text,
+        chars=len(text),
+        truncated=truncated,
+        source_url=source if isinstance(source, str) else None,
+    )
+    return ToolOutput.of(
+        extracted,
         {"truncated": truncated, "bytes": len(data), "artifacts": [snapshots.link(artifact, "source"), stored]},
     )

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic import MISSING, BaseModel, ConfigDict
+from pydantic import MISSING, BaseModel, ConfigDict, model_validator
 
 from services.errors import InvalidInput
 from services.policy import PathUse, RiskTier
@@ -23,8 +23,8 @@ from services.tools.registry import (
     ToolContext,
     ToolRegistry,
     ToolSpec,
-    _issue,
-    _revoke,
+    issue_capability,
+    revoke_capability,
     tool,
 )
 from services.tools.results import ToolOutput
@@ -57,22 +57,22 @@ def test_tool_functions_refuse_to_run_without_the_gateway(sandbox: Sandbox, gate
         fs.read_text(None, ctx, args)  # type: ignore[arg-type]
     with pytest.raises(ToolPermissionDenied):
         spec.handler(Capability("builtin:fs:read_text", "call-x", "forged"), ctx, args)
-    other = _issue("builtin:fs:list_dir", "call-x")  # live, but for another tool
+    other = issue_capability("builtin:fs:list_dir", "call-x")  # live, but for another tool
     try:
         with pytest.raises(ToolPermissionDenied):
             spec.handler(other, ctx, args)
     finally:
-        _revoke(other)
-    stale = _issue("builtin:fs:read_text", "call-x")
-    _revoke(stale)  # what a finished call leaves behind
+        revoke_capability(other)
+    stale = issue_capability("builtin:fs:read_text", "call-x")
+    revoke_capability(stale)  # what a finished call leaves behind
     with pytest.raises(ToolPermissionDenied):
         spec.handler(stale, ctx, args)
-    wrong_call = _issue("builtin:fs:read_text", "call-y")  # live, right tool, other call's context
+    wrong_call = issue_capability("builtin:fs:read_text", "call-y")  # live, right tool, other call's context
     try:
         with pytest.raises(ToolPermissionDenied):
             spec.handler(wrong_call, ctx, args)
     finally:
-        _revoke(wrong_call)
+        revoke_capability(wrong_call)
     write = default_registry().get("builtin:fs:write_text")
     assert write.preview is not None
     with pytest.raises(ToolPermissionDenied):
@@ -331,6 +331,44 @@ tool(
 )(_echo)
 
 
+VALIDATED: list[str] = []
+"""Every time a ``CountedArgs`` is validated: the word."""
+
+
+class CountedArgs(ToolArgs):
+    """A test tool's arguments that count how often they are validated."""
+
+    word: str
+
+    @model_validator(mode="after")
+    def _counted(self) -> CountedArgs:
+        VALIDATED.append(self.word)
+        return self
+
+
+def _counted_preview(ctx: ToolContext, args: CountedArgs) -> dict[str, Any]:
+    assert isinstance(args, CountedArgs)
+    return {"kind": "text", "note": f"would echo {args.word}"}
+
+
+def _counted(ctx: ToolContext, args: CountedArgs) -> ToolOutput:
+    assert isinstance(args, CountedArgs)
+    return ToolOutput({"word": args.word})
+
+
+tool(
+    "testprov:misc:counted",
+    tier=RiskTier.READ_ONLY,
+    description="counted",
+    args=CountedArgs,
+    output_schema={"type": "object"},
+    registry=TEST_TOOLS,
+    resources=lambda args: [] if isinstance(args, CountedArgs) else [PathUse("/not-a-model", "read", arg="x")],
+    tier_fn=lambda args, facts: RiskTier.READ_ONLY if isinstance(args, CountedArgs) else RiskTier.EXEC_PRIVILEGED,
+    preview=_counted_preview,
+)(_counted)
+
+
 for _name, _impl in (
     ("explode", _explode),
     ("sleepy", _sleepy),
@@ -365,6 +403,35 @@ def test_gateway(sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]) 
     from services.policy import parse_policy
 
     return gateway_factory(parse_policy(json.dumps(data)), registry=registry)
+
+
+def test_arguments_are_validated_once_per_call(sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]) -> None:
+    """The policy (resources, tier), the approval preview and the tool all take the one model the
+    call validated; so does ``explain``/``preview`` without a call."""
+    registry = ToolRegistry([BuiltinProvider(), TestProvider()])
+    data = policy_data(sandbox.root)
+    data["providers"]["testprov"] = {"enabled": True}
+    data["tool_classes"]["misc"] = "enabled"
+    data.setdefault("tools", {})["testprov:misc:counted"] = {"require_approval": True}
+    from services.policy import parse_policy
+
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision.once()
+
+    gateway = gateway_factory(parse_policy(json.dumps(data)), registry=registry, approver=approver)
+    VALIDATED.clear()
+    result = gateway.execute_sync("testprov:misc:counted", {"word": "once"})
+    assert result.ok and result.data == {"word": "once"}, result.error
+    assert VALIDATED == ["once"]
+    assert len(asked) == 1 and asked[0].preview == {"kind": "text", "note": "would echo once"}
+    assert asked[0].args == {"word": "once"} and asked[0].decision.tier is RiskTier.READ_ONLY
+    assert gateway.explain("testprov:misc:counted", {"word": "again"}).action == "confirm"
+    assert VALIDATED == ["once", "again"]
+    bad = gateway.execute_sync("testprov:misc:counted", {"word": 3})
+    assert bad.error is not None and bad.error.type == "InvalidInput" and VALIDATED == ["once", "again"]
 
 
 def test_tool_crash_is_an_internal_error_result(test_gateway: ToolGateway) -> None:

@@ -245,7 +245,7 @@ def test_shell_cat_of_an_allowed_file_works(sandbox: Sandbox, gateway: ToolGatew
 def test_toctou_swap_to_symlink_is_caught(sandbox: Sandbox, gateway: ToolGateway) -> None:
     """A file checked by the policy and then swapped for a link to outside is not read."""
     from services.tools import fsio
-    from services.tools.registry import ToolContext, _issue, _revoke
+    from services.tools.registry import ToolContext, issue_capability, revoke_capability
 
     target = sandbox.root / "swap.txt"
     target.write_text("harmless\n")
@@ -253,12 +253,12 @@ def test_toctou_swap_to_symlink_is_caught(sandbox: Sandbox, gateway: ToolGateway
     resolved = gateway.bound.guard.resolve("swap.txt", "read")
     target.unlink()
     os.symlink(sandbox.outside / "secret.txt", target)
-    cap = _issue("builtin:fs:read_text", "c1")
+    cap = issue_capability("builtin:fs:read_text", "c1")
     try:
         with pytest.raises(OSError):  # O_NOFOLLOW refuses the swapped-in link (ELOOP)
             fsio.open_for_read(ctx, resolved)
     finally:
-        _revoke(cap)
+        revoke_capability(cap)
     target.unlink()
     target.write_text("harmless\n")
     resolved = gateway.bound.guard.resolve("swap.txt", "read")

@@ -8,6 +8,9 @@ from services.workspaces import Workspace, WorkspaceManager
 CONVERSATION = "c-20260101-090000-00000001"
 
 
+NAMES = ("a.md", "b.md", "c.md")
+
+
 def workspace_with_transcript(name: str = "demo") -> Workspace:
     workspace, _ = WorkspaceManager().create(name)
     transcript = Transcript(workspace.transcripts_dir, CONVERSATION)
@@ -23,7 +26,13 @@ def workspace_with_transcript(name: str = "demo") -> Workspace:
         timestamp="2026-01-01T09:00:03.000Z",
         tool_name="builtin:fs:list_dir",
         input={"path": "docs"},
-        output=["a.md", "b.md", "c.md"],
+        output={
+            "path": "/home/me/demo/docs",
+            "root": "/home/me/demo",
+            "entries": [{"path": n, "name": n, "type": "file", "size": 120 * (i + 1)} for i, n in enumerate(NAMES)],
+            "count": 3,
+            "hidden_by_policy": 0,
+        },
         status="success",
         duration_ms=4,
     )

@@ -19,8 +19,9 @@ def test_main_screen_empty(snap_compare) -> None:
 
 def test_main_screen_with_transcript(snap_compare) -> None:
     """You should see four transcript entries (you, assistant, a builtin:fs:list_dir tool entry marked
-    success in 4 ms, and an aries note) with times 09:00:00 to 09:00:04, the conversation id in the pane's
-    bottom border, and findings.md listed and previewed in the Artifacts pane."""
+    success in 4 ms listing a.md, b.md and c.md with their sizes, and an aries note) with times
+    09:00:00 to 09:00:04, the conversation id in the pane's bottom border, and findings.md listed and
+    previewed in the Artifacts pane."""
     workspace_with_transcript("demo")
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
 

@@ -37,7 +37,8 @@ def test_main_screen_empty_small(snap_compare) -> None:
 
 def test_main_screen_with_transcript_small(snap_compare) -> None:
     """You should see the four entries of the fixture across the width: you, assistant, the
-    fs:list_dir tool block (✓ ok, docs, 4 ms, a table of a.md b.md c.md) and the aries note."""
+    fs:list_dir tool block (✓ ok, docs, 4 ms, a table of a.md b.md c.md with their sizes) and the aries
+    note."""
     workspace_with_transcript("demo")
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
 

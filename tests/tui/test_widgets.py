@@ -53,8 +53,22 @@ def tool_entry(tool: str, args: dict[str, Any], data: Any = None, error: Any = N
 LISTING = tool_entry(
     "builtin:fs:list_dir",
     {"path": "docs"},
-    {"entries": [{"name": f"f{n:02d}.md", "path": f"f{n:02d}.md", "size": 10 * n, "type": "file"} for n in range(60)]},
+    {
+        "path": "/w/docs",
+        "root": "/w",
+        "entries": [
+            {"path": f"f{n:02d}.md", "name": f"f{n:02d}.md", "type": "file", "size": 10 * n} for n in range(60)
+        ],
+        "count": 60,
+        "hidden_by_policy": 0,
+    },
 )
+WROTE = {
+    "path": "a.txt",
+    "bytes_written": 3,
+    "created": True,
+    "sha256": "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4",
+}
 
 
 # -- ToolCallBlock ---------------------------------------------------------------------------------
@@ -80,7 +94,7 @@ async def test_a_long_listing_is_collapsed_and_expands_in_place_with_enter_and_c
 
 
 async def test_short_results_are_not_collapsible() -> None:
-    entry = tool_entry("builtin:fs:write_text", {"path": "a.txt", "text": "hi\n"}, {"path": "a.txt", "created": True})
+    entry = tool_entry("builtin:fs:write_text", {"path": "a.txt", "text": "hi\n"}, WROTE)
     block = ToolCallBlock(entry)
     async with Harness(block).run_test() as pilot:
         block.focus()
@@ -91,7 +105,7 @@ async def test_short_results_are_not_collapsible() -> None:
 
 
 async def test_a_write_block_names_the_artifacts_it_kept() -> None:
-    entry = tool_entry("builtin:fs:write_text", {"path": "a.txt", "text": "hi\n"}, {"path": "a.txt", "created": True})
+    entry = tool_entry("builtin:fs:write_text", {"path": "a.txt", "text": "hi\n"}, WROTE)
     entry["artifacts"] = [  # the registry keeps identical content once: the before is named "x.after"
         {"name": "x.after", "role": "snapshot", "path": "/w/notes/a.txt"},
         {"name": "a.txt.after", "role": "after", "path": "/w/notes/a.txt"},
@@ -108,13 +122,30 @@ async def test_a_write_block_names_the_artifacts_it_kept() -> None:
 
 def test_text_results_are_text_not_json() -> None:
     stdout = "line one\nline two\n\x1b[31mred\x1b[0m"
-    entry = tool_entry("builtin:shell:run", {"argv": ["echo", "hi"]}, {"exit_code": 0, "stdout": stdout, "stderr": ""})
+    ran = {"exit_code": 0, "stdout": stdout, "stderr": "", "stdout_bytes": 28, "stderr_bytes": 0, "process_id": "p1-a"}
+    entry = tool_entry("builtin:shell:run", {"argv": ["echo", "hi"]}, {**ran, "cleaned_up": []})
     shown = text_of(render_body(entry, None).renderable)
     assert "line one\nline two" in shown and "\\n" not in shown.replace("\\x1b", "")
     assert "\\x1b[31mred" in shown and "\x1b" not in shown  # the escape is visible, not executed
     assert "exit 0" in shown
-    read = tool_entry("builtin:fs:read_text", {"path": "a.md"}, {"path": "a.md", "text": "# Title\n\nbody [/x]"})
+    text = "# Title\n\nbody [/x]"
+    read = tool_entry(
+        "builtin:fs:read_text",
+        {"path": "a.md"},
+        {"path": "a.md", "text": text, "encoding": "utf-8", "size": 17, "offset": 0},
+    )
     assert text_of(render_body(read, None).renderable).splitlines()[:3] == ["# Title", "", "body [/x]"]
+
+
+def test_an_output_that_does_not_fit_its_model_shows_its_raw_json() -> None:
+    """An older version's output (or one cut for size) is shown as the JSON it is, never a crash."""
+    older = tool_entry("builtin:shell:run", {"argv": ["echo", "hi"]}, {"exit_code": 0, "stdout": "hi\n", "pid": 7})
+    shown = text_of(render_body(older, None).renderable)
+    assert '"stdout": "hi\\n"' in shown and '"pid": 7' in shown and "exit 0" not in shown
+    cut = tool_entry("builtin:fs:read_text", {"path": "a.md"}, {"omitted": "too large for the transcript"})
+    assert '"omitted": "too large for the transcript"' in text_of(render_body(cut, None).renderable)
+    listed = tool_entry("builtin:fs:list_dir", {"path": "docs"}, [1, 2])
+    assert "1" in text_of(render_body(listed, None).renderable)
 
 
 def test_errors_show_type_message_and_rule() -> None:
@@ -133,20 +164,34 @@ def test_search_results_web_pages_and_patches_by_kind() -> None:
     search = tool_entry(
         "builtin:web:search",
         {"query": "aries"},
-        {"results": [{"title": "Aries [b]", "url": "http://127.0.0.1/a", "snippet": "first"}]},
+        {
+            "query": "aries",
+            "endpoint": "http://127.0.0.1/search",
+            "results": [{"title": "Aries [b]", "url": "http://127.0.0.1/a", "snippet": "first", "engine": "x"}],
+            "artifact_id": "abc",
+            "citation": "web:abc",
+        },
     )
     shown = text_of(render_body(search, None).renderable)
     assert "Aries [b]" in shown and "http://127.0.0.1/a" in shown and "first" in shown
     page = tool_entry(
         "builtin:web:extract",
         {"artifact_id": "abc"},
-        {"title": "Page", "source_url": "http://127.0.0.1/p", "text": "Heading\n\nBody"},
+        {
+            "artifact_id": "abc",
+            "citation": "web:abc",
+            "title": "Page",
+            "text": "Heading\n\nBody",
+            "chars": 13,
+            "truncated": False,
+            "source_url": "http://127.0.0.1/p",
+        },
     )
     assert text_of(render_body(page, None).renderable).splitlines()[:4] == [
         "Page",
         "http://127.0.0.1/p",
+        "artifact abc",
         "Heading",
-        "",
     ]
     patch = tool_entry(
         "builtin:fs:apply_patch",

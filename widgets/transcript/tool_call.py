@@ -26,6 +26,20 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from services.tools.outputs import (
+    FsApplyPatchOutput,
+    FsListDirOutput,
+    FsReadTextOutput,
+    FsSearchTextOutput,
+    FsWriteTextOutput,
+    ShellPollOutput,
+    ShellRunOutput,
+    ShellStartOutput,
+    WebExtractOutput,
+    WebFetchOutput,
+    WebSearchOutput,
+    output_of,
+)
 from widgets.safe import clean, clip, plain
 from widgets.toolinfo import key_argument_of, short_tool
 
@@ -44,6 +58,8 @@ class Body:
 
 
 Renderer = Callable[[Any, Mapping[str, Any], "int | None"], Body]
+"""A renderer takes its tool's output model (typed in each renderer), the call's arguments and the
+most lines/rows to show (None: all)."""
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -134,56 +150,48 @@ def render_generic(data: Any, args: Mapping[str, Any], limit: int | None) -> Bod
     return _lines_body("\n".join(_generic_lines(data)), limit)
 
 
-def render_read(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    if not isinstance(data, Mapping) or "text" not in data:
-        return render_generic(data, args, limit)
-    return _lines_body(str(data.get("text") or ""), limit)
+def render_raw(data: Any, limit: int | None) -> Body:
+    """A recorded output that does not fit its tool's model (an older version's, one cut for size):
+    its JSON as it is."""
+    return _lines_body(json.dumps(data, ensure_ascii=False, indent=2, default=str), limit, "dim")
 
 
-def render_listing(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    entries = data.get("entries") if isinstance(data, Mapping) else data
-    if not isinstance(entries, list):
-        return render_generic(data, args, limit)
+def render_read(data: FsReadTextOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    return _lines_body(data.text, limit)
+
+
+def render_listing(data: FsListDirOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    entries = data.entries
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", expand=False)
     table.add_column("type", style="dim", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
     table.add_column("path")
     for item in entries if limit is None else entries[:limit]:
-        if isinstance(item, Mapping):
-            kind = str(item.get("type", ""))
-            name = str(item.get("path") or item.get("name") or "")
-            path = plain(name + ("/" if kind == "dir" else ""), "bold blue" if kind == "dir" else "", single_line=True)
-            table.add_row(plain(kind, single_line=True), _size(item.get("size")) if kind != "dir" else "", path)
-        else:
-            table.add_row("", "", plain(item, single_line=True))
-    hidden = data.get("hidden_by_policy") if isinstance(data, Mapping) else None
-    if hidden:
-        return Body(Group(table, plain(f"{hidden} hidden by policy", "dim")), len(entries), "entries")
+        name = item.path or item.name
+        is_dir = item.type == "dir"
+        path = plain(name + ("/" if is_dir else ""), "bold blue" if is_dir else "", single_line=True)
+        table.add_row(plain(item.type, single_line=True), "" if is_dir else _size(item.size), path)
+    if data.hidden_by_policy:
+        hidden = plain(f"{data.hidden_by_policy} hidden by policy", "dim")
+        return Body(Group(table, hidden), len(entries), "entries")
     return Body(table, len(entries), "entries")
 
 
-def render_search(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    matches = data.get("matches") if isinstance(data, Mapping) else None
-    if not isinstance(matches, list):
-        return render_generic(data, args, limit)
+def render_search(data: FsSearchTextOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    matches = data.matches
     if not matches:
         return Body(plain("no matches", "dim"), 1)
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
     table.add_column("where", no_wrap=True, style="cyan")
     table.add_column("text")
     for match in matches if limit is None else matches[:limit]:
-        if not isinstance(match, Mapping):
-            continue
-        where = f"{match.get('path', '')}:{match.get('line', '')}"
-        table.add_row(plain(where, single_line=True), plain(match.get("text", ""), single_line=True))
+        table.add_row(plain(f"{match.path}:{match.line}", single_line=True), plain(match.text, single_line=True))
     return Body(table, len(matches), "matches")
 
 
-def render_write(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    if not isinstance(data, Mapping):
-        return render_generic(data, args, limit)
-    verb = "created" if data.get("created") else "wrote"
-    line = plain(f"{verb} {data.get('path', args.get('path', ''))}  ({data.get('bytes_written', '?')} bytes)")
+def render_write(data: FsWriteTextOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    verb = "created" if data.created else "wrote"
+    line = plain(f"{verb} {data.path}  ({data.bytes_written} bytes)")
     text = str(args.get("text") or "")
     if not text:
         return Body(line, 1)
@@ -191,26 +199,21 @@ def render_write(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
     return Body(Group(line, body.renderable), body.total + 1)
 
 
-def render_patch(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    files = data.get("files") if isinstance(data, Mapping) else None
-    parts: list[RenderableType] = []
-    if isinstance(files, list):
-        table = Table.grid(padding=(0, 2))
-        for item in files:
-            if isinstance(item, Mapping):
-                table.add_row(
-                    plain(item.get("action", ""), single_line=True),
-                    plain(item.get("path", ""), single_line=True),
-                    Text(f"+{item.get('added', 0)}", style="green"),
-                    Text(f"-{item.get('removed', 0)}", style="red"),
-                )
-        state = "applied" if isinstance(data, Mapping) and data.get("applied") else "not applied (dry run)"
-        parts += [plain(state, "bold"), table]
+def render_patch(data: FsApplyPatchOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    table = Table.grid(padding=(0, 2))
+    for item in data.files:
+        table.add_row(
+            plain(item.action, single_line=True),
+            plain(item.path, single_line=True),
+            Text(f"+{item.added}", style="green"),
+            Text(f"-{item.removed}", style="red"),
+        )
+    parts: list[RenderableType] = [plain("applied" if data.applied else "not applied (dry run)", "bold"), table]
     diff = str(args.get("patch") or args.get("diff") or "")
     lines = diff.splitlines()
     if lines:
         parts.append(diff_text(lines if limit is None else lines[:limit]))
-    return Body(Group(*parts) if parts else plain("(no data)", "dim"), len(lines) + len(parts))
+    return Body(Group(*parts), len(lines) + len(parts))
 
 
 def diff_text(lines: list[str]) -> Text:
@@ -232,23 +235,32 @@ def diff_text(lines: list[str]) -> Text:
     return text
 
 
-def render_shell(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    if not isinstance(data, Mapping):
-        return render_generic(data, args, limit)
-    stdout = str(data.get("stdout", data.get("stdout_tail", "")) or "")
-    stderr = str(data.get("stderr", data.get("stderr_tail", "")) or "")
+ShellOutput = ShellRunOutput | ShellStartOutput | ShellPollOutput
+
+
+def _shell_facts(data: ShellOutput) -> list[str]:
     facts: list[str] = []
-    if data.get("running"):
+    if isinstance(data, ShellPollOutput) and data.running:
         facts.append("running")
-    if data.get("exit_code") is not None:
-        facts.append(f"exit {data['exit_code']}")
-    if data.get("process_id"):
-        facts.append(f"process {data['process_id']}")
-    if data.get("pid") and "exit_code" not in data:
-        facts.append(f"pid {data['pid']}")
-    if data.get("stalled"):
+    if not isinstance(data, ShellStartOutput) and data.exit_code is not None:
+        facts.append(f"exit {data.exit_code}")
+    if data.process_id:
+        facts.append(f"process {data.process_id}")
+    if isinstance(data, ShellStartOutput) and data.pid:
+        facts.append(f"pid {data.pid}")
+    if isinstance(data, ShellPollOutput) and data.stalled:
         facts.append("stalled")
-    lines: list[Text] = [plain("  ·  ".join(facts) or "done", "dim")]
+    return facts
+
+
+def render_shell(data: ShellOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    if isinstance(data, ShellRunOutput):
+        stdout, stderr = data.stdout, data.stderr
+    elif isinstance(data, ShellPollOutput):
+        stdout, stderr = data.stdout_tail, data.stderr_tail
+    else:
+        stdout = stderr = ""
+    lines: list[Text] = [plain("  ·  ".join(_shell_facts(data)) or "done", "dim")]
     out_lines = stdout.splitlines()
     err_lines = stderr.splitlines()
     budget = limit
@@ -261,52 +273,46 @@ def render_shell(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
         if shown:
             lines.append(plain(f"{label}:", "bold"))
             lines.append(plain("\n".join(shown), style))
-    if not out_lines and not err_lines and "argv" in data:
-        lines.append(plain(" ".join(map(str, data["argv"])), single_line=True))
+    if isinstance(data, ShellStartOutput):
+        lines.append(plain(" ".join(data.argv), single_line=True))
     return Body(Group(*lines), len(out_lines) + len(err_lines) + 1)
 
 
-def render_web_search(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    results = data.get("results") if isinstance(data, Mapping) else None
-    if not isinstance(results, list):
-        return render_generic(data, args, limit)
+def render_web_search(data: WebSearchOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    results = data.results
     if not results:
         return Body(plain("no results", "dim"), 1)
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", show_lines=False)
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("result")
     for number, item in enumerate(results if limit is None else results[:limit], start=1):
-        if not isinstance(item, Mapping):
-            continue
         cell = Text.assemble(
-            plain(item.get("title", ""), "bold", single_line=True),
+            plain(item.title, "bold", single_line=True),
             "\n",
-            plain(item.get("url", ""), "cyan", single_line=True),
+            plain(item.url, "cyan", single_line=True),
         )
-        if item.get("snippet"):
+        if item.snippet:
             cell.append("\n")
-            cell.append_text(plain(item["snippet"], "dim", single_line=True))
+            cell.append_text(plain(item.snippet, "dim", single_line=True))
         table.add_row(str(number), cell)
     return Body(table, len(results), "results")
 
 
-def render_web_page(data: Any, args: Mapping[str, Any], limit: int | None) -> Body:
-    if not isinstance(data, Mapping):
-        return render_generic(data, args, limit)
-    title = data.get("title")
-    url = data.get("final_url") or data.get("source_url") or args.get("url") or ""
-    facts = [str(data[key]) for key in ("content_type",) if data.get(key)]
-    if data.get("artifact_id"):
-        facts.append(f"artifact {data['artifact_id']}")
-    if data.get("bytes") not in (None, ""):
-        facts.append(_size(data.get("bytes")))
+def render_web_page(data: WebFetchOutput | WebExtractOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+    url: str | None
+    if isinstance(data, WebFetchOutput):
+        title, url, text = "", data.final_url, data.preview
+        facts = [data.content_type, f"artifact {data.artifact_id}" if data.artifact_id else "", _size(data.bytes)]
+    else:
+        title, url, text = data.title, data.source_url, data.text
+        facts = [f"artifact {data.artifact_id}" if data.artifact_id else ""]
     head: list[RenderableType] = []
     if title:
         head.append(plain(title, "bold", single_line=True))
-    head.append(plain(url, "cyan", single_line=True))
-    if facts:
+    head.append(plain(url or args.get("url") or "", "cyan", single_line=True))
+    if any(facts):
         head.append(plain("  ·  ".join(f for f in facts if f), "dim", single_line=True))
-    body = _lines_body(str(data.get("text", data.get("preview", "")) or ""), limit)
+    body = _lines_body(text, limit)
     return Body(Group(*head, body.renderable), body.total + len(head))
 
 
@@ -323,6 +329,8 @@ RENDERERS: dict[str, Renderer] = {
     "builtin:web:fetch": render_web_page,
     "builtin:web:extract": render_web_page,
 }
+"""How the tools with a renderer of their own show their output: each takes the tool's output model
+(:data:`services.tools.outputs.OUTPUT_MODELS`); every other tool's output is shown as a listing."""
 
 
 def render_error(error: Mapping[str, Any], limit: int | None = None) -> Body:
@@ -351,11 +359,14 @@ def render_body(entry: Mapping[str, Any], limit: int | None) -> Body:
         return render_error(error, limit)
     args = entry.get("input") if isinstance(entry.get("input"), Mapping) else {}
     assert isinstance(args, Mapping)
-    renderer = RENDERERS.get(str(entry.get("tool_name", "")), render_generic)
-    try:
-        return renderer(data, args, limit)
-    except (TypeError, ValueError, AttributeError, KeyError):  # an unexpected shape: show it plainly
+    tool_id = str(entry.get("tool_name", ""))
+    renderer = RENDERERS.get(tool_id)
+    if renderer is None:
         return render_generic(data, args, limit)
+    output = output_of(tool_id, data)  # the recorded dict, parsed into the tool's output model once
+    if output is None:
+        return render_raw(data, limit)
+    return renderer(output, args, limit)
 
 
 # -- the header ----------------------------------------------------------------------------------
