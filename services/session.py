@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from services.approvals import ApprovalQueue
 from services.conversation import Conversation, Notice
 from services.errors import ConfigError
+from services.workspace_paths import POLICY_FILE
 
 if TYPE_CHECKING:
     from services.context.tools import ContextToolBackend
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from services.workspaces import Workspace
 
 APPROVAL_MODES = ("guide", "commander", "strict")
-WORKSPACE_POLICY = "policy.yaml"  # a workspace's own tool policy, at its root
+WORKSPACE_POLICY = POLICY_FILE  # a workspace's own tool policy, at its root
 SHIPPED_POLICY = "shipped default (profiles/policy-default.yaml)"
 
 
