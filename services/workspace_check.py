@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from services.workspace_paths import AUDIT_FILE, POLICY_FILE, WORKSPACE_FILE
+from services.workspace_paths import AUDIT_FILE, CHROMA_DIR, POLICY_FILE, TANTIVY_DIR, WORKSPACE_FILE
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
@@ -136,7 +136,7 @@ def _tantivy(directory: Path) -> str:
 
     from services.retrieval.store_lexical import tantivy_schema
 
-    path = directory / "tantivy"
+    path = directory / TANTIVY_DIR
     if not path.is_dir():
         raise _Failed("the Tantivy folder is missing (it is rebuilt from the manifest on next use)")
     try:
@@ -150,7 +150,7 @@ def _tantivy(directory: Path) -> str:
 
 def _chroma(directory: Path, collection: str, chunks: int) -> str:
     """The vector store opens, holds a vector per chunk of the manifest and answers a probe query."""
-    path = directory / "chroma"
+    path = directory / CHROMA_DIR
     repair = f"keyword-only until repaired: aries rag index repair {directory.name}"
     if not path.is_dir():
         if chunks == 0:
