@@ -28,6 +28,7 @@ from services.atomic import atomic_write_text, fsync_dir
 from services.clock import utc_now
 from services.errors import CorruptFile, InvalidInput, NotFound, TooLarge
 from services.hashing import BLOCK, HashingReader, file_sha256
+from services.workspace_paths import WorkspacePaths
 
 MANIFEST = "registry.json"
 MANIFEST_VERSION = 1
@@ -83,7 +84,7 @@ def is_text_mime(mime: str) -> bool:
 class ArtifactRegistry:
     def __init__(self, workspace_root: Path) -> None:
         self.root = Path(workspace_root)
-        self.directory = self.root / "artifacts"
+        self.directory = WorkspacePaths(self.root).artifacts
         self.objects = self.directory / "objects"
         self.manifest_path = self.directory / MANIFEST
         self._lock_path = self.directory / ".registry.lock"

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from services.errors import AriesError
+from services.sqlite_check import StoreRefused, TableCheck, check_sqlite
 from services.sqlite_readonly import UnreadableWal, connect_readonly
+from services.workspace_paths import AUDIT_FILE as AUDIT_FILE
 
-AUDIT_FILE = "audit.db"
 SCHEMA_VERSION = 2
 """The audit tables' schema version, kept in ``PRAGMA user_version`` (0: a file from before
 versioning or one that only holds other services' tables; migrated to 1 by creating the tables;
@@ -112,6 +113,50 @@ CREATE TABLE IF NOT EXISTS context_traces (
     data TEXT NOT NULL
 )
 """
+
+
+IMPORT_CHECKS = (
+    TableCheck(SCHEMA),
+    TableCheck(PLAN_RUNS_SCHEMA),
+    TableCheck(CONTEXT_REQUESTS_SCHEMA, frozenset({("context_requests", "counts")})),
+    TableCheck(CONTEXT_TRACES_SCHEMA, frozenset({("context_traces", "data")})),
+)
+"""This module's tables as an import checks them (the other stores of the file export their own)."""
+
+
+def check_imported(path: Path, rel: str, others: Sequence[TableCheck]) -> None:
+    """Refuse (:class:`~services.sqlite_check.StoreRefused`, naming ``rel``) an ``audit.db`` that arrived
+    in a bundle unless it is what Aries writes: a whole SQLite database without triggers or views, the
+    tables of this module and of ``others`` (the other stores' :class:`TableCheck`) with the column types
+    Aries writes, and a schema version this Aries reads."""
+    check_sqlite(path, rel, [*IMPORT_CHECKS, *others])
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise StoreRefused(f"{rel} cannot be read ({exc}); the bundle is refused") from None
+    if version > SCHEMA_VERSION:
+        raise StoreRefused(
+            f"{AUDIT_FILE} has schema version {version}; this Aries reads up to {SCHEMA_VERSION} "
+            "(exported by a newer Aries?); the bundle is refused"
+        )
+
+
+def plan_run_ids(path: Path) -> list[str]:
+    """The ids of the plan runs recorded in the ``audit.db`` at ``path`` (read-only), sorted; none when
+    the file or its ``plan_runs`` table does not exist."""
+    if not path.is_file():
+        return []
+    db = open_audit_db(path, readonly=True, timeout=5)
+    try:
+        return sorted(str(row[0]) for row in db.execute("SELECT run_id FROM plan_runs"))
+    except sqlite3.OperationalError:  # no plan_runs table: no run to replay
+        return []
+    finally:
+        db.close()
 
 
 class AuditStoreError(AriesError):

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.approval_mode import ApprovalMode, approval_mode, parse_mode
 from services.errors import ConfigError
+from services.workspace_paths import POLICY_FILE
 
 if TYPE_CHECKING:
     from services.operator_settings import OperatorSettings
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from services.trust.records import TrustState
     from services.workspaces import Workspace
 
-WORKSPACE_POLICY = "policy.yaml"  # a workspace's own tool policy, at its root
+WORKSPACE_POLICY = POLICY_FILE  # a workspace's own tool policy, at its root
 SHIPPED_POLICY = "shipped default (profiles/policy-default.yaml)"
 ENV_MODEL = "ARIES_MODEL"  # as services.models.config names it (not imported: start-up)
 

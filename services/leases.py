@@ -22,12 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.errors import AriesError
+from services.workspace_paths import LOCK_FILE, SESSION_FILE
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
-
-LOCK_FILE = ".aries.lock"
-SESSION_FILE = ".aries-session.json"
 
 
 class Leased(Protocol):

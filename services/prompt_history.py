@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.atomic import atomic_write_text
+from services.workspace_paths import PROMPT_HISTORY_FILE
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
 
-FILE_NAME = "prompt_history.json"
+FILE_NAME = PROMPT_HISTORY_FILE
 CAP = 500
 MAX_PROMPT_CHARS = 20_000
 """A longer prompt (a big paste) is not kept: recalling it is not what Up is for."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
+from services.workspace_paths import AUDIT_FILE, CHROMA_DIR, POLICY_FILE, TANTIVY_DIR, WORKSPACE_FILE
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
@@ -60,10 +61,9 @@ def _policy_yaml(path: Path) -> str:
 
 def _audit_db(workspace: Workspace) -> str:
     from services.audit import AuditStore
-    from services.audit_db import AUDIT_FILE
     from services.retrieval.audit import pending_report
 
-    path = workspace.root / AUDIT_FILE
+    path = workspace.paths.audit_db
     if not path.exists():
         return "not created yet (no tool call or retrieval recorded)"
     with AuditStore(path) as store:
@@ -100,18 +100,15 @@ class _Failed(AriesError):
 def _index(directory: Path) -> str:
     import os
 
-    from services.retrieval.store_manifest import MANIFEST, read_index_info
+    from services.retrieval.store_manifest import MANIFEST, quick_check, read_index_info
 
     manifest = directory / MANIFEST
     if not manifest.is_file():
         raise _Failed(f"{MANIFEST} is missing")
-    db = sqlite3.connect(f"file:{manifest}?mode=ro", uri=True, timeout=5)
     try:
-        verdict = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
+        verdict = quick_check(manifest)
     except sqlite3.Error as exc:
         raise _Failed(f"{MANIFEST}: {exc}") from None
-    finally:
-        db.close()
     if verdict != ["ok"]:
         raise _Failed(f"{MANIFEST} is damaged ({verdict[0] if verdict else 'no answer'})")
     info = read_index_info(directory)
@@ -139,7 +136,7 @@ def _tantivy(directory: Path) -> str:
 
     from services.retrieval.store_lexical import tantivy_schema
 
-    path = directory / "tantivy"
+    path = directory / TANTIVY_DIR
     if not path.is_dir():
         raise _Failed("the Tantivy folder is missing (it is rebuilt from the manifest on next use)")
     try:
@@ -153,7 +150,7 @@ def _tantivy(directory: Path) -> str:
 
 def _chroma(directory: Path, collection: str, chunks: int) -> str:
     """The vector store opens, holds a vector per chunk of the manifest and answers a probe query."""
-    path = directory / "chroma"
+    path = directory / CHROMA_DIR
     repair = f"keyword-only until repaired: aries rag index repair {directory.name}"
     if not path.is_dir():
         if chunks == 0:
@@ -186,11 +183,11 @@ def _chroma(directory: Path, collection: str, chunks: int) -> str:
 def check_workspace(workspace: Workspace) -> list[CheckResult]:
     """Check ``workspace.yaml``, ``policy.yaml`` (if present), ``audit.db``, the transcripts,
     the artifact registry and each index (manifest, Tantivy, Chroma)."""
-    results = [_guarded("workspace.yaml", lambda: _workspace_yaml(workspace))]
-    policy = workspace.root / "policy.yaml"
+    results = [_guarded(WORKSPACE_FILE, lambda: _workspace_yaml(workspace))]
+    policy = workspace.paths.policy
     if policy.exists():
-        results.append(_guarded("policy.yaml", lambda: _policy_yaml(policy)))
-    results.append(_guarded("audit.db", lambda: _audit_db(workspace)))
+        results.append(_guarded(POLICY_FILE, lambda: _policy_yaml(policy)))
+    results.append(_guarded(AUDIT_FILE, lambda: _audit_db(workspace)))
     results.append(_guarded("transcripts", lambda: _transcripts(workspace)))
     results.append(_guarded("artifacts", lambda: _artifacts(workspace)))
     if workspace.indexes_dir.is_dir():

@@ -1,11 +1,8 @@
 """Workspaces: named, isolated roots under ``$ARIES_HOME/workspaces/<name>``.
 
-A workspace root holds::
-
-    workspace.yaml    name, created_at, active profile and settings (ruamel.yaml round trip)
-    transcripts/      one NDJSON file per conversation
-    artifacts/        the artifact registry (see services.artifacts)
-    indexes/          retrieval indexes tied to this workspace
+A workspace root holds ``workspace.yaml`` (name, created_at, active profile and settings, ruamel.yaml
+round trip), ``transcripts/``, ``artifacts/`` and ``indexes/``; every name a workspace folder holds is
+spelled once, in :mod:`services.workspace_paths` (``Workspace.paths``).
 
 Every operation is idempotent: creating an existing workspace repairs missing parts and
 changes nothing else; opening after a crash removes temp files of interrupted writes and
@@ -38,6 +35,8 @@ from services.leases import (
 )
 from services.names import validate_name
 from services.transcripts import Problem, Transcript, by_recency, iter_problems, list_conversations
+from services.workspace_paths import SUBDIRS, WorkspacePaths
+from services.workspace_paths import WORKSPACE_FILE as WORKSPACE_FILE
 from services.workspace_settings import DEFAULT_SETTINGS, plain_settings
 
 __all__ = [
@@ -55,8 +54,6 @@ __all__ = [
 if TYPE_CHECKING:
     from services.workspace_config import WorkspaceConfig
 
-WORKSPACE_FILE = "workspace.yaml"
-SUBDIRS = ("transcripts", "artifacts", "indexes")
 FORMAT_VERSION = 1
 EPHEMERAL_NAME = "(ephemeral)"
 
@@ -88,20 +85,25 @@ class Workspace:
 
     # -- paths ---------------------------------------------------------------------
     @property
+    def paths(self) -> WorkspacePaths:
+        """Where each part of this workspace lives (the one owner of the folder's layout)."""
+        return WorkspacePaths(self.root)
+
+    @property
     def transcripts_dir(self) -> Path:
-        return self.root / "transcripts"
+        return self.paths.transcripts
 
     @property
     def artifacts_dir(self) -> Path:
-        return self.root / "artifacts"
+        return self.paths.artifacts
 
     @property
     def indexes_dir(self) -> Path:
-        return self.root / "indexes"
+        return self.paths.indexes
 
     @property
     def meta_path(self) -> Path:
-        return self.root / WORKSPACE_FILE
+        return self.paths.settings
 
     @property
     def artifacts(self) -> ArtifactRegistry:
@@ -275,9 +277,7 @@ class Workspace:
             "created_at": str(self.meta.get("created_at", "")),
             "conversations": len(self.conversations()),
             "artifacts": len(self.artifacts.list()),
-            "indexes": sorted(p.name for p in self.indexes_dir.iterdir() if p.is_dir() and p.name[0] != ".")
-            if self.indexes_dir.is_dir()
-            else [],
+            "indexes": [index.name for index in self.paths.index_folders()],
         }
 
 

@@ -69,7 +69,7 @@ def _retriever(args: argparse.Namespace) -> Iterator[ContextRetriever]:
         engine = session.engine()
         retriever: ContextRetriever | None = None
         try:
-            tree = ContextTree(session.workspace.root / "context")
+            tree = ContextTree(session.workspace.paths.context)
             if getattr(args, "sync", False):
                 sync_index(tree, engine)
             retriever = ContextRetriever(tree, engine, settings=settings)

@@ -41,7 +41,7 @@ class ContextController:
         from services.context.tree import ContextTree
 
         session = self.host.require_session()
-        root = session.workspace.root / "context"
+        root = session.workspace.paths.context
         if self._tree is None or self._tree_root != root:
             self._tree, self._tree_root = ContextTree(root), root
         return self._tree

@@ -163,7 +163,7 @@ class ToolController:
             self.host.say(
                 f"Policy in force: {session.policy_source}\nhash {policy.hash}\napproval mode {session.mode}\n"
                 f"profile {session.profile_name}: {tools}\n"
-                f"Edit {session.workspace.root / 'policy.yaml'} and run /policy reload to change it.",
+                f"Edit {session.workspace.paths.policy} and run /policy reload to change it.",
                 "policy",
             )
         else:  # reload

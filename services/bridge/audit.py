@@ -21,8 +21,9 @@ from typing import Any
 
 from services.audit_db import AUDIT_FILE, OwnTable
 from services.clock import utc_now
+from services.sqlite_check import TableCheck
 
-_SCHEMA = """
+CLOUD_CALLS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS cloud_calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     request_id TEXT NOT NULL UNIQUE,
@@ -40,12 +41,14 @@ CREATE TABLE IF NOT EXISTS cloud_calls (
     error TEXT
 )
 """
+IMPORT_CHECK = TableCheck(CLOUD_CALLS_SCHEMA, frozenset({("cloud_calls", "redactions")}))
+"""The table as an import of ``audit.db`` checks it (services.audit_db.check_imported)."""
 
 
 class CloudAudit(OwnTable):
     """Writes and reads ``cloud_calls``; one connection, shared by threads under a lock."""
 
-    SCHEMA = _SCHEMA
+    SCHEMA = CLOUD_CALLS_SCHEMA
     ROWS = True
 
     def __init__(self, db_path: Path, workspace: str | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,15 +10,16 @@ from services.bundles.archive import FileEntry, Progress
 from services.bundles.manifest import KIND, MANIFEST_NAME, SIGNATURE_NAME, BundleError, Manifest, mime_type
 from services.bundles.writer import atomic_output, walk_tree, write_archive
 from services.hashing import file_sha256
+from services.workspace_paths import LEASE_FILES, QUARANTINE_DIR, SQLITE_SIDE_SUFFIXES, WorkspacePaths
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
 
 # What a bundle never carries: who holds the workspace, SQLite's side files (the databases are
 # checkpointed first), lock files and the temp files of interrupted writes.
-_SKIP_TOP = {".aries.lock", ".aries-session.json"}
-_QUARANTINE = ".quarantine"  # imported authority the operator has not trusted: it is not this workspace's
-_SKIP_SUFFIXES = ("-wal", "-shm", "-journal", ".lock")
+_SKIP_TOP = set(LEASE_FILES)
+_QUARANTINE = QUARANTINE_DIR  # imported authority the operator has not trusted: it is not this workspace's
+_SKIP_SUFFIXES = (*SQLITE_SIDE_SUFFIXES, ".lock")
 
 
 @dataclass
@@ -41,41 +41,36 @@ def _skipped(rel: str) -> bool:
 
 def _checkpoint(root: Path) -> None:
     """Fold every SQLite write-ahead log into its database, so the ``.db`` files are whole."""
+    import sqlite3
+
+    from services.sqlite_check import checkpoint
+
     for path in sorted(root.rglob("*")):
         if path.name.endswith("-wal") and path.is_file() and not path.is_symlink():
             database = path.with_name(path.name[: -len("-wal")])
             if not database.is_file():
                 continue
             try:
-                db = sqlite3.connect(database, timeout=5)
-                try:
-                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                finally:
-                    db.close()
+                checkpoint(database)
             except sqlite3.Error as exc:
                 raise BundleError(f"{path.relative_to(root)}: cannot checkpoint the database ({exc})") from None
 
 
 def _embedders(root: Path) -> dict[str, str]:
     """The embedding model of each index, from its manifest (what a reader needs to query it)."""
+    from services.retrieval.store_manifest import embedding_model
+
     found: dict[str, str] = {}
-    indexes = root / "indexes"
-    if not indexes.is_dir():
+    layout = WorkspacePaths(root)
+    if not layout.indexes.is_dir():
         return found
-    for index in sorted(indexes.iterdir()):
-        database = index / "manifest.db"
+    for folder in sorted(layout.indexes.iterdir()):
+        database = layout.index(folder.name).manifest
         if not database.is_file():
             continue
-        try:
-            db = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
-            try:
-                row = db.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            continue
-        if row is not None:
-            found[index.name] = str(row[0]).strip('"')
+        model = embedding_model(database)
+        if model is not None:
+            found[folder.name] = model
     return found
 
 

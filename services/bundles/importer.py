@@ -25,6 +25,7 @@ from services.errors import AlreadyExists, NotFound
 from services.hashing import sha256_hex
 from services.names import validate_name
 from services.staging import StagingArea
+from services.workspace_paths import QUARANTINE_DIR, WorkspacePaths
 from services.workspaces import STAGING_PREFIX, clean_stale_imports
 
 if TYPE_CHECKING:
@@ -178,8 +179,6 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
 
 def _refuse_reserved(manifest: Manifest) -> None:
     """A bundle never carries the names Aries keeps for itself (an export leaves them out)."""
-    from services.trust.authority import QUARANTINE_DIR
-
     for entry in manifest.files:
         if entry.path == QUARANTINE_DIR or entry.path.startswith(QUARANTINE_DIR + "/"):
             raise BundleError(f"{entry.path}: {QUARANTINE_DIR}/ is reserved for Aries; the bundle is refused")
@@ -190,7 +189,7 @@ def _rename_workspace(staging: Path, name: str) -> None:
     from services.atomic import atomic_write_text
     from services.yamlio import dump_yaml, load_yaml
 
-    meta_file = staging / "workspace.yaml"
+    meta_file = WorkspacePaths(staging).settings
     if not meta_file.is_file():
         return
     data = load_yaml(meta_file)

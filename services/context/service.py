@@ -57,6 +57,7 @@ from services.context.tiers import ABSTRACT, OVERVIEW, synthesize_tiers
 from services.context.tree import ContextTree, Entry
 from services.context.uri import AxiomUri
 from services.crashpoints import crash_point
+from services.workspace_paths import WorkspacePaths
 
 if TYPE_CHECKING:
     from services.context.packages import PackageReport
@@ -129,7 +130,7 @@ class ContextService:
     ) -> None:
         self.workspace = workspace
         self.settings = settings or ContextSettings.from_env()
-        self.tree = ContextTree(Path(workspace.root) / "context")
+        self.tree = ContextTree(WorkspacePaths(workspace.root).context)
         self.queue = JobQueue(self.tree)
         self._engine_factory = engine_factory
         self._engine: Any = None

@@ -30,6 +30,7 @@ from services.context.settings import ContextSettings
 from services.context.traces import Budget
 from services.context.tree import ContextTree
 from services.tools.args import ContextFindArgs, ContextSearchArgs, given
+from services.workspace_paths import WorkspacePaths
 
 if TYPE_CHECKING:
     from services.context.search_types import RetrievalResult
@@ -42,7 +43,7 @@ class ContextToolBackend:
     def __init__(
         self, root: Path, engine: Callable[[], RetrievalEngine], *, settings: ContextSettings | None = None
     ) -> None:
-        self.tree_root = Path(root) / "context"
+        self.tree_root = WorkspacePaths(root).context
         self._engine = engine
         self._settings = settings
         self._retriever: ContextRetriever | None = None

@@ -30,6 +30,7 @@ from services.clock import utc_now
 from services.errors import AriesError, ConfigError, NotFound
 from services.hashing import content_hash
 from services.plans.plan import Plan, parse_plan
+from services.workspace_paths import POLICY_FILE
 
 if TYPE_CHECKING:
     from services.session import Session
@@ -230,7 +231,7 @@ def _policy_file(stored: dict[str, Any], directory: Path) -> Path | None:
     text = stored["plan"]["policy_text"]
     if text is None:
         return None
-    path = directory / "policy.yaml"
+    path = directory / POLICY_FILE
     path.write_text(text, encoding="utf-8")
     return path
 

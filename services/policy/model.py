@@ -12,25 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.approval_mode import MODE_NAMES
 from services.errors import AriesError, InvalidInput
+from services.workspace_paths import INTERNAL
 
 MODES = MODE_NAMES  # declared in services.approval_mode
 PATH_OPS = ("read", "write", "list")
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
-WORKSPACE_INTERNAL = (
-    "audit.db",
-    "audit.db-wal",
-    "audit.db-shm",
-    "audit.db-journal",
-    "workspace.yaml",
-    "policy.yaml",  # a workspace's own tool policy: tools must not be able to loosen it
-    "profiles",  # workspace profiles bind tools, policies and modes: authority, not a tool's to write
-    ".quarantine",  # imported authority waiting for the operator's review (services.trust)
-    ".aries-session.json",
-    "transcripts",
-    "artifacts",
-    "indexes",
-)
+WORKSPACE_INTERNAL = INTERNAL  # the workspace's own records (services.workspace_paths): no tool writes them
 
 PathOp = Literal["read", "write", "list"]
 Action = Literal["allow", "deny", "confirm"]

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from services.audit_db import AUDIT_FILE, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
+from services.sqlite_check import TableCheck
 
 if TYPE_CHECKING:
     from services.profiles.loader import ActiveProfile
     from services.workspaces import Workspace
 
-_SCHEMA = """
+PROFILE_SWITCHES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS profile_switches (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     ts TEXT NOT NULL,
@@ -32,10 +33,12 @@ CREATE TABLE IF NOT EXISTS profile_switches (
     tools TEXT
 )
 """
+IMPORT_CHECK = TableCheck(PROFILE_SWITCHES_SCHEMA, frozenset({("profile_switches", "tools")}))
+"""The table as an import of ``audit.db`` checks it (services.audit_db.check_imported)."""
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    return open_audit_db(path, tables=[_SCHEMA], rows=True)
+    return open_audit_db(path, tables=[PROFILE_SWITCHES_SCHEMA], rows=True)
 
 
 def record_switch(

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from services.errors import ConfigError, InvalidName
 from services.names import validate_name
+from services.workspace_paths import PROFILES_DIR
 
 if TYPE_CHECKING:
     from services.bridge_config import BridgeConfig
     from services.profiles.model import ModelSpec, RetrievalSpec
 
 DEFAULT_PROFILE = "default"
-WORKSPACE_PROFILES = "profiles"  # <workspace>/profiles/NAME.yaml
+WORKSPACE_PROFILES = PROFILES_DIR  # <workspace>/profiles/NAME.yaml
 SUFFIX = ".yaml"
 MAX_PROMPT_BYTES = 256_000
 

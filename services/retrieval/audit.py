@@ -44,6 +44,7 @@ from services.audit_db import AuditStoreError, OwnTable, describe_sqlite_error, 
 from services.clock import utc_now
 from services.retrieval.models import RetrievalRecord
 from services.retrieval.readonly import why_unwritable
+from services.sqlite_check import TableCheck
 from services.sqlite_readonly import writable
 
 FLUSH_INTERVAL_S = 0.25
@@ -135,7 +136,7 @@ def pending_report(db_path: Path) -> list[str]:
     return lines
 
 
-_SCHEMA = """
+RETRIEVALS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS retrievals (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     ts TEXT NOT NULL,
@@ -147,12 +148,14 @@ CREATE TABLE IF NOT EXISTS retrievals (
     results TEXT NOT NULL
 )
 """
+IMPORT_CHECK = TableCheck(RETRIEVALS_SCHEMA, frozenset({("retrievals", "params"), ("retrievals", "results")}))
+"""The table as an import of ``audit.db`` checks it (services.audit_db.check_imported)."""
 
 
 class RetrievalAudit(OwnTable):
     """Writes and reads the ``retrievals`` table; one connection, shared by threads under a lock."""
 
-    SCHEMA = _SCHEMA
+    SCHEMA = RETRIEVALS_SCHEMA
 
     def __init__(self, db_path: Path, workspace: str | None = None) -> None:
         super().__init__(db_path)

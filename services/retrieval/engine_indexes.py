@@ -24,7 +24,7 @@ from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks, WaitCancelled
-from services.retrieval.store_manifest import read_index_info
+from services.retrieval.store_manifest import MANIFEST, read_index_info
 from services.retrieval.store_vectors import VectorHealth
 from services.retrieval.store_writer import recover
 
@@ -79,7 +79,7 @@ class Indexes:
     def exists(self, name: str) -> bool:
         if self.settings.backend == "memory":
             return name in self._stores
-        return (self.index_dir(name) / "manifest.db").is_file()
+        return (self.index_dir(name) / MANIFEST).is_file()
 
     def store(self, name: str, *, create: bool = False) -> IndexStore:
         validate_name(name, "index")
@@ -136,7 +136,7 @@ class Indexes:
         for entry in sorted(directory.iterdir()):
             if entry.name.startswith("."):  # lock files, an index being created
                 continue
-            if entry.is_dir() and (entry / "manifest.db").is_file():
+            if entry.is_dir() and (entry / MANIFEST).is_file():
                 infos.append(self._describe(entry, active, check))
         return infos
 

@@ -75,8 +75,8 @@ from services.retrieval.store_lexical import (
 )
 from services.retrieval.store_locks import IndexLocks
 from services.retrieval.store_manifest import (
-    _SCHEMA,
     MANIFEST,
+    SCHEMA,
     SCHEMA_VERSION,
     Manifest,
     create_manifest,
@@ -139,7 +139,7 @@ class IndexStore:
         if version != SCHEMA_VERSION and not (self.read_only and isinstance(version, int) and version < SCHEMA_VERSION):
             try:
                 if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
-                    self.manifest.db.executescript(_SCHEMA)  # the tables added since (``failures``)
+                    self.manifest.db.executescript(SCHEMA)  # the tables added since (``failures``)
                 migrate_schema(self.manifest, name)  # or IndexCorrupt for a version this Aries does not read
             except BaseException:
                 self.manifest.close()

@@ -31,6 +31,7 @@ from services.retrieval.models import Chunk
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.retrieval.store_vectors import CHROMA_BATCH, open_chroma
 from services.retrieval.store_writer import recover, writing
+from services.workspace_paths import CHROMA_DIR
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
@@ -174,7 +175,7 @@ def _rebuild_embedded(
     # damaged store goes aside, the new one takes its name, the old one is deleted.
     with store.store_locked():
         store.close_vectors()
-        live = directory / "chroma"
+        live = directory / CHROMA_DIR
         if live.exists():
             live.rename(retired)
         target.rename(live)

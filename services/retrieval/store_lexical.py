@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.retrieval.models import Chunk
+from services.workspace_paths import TANTIVY_DIR
 
 if TYPE_CHECKING:
     import tantivy
@@ -195,7 +196,7 @@ def open_lexical(
 
     if directory is None:
         return tantivy.Index(tantivy_schema()), False
-    path = directory / "tantivy"
+    path = directory / TANTIVY_DIR
     if current and path.is_dir():
         try:
             return tantivy.Index(tantivy_schema(), path=str(path), reuse=True), False

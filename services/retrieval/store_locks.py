@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.retrieval.errors import IndexBusy
+from services.workspace_paths import INDEX_LOCKS_DIR
 
 if TYPE_CHECKING:
     from filelock import FileLock
 
-LOCKS_DIR = ".locks"
+LOCKS_DIR = INDEX_LOCKS_DIR
 DEFAULT_WRITE_WAIT_S = 600.0
 """How long ``index add`` waits for another writer of the same index before it gives up."""
 POLL_S = 0.2

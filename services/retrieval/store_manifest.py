@@ -18,13 +18,15 @@ from typing import Any
 
 from services.clock import utc_now
 from services.retrieval.models import Chunk
+from services.sqlite_check import StoreRefused, TableCheck, check_sqlite
+from services.workspace_paths import MANIFEST_FILE
 
 SCHEMA_VERSION = 2
 """2 added ``failures``; a version-1 manifest is migrated when it is opened (the table is created)."""
-MANIFEST = "manifest.db"
+MANIFEST = MANIFEST_FILE
 SQL_BATCH = 500
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS roots (root TEXT PRIMARY KEY, added_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -118,7 +120,7 @@ class Manifest:
     def in_memory(cls, name: str, chroma_url: str | None) -> Manifest:
         """A new manifest in RAM (backend ``memory``)."""
         db = sqlite3.connect(":memory:", check_same_thread=False)
-        db.executescript(_SCHEMA)
+        db.executescript(SCHEMA)
         manifest = cls(db)
         with manifest.transaction() as tx:
             for key, value in initial_meta(name, chroma_url).items():
@@ -338,7 +340,7 @@ def damaged_manifest(name: str, error: Exception) -> Exception:
 
 
 def migrate_schema(manifest: Manifest, name: str) -> None:
-    """Bring an older manifest to :data:`SCHEMA_VERSION` (its tables exist: ``_SCHEMA`` ran)."""
+    """Bring an older manifest to :data:`SCHEMA_VERSION` (its tables exist: ``SCHEMA`` ran)."""
     version = manifest.get_meta("schema_version")
     if version == SCHEMA_VERSION:
         return
@@ -381,7 +383,7 @@ def create_manifest(directory: Path, name: str, chroma_url: str | None) -> None:
         db = sqlite3.connect(temp / MANIFEST)
         try:
             db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
+            db.executescript(SCHEMA)
             with db:
                 for key, value in initial_meta(name, chroma_url).items():
                     db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
@@ -399,3 +401,92 @@ def create_manifest(directory: Path, name: str, chroma_url: str | None) -> None:
         fsync_dir(parent)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+# -- a manifest from outside, and the authority it holds (services.trust, services.bundles) ----------
+REQUIRED_TABLES = ("meta", "roots", "files", "chunks")
+
+IMPORT_CHECK = TableCheck(SCHEMA, frozenset({("meta", "value")}))
+"""The manifest's tables as an import checks them (every meta value is JSON)."""
+
+
+def check_imported(path: Path, rel: str) -> None:
+    """Refuse (:class:`~services.sqlite_check.StoreRefused`, naming ``rel``) a manifest that arrived in
+    a bundle unless it is what Aries writes: a whole SQLite database without triggers or views, the
+    tables and column types of :data:`SCHEMA`, and a schema version this Aries reads."""
+    check_sqlite(path, rel, [IMPORT_CHECK], required=REQUIRED_TABLES)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreRefused(f"{rel} cannot be read ({exc}); the bundle is refused") from None
+    finally:
+        db.close()
+    try:
+        version = int(str(row[0])) if row is not None else SCHEMA_VERSION
+    except ValueError:
+        version = -1
+    if not 1 <= version <= SCHEMA_VERSION:
+        raise StoreRefused(
+            f"{rel} has manifest schema version {row[0] if row else '?'}; this Aries reads 1 to "
+            f"{SCHEMA_VERSION}; the bundle is refused"
+        )
+
+
+def clear_chroma_url(path: Path) -> None:
+    """Forget the Chroma server recorded in the manifest at ``path`` (authority: it opens a connection)."""
+    db = sqlite3.connect(path, timeout=5, isolation_level=None)
+    try:
+        db.execute("UPDATE meta SET value = 'null' WHERE key = 'chroma_url'")
+    finally:
+        db.close()
+
+
+def take_roots(path: Path) -> list[list[str]]:
+    """Remove and return the ``roots`` rows (root, added_at, updated_at) of the manifest at ``path``
+    (one transaction): the folders an index re-reads are authority."""
+    db = sqlite3.connect(path, timeout=10, isolation_level=None)
+    try:
+        db.execute("PRAGMA trusted_schema=OFF")
+        db.execute("BEGIN IMMEDIATE")
+        rows = [[str(c) for c in row] for row in db.execute("SELECT root, added_at, updated_at FROM roots")]
+        db.execute("DELETE FROM roots")
+        db.execute("COMMIT")
+        return rows
+    finally:
+        db.close()
+
+
+def put_roots(path: Path, rows: list[list[str]]) -> None:
+    """Add ``roots`` rows (root, added_at, updated_at) to the manifest at ``path``; a root it has is kept."""
+    db = sqlite3.connect(path, timeout=10, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("INSERT OR IGNORE INTO roots(root, added_at, updated_at) VALUES (?, ?, ?)", rows)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def embedding_model(path: Path) -> str | None:
+    """The embedding model recorded in the manifest at ``path`` (read-only), or None when it has none
+    or cannot be read."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return None if row is None else str(row[0]).strip('"')
+
+
+def quick_check(path: Path) -> list[str]:
+    """``PRAGMA quick_check(3)`` of the manifest at ``path``, read-only: ``["ok"]`` when it is whole.
+    Raises :class:`sqlite3.Error` when it cannot be read."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return [str(row[0]) for row in db.execute("PRAGMA quick_check(3)").fetchall()]
+    finally:
+        db.close()

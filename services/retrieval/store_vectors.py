@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreUnavailable
 from services.retrieval.settings import parse_chroma_url
+from services.workspace_paths import CHROMA_DIR
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -28,7 +29,7 @@ def open_chroma(
     collection_name: str,
     db: sqlite3.Connection | None,
     *,
-    folder: str = "chroma",
+    folder: str = CHROMA_DIR,
 ) -> tuple[ClientAPI, Collection]:
     """The client and the collection of index ``name`` (embedded in ``directory/folder``);
     on failure ``db`` (its manifest), if given, is closed."""

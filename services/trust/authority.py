@@ -28,40 +28,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import AUDIT_FILE, open_audit_db
 from services.errors import ConfigError
 from services.hashing import sha256_hex
+from services.workspace_paths import (
+    AUDIT_FILE,
+    INDEXES_DIR,
+    MANIFEST_FILE,
+    POLICY_FILE,
+    PROFILES_DIR,
+    WORKSPACE_FILE,
+    WorkspacePaths,
+)
+from services.workspace_paths import QUARANTINE_DIR as QUARANTINE_DIR  # authority waiting for review
 
-POLICY_FILE = "policy.yaml"
-PROFILES_DIR = "profiles"
-WORKSPACE_FILE = "workspace.yaml"
-QUARANTINE_DIR = ".quarantine"
-"""Authority waiting for the operator's review, inside the workspace folder; never read as settings."""
-WHOLE_META = "workspace.yaml.whole"
+WHOLE_META = f"{WORKSPACE_FILE}.whole"
 """In ``.quarantine/``: a ``workspace.yaml`` that could not be parsed, quarantined whole."""
 INDEX_ROOTS_FILE = "index-roots.json"
 PLAN_RUNS_FILE = "plan-runs.json"
 
 AUTHORITY: tuple[tuple[str, str], ...] = (
     (
-        "policy.yaml",
+        POLICY_FILE,
         "the tool policy: approval mode, allowed roots and deny rules, tool classes and per-tool rules, "
         "programs, shell sandbox and network, web schemes and hosts, MCP servers (commands, URLs, "
         "environment), auto-approval, limits",
     ),
     (
-        "profiles/*.yaml",
+        f"{PROFILES_DIR}/*.yaml",
         "workspace profiles: the tools they enable, the policy file and approval mode they bind, "
         "their default model and cloud bridge (a workspace profile also replaces a shipped one of its name)",
     ),
-    ("workspace.yaml: profile", "which profile is active"),
-    ("workspace.yaml: settings.model", "which model provider is contacted"),
-    ("workspace.yaml: settings.approval_mode", "how tool calls are approved"),
-    ("workspace.yaml: settings.cloud", "the cloud bridge: mode, endpoint, model, the variable that holds its key"),
-    ("workspace.yaml: any other key", "a key Aries does not know is treated as authority"),
-    ("indexes/*/manifest.db: roots", "the folders an index re-reads and `aries serve` serves and edits"),
-    ("indexes/*/manifest.db: meta.chroma_url", "the Chroma server an index's vectors live on (cleared on import)"),
-    ("audit.db: plan_runs", "a recorded plan run: `aries replay` runs its plan under its stored policy and approvals"),
+    (f"{WORKSPACE_FILE}: profile", "which profile is active"),
+    (f"{WORKSPACE_FILE}: settings.model", "which model provider is contacted"),
+    (f"{WORKSPACE_FILE}: settings.approval_mode", "how tool calls are approved"),
+    (f"{WORKSPACE_FILE}: settings.cloud", "the cloud bridge: mode, endpoint, model, the variable that holds its key"),
+    (f"{WORKSPACE_FILE}: any other key", "a key Aries does not know is treated as authority"),
+    (f"{INDEXES_DIR}/*/{MANIFEST_FILE}: roots", "the folders an index re-reads and `aries serve` serves and edits"),
+    (
+        f"{INDEXES_DIR}/*/{MANIFEST_FILE}: meta.chroma_url",
+        "the Chroma server an index's vectors live on (cleared on import)",
+    ),
+    (
+        f"{AUDIT_FILE}: plan_runs",
+        "a recorded plan run: `aries replay` runs its plan under its stored policy and approvals",
+    ),
 )
 """Every authority setting a workspace folder can hold: (where, what it decides)."""
 
@@ -302,50 +312,7 @@ def quarantined_runs(root: Path) -> set[str]:
 
 # -- index roots -------------------------------------------------------------------------------
 def _manifests(root: Path) -> list[tuple[str, Path]]:
-    indexes = root / "indexes"
-    if not indexes.is_dir():
-        return []
-    return [
-        (entry.name, entry / "manifest.db")
-        for entry in sorted(indexes.iterdir())
-        if entry.is_dir() and not entry.name.startswith(".") and (entry / "manifest.db").is_file()
-    ]
-
-
-def _take_roots(database: Path) -> list[list[str]]:
-    """Remove and return the ``roots`` rows of one index manifest (one transaction)."""
-    db = sqlite3.connect(database, timeout=10, isolation_level=None)
-    try:
-        db.execute("PRAGMA trusted_schema=OFF")
-        db.execute("BEGIN IMMEDIATE")
-        rows = [[str(c) for c in row] for row in db.execute("SELECT root, added_at, updated_at FROM roots")]
-        db.execute("DELETE FROM roots")
-        db.execute("COMMIT")
-        return rows
-    finally:
-        db.close()
-
-
-def _put_roots(database: Path, rows: list[list[str]]) -> None:
-    db = sqlite3.connect(database, timeout=10, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        db.executemany("INSERT OR IGNORE INTO roots(root, added_at, updated_at) VALUES (?, ?, ?)", rows)
-        db.execute("COMMIT")
-    finally:
-        db.close()
-
-
-def _plan_runs(database: Path) -> list[str]:
-    if not database.is_file():
-        return []
-    db = open_audit_db(database, readonly=True, timeout=5)
-    try:
-        return sorted(str(row[0]) for row in db.execute("SELECT run_id FROM plan_runs"))
-    except sqlite3.OperationalError:  # no plan_runs table: no run to replay
-        return []
-    finally:
-        db.close()
+    return [(index.name, index.manifest) for index in WorkspacePaths(root).index_folders() if index.manifest.is_file()]
 
 
 # -- quarantine and restore -----------------------------------------------------------------------
@@ -383,13 +350,16 @@ def quarantine(root: Path) -> Authority:
             moved.settings = part
             atomic_write_text(folder / WORKSPACE_FILE, json.dumps(part, indent=2, sort_keys=True, default=str) + "\n")
             write_yaml(root / WORKSPACE_FILE, _without(meta, part))
+    from services.audit_db import plan_run_ids
+    from services.retrieval.store_manifest import take_roots
+
     for name, database in _manifests(root):
-        rows = _take_roots(database)
+        rows = take_roots(database)
         if rows:
             moved.index_roots[name] = rows
     if moved.index_roots:
         atomic_write_text(folder / INDEX_ROOTS_FILE, json.dumps(moved.index_roots, indent=2, sort_keys=True) + "\n")
-    moved.plan_runs = _plan_runs(root / AUDIT_FILE)
+    moved.plan_runs = plan_run_ids(root / AUDIT_FILE)
     if moved.plan_runs:
         atomic_write_text(folder / PLAN_RUNS_FILE, json.dumps(moved.plan_runs, indent=2) + "\n")
     if moved.empty():
@@ -479,12 +449,14 @@ def restore(root: Path) -> None:
             write_yaml(root / WORKSPACE_FILE, meta)
         (folder / WORKSPACE_FILE).unlink()
     if (folder / INDEX_ROOTS_FILE).is_file():
+        from services.retrieval.store_manifest import put_roots
+
         rows = json.loads(_text(folder / INDEX_ROOTS_FILE))
         manifests = dict(_manifests(root))
         for name, index_rows in (rows if isinstance(rows, dict) else {}).items():
             if name in manifests and isinstance(index_rows, list):
                 with contextlib.suppress(sqlite3.Error):
-                    _put_roots(manifests[name], [list(map(str, r))[:3] for r in index_rows if len(r) >= 3])
+                    put_roots(manifests[name], [list(map(str, r))[:3] for r in index_rows if len(r) >= 3])
         (folder / INDEX_ROOTS_FILE).unlink()
     (folder / PLAN_RUNS_FILE).unlink(missing_ok=True)
     shutil.rmtree(folder)

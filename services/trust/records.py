@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.trust.authority import QUARANTINE_DIR, Authority, in_force, merged, pending, restore
+from services.workspace_paths import POLICY_FILE, PROFILES_DIR, WORKSPACE_FILE
 
 TRUST_DIR = ".trust"
 PENDING_FINGERPRINT = "trusting"
@@ -217,12 +218,12 @@ def _what_changed(record: TrustRecord, current: Authority) -> str:
     before = Authority.from_json(record.snapshot or {})
     names = []
     if before.policy != current.policy:
-        names.append("policy.yaml")
+        names.append(POLICY_FILE)
     for name in sorted(set(before.profiles) | set(current.profiles)):
         if before.profiles.get(name) != current.profiles.get(name):
-            names.append(f"profiles/{name}")
+            names.append(f"{PROFILES_DIR}/{name}")
     if before.settings != current.settings:
-        names.append("workspace.yaml")
+        names.append(WORKSPACE_FILE)
     return ", ".join(names) or "its settings"
 
 

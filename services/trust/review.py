@@ -22,6 +22,7 @@ from typing import Any
 from services.approval_mode import MODE_NAMES, ApprovalMode, approval_mode
 from services.errors import ConfigError
 from services.trust.authority import WHOLE_META, Authority
+from services.workspace_paths import POLICY_FILE
 
 MAX_VALUE = 160
 
@@ -73,8 +74,8 @@ def _policy_lines(text: str) -> list[ReviewLine]:
     from services.policy.loader import parse_policy
 
     try:
-        data = _plain_yaml(text, "policy.yaml")
-        parse_policy(text, source="policy.yaml")
+        data = _plain_yaml(text, POLICY_FILE)
+        parse_policy(text, source=POLICY_FILE)
     except ConfigError as exc:
         return [ReviewLine(2, f"policy.yaml does not load ({_short(exc.message)}): every tool call fails until fixed")]
     if not isinstance(data, dict):
@@ -288,7 +289,7 @@ def _mode_levels(authority: Authority) -> tuple[None, ApprovalMode | None, Appro
     policy = None
     if authority.policy is not None:
         try:
-            data = _plain_yaml(authority.policy, "policy.yaml")
+            data = _plain_yaml(authority.policy, POLICY_FILE)
         except ConfigError:
             data = None
         policy = _mode_or_none(data.get("mode") if isinstance(data, dict) else None)

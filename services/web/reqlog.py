@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from services.clock import utc_now
+from services.workspace_paths import WorkspacePaths
 
 LOG_NAME = "web.ndjson"
 
 
 class WebRequestLog:
     def __init__(self, workspace_root: Path) -> None:
-        self.path = Path(workspace_root) / "logs" / LOG_NAME
+        self.path = WorkspacePaths(workspace_root).logs / LOG_NAME
         self._lock = threading.Lock()
         self.warning: str | None = None
 

@@ -267,7 +267,7 @@ class ContextPane(Vertical):
 
         if session.closed:
             return
-        audit = RetrievalAudit(session.workspace.root / "audit.db", session.workspace.name)
+        audit = RetrievalAudit(session.workspace.paths.audit_db, session.workspace.name)
         try:
             record = audit.last()
         except Exception:  # no retrieval table yet, or an unreadable store: /doctor reports the store
