@@ -222,16 +222,20 @@ class ViewerServer:
         self._runner = runner
 
     def stop(self) -> None:
-        """Stop serving and join the thread (idempotent)."""
+        """Stop serving and join the thread (idempotent). A stop called while another one runs (two
+        threads) returns only once the thread has ended too: after any ``stop()`` returns, nothing of
+        the viewer uses the engine any more."""
         with self._lock:
             thread, loop = self._thread, self._loop
-            self._thread = None
         if thread is None:
             return
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
         thread.join()
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
 
     def __enter__(self) -> ViewerServer:
         self.start()
