@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -230,7 +230,6 @@ def open_session(
     else:
         taken = Taken(where, lease if lease is not None and not isinstance(lease, bool) else None, owned=False)
     rules = RULES[surface]
-    extra: dict[str, Any] = {} if profile is None else {"profile": profile}
     try:
         session = factory(
             taken.workspace,
@@ -241,7 +240,7 @@ def open_session(
             conversation=None if conversation == "new" else conversation,
             policy_file=policy_file,
             mode=mode,
-            **extra,
+            profile=profile,
         )
     except BaseException:
         if taken.owned:
