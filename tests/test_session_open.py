@@ -208,3 +208,17 @@ def test_the_cli_needs_a_workspace_where_it_says_so() -> None:
 
     with pytest.raises(InvalidInput, match="pass -w"), cli_open(argparse.Namespace(), need="pass -w NAME"):
         pass
+
+
+def test_aries_ask_says_a_workspace_under_review_like_every_command() -> None:
+    from services.pipe.headless import run_ask
+    from services.pipe.request import parse_input
+
+    workspace, _ = WorkspaceManager().create("w")
+    record = workspace.root.parent / ".trust" / "w.json"
+    record.parent.mkdir()
+    record.write_text("not json", encoding="utf-8")
+    said: list[str] = []
+    result = run_ask(parse_input("what grazes?", None), workspace="w", on_warning=said.append)
+    assert result.exit_code == 0 and result.response["answer"]
+    assert len(said) == 1 and "workspace w is changed since trusted" in said[0]

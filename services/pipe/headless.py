@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +141,7 @@ def open_session(
     *,
     profile: str | None = None,
     conversation: str | None = "last",
+    on_warning: Callable[[str], None] | None = None,
 ) -> Session:
     """``Session.open`` of the ``ask`` surface: a non-interactive session of the named workspace (an
     ephemeral one without a name), on its last conversation, a new one (``conversation=None``) or the
@@ -149,7 +150,12 @@ def open_session(
     from services.session_open import Surface
 
     return Session.open(
-        workspace_name, surface=Surface.ASK, approver=approver, profile=profile, conversation=conversation
+        workspace_name,
+        surface=Surface.ASK,
+        approver=approver,
+        profile=profile,
+        conversation=conversation,
+        on_warning=on_warning,
     )
 
 
@@ -320,9 +326,11 @@ def run_ask(
     env: Mapping[str, str] | None = None,
     cloud: bool = False,
     conversation: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> AskResult:
     """Open the workspace, resolve the model (``ARIES_MODEL``, else the workspace's, else offline),
-    run :func:`ask`, close everything. Typed errors (bad input, config, an unknown ``conversation``)
+    run :func:`ask`, close everything. ``on_warning`` hears, once, that a named workspace's settings
+    need review (as every CLI command says it). Typed errors (bad input, config, an unknown ``conversation``)
     are raised before the turn."""
     import os
 
@@ -332,7 +340,7 @@ def run_ask(
 
     environ = dict(os.environ if env is None else env)
     approver = HeadlessApprover(check_tool_ids(approve))
-    session = open_session(workspace, approver, profile=profile, conversation=conversation)
+    session = open_session(workspace, approver, profile=profile, conversation=conversation, on_warning=on_warning)
     try:
         config = resolve_model(session.authority_setting("model"), environ)
         provider = make_provider(config)
