@@ -39,11 +39,10 @@ class ActiveSession:
             if name:
                 await self.open(name, create=create)
             if self.session is None:
-                from services.leases import acquire_lease
-                from services.workspaces import ephemeral_workspace
+                from services.session_open import Surface, take
 
-                ephemeral = ephemeral_workspace()
-                await self.activate(ephemeral, [], acquire_lease(ephemeral, purpose="tui"))
+                ephemeral = take(None, surface=Surface.TUI)  # a throw-away workspace, leased like any other
+                await self.activate(ephemeral.workspace, ephemeral.warnings, ephemeral.lease)
         finally:
             self.ready.set()
 
@@ -65,17 +64,16 @@ class ActiveSession:
 
     async def activate(self, workspace: Workspace, warnings: list[str], lease: WorkspaceLease | None = None) -> None:
         from services.session import Session
+        from services.session_open import Surface
 
         if self.session is not None:
             await self.close("the workspace was switched")
         choice, self._initial_conversation = self._initial_conversation, None
         try:
-            session = Session(
-                workspace, source="operator", lease=lease, conversation=None if choice == "new" else choice or "last"
-            )
+            session = Session.open(workspace, surface=Surface.TUI, lease=lease, conversation=choice or "last")
         except AriesError as exc:  # an unknown --conversation: say so, and open the last one
             self.host.report_error(exc.message, "conversation")
-            session = Session(workspace, source="operator", lease=lease)
+            session = Session.open(workspace, surface=Surface.TUI, lease=lease)
         self.session = session
         self.subscribe(session)
         for warning in warnings[:5]:

@@ -29,7 +29,7 @@ import asyncio
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from services.approval_mode import ApprovalMode, parse_mode
 from services.approvals import ApprovalQueue
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from services.policy import Policy
     from services.profiles import ActiveProfile
     from services.retrieval import RetrievalEngine
+    from services.session_open import OpenOptions, Surface
     from services.tools.calls import Approver
     from services.tools.gateway import ToolGateway
     from services.tools.results import ToolResult
@@ -449,6 +450,13 @@ class Session:
             finally:
                 if self.lease is not None:
                     self.lease.release()
+
+    @classmethod
+    def open(cls, where: Workspace | str | None, *, surface: Surface, **options: Unpack[OpenOptions]) -> Session:
+        """Every surface's way to a session (find, lease, repair, conversation): ``services.session_open``."""
+        from services.session_open import open_session
+
+        return open_session(cls, where, surface=surface, **options)
 
     def __enter__(self) -> Session:
         return self

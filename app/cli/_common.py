@@ -194,37 +194,27 @@ def open_session(
     **options: Any,
 ) -> Iterator[Session]:
     """The ``-w`` workspace (``name`` when the command names it otherwise) as a non-interactive
-    :class:`~services.session.Session` of ``surface`` (its audit ``source``: ``cli``, ``plan``);
-    closed with its workspace on exit.
+    :class:`~services.session.Session` of ``surface`` (``cli``, ``plan``, ``serve``: its audit
+    ``source``, see ``services.session_open.RULES``), opened by ``Session.open``; closed with its
+    workspace on exit.
 
     Without a workspace name: ``need`` refuses (``InvalidInput(need)``); otherwise an ephemeral
-    workspace is used, and ``announce`` (if given) is said on stderr. ``options`` go to ``Session``
-    (``policy_file``, ``mode``, ``approver``, ``profile``)."""
+    workspace is used, and ``announce`` (if given) is said on stderr. A named workspace whose settings
+    need review is said once on stderr. ``options`` go to ``Session.open`` (``policy_file``, ``mode``,
+    ``approver``, ``profile``, ``conversation``)."""
     from services.errors import InvalidInput
     from services.session import Session
-    from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
+    from services.session_open import Surface, close_session
 
     wanted = name if name is not None else getattr(args, "workspace", None)
-    workspace: Workspace
-    if wanted:
-        workspace = WorkspaceManager().open(wanted)[0]
-    elif need is not None:
-        raise InvalidInput(need)
-    else:
-        workspace = ephemeral_workspace()
+    if not wanted:
+        if need is not None:
+            raise InvalidInput(need)
         if announce:
             warn(announce)
-    try:
-        session = Session(workspace, source=surface, interactive=False, **options)
-    except BaseException:
-        workspace.close()
-        raise
-    if wanted and session.trust.needs_review:  # said once, on stderr: stdout stays the command's own
-        warn(f"workspace {workspace.name} is {session.trust.label}: {session.trust.reason}")
+    # said once, on stderr: stdout stays the command's own
+    session = Session.open(wanted or None, surface=Surface(surface), on_warning=warn, **options)
     try:
         yield session
     finally:
-        try:
-            session.close()
-        finally:
-            workspace.close()
+        close_session(session)

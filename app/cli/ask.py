@@ -190,6 +190,7 @@ def handle_ask(args: argparse.Namespace) -> int:
             profile=args.profile,
             cloud=args.cloud,
             conversation=conversation,
+            on_warning=warn,
         )
     except AriesError as error:
         return _fail(error, args.json, request_id)

@@ -212,12 +212,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from services.plans.runner import replay, verify_stored
     from services.session import Session
+    from services.session_open import Surface
 
     with open_session(args, surface="plan", need=NEED_WORKSPACE) as session:
         workspace = session.workspace
 
         def under(policy: Path | None) -> Session:  # the replay's own session, under the recorded policy
-            return Session(workspace, source="plan", policy_file=policy, mode=_mode(policy), interactive=False)
+            return Session.open(workspace, surface=Surface.PLAN, policy_file=policy, mode=_mode(policy))
 
         if args.dry:
             problems = verify_stored(workspace, args.run_id)

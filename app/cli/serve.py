@@ -2,8 +2,10 @@
 
     aries serve -w NAME [--host 127.0.0.1|::1|localhost] [--port P] [--no-open]
 
-Reconciles first (progress on stderr), then prints the URL (with its per-start token) on stdout and
-serves until Ctrl+C or SIGTERM (exit 0).  Nothing is opened: open the printed URL in a browser.
+Opens the workspace's session (``Session.open``, surface ``serve``: the viewer serves with its
+retrieval engine, closed after the viewer stopped), reconciles first (progress on stderr), then
+prints the URL (with its per-start token) on stdout and serves until Ctrl+C or SIGTERM (exit 0).
+Nothing is opened: open the printed URL in a browser.
 Any host but loopback is refused with exit 2, as is a port already in use.
 """
 
@@ -47,7 +49,9 @@ def handle_serve(args: argparse.Namespace) -> int:
         out("Open that URL in a browser (the token after # is needed); Ctrl+C stops.")
         sys.stdout.flush()
 
-    with open_session(args, need="aries serve needs a workspace: aries serve -w NAME") as session:
-        run_viewer(session.workspace.root, args.host, args.port, on_ready=ready, on_progress=warn)
+    need = "aries serve needs a workspace: aries serve -w NAME"
+    with open_session(args, surface="serve", need=need) as session:  # the viewer serves with its engine
+        root = session.workspace.root
+        run_viewer(root, args.host, args.port, on_ready=ready, on_progress=warn, engine=session.engine())
     warn("viewer stopped")
     return 0

@@ -1,16 +1,19 @@
 """``/serve [start] | stop | status`` and the palette's "Start/stop the web viewer".
 
 The App owns one ``services.web.viewer.ViewerServer`` for the current workspace: it serves from its
-own thread (aiohttp on its own event loop, 127.0.0.1 only, a random token per start), is started and
-stopped here in thread workers (starting binds and reconciles; stopping joins the thread), and is
-stopped when the workspace is switched or Aries quits (``Commands.session_closing`` awaits
-:meth:`ServeController.shutdown`). Its URL is said in the transcript and kept in the header.
+own thread (aiohttp on its own event loop, 127.0.0.1 only, a random token per start) with the
+session's own retrieval engine (``engine=session.engine()``: no second engine in the TUI process; see
+``services.web.viewer`` for why sharing it across threads is safe), is started and stopped here in
+thread workers (starting binds and reconciles; stopping joins the thread), and is stopped when the
+workspace is switched or Aries quits, *before* the session closes its engine
+(``Commands.session_closing`` awaits :meth:`ServeController.shutdown`, which also waits for a start
+still in flight and stops what it started). Its URL is said in the transcript and kept in the header.
 """
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import contextlib
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError
@@ -18,6 +21,7 @@ from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
     from app.host import Host
+    from services.session import Session
     from services.web.viewer import ViewerServer
 
 
@@ -27,6 +31,8 @@ class ServeController:
         self.server: ViewerServer | None = None
         self.workspace_name = ""
         self._busy = False
+        self._starting: asyncio.Task[ViewerServer] | None = None  # a start in flight (binding, reconciling)
+        self._generation = 0  # moved by every shutdown: a start that began before it is not wanted any more
 
     @property
     def running(self) -> bool:
@@ -66,25 +72,33 @@ class ServeController:
         if self._busy:
             raise AriesError("the web viewer is starting or stopping; try again in a moment")
         self._busy = True
-        self.host.run_worker(
-            self._start(session.workspace.root, session.workspace.name), group="serve", exit_on_error=False
-        )
+        self.host.run_worker(self._start(session, self._generation), group="serve", exit_on_error=False)
 
-    async def _start(self, root: Path, name: str) -> None:
+    async def _start(self, session: Session, generation: int) -> None:
         from services.web.viewer import ViewerServer
 
-        host = self.host
+        host, name = self.host, session.workspace.name
+        if generation != self._generation:  # shut down before this worker ran: its session is closing
+            self._busy = False
+            return
+
+        def serve() -> ViewerServer:  # in a thread: the engine may be made here, the start reconciles
+            server = ViewerServer(session.workspace.root, engine=session.engine())
+            server.start()
+            return server
+
         host.status_start("serve", "starting the web viewer…")
+        self._starting = asyncio.ensure_future(asyncio.to_thread(serve))
         try:
-            server = ViewerServer(root)
-            await asyncio.to_thread(server.start)
+            server = await asyncio.shield(self._starting)
         except AriesError as exc:
             host.report_error(exc.message, "/serve")
             return
         finally:
+            self._starting = None
             self._busy = False
             host.status_stop("serve")
-        if host.workspace_name != name:  # the workspace changed while it started: not this one's any more
+        if generation != self._generation:  # shut down while it started (a switch, quitting): stopped there
             await asyncio.to_thread(server.stop)
             return
         self.server, self.workspace_name = server, name
@@ -111,8 +125,14 @@ class ServeController:
         self._header_changed()
 
     async def shutdown(self) -> None:
-        """Stop the server, if any (idempotent; the thread is joined off the App's loop)."""
-        server, self.server = self.server, None
+        """Stop the server, if any, and one still starting (idempotent; the thread is joined off the
+        App's loop). When this returns, no viewer thread uses the session's engine any more."""
+        self._generation += 1
+        starting, server, self.server = self._starting, self.server, None
+        if starting is not None:
+            with contextlib.suppress(Exception):  # a failed start is reported by _start
+                late = await asyncio.shield(starting)
+                await asyncio.to_thread(late.stop)
         if server is not None:
             await asyncio.to_thread(server.stop)
 

@@ -17,35 +17,18 @@ if TYPE_CHECKING:
 
 def take_workspace(
     manager: WorkspaceManager, name: str, *, create: bool
-) -> tuple[Workspace, list[str], WorkspaceLease]:
+) -> tuple[Workspace, list[str], WorkspaceLease | None]:
     """Open (or create) ``name`` for the TUI: ``(workspace, warnings, lease)``, or an ``AriesError``.
 
-    The workspace's lease is taken first: opening repairs (temp files, torn lines), which must never
-    happen under another live Aries. A second Aries on the same workspace is refused with the
-    holder's pid; a broken ``workspace.yaml`` is one line here, not a traceback later."""
-    from services.errors import AriesError
-    from services.leases import acquire_lease
-    from services.workspaces import Workspace
+    ``services.session_open.take`` with the TUI's rules: the workspace's lease is taken first (opening
+    repairs temp files and torn lines, which must never happen under another live Aries); a second
+    Aries on the same workspace is refused with the holder's pid; a broken ``workspace.yaml`` is one
+    line here, not a traceback later. The session is then made with ``Session.open(workspace,
+    surface=Surface.TUI, lease=lease)`` once the current one is closed."""
+    from services.session_open import Surface, take
 
-    lease = None
-    try:
-        path = manager.path_for(name)
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
-        elif not path.is_dir():
-            manager.open(name)  # raises the NotFound that says how to create it
-        lease = acquire_lease(Workspace(path, name), purpose="tui")
-        workspace, report = manager.create(name) if create else manager.open(name)
-        _ = workspace.config
-    except AriesError:
-        if lease is not None:
-            lease.release()
-        raise
-    warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
-    notice = lease.recovery_notice()
-    if notice:
-        warnings.insert(0, notice)
-    return workspace, warnings, lease
+    taken = take(name, surface=Surface.TUI, create=create, manager=manager)
+    return taken.workspace, taken.warnings, taken.lease
 
 
 class WorkspaceController:

@@ -1,7 +1,7 @@
 """One headless turn: what ``aries ask`` (and, later, plan runs) drive.
 
 The turn is the ONE turn loop (``services.assistant.TurnLoop``) on a ``Session`` of the workspace
-(an ephemeral one without a name), with:
+(an ephemeral one without a name), opened by ``Session.open(…, surface=Surface.ASK)``, with:
 
 * :class:`HeadlessApprover` — a call the policy wants approved is denied unless its tool id was
   named with ``--approve``; the denial reaches the model as a structured ``PolicyDenied`` result,
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from services.pipe.request import AskRequest
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
 
-    from services.assistant import LoopEvent
+    from services.assistant import LoopEvent, TurnOutcome
     from services.models.base import ModelEvent, ModelProvider, ModelRequest
     from services.session import Session
     from services.tools.calls import ApprovalDecision, ApprovalRequest
@@ -141,21 +141,22 @@ def open_session(
     *,
     profile: str | None = None,
     conversation: str | None = "last",
+    on_warning: Callable[[str], None] | None = None,
 ) -> Session:
-    """A non-interactive session of the named workspace (an ephemeral one without a name), on its
-    last conversation, a new one (``conversation=None``) or the one named."""
+    """``Session.open`` of the ``ask`` surface: a non-interactive session of the named workspace (an
+    ephemeral one without a name), on its last conversation, a new one (``conversation=None``) or the
+    one named. Close it with ``services.session_open.close_session`` (the workspace too)."""
     from services.session import Session
-    from services.workspaces import WorkspaceManager, ephemeral_workspace
+    from services.session_open import Surface
 
-    extra: dict[str, Any] = {} if profile is None else {"profile": profile}
-    workspace = WorkspaceManager().open(workspace_name)[0] if workspace_name else ephemeral_workspace()
-    try:
-        return Session(
-            workspace, source="cli", interactive=False, approver=approver, conversation=conversation, **extra
-        )
-    except BaseException:
-        workspace.close()
-        raise
+    return Session.open(
+        workspace_name,
+        surface=Surface.ASK,
+        approver=approver,
+        profile=profile,
+        conversation=conversation,
+        on_warning=on_warning,
+    )
 
 
 async def ask(
@@ -180,9 +181,7 @@ async def ask(
     ``cloud`` is the operator's yes for the bridge's ``ask`` mode (``--cloud``, or the request's
     ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says."""
     from services.assistant import Decided, ToolFinished, TurnLoop
-    from services.assistant.cloud import CLOUD_CONFIDENCE
     from services.bridge import headless_approver
-    from services.retrieval.relevance import relevance_for
 
     decisions: dict[str, Decided] = {}
     finished: list[ToolFinished] = []
@@ -193,17 +192,8 @@ async def ask(
         elif isinstance(event, ToolFinished):
             finished.append(event)
 
-    current = session.conversation
-    if conversation is None:
-        if current.transcript.path.exists():  # a new session's new conversation has no file yet
-            session.new_conversation()
-    else:
-        from services.conversation.history import resolve
-
-        if resolve(session.workspace, conversation) != current.conversation_id:
-            session.open_conversation(conversation)
+    _use_conversation(session, conversation)
     watched = _Watched(provider)
-    allowed = cloud or request.cloud_allowed
     loop = TurnLoop(
         session,
         watched,
@@ -211,14 +201,35 @@ async def ask(
         on_event=on_event,
         k=k,
         model_label=model_label,
-        cloud_approve=headless_approver(allowed),
+        cloud_approve=headless_approver(cloud or request.cloud_allowed),
     )
     outcome = await loop.run(request.query)
     tool_calls = [_tool_call(done, decisions.get(done.tool_call_id)) for done in finished]
+    result = AskResult(_response(session, request, outcome, loop.model_label, tool_calls), tool_calls=tool_calls)
+    _set_exit(result, watched.failure, outcome)
+    return result
+
+
+def _use_conversation(session: Session, conversation: str | None) -> None:
+    """The turn's conversation: a new one (``None``), else the stored one named (``last``, an id)."""
+    current = session.conversation
+    if conversation is None:
+        if current.transcript.path.exists():  # a new session's new conversation has no file yet
+            session.new_conversation()
+        return
+    from services.conversation.history import resolve
+
+    if resolve(session.workspace, conversation) != current.conversation_id:
+        session.open_conversation(conversation)
+
+
+def _local_provenance(session: Session, outcome: TurnOutcome) -> list[dict[str, Any]]:
+    """The response's ``provenance.local``: each passage injected, its strength, whether it was cited."""
+    from services.retrieval.relevance import relevance_for
+
     relevance = relevance_for(session.workspace)
-    step = outcome.cloud
     cited = set(outcome.citations)
-    local = [
+    return [
         {
             "handle": str(hit.get("handle")),
             "source": str(hit.get("source_path", "")),
@@ -233,11 +244,21 @@ async def ask(
         }
         for position, hit in enumerate(outcome.hits, start=1)
     ]
+
+
+def _response(
+    session: Session, request: AskRequest, outcome: TurnOutcome, model: str | None, tool_calls: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The spec's response JSON plus Aries' additions."""
+    from services.assistant.cloud import CLOUD_CONFIDENCE
+
+    step = outcome.cloud
     transcript = session.conversation.transcript.path
-    response: dict[str, Any] = {
+    cloud = step.provenance() if step is not None else []
+    return {
         "id": request.id or str(uuid.uuid5(ID_NAMESPACE, f"{outcome.turn_id}\n{request.query}")),
         "answer": outcome.text,
-        "provenance": {"local": local, "cloud": step.provenance() if step is not None else []},
+        "provenance": {"local": _local_provenance(session, outcome), "cloud": cloud},
         "confidence": {
             "local": outcome.confidence,
             "cloud": CLOUD_CONFIDENCE if step is not None and step.reply is not None else 0.0,
@@ -246,26 +267,30 @@ async def ask(
         "logs_ref": f"{transcript}#{outcome.turn_id}",
         "turn_id": outcome.turn_id,
         "index": outcome.index,
-        "model": loop.model_label,
+        "model": model,
         "conversation_id": session.conversation.conversation_id,
         "finish_reason": outcome.finish_reason,
         "context": outcome.context,
         "cloud": _cloud_report(step, cloud_mode(session)),
         "tool_calls": tool_calls,
     }
-    result = AskResult(response, tool_calls=tool_calls)
-    if watched.failure is not None:
-        result.error = watched.failure
-        result.exit_code = watched.failure.exit_code
+
+
+def _set_exit(result: AskResult, failure: AriesError | None, outcome: TurnOutcome) -> None:
+    """The exit code, first match wins: the provider's failure, the turn's error, a refused tool call,
+    then (after a good local answer) the cloud step's problem."""
+    step = outcome.cloud
+    if failure is not None:
+        result.error = failure
+        result.exit_code = failure.exit_code
     elif outcome.error is not None:
         result.error = AriesError(outcome.error)
         result.exit_code = 1
-    elif any(call["status"] == "denied" for call in tool_calls):
+    elif any(call["status"] == "denied" for call in result.tool_calls):
         result.exit_code = EXIT_POLICY
     elif step is not None and step.exit_code:
         result.cloud_problem = f"cloud {step.status}: {step.reason}"
         result.exit_code = step.exit_code
-    return result
 
 
 def _cloud_report(step: Any, mode: str) -> dict[str, Any]:
@@ -301,18 +326,21 @@ def run_ask(
     env: Mapping[str, str] | None = None,
     cloud: bool = False,
     conversation: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> AskResult:
     """Open the workspace, resolve the model (``ARIES_MODEL``, else the workspace's, else offline),
-    run :func:`ask`, close everything. Typed errors (bad input, config, an unknown ``conversation``)
+    run :func:`ask`, close everything. ``on_warning`` hears, once, that a named workspace's settings
+    need review (as every CLI command says it). Typed errors (bad input, config, an unknown ``conversation``)
     are raised before the turn."""
     import os
 
     from services.assistant.loop import DEFAULT_K
     from services.models.config import make_provider, resolve_model
+    from services.session_open import close_session
 
     environ = dict(os.environ if env is None else env)
     approver = HeadlessApprover(check_tool_ids(approve))
-    session = open_session(workspace, approver, profile=profile, conversation=conversation)
+    session = open_session(workspace, approver, profile=profile, conversation=conversation, on_warning=on_warning)
     try:
         config = resolve_model(session.authority_setting("model"), environ)
         provider = make_provider(config)
@@ -336,9 +364,7 @@ def run_ask(
 
         return asyncio.run(turn())
     finally:
-        if not session.closed:
-            session.close()
-        session.workspace.close()
+        close_session(session)
 
 
 __all__ = [

@@ -262,7 +262,8 @@ def verify_stored(workspace: Workspace, run_id: str) -> list[str]:
 
 async def replay(session_factory: Any, workspace: Workspace, run_id: str) -> tuple[RunOutcome, list[Divergence]]:
     """Run the stored plan again under the stored policy; compare every step's output hash (the
-    replayed run's own steps, in the outcome, carry theirs).
+    replayed run's own steps, in the outcome, carry theirs). ``session_factory(policy_file)`` opens
+    the replay's own session (``Session.open(workspace, surface=Surface.PLAN, policy_file=…)``).
 
     A run that came with an imported bundle is replayed only once the operator trusted the workspace:
     its stored plan, policy and approvals are authority (:mod:`services.trust.authority`)."""

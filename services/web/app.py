@@ -110,6 +110,22 @@ def _if_match(value: str) -> str:
 
 
 def build_app(state: ViewerState) -> web.Application:
+    """The application: its two middlewares (headers outermost, then the guard), the page and the API."""
+    from aiohttp import web
+
+    app = web.Application(middlewares=[_headers(), _guard(state)], client_max_size=MAX_BODY_BYTES)
+    _add_pages(app)
+    api = _Api(state)
+    app.router.add_get("/api/tree", api.tree)
+    app.router.add_get("/api/doc", api.load)
+    app.router.add_put("/api/doc", api.save)
+    app.router.add_post("/api/preview", api.preview)
+    return app
+
+
+def _headers() -> Any:
+    """The outer middleware: typed errors become their JSON answer; every response gets the
+    security headers (``/api`` ones also ``Cache-Control: no-store``)."""
     from aiohttp import web
 
     @web.middleware
@@ -131,6 +147,13 @@ def build_app(state: ViewerState) -> web.Application:
             response.headers["Cache-Control"] = "no-store"
         return response
 
+    return headers
+
+
+def _guard(state: ViewerState) -> Any:
+    """The inner middleware: the Host and Origin checks, then the token and the body cap on ``/api``."""
+    from aiohttp import web
+
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         host = request.headers.get("Host", "").lower()
@@ -149,7 +172,13 @@ def build_app(state: ViewerState) -> web.Application:
         response: web.StreamResponse = await handler(request)
         return response
 
-    app = web.Application(middlewares=[headers, guard], client_max_size=MAX_BODY_BYTES)
+    return guard
+
+
+def _add_pages(app: web.Application) -> None:
+    """``/`` (the page) and ``/static/{name}`` (its CSS and script), read once."""
+    from aiohttp import web
+
     pages = {name: (STATIC_DIR / name).read_bytes() for name in ("index.html", *STATIC_FILES)}
 
     async def index(_request: web.Request) -> web.Response:
@@ -161,20 +190,30 @@ def build_app(state: ViewerState) -> web.Application:
             raise web.HTTPNotFound()
         return web.Response(body=pages[name], content_type=STATIC_FILES[name], charset="utf-8")
 
-    async def tree(_request: web.Request) -> web.Response:
+    app.router.add_get("/", index)
+    app.router.add_get("/static/{name}", static)
+
+
+class _Api:
+    """The JSON API's handlers over one :class:`ViewerState` (each load and save logged)."""
+
+    def __init__(self, state: ViewerState) -> None:
+        self.state = state
+
+    async def tree(self, _request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
-        documents = await loop.run_in_executor(None, state.documents.documents)
+        documents = await loop.run_in_executor(None, self.state.documents.documents)
         return _json({"documents": [doc.to_dict() for doc in documents]})
 
-    async def resolve(request: web.Request) -> Document:
+    async def resolve(self, request: web.Request) -> Document:
         doc_id = request.query.get("id", "")
-        doc = await asyncio.get_running_loop().run_in_executor(None, state.documents.resolve, doc_id)
-        if doc.id in state.saving:
+        doc = await asyncio.get_running_loop().run_in_executor(None, self.state.documents.resolve, doc_id)
+        if doc.id in self.state.saving:
             raise DocumentLocked(f"{doc.path} is being saved and reindexed; try again in a moment")
         return doc
 
-    def log(request: web.Request, status: int, started: float, **fields: Any) -> None:
-        if state.log is None:
+    def log(self, request: web.Request, status: int, started: float, **fields: Any) -> None:
+        if self.state.log is None:
             return
         record = {
             "method": request.method,
@@ -186,20 +225,20 @@ def build_app(state: ViewerState) -> web.Application:
             "content_bytes": fields.pop("content_bytes", 0),
             **fields,
         }
-        state.log.write(record)
+        self.state.log.write(record)
 
-    async def load(request: web.Request) -> web.Response:
+    async def load(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         size = 0
         try:
-            doc = await resolve(request)
+            doc = await self.resolve(request)
             loop = asyncio.get_running_loop()
             extra: dict[str, Any] = {}
             if doc.kind in EXTRACTED_KINDS:  # PDF, HTML, EPUB: the text their index was built from
-                data, segments = await loop.run_in_executor(None, state.documents.extracted, doc)
+                data, segments = await loop.run_in_executor(None, self.state.documents.extracted, doc)
                 content, extra = extracted_text(segments), {"segments": segments}
             else:
-                data = await loop.run_in_executor(None, state.documents.read, doc)
+                data = await loop.run_in_executor(None, self.state.documents.read, doc)
                 try:
                     content = data.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -209,16 +248,17 @@ def build_app(state: ViewerState) -> web.Application:
             body = {**doc.to_dict(), "content": content, "etag": etag, **extra}
             response = _json(body, headers={"ETag": _quoted(etag)})
         except WebError as exc:
-            log(request, exc.status, started, content_bytes=size, error=exc.code)
+            self.log(request, exc.status, started, content_bytes=size, error=exc.code)
             raise
-        log(request, 200, started, content_bytes=size)
+        self.log(request, 200, started, content_bytes=size)
         return response
 
-    async def save(request: web.Request) -> web.Response:
+    async def save(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         size = 0
+        state = self.state
         try:
-            doc = await resolve(request)
+            doc = await self.resolve(request)
             state.documents.check_editable(doc)
             expected = request.headers.get("If-Match")
             if expected is None:
@@ -238,26 +278,19 @@ def build_app(state: ViewerState) -> web.Application:
             finally:
                 state.saving.discard(doc.id)
         except WebError as exc:
-            log(request, exc.status, started, content_bytes=size, error=exc.code)
+            self.log(request, exc.status, started, content_bytes=size, error=exc.code)
             raise
-        log(request, 200, started, content_bytes=size, save_ms=timings["save_ms"], reindex_ms=timings["reindex_ms"])
+        saved, reindexed = timings["save_ms"], timings["reindex_ms"]
+        self.log(request, 200, started, content_bytes=size, save_ms=saved, reindex_ms=reindexed)
         total_ms = round((time.perf_counter() - started) * 1000, 3)
         return _json({**timings, "total_ms": total_ms, "bytes": size}, headers={"ETag": _quoted(timings["etag"])})
 
-    async def preview(request: web.Request) -> web.Response:
+    async def preview(self, request: web.Request) -> web.Response:
         from services.web.preview import render_markdown
 
         content = await _content(request)
         html = await asyncio.get_running_loop().run_in_executor(None, render_markdown, content)
         return _json({"html": html})
-
-    app.router.add_get("/", index)
-    app.router.add_get("/static/{name}", static)
-    app.router.add_get("/api/tree", tree)
-    app.router.add_get("/api/doc", load)
-    app.router.add_put("/api/doc", save)
-    app.router.add_post("/api/preview", preview)
-    return app
 
 
 async def _content(request: web.Request) -> str:

@@ -1,11 +1,29 @@
 """The viewer server: :class:`ViewerServer` (its own thread and event loop) and :func:`run_viewer`.
 
 ``ViewerServer(workspace_path).start()`` refuses any host but ``127.0.0.1``, ``::1`` or ``localhost``
-(:class:`ViewerError`), opens the workspace's retrieval engine and context service, reconciles (see
+(:class:`ViewerError`), opens the workspace's context service, reconciles (see
 :meth:`DocumentSet.reconcile`: nothing is served before it is done), then listens and returns.  The
 page's URL carries a random per-start token in its fragment (``#token=…``); the page sends it back as
 ``X-Aries-Token``.  ``stop()`` is idempotent: it closes the listener, lets running saves finish, and
-closes the engine.
+joins the thread.
+
+**The retrieval engine.** Inside a session — ``/serve`` in the TUI, and ``aries serve``, which opens a
+session of its own (``Session.open(…, surface=Surface.SERVE)``) — the viewer is given the session's
+engine, ``ViewerServer(root, engine=session.engine())``, and serves its workspace object: one engine per
+process and workspace, never a second one beside the TUI's.  The engine is *borrowed*: the viewer never
+closes it, and its owner must :meth:`~ViewerServer.stop` the viewer (which joins the viewer's thread
+and its save thread) before it closes the engine — the TUI stops the viewer before the session closes
+on a workspace switch or on quit (``Commands.session_closing``).  Without ``engine`` (tests, tools)
+the viewer opens its own and closes it on stop.
+
+Sharing is safe because every ``RetrievalEngine`` method is synchronous and thread-safe and takes its
+own locks: the open stores are cached under the ``Indexes`` lock (an ``RLock``); a query holds its
+index's store lock (one ``flock`` object per path in the process, exclusive between threads too) for
+BM25 and the dense search, which runs on the engine's single encoder thread while the caller waits; an
+ingest or the viewer's reindex after a save (``index_update``) holds the index's writer lock (one writer
+per index across threads and processes) and takes the store lock per batch.  So the viewer's loads
+(default executor threads) and saves (one writer thread) interleave with the TUI's worker threads batch
+by batch, exactly as two processes do; what the viewer saves is what the TUI's next query sees.
 
 ``reindex_delay`` (or ``ARIES_WEB_REINDEX_DELAY``, seconds) is a test hook: each save sleeps that long
 after its write, inside its lock, so that tests can see the 423 answers.
@@ -29,6 +47,7 @@ from services.web.errors import ViewerError
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from services.retrieval import RetrievalEngine
     from services.web.app import ViewerState
 
 LOOPBACK_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1"}
@@ -45,12 +64,16 @@ def check_host(host: str) -> str:
 
 
 class ViewerServer:
-    """The web viewer/editor of one workspace, served from its own thread (see the module docstring)."""
+    """The web viewer/editor of one workspace, served from its own thread (see the module docstring).
+
+    ``engine``: the session's retrieval engine, borrowed (its workspace is the one served; the viewer
+    never closes it: stop the viewer first); None: the viewer opens its own on ``workspace``."""
 
     def __init__(
         self,
         workspace: Path,
         *,
+        engine: RetrievalEngine | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         token: str | None = None,
@@ -58,6 +81,9 @@ class ViewerServer:
         on_progress: Progress | None = None,
     ) -> None:
         self.workspace_path = Path(workspace)
+        self.engine = engine
+        """The engine it serves with: the one given (borrowed), else its own once started."""
+        self._borrowed = engine is not None
         self.host = host
         self._address = LOOPBACK_HOSTS.get(host.strip().lower().strip("[]"), "127.0.0.1")
         self._requested_port = int(port)
@@ -118,24 +144,34 @@ class ViewerServer:
 
     def _open(self) -> ViewerState:
         from services.context.service import ContextService
-        from services.retrieval import RetrievalEngine
         from services.web.app import ViewerState
         from services.web.documents import DocumentSet
         from services.web.reqlog import WebRequestLog
-        from services.workspaces import WORKSPACE_FILE, Workspace
+        from services.workspaces import WORKSPACE_FILE
 
         root = self.workspace_path
         if not (root / WORKSPACE_FILE).is_file():
             raise ViewerError(f"{root} is not an Aries workspace (no {WORKSPACE_FILE})")
+        engine = self.engine if self.engine is not None and self._borrowed else self._own_engine(root)
+        if engine.workspace.root.resolve() != root.resolve():
+            raise ViewerError(f"the engine given serves {engine.workspace.root}, not {root}")
+        context = ContextService(engine.workspace, engine_factory=lambda: engine)  # never closes the engine
+        self._closers.append(context.close)
+        documents = DocumentSet(engine.workspace, engine, context)
+        self.startup = documents.reconcile(self.on_progress)
+        return ViewerState(documents, self._token, self.reindex_delay, log=WebRequestLog(root))
+
+    def _own_engine(self, root: Path) -> RetrievalEngine:
+        """No engine was given: one of its own on ``root``, closed with the viewer (then its workspace)."""
+        from services.retrieval import RetrievalEngine
+        from services.workspaces import Workspace
+
         workspace = Workspace(root, root.name)
         self._closers.append(workspace.close)
         engine = RetrievalEngine(workspace)
         self._closers.append(engine.close)
-        context = ContextService(workspace, engine_factory=lambda: engine)
-        self._closers.append(context.close)
-        documents = DocumentSet(workspace, engine, context)
-        self.startup = documents.reconcile(self.on_progress)
-        return ViewerState(documents, self._token, self.reindex_delay, log=WebRequestLog(root))
+        self.engine = engine
+        return engine
 
     def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
         loop = asyncio.new_event_loop()
@@ -186,16 +222,20 @@ class ViewerServer:
         self._runner = runner
 
     def stop(self) -> None:
-        """Stop serving and join the thread (idempotent)."""
+        """Stop serving and join the thread (idempotent). A stop called while another one runs (two
+        threads) returns only once the thread has ended too: after any ``stop()`` returns, nothing of
+        the viewer uses the engine any more."""
         with self._lock:
             thread, loop = self._thread, self._loop
-            self._thread = None
         if thread is None:
             return
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
         thread.join()
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
 
     def __enter__(self) -> ViewerServer:
         self.start()
@@ -212,15 +252,17 @@ def run_viewer(
     *,
     on_ready: Callable[[str], None],
     on_progress: Progress | None = None,
+    engine: RetrievalEngine | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM (``aries serve``); ``on_ready(url)`` once listening."""
+    """Serve until SIGINT or SIGTERM (``aries serve``); ``on_ready(url)`` once listening. ``engine``:
+    the session's (see :class:`ViewerServer`), closed by its session after this returns."""
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: Any) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = ViewerServer(workspace, host=host, port=port, on_progress=on_progress)
+    server = ViewerServer(workspace, engine=engine, host=host, port=port, on_progress=on_progress)
     try:
         server.start()
         on_ready(server.url)

@@ -167,3 +167,63 @@ async def test_a_save_through_the_served_page_is_found_by_the_tuis_own_engine(tm
         assert hits and "quetzalkite" in hits[0].text and hits[0].bm25_rank == 1
         await command(pilot, "/serve stop")
         await until(pilot, lambda: not app.commands.serve.running)
+
+
+def _viewer_threads() -> list[str]:
+    import threading
+
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("aries-web") and t.is_alive())
+
+
+def _spy_close(engine: Any, monkeypatch: Any) -> list[list[str]]:
+    """Record, when the engine is closed (it still closes), which viewer threads are alive."""
+    seen: list[list[str]] = []
+    close = engine.close
+
+    def closing() -> None:
+        seen.append(_viewer_threads())
+        close()
+
+    monkeypatch.setattr(engine, "close", closing)
+    return seen
+
+
+async def test_the_viewer_shares_the_sessions_engine_and_stops_before_it_closes(monkeypatch: Any) -> None:
+    """``/serve`` hands the viewer the session's own engine (no second one in the TUI process); a
+    workspace switch stops the viewer — its threads joined — before the old session closes that engine."""
+    WorkspaceManager().create("demo")
+    WorkspaceManager().create("other")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        session = app.session
+        assert session is not None
+        await command(pilot, "/serve")
+        await until(pilot, lambda: app.commands.serve.running)
+        server = app.commands.serve.server
+        assert server is not None and server.engine is session.engine()
+        assert _viewer_threads()
+        seen = _spy_close(session.engine(), monkeypatch)
+        await app.open_workspace("other")
+        assert seen == [[]]  # closed once, after every viewer thread ended
+        assert session.closed and not server.running and port_closed(server.port)
+
+
+async def test_a_switch_while_the_viewer_starts_stops_it_before_the_engine_closes(monkeypatch: Any) -> None:
+    """A start still in flight (binding, reconciling on the session's engine) when the workspace is
+    switched: the switch waits for it and stops it, so the old engine is closed with no viewer on it,
+    and no viewer is left serving the old workspace."""
+    WorkspaceManager().create("demo")
+    WorkspaceManager().create("other")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        session = app.session
+        assert session is not None
+        seen = _spy_close(session.engine(), monkeypatch)
+        app.commands.serve.start()
+        await pilot.pause()
+        await app.open_workspace("other")
+        assert seen == [[]]
+        await pilot.pause()
+        assert app.commands.serve.server is None and _viewer_threads() == []
