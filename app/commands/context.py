@@ -145,7 +145,7 @@ class ContextController:
 
         def progress(stage: str, done: int, total: int) -> None:  # in the worker's thread: posted
             label = f"context add: {stage} {done}/{total}" if total else f"context add: {stage}"
-            host.post_message(StatusStarted(key, label))
+            host.publish(StatusStarted(key, label))
 
         def add() -> tuple[Any, Any]:
             from services.context.service import ContextService
@@ -247,7 +247,7 @@ class ContextController:
                 for rank, hit in enumerate(result.hits, start=1)
             ]
             caption = f"context {kind}: {query}  ·  trace {result.trace.id} (/context trace last)"
-            self.host.post_message(HitsFound(caption, rows))
+            self.host.publish(HitsFound(caption, rows))
             self.show_trace(data)
 
         self.host.status_start(key, f"context {kind}: {query}")

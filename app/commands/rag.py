@@ -110,7 +110,7 @@ class RagController:
 
     def _ingest_over(self) -> None:
         self.ingest_cancel = None
-        self.host.post_message(IngestEnded())
+        self.host.publish(IngestEnded())
         self.host.refresh_bindings()
 
     def cancel_ingest(self) -> None:
@@ -143,7 +143,7 @@ class RagController:
         def progress(event: ProgressEvent) -> None:
             if event.stage == "wait":  # another Aries writes this index: its message, once (Ctrl+X stops waiting)
                 host.notify(event.path or "waiting for another writer", title=title, timeout=8)
-            host.post_message(IngestProgress(event))
+            host.publish(IngestProgress(event))
 
         return progress
 
@@ -169,7 +169,7 @@ class RagController:
                 severity="warning",
                 timeout=8,
             )
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(SessionChanged(session))
 
     async def _list(self, session: Session) -> None:
         try:
@@ -235,7 +235,7 @@ class RagController:
             self.host.report_error(exc.message, "/rag index use")
             return
         self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(SessionChanged(session))
 
     def _confirm_drop(self, name: str) -> None:
         from screens.confirm import ConfirmScreen
@@ -259,8 +259,8 @@ class RagController:
             self.host.report_error(exc.message, "/rag index drop")
             return
         self.host.say(f"Index {name} dropped.", "rag")
-        self.host.post_message(IndexDropped(name))
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(IndexDropped(name))
+        self.host.publish(SessionChanged(session))
 
     async def _query(self, session: Session, text: str, k: int) -> None:
         def query() -> Any:
@@ -282,7 +282,7 @@ class RagController:
             caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"
         for warning in result.warnings:
             self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
-        self.host.post_message(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
+        self.host.publish(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
 
     async def _last(self, session: Session) -> None:
         try:
@@ -294,7 +294,7 @@ class RagController:
             self.host.notify("Nothing has been retrieved in this workspace yet.")
             return
         caption = f"last: {record.query}  ·  index {record.index}  ·  {record.ts[:19].replace('T', ' ')}"
-        self.host.post_message(HitsFound(caption, record.hits))
+        self.host.publish(HitsFound(caption, record.hits))
 
     def show_chunk(self, handle: str) -> None:
         """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link)."""

@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
 
-from widgets.messages import WorkspaceChanged
+from widgets.signals import SessionSignals, follow_sessions
 
 Completer = Callable[[str], tuple[str, list[str]]]
 HISTORY_DELAY_S = 0.5
@@ -225,11 +225,13 @@ class PromptInput(Input):
         self.post_message(self.Submitted(self, text, None))
 
     # -- prompt history --------------------------------------------------------------------------
-    @on(WorkspaceChanged)
-    def _workspace_changed(self, message: WorkspaceChanged) -> None:
+    def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)  # the history follows the active session
+
+    def _session_opened(self, signals: SessionSignals) -> None:
         """The workspace's history is read a moment after it is shown, in a thread (its file format is
         a pydantic model: importing pydantic at the first frame cost ~100 ms and ~9 MB of start-up)."""
-        root = Path(message.session.workspace.root)
+        root = Path(signals.session.workspace.root)
         self._root, self.history, self._recall = root, [], None
         self.set_timer(HISTORY_DELAY_S, lambda: self._in_thread(root, None))
 
