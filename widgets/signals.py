@@ -15,9 +15,10 @@ queue, a controller's thread). ``SessionSignals.post`` — reached from a contro
 other thread it hops to the UI thread's event loop (``loop.call_soon_threadsafe``, what Textual's own
 ``post_message`` does from a thread), in the order posted. Nothing else publishes.
 
-**Errors.** A subscriber's callback always runs through its node's queue (``PaneSignal`` refuses
-``immediate``), so an exception in a pane's callback reaches ``App._handle_exception``: the App exits
-with the traceback and ``run_test`` re-raises it. ``Signal.publish`` would only log it.
+**Errors.** An exception in a pane's callback reaches ``App._handle_exception``: the App exits with
+the traceback and ``run_test`` re-raises it (``Signal.publish`` would only log it). A session's news
+runs through the subscriber's queue, where Textual hands an exception to the App; the one immediate
+subscription, ``SessionHub.opened`` (``follow_sessions``), is guarded to do the same (``PaneSignal``).
 """
 
 from __future__ import annotations
@@ -79,16 +80,28 @@ ROUTES: dict[type[Any], str] = {
 
 
 class PaneSignal(Signal[T], Generic[T]):
-    """A ``Signal`` whose callbacks always run through the subscriber's queue (never ``immediate``):
-    an exception in one is the App's (``_handle_exception``), not a log line. It remembers its
-    subscribers so that ``drop`` can forget them all."""
+    """A ``Signal`` that never swallows a subscriber's exception. A callback runs through the
+    subscriber's queue (the default), where an exception is the App's (``_handle_exception``); an
+    ``immediate`` one (synchronous, run inside ``publish``) is guarded to hand its exception to the App
+    too, instead of ``Signal.publish``'s log line. It remembers its subscribers so that ``drop`` can
+    forget them all."""
 
     def __init__(self, owner: DOMNode, name: str) -> None:
         super().__init__(owner, name)
         self.subscribers: list[DOMNode] = []
 
     def subscribe(self, node: DOMNode, callback: SignalCallbackType[T], immediate: bool = False) -> None:
-        super().subscribe(node, callback, immediate=False)
+        if immediate:
+
+            def guarded(data: T) -> None:
+                try:
+                    callback(data)
+                except Exception as error:  # the App exits with it (run_test re-raises it)
+                    node.app._handle_exception(error)
+
+            super().subscribe(node, guarded, immediate=True)
+        else:
+            super().subscribe(node, callback)
         self.subscribers.append(node)
 
     def drop(self) -> None:
@@ -104,6 +117,7 @@ class SessionSignals:
         self.session = session
         self.name = session.workspace.name
         self.closed = False
+        self.followers: list[DOMNode] = []  # the nodes that have shown this session (``follow_sessions``)
         self.changed: PaneSignal[SessionChanged] = PaneSignal(owner, "changed")
         """What is in force changed (policy, mode, model, profile, index in use, trust, the web viewer)."""
         self.conversation: PaneSignal[Conversational] = PaneSignal(owner, "conversation")
@@ -179,18 +193,19 @@ def hub_of(node: DOMNode) -> SessionHub | None:
     return hub if isinstance(hub, SessionHub) else None
 
 
-def follow_sessions(node: DOMNode, shown: Callable[[SessionSignals], Any]) -> None:
+def follow_sessions(node: DOMNode, shown: Callable[[SessionSignals], None]) -> None:
     """Call from ``on_mount``: ``shown(signals)`` for the active session (if one is open) and for each
-    session opened later; ``shown`` subscribes to what it follows on ``signals`` and shows the session."""
+    session opened later; ``shown`` subscribes to what it follows on ``signals`` and shows the session.
+    It runs inside ``SessionHub.open`` (immediate, synchronous: nothing the new session publishes can
+    come before the node's subscriptions), its exception handed to the App."""
     hub = hub_of(node)
     if hub is None:
         return
 
-    def opened(signals: SessionSignals) -> Any:
-        if not signals.closed:  # a quick switch can close it before the node hears it
-            return shown(signals)
-        return None
+    def opened(signals: SessionSignals) -> None:
+        shown(signals)
+        signals.followers.append(node)
 
-    hub.opened.subscribe(node, opened)
+    hub.opened.subscribe(node, opened, immediate=True)
     if hub.current is not None:
-        node.call_next(opened, hub.current)
+        opened(hub.current)
