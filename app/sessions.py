@@ -96,7 +96,7 @@ class ActiveSession:
         if signals is None:
             return
         self._unsubscribe = [
-            conversation.subscribe(lambda e: signals.post(ConversationEntry(e, conversation.conversation_id))),
+            conversation.subscribe(lambda e, ev: signals.post(ConversationEntry(e, conversation.conversation_id, ev))),
             session.approvals.subscribe(lambda: signals.post(ApprovalsChanged(session))),
         ]
 

@@ -17,6 +17,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from services.assistant.events import LoopEvent
+    from services.conversation.events import ConversationEvent
     from services.retrieval.models import ProgressEvent
     from services.session import Session
 
@@ -42,10 +43,13 @@ class ConversationStarted(Message, bubble=False):
 
 @dataclass
 class ConversationEntry(Message, bubble=False):
-    """The session's conversation wrote an entry (posted from whichever thread wrote it)."""
+    """The session's conversation wrote an entry (posted from whichever thread wrote it): ``event``, the
+    typed event it was written from; ``entry``, its stored form (with its timestamp and ids), which the
+    Transcript pane renders like the entries it loads from the file."""
 
     entry: dict[str, Any]
     conversation_id: str
+    event: ConversationEvent
 
 
 @dataclass

@@ -277,7 +277,7 @@ class TranscriptPane(VerticalScroll):
 
     def _conversation(self, message: ConversationStarted | ConversationEntry) -> None:
         if isinstance(message, ConversationEntry):
-            if not self.streamed(message.entry):
+            if not self.streamed(message):
                 self.add_entry(message.entry)
             self.border_subtitle = message.conversation_id
         elif message.conversation_id:  # /resume, /fork: the reopened conversation
@@ -285,15 +285,13 @@ class TranscriptPane(VerticalScroll):
         else:  # /new
             self.load([], subtitle="new conversation")
 
-    def streamed(self, entry: dict[str, Any]) -> bool:
+    def streamed(self, message: ConversationEntry) -> bool:
         """True for the recorded answer of a turn followed here: its stream's block shows it already
         (the cloud's answer is never streamed)."""
-        return (
-            entry.get("role") == "assistant"
-            and entry.get("provenance") != "cloud"
-            and entry.get("turn_id") is not None
-            and entry.get("turn_id") in self._turns
-        )
+        from services.conversation.events import AssistantAnswer
+
+        event = message.event
+        return isinstance(event, AssistantAnswer) and event.provenance != "cloud" and event.turn_id in self._turns
 
     async def _turn_event(self, message: TurnEvent) -> None:
         """The answer streams into its own block; a tool call or an invalid attempt closes the block
