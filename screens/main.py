@@ -5,7 +5,7 @@ At ``NARROW_WIDTH`` columns and wider the side column stands beside the transcri
 focus (F3, F4, F5; F2 and sending a message bring the transcript back). A strip at the top names
 the pane in view, the F-keys and how many approvals wait.
 
-The screen relays nothing: each pane, the status line and the prompt (its history) subscribe to the
+The screen hands nothing on: each pane, the status line and the prompt (its history) subscribe to the
 active session's signals when mounted (``widgets.signals.follow_sessions``) and update themselves.
 
 Focus: the prompt has it unless the operator moves it. Panes never take it; when a modal closes,

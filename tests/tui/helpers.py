@@ -108,7 +108,7 @@ class Messages:
             return bool(found)
 
         await until(pilot, arrived, messages=self, timeout=timeout, what=f"a {kind.__name__} message")
-        return found[0]  # handled, and whatever it relayed to the panes too (until's last barrier)
+        return found[0]  # handled, and whatever it started too (until's last barrier)
 
     async def notified(self, pilot: Pilot[Any], text: str, *, since: int = 0, timeout: float = TIMEOUT_S) -> str:
         """The first notification (after ``since``) whose title or message contains ``text``."""
@@ -132,7 +132,7 @@ async def until(
 ) -> None:
     """Return once ``check()`` is true: re-checked after each message handled (with a recorder), else
     after each ``pilot.pause()`` barrier; then one barrier more, so that what the change started (a
-    screen composing, a relayed message) is done. Fails after ``timeout`` seconds."""
+    screen composing, a signal's callbacks) is done. Fails after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not check():
         left = deadline - time.monotonic()
