@@ -137,7 +137,10 @@ class SessionSignals:
         if threading.get_ident() == self._thread:
             self._publish(message)
         else:
-            self._loop.call_soon_threadsafe(self._publish, message)
+            try:
+                self._loop.call_soon_threadsafe(self._publish, message)
+            except RuntimeError:  # the App's loop is closed: nobody is left to hear it
+                pass
 
     def _publish(self, message: PaneMessage) -> None:
         if self.closed:
