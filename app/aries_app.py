@@ -1,10 +1,11 @@
-"""The Aries App: owns the active session and wires what it reports to the screens.
+"""The Aries App: owns the active session and the signals its panes follow.
 
 Everything a workspace holds — policy in force, gateway, engine, conversation, approval queue — is
-one headless ``services.session.Session``. The App opens and closes sessions, turns what a session
-reports into messages (``widgets.messages``) and relays those to the main screen, whose panes
-update themselves. Slash commands go to the controllers of ``app.commands`` (each built on first
-use, after the first frame), which reach the App only through the ``app.host.Host`` protocol.
+one headless ``services.session.Session``. The App opens and closes sessions and owns their signals
+(``widgets.signals.SessionHub``): what a session, a controller or a worker reports is published there
+(``publish``, thread-safe) and the panes subscribe to it themselves; the App forwards no message to a
+pane (``tests/test_signals.py``). Slash commands go to the controllers of ``app.commands`` (each built
+on first use, after the first frame), which reach the App only through the ``app.host.Host`` protocol.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
-from textual.message import Message
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -29,7 +29,8 @@ from services.errors import AriesError
 from widgets import messages
 from widgets.approvals.pane import ApprovalsPane
 from widgets.context.pane import ContextPane
-from widgets.messages import ApprovalsChanged, ConversationEntry, Preparing, SessionChanged, TurnEvent, WorkspaceChanged
+from widgets.messages import ApprovalsChanged, Preparing, SessionChanged, TurnEvent
+from widgets.signals import PaneMessage, SessionHub, SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
     from textual.command import Provider
@@ -62,7 +63,8 @@ class AriesApp(App[int]):
         super().__init__()
         self._manager, self._initial, self._create = manager, workspace, create
         self.commands = Commands(self)  # the controllers, each made on first use
-        self.active = ActiveSession(self, self.commands, conversation=conversation)  # last, new or an id
+        self.signals = SessionHub(self)  # the active session's signals, which the panes follow
+        self.active = ActiveSession(self, self.commands, self.signals, conversation=conversation)  # last, new, an id
         self.settled = Event()  # the first workspace open and the deferred start-up work done
 
     @property
@@ -86,6 +88,7 @@ class AriesApp(App[int]):
             self.post_message(Preparing(key, stage, message))
 
         self._remove_notices = add_listener(told)
+        follow_sessions(self, self._session_opened)
         self.call_after_refresh(self._open_initial)
 
     async def _open_initial(self) -> None:
@@ -139,54 +142,29 @@ class AriesApp(App[int]):
             return ""
         return session_line(self.session, self.commands.model_label(), self.commands.serving())
 
-    # -- what the session and the workers report ------------------------------------------------------
-    @on(MainScreen.Ready)
-    def _panes_ready(self) -> None:
-        if self.session is not None:
-            self.post_message(WorkspaceChanged(self.session.workspace.name, self.session))
+    # -- what the App itself follows of the active session (the panes follow it themselves) ----------
+    def _session_opened(self, signals: SessionSignals) -> None:
+        signals.changed.subscribe(self, self._show_header)
+        signals.approvals.subscribe(self, self._approvals_changed)
+        signals.turn.subscribe(self, self._turn_heard)
+        self._show_header()
+        self.commands.profiles.check_in_background()  # a broken profile says so (deferred start-up work)
 
-    @on(WorkspaceChanged)
-    @on(SessionChanged)
-    def _session_shown(self, message: WorkspaceChanged | SessionChanged) -> None:
-        if message.session is not self.session:
-            return  # a switch overtook it
+    def _show_header(self, _: SessionChanged | None = None) -> None:
         self.sub_title = self.header_text()
-        self._to_panes(message)
-        if isinstance(message, WorkspaceChanged):  # a broken profile says so without waiting for a turn
-            self.commands.profiles.check_in_background()
 
-    @on(messages.ConversationStarted)
-    @on(messages.HitsFound)
-    @on(messages.IndexDropped)
-    @on(messages.IngestProgress)
-    @on(messages.IngestEnded)
-    @on(messages.ArtifactsChanged)
-    @on(messages.StatusStarted)
-    @on(messages.StatusStopped)
-    @on(messages.StatusWaiting)
-    def _to_panes(self, message: Message) -> None:
-        for screen in self.screen_stack:
-            if isinstance(screen, MainScreen):
-                screen.relay(message)
-
-    @on(ConversationEntry)
-    def _conversation_entry(self, message: ConversationEntry) -> None:
-        session = self.session
-        if session is None or message.conversation_id != session.conversation.conversation_id:
-            return
-        if not self.commands.assistant.streams(message.entry):  # a streamed answer is on screen already
-            self._to_panes(message)
-
-    @on(TurnEvent)
-    def _turn_event(self, message: TurnEvent) -> None:
-        if self.commands.assistant.show(message):  # not a turn of a workspace switched away from
-            self._to_panes(message)
-
-    @on(ApprovalsChanged)
     def _approvals_changed(self, message: ApprovalsChanged) -> None:
-        if message.session is self.session:
-            self._to_panes(message)
-            self.commands.approvals.changed(message.session)
+        self.commands.approvals.changed(message.session)  # a decided call's modal closes
+
+    def _turn_heard(self, message: TurnEvent) -> None:
+        from services.assistant.events import Cancelled, Failed
+
+        if isinstance(message.event, Cancelled | Failed):  # the modal of its waiting call closes
+            self.commands.approvals.close_modal_of(message.event.turn_id)
+
+    def publish(self, message: PaneMessage) -> None:
+        """News for the panes of the active session (thread-safe: ``app.host.Host.publish``)."""
+        self.signals.post(message)
 
     @on(ApprovalsPane.Open)
     def _open_approval(self, message: ApprovalsPane.Open) -> None:
@@ -246,10 +224,10 @@ class AriesApp(App[int]):
 
     def status_start(self, key: str, label: str, *, cancellable: bool = False) -> None:
         """A line above the prompt while something runs (``cancellable``: Ctrl+X cancels it)."""
-        self.post_message(messages.StatusStarted(key, label, cancellable))
+        self.publish(messages.StatusStarted(key, label, cancellable))
 
     def status_stop(self, key: str) -> None:
-        self.post_message(messages.StatusStopped(key))
+        self.publish(messages.StatusStopped(key))
 
     # -- keys and the prompt --------------------------------------------------------------------------
     def action_help(self) -> None:

@@ -3,8 +3,9 @@
 ``AriesApp`` satisfies both protocols structurally. A controller (``app/commands/<area>.py``) holds
 a ``Host``; the workspace commands and the palette hold an ``AppHost``, which adds the App's own
 actions. Everything here runs on the App's thread, except the members marked thread-safe: a worker
-thread reports back only through those (``post_message``, which Textual makes thread-safe, and
-``notify`` / ``report_error``, which post Textual's ``Notify`` message).
+thread reports back only through those (``publish``, news for the panes through the active session's
+signals, ``widgets.signals``; ``post_message``, which Textual makes thread-safe; ``notify`` /
+``report_error``, which post Textual's ``Notify`` message).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
     from services.session import Session
     from services.workspaces import WorkspaceManager
+    from widgets.signals import PaneMessage
 
 T = TypeVar("T")
 
@@ -70,8 +72,12 @@ class Host(Protocol):
 
     def status_stop(self, key: str) -> None: ...
 
+    def publish(self, message: PaneMessage) -> None:
+        """News for the panes of the active session (thread-safe): published on its signals, on the UI
+        thread; a message naming a session that is no longer active is heard by nobody."""
+
     def post_message(self, message: Message) -> bool:
-        """Post a message to the App (thread-safe): the way a worker reports back."""
+        """Post a message to the App (thread-safe): for the App's own handlers, never for a pane."""
 
     def run_worker(
         self,

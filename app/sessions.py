@@ -1,8 +1,10 @@
 """The App's active session: opening a workspace (its lease first), hearing what the session reports,
 and closing it in order (waiting approvals denied, running calls cancelled, each recorded).
 
-What a session reports reaches the App as messages (``widgets.messages``), posted from whichever
-thread reports it; the App relays them to the panes.
+What a session reports reaches the panes through the session's signals (``widgets.signals``): the
+App's ``SessionHub`` makes a fresh ``SessionSignals`` when a session becomes active and drops it when
+the session closes; the conversation and the approval queue report to it from whichever thread they
+run on (``SessionSignals.post`` is thread-safe and hops to the UI thread).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError
-from widgets.messages import ApprovalsChanged, ConversationEntry, ConversationStarted, WorkspaceChanged
+from widgets.messages import ApprovalsChanged, ConversationEntry, ConversationStarted
 
 if TYPE_CHECKING:
     from app.commands import Commands
@@ -20,12 +22,14 @@ if TYPE_CHECKING:
     from services.leases import WorkspaceLease
     from services.session import Session
     from services.workspaces import Workspace
+    from widgets.signals import SessionHub
 
 
 class ActiveSession:
-    def __init__(self, host: Host, commands: Commands, *, conversation: str = "last") -> None:
+    def __init__(self, host: Host, commands: Commands, hub: SessionHub, *, conversation: str = "last") -> None:
         self.host = host
         self.commands = commands
+        self.hub = hub  # the App's: each active session's signals
         # The first workspace's conversation: ``last`` (reopen), ``new``, or an id (``aries --continue``,
         # ``--conversation ID``). A workspace opened later (Ctrl+O) reopens its last conversation.
         self._initial_conversation: str | None = conversation
@@ -75,21 +79,23 @@ class ActiveSession:
             self.host.report_error(exc.message, "conversation")
             session = Session.open(workspace, surface=Surface.TUI, lease=lease)
         self.session = session
+        self.hub.open(session)  # the panes follow it from now
         self.subscribe(session)
         for warning in warnings[:5]:
             self.host.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)
         if session.trust.needs_review:
             self.commands.trust.offer()
-        self.host.post_message(WorkspaceChanged(workspace.name, session))
 
     def subscribe(self, session: Session) -> None:
-        """What the session reports reaches the App as messages, from whichever thread reports it."""
+        """What the session reports goes to its signals, from whichever thread reports it."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        conversation, host = session.conversation, self.host
+        conversation, signals = session.conversation, self.hub.current
+        if signals is None:
+            return
         self._unsubscribe = [
-            conversation.subscribe(lambda e: host.post_message(ConversationEntry(e, conversation.conversation_id))),
-            session.approvals.subscribe(lambda: host.post_message(ApprovalsChanged(session))),
+            conversation.subscribe(lambda e, ev: signals.post(ConversationEntry(e, conversation.conversation_id, ev))),
+            session.approvals.subscribe(lambda: signals.post(ApprovalsChanged(session))),
         ]
 
     def new_conversation(self, reference: str | None = None) -> None:
@@ -98,10 +104,10 @@ class ActiveSession:
         session = self.host.require_session()
         if reference is None:
             session.new_conversation()
-            self.host.post_message(ConversationStarted())
+            self.host.publish(ConversationStarted())
         else:
             conversation = session.open_conversation(reference)
-            self.host.post_message(ConversationStarted(conversation.conversation_id, conversation.read().entries))
+            self.host.publish(ConversationStarted(conversation.conversation_id, conversation.read().entries))
         self.subscribe(session)
 
     async def close(self, reason: str) -> None:
@@ -109,6 +115,7 @@ class ActiveSession:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
+        self.hub.close()  # its panes hear nothing more of it
         await self.commands.session_closing(session, reason)  # the web viewer stops, an ingest is told to
         if session is not None:
             try:

@@ -5,8 +5,8 @@ At ``NARROW_WIDTH`` columns and wider the side column stands beside the transcri
 focus (F3, F4, F5; F2 and sending a message bring the transcript back). A strip at the top names
 the pane in view, the F-keys and how many approvals wait.
 
-The App relays the messages of ``widgets.messages`` here (``relay``): each pane and the status line
-gets its own copy and updates itself from it.
+The screen hands nothing on: each pane, the status line and the prompt (its history) subscribe to the
+active session's signals when mounted (``widgets.signals.follow_sessions``) and update themselves.
 
 Focus: the prompt has it unless the operator moves it. Panes never take it; when a modal closes,
 the prompt gets it back (the transcript, and the approval queue after a decision while calls still
@@ -15,7 +15,7 @@ wait, keep it); when the approval queue empties while it had the focus, the prom
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from textual import events, on
@@ -43,16 +43,11 @@ if TYPE_CHECKING:
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
-RECEIVERS = (*PANE_IDS, "run-status", "prompt")
-"""Who ``relay`` hands a message to: the panes, the status line and the prompt (its history)."""
 
 
 class MainScreen(Screen[None]):
     CSS_PATH = "main.tcss"
     AUTO_FOCUS = "#prompt"  # back from a modal whose opener is gone (a call denied meanwhile): the prompt
-
-    class Ready(Message):
-        """The panes are mounted: the App fills them from the active workspace."""
 
     @dataclass
     class SlashCommand(Message):
@@ -89,7 +84,6 @@ class MainScreen(Screen[None]):
         self.query_one("#completions").display = False
         self._apply_width(self.size.width or self.app.size.width)
         self.query_one(PromptInput).focus()
-        self.post_message(self.Ready())
 
     # -- narrow layout ---------------------------------------------------------------------------
     @property
@@ -288,13 +282,6 @@ class MainScreen(Screen[None]):
         prompt.focus()
         if event.run:  # submitted from the prompt's own context, so that it is the message's sender
             prompt.call_later(prompt.action_submit)
-
-    # -- what the App relays ---------------------------------------------------------------------
-    def relay(self, message: Message) -> None:
-        """Hand a copy of ``message`` (a dataclass of ``widgets.messages``, which never bubbles) to each
-        pane and the status line: each one handles what concerns it and ignores the rest."""
-        for receiver in self.query(", ".join(f"#{name}" for name in RECEIVERS)):
-            receiver.post_message(replace(message))  # type: ignore[type-var]
 
     @property
     def run_status(self) -> RunStatus:

@@ -1,11 +1,11 @@
 """Messages between the App, its controllers and the panes: small dataclasses, nothing else.
 
-The flow is one way: a worker (a thread, or an async worker awaiting one) or a session subscriber
-posts one of these to the App (``post_message`` is thread-safe); the App handles what concerns it
-(the header, the modal of a decided call) and relays the rest to the main screen, which hands a copy
-to each pane and to the status line (``MainScreen.relay``). A pane updates itself from what it is
-sent; nothing outside a pane calls into it. They live in the lowest UI layer because the panes
-(widgets) handle them; none bubbles (a relayed copy stops at the pane it was handed to).
+The flow is one way: a worker (a thread, or an async worker awaiting one), a controller or a session
+subscriber hands one of these to the active session's signals (``Host.publish`` →
+``widgets.signals.SessionHub.post``, thread-safe), which publish it on the UI thread to the panes that
+subscribed (``widgets.signals``). The App forwards none of them. A pane updates itself from what it
+is sent; nothing outside a pane calls into it. They live in the lowest UI layer because the panes
+(widgets) handle them; none bubbles. ``Preparing`` is the App's own (a notification), posted to it.
 """
 
 from __future__ import annotations
@@ -16,23 +16,18 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from services.assistant.events import LoopEvent
+    from services.conversation.events import ConversationEvent
     from services.retrieval.models import ProgressEvent
     from services.session import Session
-
-
-@dataclass
-class WorkspaceChanged(Message, bubble=False):
-    """A workspace became active (or the panes appeared): each pane shows it afresh."""
-
-    name: str
-    session: Session
 
 
 @dataclass
 class SessionChanged(Message, bubble=False):
     """What is in force changed (policy, approval mode, model, profile, index in use, trust, the web
     viewer): the header and the side panes show it again; the transcript keeps its entries (they
-    arrive as ``ConversationEntry``: reloading it while one is on its way would show that one twice)."""
+    arrive as ``ConversationEntry``: reloading it while one is on its way would show that one twice).
+    A session becoming active is not a message: panes hear ``SessionHub.opened``."""
 
     session: Session
 
@@ -48,10 +43,13 @@ class ConversationStarted(Message, bubble=False):
 
 @dataclass
 class ConversationEntry(Message, bubble=False):
-    """The session's conversation wrote an entry (posted from whichever thread wrote it)."""
+    """The session's conversation wrote an entry (posted from whichever thread wrote it): ``event``, the
+    typed event it was written from; ``entry``, its stored form (with its timestamp and ids), which the
+    Transcript pane renders like the entries it loads from the file."""
 
     entry: dict[str, Any]
     conversation_id: str
+    event: ConversationEvent
 
 
 @dataclass
@@ -65,9 +63,9 @@ class ApprovalsChanged(Message, bubble=False):
 class TurnEvent(Message, bubble=False):
     """Something the turn loop reported (retrieved chunks, a streamed token, a tool call, the end)."""
 
-    event: Any
+    event: LoopEvent
     model_label: str = ""
-    session: Session | None = None  # whose turn: a turn of a workspace switched away from is not shown
+    session: Session | None = None  # whose turn: published on that session's signals only
 
 
 @dataclass

@@ -1,11 +1,13 @@
 """The live status line above the prompt: what is running now, for how long, and how to cancel it.
 
 ``start(key, label)`` adds an item (a tool call, a turn); ``stop(key)`` removes it. While anything
-runs, the line shows each item with its elapsed time, ticking; when idle it is hidden. The App
-relays ``StatusStarted`` / ``StatusStopped`` (``widgets.messages``) around tool calls, turns and
-other work, and binds the cancel key named in ``cancel_hint``. An item that waits for the operator
-(``StatusWaiting``: a call in the approval queue) says so instead of counting; its clock starts when
-it stops waiting. A workspace switch clears the line: what ran there was closed with its session.
+runs, the line shows each item with its elapsed time, ticking; when idle it is hidden. It follows the
+active session's signals (``widgets.signals``), subscribed when mounted: the turn loop's events (a
+turn's row from its retrieval to its end, a row per tool call the model asked for) and the ``status``
+signal (``StatusStarted`` / ``StatusStopped`` around other work). The App binds the cancel key named
+in ``cancel_hint``. An item that waits for the operator (``StatusWaiting``: a call in the approval
+queue) says so instead of counting; its clock starts when it stops waiting. A session shown afresh
+clears the line: what ran before was closed with its session.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual import on
 from textual.widgets import Static
 
-from widgets.messages import StatusStarted, StatusStopped, StatusWaiting, WorkspaceChanged
+from widgets.messages import StatusStarted, StatusStopped, TurnEvent, call_status_key
 from widgets.safe import clip
+from widgets.signals import SessionSignals, StatusNews, follow_sessions
 
 TICK_S = 0.1
 LABEL_WIDTH = 60
@@ -58,6 +60,7 @@ class RunStatus(Static):
         self._items: dict[str, tuple[str, float, bool]] = {}
         self._timer: Any = None
         self._waiting: frozenset[str] = frozenset()
+        self._calls: dict[str, set[str]] = {}  # each turn's rows for its tool calls
 
     @property
     def running(self) -> list[str]:
@@ -75,21 +78,38 @@ class RunStatus(Static):
         if self._items.pop(key, None) is not None:
             self._changed()
 
-    @on(StatusStarted)
-    def _started(self, message: StatusStarted) -> None:
-        self.start(message.key, message.label, cancellable=message.cancellable)
-
-    @on(StatusStopped)
-    def _stopped(self, message: StatusStopped) -> None:
-        self.stop(message.key)
-
-    @on(StatusWaiting)
-    def _waiting_changed(self, message: StatusWaiting) -> None:
-        self.wait_for(message.keys)
-
-    @on(WorkspaceChanged)
-    def _workspace_changed(self) -> None:
+    # -- what the session's signals say -----------------------------------------------------------
+    def _session_opened(self, signals: SessionSignals) -> None:
+        signals.status.subscribe(self, self._status)
+        signals.turn.subscribe(self, self._turn_event)
         self.clear()
+
+    def _status(self, message: StatusNews) -> None:
+        if isinstance(message, StatusStarted):
+            self.start(message.key, message.label, cancellable=message.cancellable)
+        elif isinstance(message, StatusStopped):
+            self.stop(message.key)
+        else:
+            self.wait_for(message.keys)
+
+    def _turn_event(self, message: TurnEvent) -> None:
+        """A turn's row from its retrieval to its end; a row for each tool call the model asked for."""
+        from services.assistant import Cancelled, Done, Failed, Retrieved, ToolFinished, ToolProposed
+
+        event, label = message.event, message.model_label
+        if isinstance(event, Retrieved):
+            self.start(f"turn-{event.turn_id}", f"{label} is answering", cancellable=True)
+        elif isinstance(event, ToolProposed):
+            key = call_status_key(event.tool_call_id)
+            self._calls.setdefault(event.turn_id, set()).add(key)
+            self.start(key, f"{event.tool_id} (asked by {label})", cancellable=True)
+        elif isinstance(event, ToolFinished):
+            self._calls.get(event.turn_id, set()).discard(call_status_key(event.tool_call_id))
+            self.stop(call_status_key(event.tool_call_id))
+        elif isinstance(event, Done | Cancelled | Failed):  # over: its row goes, and each call's it left
+            for key in self._calls.pop(event.turn_id, set()):
+                self.stop(key)
+            self.stop(f"turn-{event.turn_id}")
 
     def wait_for(self, keys: frozenset[str]) -> None:
         """``keys`` wait for the operator now; an item that stops waiting counts its time from now."""
@@ -103,6 +123,7 @@ class RunStatus(Static):
 
     def clear(self) -> None:
         self._items.clear()
+        self._calls.clear()
         self._waiting = frozenset()
         self._changed()
 
@@ -117,6 +138,7 @@ class RunStatus(Static):
         self._tick()
 
     def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)
         if self._items:
             self._changed()
 

@@ -1,6 +1,6 @@
 """The approval queue in the TUI: Enter on a waiting call opens its modal; a call decided elsewhere
 (cancelled, denied on a switch or a mode change) takes its modal with it; when the queue is done the
-focus goes back to the prompt. The Approvals pane shows the queue itself (``ApprovalsChanged``)."""
+focus goes back to the prompt. The Approvals pane follows the queue itself (the session's ``approvals`` signal)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class ApprovalsController:
         if isinstance(modal, ApprovalScreen) and modal.request.call_id not in {request.call_id for request in pending}:
             modal.dismiss(None)
         waiting = {str(r.origin["tool_call_id"]) for r in pending if r.origin.get("tool_call_id")}
-        self.host.post_message(StatusWaiting(frozenset(call_status_key(c) for c in waiting)))
+        self.host.publish(StatusWaiting(frozenset(call_status_key(c) for c in waiting)))
         self.host.call_after_refresh(self.focus_prompt_if_queue_done)
 
     def close_modal_of(self, turn_id: str) -> None:

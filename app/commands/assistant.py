@@ -3,8 +3,9 @@ modal); ``/model``.
 
 Nothing about a turn is decided here: the loop (``services.assistant``) retrieves, calls the model,
 sends each tool call through the session's gateway and records everything. This controller only
-starts and cancels it and keeps the status line; the loop's events reach the panes as ``TurnEvent``
-messages (in order), and the Transcript pane streams the answer from them.
+starts and cancels it; the loop's events are published on the session's ``turn`` signal as
+``TurnEvent``s (in order): the Transcript pane streams the answer from them and reconciles it with the
+recorded one, the status row follows the turn and its tool calls.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.messages import SessionChanged, TurnEvent, call_status_key
+from widgets.messages import SessionChanged, TurnEvent
 
 if TYPE_CHECKING:
     from textual.worker import Worker
@@ -28,10 +29,7 @@ class AssistantController:
         self.host = host
         self.approvals = approvals
         self.worker: Worker[Any] | None = None
-        self.turn_id: str | None = None
         self.model_label = ""
-        self._streamed: set[str] = set()  # turns whose answer was streamed (not shown twice)
-        self._calls: dict[str, set[str]] = {}  # each turn's status items for its tool calls
 
     @property
     def running(self) -> bool:
@@ -88,7 +86,7 @@ class AssistantController:
         loop = TurnLoop(
             session,
             provider,
-            on_event=lambda event: self.host.post_message(TurnEvent(event, label, session)),
+            on_event=lambda event: self.host.publish(TurnEvent(event, label, session)),
             cloud_approve=self._cloud_approver(session),
         )
         try:
@@ -154,7 +152,7 @@ class AssistantController:
         if session.in_force.operator.model:
             note = f" ARIES_MODEL={session.in_force.operator.model} is set in the environment and wins while it is."
         self.host.say(f"Model for workspace {session.workspace.name}: {config.label}.{note}", "model")
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(SessionChanged(session))
 
     async def _list_models(self) -> None:
         from services.models.listing import list_providers
@@ -194,49 +192,3 @@ class AssistantController:
                 title="model",
                 timeout=6,
             )
-
-    # -- what a turn reports (on the App's thread, in the order the loop reported) -------------
-    def show(self, message: TurnEvent) -> bool:
-        """The status line and the turn's bookkeeping; the panes render the same event themselves
-        (the Transcript pane streams the answer, the Context pane shows what was injected). False for
-        an event of a session no longer active (a workspace switch overtook the turn): not shown."""
-        from services.assistant import Cancelled, Done, Failed, Retrieved, ToolFinished, ToolProposed
-
-        event = message.event
-        if message.session is not None and message.session is not self.host.session:
-            if isinstance(event, Done | Cancelled | Failed):
-                self._end(event.turn_id)
-            return False
-        if isinstance(event, Retrieved):
-            self.turn_id = event.turn_id
-            self.host.status_start(f"turn-{event.turn_id}", f"{self.model_label} is answering", cancellable=True)
-        elif isinstance(event, ToolProposed):
-            label = f"{event.tool_id} (asked by {self.model_label})"
-            key = call_status_key(event.tool_call_id)
-            self._calls.setdefault(event.turn_id, set()).add(key)
-            self.host.status_start(key, label, cancellable=True)
-        elif isinstance(event, ToolFinished):
-            self._calls.get(event.turn_id, set()).discard(call_status_key(event.tool_call_id))
-            self.host.status_stop(call_status_key(event.tool_call_id))
-        elif isinstance(event, Done):
-            self._end(event.turn_id)
-        elif isinstance(event, Cancelled | Failed):
-            self.approvals.close_modal_of(event.turn_id)
-            self._end(event.turn_id)
-        return True
-
-    def streams(self, entry: dict[str, Any]) -> bool:
-        """True for the recorded answer of a turn already shown as a stream (not shown twice)."""
-        return (
-            entry.get("role") == "assistant"
-            and entry.get("provenance") != "cloud"  # the cloud's answer is never streamed
-            and entry.get("turn_id") is not None
-            and (entry.get("turn_id") == self.turn_id or entry.get("turn_id") in self._streamed)
-        )
-
-    def _end(self, turn_id: str) -> None:
-        """The turn is over: its row goes, and so does the row of each call it left (cancelled, failed)."""
-        self._streamed.add(turn_id)
-        for key in self._calls.pop(turn_id, set()):
-            self.host.status_stop(key)
-        self.host.status_stop(f"turn-{turn_id}")

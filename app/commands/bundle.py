@@ -28,7 +28,7 @@ class BundleController:
 
         def report(done: int, total: int, path: str) -> None:  # in the worker's thread: posted
             percent = int(100 * done / total) if total else 100
-            host.post_message(StatusStarted("bundle", f"{verb} {percent}%"))
+            host.publish(StatusStarted("bundle", f"{verb} {percent}%"))
 
         return report
 

@@ -137,7 +137,7 @@ class ContextController:
 
         def progress(stage: str, done: int, total: int) -> None:  # in the worker's thread: posted
             label = f"context add: {stage} {done}/{total}" if total else f"context add: {stage}"
-            host.post_message(StatusStarted(key, label))
+            host.publish(StatusStarted(key, label))
 
         def add() -> tuple[Any, Any]:
             from services.context.service import ContextService
@@ -217,7 +217,7 @@ class ContextController:
                 for rank, hit in enumerate(result.hits, start=1)
             ]
             caption = f"context {kind}: {query}  ·  trace {result.trace.id} (/context trace last)"
-            self.host.post_message(HitsFound(caption, rows))
+            self.host.publish(HitsFound(caption, rows))
             self.show_trace(data)
 
         run_task(self.host, f"/context {kind}", retrieve, found, group=key, status=f"context {kind}: {query}", key=key)

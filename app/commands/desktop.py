@@ -67,7 +67,7 @@ class DesktopController:
         finally:
             self.host.status_stop(key)
         if any(o.result.ok and o.step.tool_id in ARTIFACT_TOOLS for o in run.outcomes):
-            self.host.post_message(ArtifactsChanged(session))
+            self.host.publish(ArtifactsChanged(session))
         if not run.ok:
             self.host.notify(
                 run.summary(), title="/desktop", severity="warning" if run.denied else "error", timeout=8, markup=False

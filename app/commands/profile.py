@@ -48,7 +48,7 @@ class ProfileController:
 
         await asyncio.to_thread(check)
         if session.profile_broken and self.host.session is session:
-            self.host.post_message(SessionChanged(session))
+            self.host.publish(SessionChanged(session))
 
     def entries(self) -> list[ProfileEntry]:
         from services.profiles import list_profiles
@@ -69,7 +69,7 @@ class ProfileController:
     def use(self, name: str) -> None:
         session = self.host.require_session()
         session.use_profile(name)  # a broken or unknown profile raises ProfileError: reported, nothing changes
-        self.host.post_message(SessionChanged(session))  # its notice reaches the transcript as an entry
+        self.host.publish(SessionChanged(session))  # its notice reaches the transcript as an entry
 
     def show(self, name: str) -> None:
         from screens.profile_viewer import ProfileViewer

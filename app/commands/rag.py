@@ -69,7 +69,7 @@ class RagController:
 
             def used(info: IndexInfo) -> None:
                 self.host.say(f"Index {info.name} is now in use ({info.chunks} chunks).", "rag")
-                self.host.post_message(SessionChanged(session))
+                self.host.publish(SessionChanged(session))
 
             run_task(self.host, "/rag index use", lambda: session.engine().index_use(name), used, group="rag")
         elif action == "drop":
@@ -88,7 +88,7 @@ class RagController:
 
     def _ingest_over(self) -> None:
         self.ingest_cancel = None
-        self.host.post_message(IngestEnded())
+        self.host.publish(IngestEnded())
         self.host.refresh_bindings()
 
     def cancel_ingest(self) -> None:
@@ -121,7 +121,7 @@ class RagController:
         def progress(event: ProgressEvent) -> None:
             if event.stage == "wait":  # another Aries writes this index: its message, once (Ctrl+X stops waiting)
                 host.notify(event.path or "waiting for another writer", title=title, timeout=8)
-            host.post_message(IngestProgress(event))
+            host.publish(IngestProgress(event))
 
         return progress
 
@@ -147,7 +147,7 @@ class RagController:
                 severity="warning",
                 timeout=8,
             )
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(SessionChanged(session))
 
     def _listed(self, infos: list[IndexInfo]) -> None:
         if not infos:
@@ -208,8 +208,8 @@ class RagController:
 
         def dropped(_: None) -> None:
             self.host.say(f"Index {name} dropped.", "rag")
-            self.host.post_message(IndexDropped(name))
-            self.host.post_message(SessionChanged(session))
+            self.host.publish(IndexDropped(name))
+            self.host.publish(SessionChanged(session))
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -241,14 +241,14 @@ class RagController:
             caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"
         for warning in result.warnings:
             self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
-        self.host.post_message(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
+        self.host.publish(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
 
     def _last(self, record: Any) -> None:
         if record is None:
             self.host.notify("Nothing has been retrieved in this workspace yet.")
             return
         caption = f"last: {record.query}  ·  index {record.index}  ·  {record.ts[:19].replace('T', ' ')}"
-        self.host.post_message(HitsFound(caption, record.hits))
+        self.host.publish(HitsFound(caption, record.hits))
 
     def show_chunk(self, handle: str) -> None:
         """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link)."""

@@ -140,7 +140,7 @@ class ServeController:
         """The header names the viewer's URL while it runs."""
         session = self.host.session
         if session is not None:
-            self.host.post_message(SessionChanged(session))
+            self.host.publish(SessionChanged(session))
 
     def status(self) -> None:
         server = self.server

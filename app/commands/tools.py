@@ -101,7 +101,7 @@ class ToolController:
             if links or tool_id in {"builtin:web:fetch", "builtin:fs:add_artifact"}:
                 # The pane shows what the call kept; for a write, patch or undo: its diff.
                 diffs = [str(a["id"]) for a in links if a.get("role") == "diff"]
-                self.host.post_message(ArtifactsChanged(session, select=diffs[-1] if diffs else None))
+                self.host.publish(ArtifactsChanged(session, select=diffs[-1] if diffs else None))
         elif result.error is not None:
             self.host.notify(
                 result.error.message,
@@ -170,7 +170,7 @@ class ToolController:
             denied = session.reload_policy()
             if denied:
                 self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new policy.")
-            self.host.post_message(SessionChanged(session))
+            self.host.publish(SessionChanged(session))
 
     def _mode(self, session: Session, mode: str | None) -> None:
         if mode is None:
@@ -182,7 +182,7 @@ class ToolController:
             raise CommandError(exc.message) from exc
         if denied:
             self.host.notify(f"{denied} waiting call(s) were denied: ask again under the new mode.")
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(SessionChanged(session))
 
     def grants(self, parsed: Action | GrantsRevoke) -> None:
         session = self.session

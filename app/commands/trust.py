@@ -69,4 +69,4 @@ class TrustController:
             "A change made outside Aries takes them out of force until it is reviewed again.",
             "trust",
         )
-        self.host.post_message(SessionChanged(session))
+        self.host.publish(SessionChanged(session))

@@ -1,11 +1,11 @@
 """The one writer of a conversation: events in, NDJSON lines out, subscribers told.
 
 ``Conversation.record(event)`` appends the event's entry to the transcript (one fsynced line,
-see ``services.transcripts``) and then calls every subscriber with that same entry, in the
-writer's thread. A subscriber that raises is dropped from nothing and breaks nothing: its error
-is kept in ``subscriber_errors`` (the record is on disk either way). The TUI subscribes and
-forwards entries to its event loop (``post_message`` is thread-safe); headless callers render
-them or ignore them.
+see ``services.transcripts``) and then calls every subscriber with that same entry and the typed
+event it was written from, in the writer's thread. A subscriber that raises is dropped from nothing
+and breaks nothing: its error is kept in ``subscriber_errors`` (the record is on disk either way).
+The TUI subscribes and publishes them on the session's signals (thread-safe); headless callers
+render them or ignore them.
 
 Turn ids are ``<conversation>-t<N>``: unique in the workspace, in order, stable on reopen.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from services.conversation.events import ConversationEvent, Notice
 from services.transcripts import ReadResult, Transcript
 
-Subscriber = Callable[[dict[str, Any]], object]
+Subscriber = Callable[[dict[str, Any], ConversationEvent], object]
 
 
 class Conversation:
@@ -53,7 +53,7 @@ class Conversation:
             return f"{self.transcript.conversation_id}-t{self._turns:04d}"
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        """Call ``subscriber(entry)`` for every entry written from now on; returns an unsubscribe."""
+        """Call ``subscriber(entry, event)`` for every entry written from now on; returns an unsubscribe."""
         with self._lock:
             self._subscribers.append(subscriber)
 
@@ -72,7 +72,7 @@ class Conversation:
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             try:
-                subscriber(entry)
+                subscriber(entry, event)
             except Exception as exc:  # a renderer's bug never loses or blocks a record
                 self.subscriber_errors.append(f"{type(exc).__name__}: {exc}")
         return entry

@@ -7,6 +7,10 @@ the next message, never after a fixed pause, and fail with what they waited for 
 Notifications are ``Notify`` messages here, so tests read them from the recorder, not from
 Textual's private notification store.
 
+The panes follow the active session through its signals (``widgets.signals``), not messages:
+``panes_show(pilot, name)`` waits until every node that follows sessions has shown the active one, and
+``Messages.listen(app)`` records what the session's signals publish along with the messages.
+
 Snapshot tests cannot pass a hook (``snap_compare`` runs the app); their ``run_before`` uses
 ``until(pilot, check)`` without a recorder, which re-checks after each ``pilot.pause()`` (a barrier:
 every message queued in the app and its screen has been handled).
@@ -43,6 +47,21 @@ class Messages:
         self.seen.append(message)
         if self._arrived is not None:
             self._arrived.set()
+
+    def listen(self, app: App[Any]) -> None:
+        """Record what the active session's signals publish too (``widgets.signals``), heard by the App
+        in order with its messages, from now on and for every session opened later."""
+        from widgets.signals import ROUTES, SessionSignals
+
+        hub = app.signals  # type: ignore[attr-defined]
+
+        def opened(signals: SessionSignals) -> None:
+            for name in sorted(set(ROUTES.values())):
+                getattr(signals, name).subscribe(app, self)
+
+        hub.opened.subscribe(app, opened)
+        if hub.current is not None:
+            opened(hub.current)
 
     def mark(self) -> int:
         """A position: ``wait_for(…, since=mark)`` looks only at messages handled after it."""
@@ -89,7 +108,7 @@ class Messages:
             return bool(found)
 
         await until(pilot, arrived, messages=self, timeout=timeout, what=f"a {kind.__name__} message")
-        return found[0]  # handled, and whatever it relayed to the panes too (until's last barrier)
+        return found[0]  # handled, and whatever it started too (until's last barrier)
 
     async def notified(self, pilot: Pilot[Any], text: str, *, since: int = 0, timeout: float = TIMEOUT_S) -> str:
         """The first notification (after ``since``) whose title or message contains ``text``."""
@@ -113,7 +132,7 @@ async def until(
 ) -> None:
     """Return once ``check()`` is true: re-checked after each message handled (with a recorder), else
     after each ``pilot.pause()`` barrier; then one barrier more, so that what the change started (a
-    screen composing, a relayed message) is done. Fails after ``timeout`` seconds."""
+    screen composing, a signal's callbacks) is done. Fails after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not check():
         left = deadline - time.monotonic()
@@ -144,3 +163,20 @@ async def command(pilot: Pilot[Any], line: str) -> None:
     """Type ``line`` at the prompt and press Enter (the prompt takes the focus first)."""
     pilot.app.screen.query_one("#prompt").focus()
     await pilot.press(*line, "enter")
+
+
+def followed(app: App[Any], name: str | None = None) -> bool:
+    """The active session (of workspace ``name``) is shown by every node that follows sessions (the
+    panes, the status row, the prompt's history, the App's header)."""
+    hub = getattr(app, "signals", None)
+    current = getattr(hub, "current", None)
+    if hub is None or current is None or (name is not None and current.name != name):
+        return False
+    following = [node for node in hub.opened.subscribers if node.is_attached]
+    return bool(following) and all(node in current.followers for node in following)
+
+
+async def panes_show(pilot: Pilot[Any], name: str | None = None, *, timeout: float = TIMEOUT_S) -> None:
+    """Return once the active session (of workspace ``name``) is shown by every pane that follows it."""
+    what = f"the panes to show workspace {name}" if name else "the panes to show the active session"
+    await until(pilot, lambda: followed(pilot.app, name), timeout=timeout, what=what)

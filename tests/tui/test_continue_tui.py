@@ -7,8 +7,7 @@ from pathlib import Path
 
 from app.aries_app import AriesApp
 from services.workspaces import WorkspaceManager
-from tests.tui.helpers import Messages, settle
-from widgets.messages import WorkspaceChanged
+from tests.tui.helpers import Messages, panes_show, settle
 from widgets.transcript.pane import TranscriptPane
 
 SIZE = (120, 36)
@@ -29,7 +28,7 @@ async def shown(app: AriesApp) -> tuple[str, list[str]]:
     messages = Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)  # the panes are filled from it
+        await panes_show(pilot)  # the panes are filled from it
         await settle(pilot)
         assert app.session is not None
         pane = app.screen.query_one(TranscriptPane)

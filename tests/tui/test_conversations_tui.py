@@ -15,8 +15,8 @@ from screens.conversations import ConversationsScreen
 from services.transcripts import SUFFIX, read_transcript
 from services.workspaces import WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
-from tests.tui.helpers import Messages, command, settle, until
-from widgets.messages import ConversationStarted, WorkspaceChanged
+from tests.tui.helpers import Messages, command, panes_show, settle, until
+from widgets.messages import ConversationStarted
 from widgets.transcript.pane import TranscriptPane
 
 SIZE = (120, 36)
@@ -60,7 +60,8 @@ async def test_resume_by_prefix_shows_it_sends_its_turns_and_appends(server: Scr
     app, messages = AriesApp("talk", conversation="last"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
+        messages.listen(app)  # the conversation signal's news
         assert app.session is not None and app.session.conversation.conversation_id == newer
         mark = messages.mark()
         await command(pilot, f"/resume {older[:-3]}")
@@ -84,7 +85,7 @@ async def test_resume_of_an_unknown_conversation_is_one_error_line() -> None:
     app, messages = AriesApp("talk", conversation="last"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         mark = messages.mark()
         await command(pilot, "/resume nosuch")
         note = await messages.notified(pilot, "no conversation 'nosuch'", since=mark)
@@ -97,7 +98,8 @@ async def test_history_lists_newest_first_and_enter_resumes() -> None:
     app, messages = AriesApp("talk", conversation="new"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
+        messages.listen(app)  # the conversation signal's news
         await command(pilot, "/history")
         await until(pilot, lambda: isinstance(app.screen, ConversationsScreen), messages=messages)
         screen = app.screen
@@ -116,7 +118,8 @@ async def test_fork_keeps_the_first_turns_and_leaves_the_original() -> None:
     app, messages = AriesApp("talk", conversation=older), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
+        messages.listen(app)  # the conversation signal's news
         mark = messages.mark()
         await command(pilot, "/fork 1")
         await messages.wait_for(pilot, ConversationStarted, since=mark)

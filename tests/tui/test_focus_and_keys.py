@@ -254,7 +254,7 @@ async def test_a_waiting_call_fits_one_line_at_80x24() -> None:
         await app.ready()
         app.status_start("turn-1", "ollama:llama3.2:3b is answering", cancellable=True)
         app.status_start("call-1", "builtin:fs:write_text (asked by ollama:llama3.2:3b)", cancellable=True)
-        app.post_message(StatusWaiting(frozenset({"call-1"})))
+        app.publish(StatusWaiting(frozenset({"call-1"})))
         status = app.screen.query_one(RunStatus)
         await until(pilot, lambda: WAITING_NOTE in status.render_items().plain)
         lines = status.render_items().plain.splitlines()

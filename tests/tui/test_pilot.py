@@ -14,9 +14,8 @@ from services.answers import NO_INDEX_REPLY
 from services.transcripts import read_transcript
 from services.workspaces import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
-from tests.tui.helpers import Messages, palette_offers, settle, until
+from tests.tui.helpers import Messages, followed, palette_offers, settle, until
 from widgets.artifacts.pane import ArtifactsPane
-from widgets.messages import ArtifactsChanged, WorkspaceChanged
 from widgets.transcript.pane import TranscriptEntry, TranscriptPane
 
 SIZE = (160, 48)
@@ -74,7 +73,7 @@ async def test_switch_workspace_by_keys_swaps_transcript_and_artifacts() -> None
         assert app.workspace_name == "alpha"
         assert len(app.screen.query_one(TranscriptPane).entries()) == 4
         assert app.screen.query_one(ArtifactsPane).border_subtitle == "1 item"
-        assert any(isinstance(m, WorkspaceChanged) and m.name == "alpha" for m in seen)
+        assert followed(app, "alpha")  # every pane shows it
         # and back again
         await pilot.press("ctrl+o", *"beta", "enter")
         await pilot.pause()
@@ -162,7 +161,8 @@ async def test_artifact_add_from_the_prompt_updates_the_pane(tmp_path: Path) -> 
         # Relative paths resolve against the workspace; a file outside the allowed roots is refused.
         await pilot.press(*f"/artifact add {outside}", "enter")
         await pilot.press(*"/artifact add note.txt shopping", "enter")
-        await messages.wait_for(pilot, ArtifactsChanged)  # the call kept it: the pane shows it
+        pane = app.screen.query_one(ArtifactsPane)
+        await until(pilot, lambda: pane.border_subtitle == "1 item", messages=messages)  # the call kept it
         assert app.workspace is not None
         [artifact] = app.workspace.artifacts.list()
         assert artifact.description == "shopping" and artifact.provenance["tool"] == "builtin:fs:add_artifact"

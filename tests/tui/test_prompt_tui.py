@@ -11,8 +11,8 @@ from app.aries_app import AriesApp
 from services.prompt_history import PromptHistory
 from services.workspaces import WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
-from tests.tui.helpers import Messages, settle, until
-from widgets.messages import TurnEvent, WorkspaceChanged
+from tests.tui.helpers import Messages, panes_show, settle, until
+from widgets.messages import TurnEvent
 from widgets.prompt.editor import PromptEditor
 from widgets.prompt.input import PromptInput
 
@@ -28,7 +28,7 @@ async def test_up_and_down_walk_the_workspace_history_and_keep_the_draft() -> No
     app, messages = AriesApp("keys"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         prompt = app.screen.query_one(PromptInput)
         await pilot.press(*"draft")  # the first key reads the history
         await messages.wait_for(pilot, PromptInput.HistoryLoaded)
@@ -94,7 +94,7 @@ async def test_ctrl_j_writes_a_three_line_prompt_and_enter_sends_it_whole() -> N
     app, messages = AriesApp("multi"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         prompt = app.screen.query_one(PromptInput)
         prompt.focus()
         await pilot.press(*"line one", "ctrl+j")
@@ -121,7 +121,7 @@ async def test_keys_typed_fast_around_ctrl_j_keep_their_order() -> None:
     app, messages = AriesApp("fast"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         prompt = app.screen.query_one(PromptInput)
         assert not app.screen.query(PromptEditor)  # not mounted at start-up (TextArea stays out of it)
         prompt.focus()
@@ -139,7 +139,7 @@ async def test_a_long_paste_is_a_chip_and_the_full_text_is_sent() -> None:
     app, messages = AriesApp("paste"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         prompt = app.screen.query_one(PromptInput)
         prompt.focus()
         await pilot.press(*"look at this: ")
@@ -156,7 +156,7 @@ async def test_a_chip_expands_into_the_editor_and_a_short_multiline_paste_opens_
     app, messages = AriesApp("paste"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         prompt = app.screen.query_one(PromptInput)
         prompt.focus()
         prompt.post_message(events.Paste("x" * 1500))
@@ -190,7 +190,8 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
         app, messages = AriesApp("attach"), Messages()
         async with app.run_test(size=SIZE, message_hook=messages) as pilot:
             await app.ready()
-            await messages.wait_for(pilot, WorkspaceChanged)
+            await panes_show(pilot)
+            messages.listen(app)  # the turn signal's events
             prompt = app.screen.query_one(PromptInput)
             prompt.focus()
             await pilot.press(*"what is @REA", "tab")

@@ -11,10 +11,9 @@ from app.aries_app import AriesApp
 from screens.chunk_viewer import ChunkViewer
 from services.workspaces import Workspace, WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
-from tests.tui.helpers import Messages, until
+from tests.tui.helpers import Messages, panes_show, until
 from tests.tui.test_assistant_tui import server, workspace  # noqa: F401 - fixtures
 from widgets.clipboard import copied_note
-from widgets.messages import WorkspaceChanged
 from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptEntry, TranscriptPane
 from widgets.transcript.streaming import CitationLink
@@ -39,7 +38,7 @@ async def test_ctrl_f_finds_steps_and_esc_returns_to_the_prompt() -> None:
     app, messages = AriesApp("find", conversation="last"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         await pilot.pause()
         await pilot.press("ctrl+f")
         bar = app.screen.query_one(FindBar)
@@ -71,7 +70,7 @@ async def test_copy_puts_the_last_answer_on_the_clipboard_and_says_how() -> None
     app, messages = AriesApp("find", conversation="last"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         mark = messages.mark()
         app.screen.query_one("#prompt").focus()
         await pilot.press(*"/copy", "enter")
@@ -106,7 +105,7 @@ async def test_enter_on_a_cited_handle_opens_its_chunk(
     app, messages = AriesApp("demo"), Messages()
     async with app.run_test(size=(160, 48), message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         app.screen.query_one("#prompt").focus()
         await pilot.press(*"how are tool calls approved?", "enter")
         await until(pilot, lambda: bool(app.screen.query(CitationLink)), messages=messages)
@@ -128,7 +127,7 @@ async def test_y_copies_the_selected_message_and_c_its_code() -> None:
     app, messages = AriesApp("sel", conversation="last"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         await pilot.pause()
         await pilot.press("f2", "up")  # the transcript; the newest message selected
         pane = app.screen.query_one(TranscriptPane)
@@ -151,7 +150,7 @@ async def test_keys_typed_right_after_ctrl_f_go_to_the_find_bar() -> None:
     app, messages = AriesApp("find", conversation="last"), Messages()
     async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
-        await messages.wait_for(pilot, WorkspaceChanged)
+        await panes_show(pilot)
         await pilot.pause()
         app.screen.query_one("#prompt").focus()
         await pilot.pause()

@@ -1,7 +1,8 @@
 """The Approvals pane: tool calls waiting for the operator's decision. Enter opens one.
 
-It shows the session's queue again whenever the App relays a workspace, a change of what is in force
-(a mode or policy change can deny waiting calls) or a change of the queue (``widgets.messages``).
+It follows the active session's signals (``widgets.signals``), subscribed when mounted, and shows the
+session's queue again when the session is shown, when what is in force changes (a mode or policy
+change can deny waiting calls) and when the queue changes.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from widgets.messages import ApprovalsChanged, SessionChanged, WorkspaceChanged
+from widgets.messages import ApprovalsChanged, SessionChanged
 from widgets.safe import clip
+from widgets.signals import SessionSignals, follow_sessions
 from widgets.toolinfo import TIER_STYLES, key_argument
 
 if TYPE_CHECKING:
@@ -126,10 +128,15 @@ class ApprovalsPane(Vertical):
         if requests:
             queue.highlighted = min(highlighted or 0, len(requests) - 1)
 
-    @on(WorkspaceChanged)
-    @on(SessionChanged)
-    @on(ApprovalsChanged)
-    def _queue_changed(self, message: WorkspaceChanged | SessionChanged | ApprovalsChanged) -> None:
+    def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)
+
+    def _session_opened(self, signals: SessionSignals) -> None:
+        signals.changed.subscribe(self, self._queue_changed)
+        signals.approvals.subscribe(self, self._queue_changed)
+        self.show(signals.session.approvals.pending())
+
+    def _queue_changed(self, message: SessionChanged | ApprovalsChanged) -> None:
         self.show(message.session.approvals.pending())
 
     @on(OptionList.OptionSelected, "#approvals-list")

@@ -2,8 +2,8 @@
 
 Tool calls keep their outputs here (fetched bodies, extracted text, file snapshots and diffs, see
 ``services.tools.snapshots``); after a write, patch or undo the pane highlights the call's diff.
-It loads the registry again when the App relays a workspace, a change of what is in force, or a call
-that kept artifacts (``widgets.messages``).
+It follows the active session's signals (``widgets.signals``), subscribed when mounted, and loads the
+registry again when the session is shown, when what is in force changes, or when a call kept artifacts.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from widgets.messages import ArtifactsChanged, SessionChanged, WorkspaceChanged
+from widgets.messages import ArtifactsChanged, SessionChanged
 from widgets.safe import clean, plain
+from widgets.signals import SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
     from services.artifacts import Artifact, ArtifactRegistry
@@ -122,12 +123,17 @@ class ArtifactsPane(Vertical):
         options.display = bool(artifacts)
         self.query_one("#artifact-preview-scroll").display = bool(artifacts)
 
-    @on(WorkspaceChanged)
-    @on(SessionChanged)
-    def _session_shown(self, message: WorkspaceChanged | SessionChanged) -> None:
+    def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)
+
+    def _session_opened(self, signals: SessionSignals) -> None:
+        signals.changed.subscribe(self, self._session_changed)
+        signals.artifacts.subscribe(self, self._artifacts_changed)
+        self.load(signals.session.workspace.artifacts)
+
+    def _session_changed(self, message: SessionChanged) -> None:
         self.load(message.session.workspace.artifacts)
 
-    @on(ArtifactsChanged)
     def _artifacts_changed(self, message: ArtifactsChanged) -> None:
         self.load(message.session.workspace.artifacts, select=message.select)
 

@@ -4,9 +4,10 @@ Each row: rank, citation handle, source and page/section, the fused score, and e
 rank and score (BM25, dense). Enter on a row opens the full chunk with its metadata. While an
 index is being built, a progress bar shows the stage and the count.
 
-It updates itself from the messages the App relays (``widgets.messages``): a workspace shown afresh
-(its last retrieved set is read in a thread worker just after, never delaying the first frame),
-what is in force (the index in use), a retrieved set, an index build's progress, a dropped index.
+It follows the active session's signals (``widgets.signals``), subscribed when mounted: a session
+shown afresh (its last retrieved set is read in a thread worker just after, never delaying the first
+frame), what is in force (the index in use), a retrieved set (a command's or a turn's), an index
+build's progress, a dropped index.
 """
 
 from __future__ import annotations
@@ -21,16 +22,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, Static
 
-from widgets.messages import (
-    HitsFound,
-    IndexDropped,
-    IngestEnded,
-    IngestProgress,
-    SessionChanged,
-    TurnEvent,
-    WorkspaceChanged,
-)
+from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, SessionChanged, TurnEvent
 from widgets.safe import clean, plain
+from widgets.signals import RetrievalNews, SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
     from textual.widgets import DataTable
@@ -242,16 +236,21 @@ class ContextPane(Vertical):
         for widget in self.query("#context-progress, #context-progress-label"):
             widget.remove()
 
-    # -- what the App relays -----------------------------------------------------------------
-    @on(WorkspaceChanged)
-    def _workspace_changed(self, message: WorkspaceChanged) -> None:
-        """Rows of another workspace never stay; its last retrieved set comes back just after."""
-        self.reset()
-        self.set_workspace(message.name)
-        self._show_index(message.session)
-        self._load_last(message.session)
+    # -- what the session's signals say -----------------------------------------------------------
+    def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)
 
-    @on(SessionChanged)
+    def _session_opened(self, signals: SessionSignals) -> None:
+        """Rows of another workspace never stay; its last retrieved set comes back just after."""
+        signals.changed.subscribe(self, self._session_changed)
+        signals.retrieval.subscribe(self, self._retrieval)
+        signals.turn.subscribe(self, self._turn_event)
+        session = signals.session
+        self.reset()
+        self.set_workspace(signals.name)
+        self._show_index(session)
+        self._load_last(session)
+
     def _session_changed(self, message: SessionChanged) -> None:
         self._show_index(message.session)
 
@@ -284,11 +283,17 @@ class ContextPane(Vertical):
         if message.workspace == self.workspace and rows == 0:
             self.show_last(message.record, workspace=message.workspace)
 
-    @on(HitsFound)
-    def _hits_found(self, message: HitsFound) -> None:
-        self.show_results(message.caption, message.hits)
+    def _retrieval(self, message: RetrievalNews) -> None:
+        if isinstance(message, HitsFound):
+            self.show_results(message.caption, message.hits)
+        elif isinstance(message, IndexDropped):
+            self.index_dropped(message.name)
+        elif isinstance(message, IngestProgress) and message.event.stage != "done":
+            event = message.event
+            self.show_progress(event.stage, event.done, event.total, event.path)
+        elif isinstance(message, IngestEnded):
+            self.clear_progress()
 
-    @on(TurnEvent)
     def _turn_event(self, message: TurnEvent) -> None:
         from services.assistant import Retrieved
 
@@ -297,17 +302,3 @@ class ContextPane(Vertical):
             self.show_results(
                 f"injected for: {event.query}  ·  index {event.index}  ·  turn {event.turn_id}", event.hits
             )
-
-    @on(IndexDropped)
-    def _index_dropped(self, message: IndexDropped) -> None:
-        self.index_dropped(message.name)
-
-    @on(IngestProgress)
-    def _ingest_progress(self, message: IngestProgress) -> None:
-        event = message.event
-        if event.stage != "done":
-            self.show_progress(event.stage, event.done, event.total, event.path)
-
-    @on(IngestEnded)
-    def _ingest_ended(self) -> None:
-        self.clear_progress()

@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
 
-from widgets.messages import WorkspaceChanged
+from widgets.signals import SessionSignals, follow_sessions
 
 Completer = Callable[[str], tuple[str, list[str]]]
 CHIP_LINES = 5
@@ -229,11 +229,13 @@ class PromptInput(Input):
         self.post_message(self.Submitted(self, text, None))
 
     # -- prompt history --------------------------------------------------------------------------
-    @on(WorkspaceChanged)
-    def _workspace_changed(self, message: WorkspaceChanged) -> None:
+    def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)  # the history follows the active session
+
+    def _session_opened(self, signals: SessionSignals) -> None:
         """A workspace shown: its history is read when the prompt is first used (its file format is a
         pydantic model: importing pydantic costs ~100 ms and ~9 MB that an idle workbench need not pay)."""
-        self._root, self.history, self._recall = Path(message.session.workspace.root), [], None
+        self._root, self.history, self._recall = Path(signals.session.workspace.root), [], None
         self._history_root = self._history_arrived = None
         if self._pending_step is not None:  # Up pressed before the workspace was shown
             self._read_history()

@@ -1,8 +1,10 @@
 """The Transcript pane: the active conversation, one block per entry, and the answer being streamed.
 
-It updates itself from the messages the App relays (``widgets.messages``): a workspace shown afresh,
-a new conversation, each entry the conversation writes, and the turn loop's events (the answer
-streams into a ``StreamingAnswer`` block as it arrives).
+It follows the active session's signals (``widgets.signals``), subscribed when mounted: a session
+shown afresh, a new conversation, each entry the conversation writes, and the turn loop's events (the
+answer streams into a ``StreamingAnswer`` block as it arrives). The pane reconciles the stream with
+the record itself: the recorded answer of a turn it followed is already on screen (the stream's block,
+finished on ``Done``), so it is not shown twice.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import on
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from widgets.messages import ConversationEntry, ConversationStarted, TurnEvent, WorkspaceChanged
+from widgets.messages import ConversationEntry, ConversationStarted, TurnEvent
 from widgets.safe import clean, plain
+from widgets.signals import SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
     from widgets.transcript.streaming import StreamingAnswer
@@ -164,9 +166,13 @@ class TranscriptPane(VerticalScroll):
         )
         self._answer: StreamingAnswer | None = None  # the block the current turn streams into
         self._usage: dict[str, Any] | None = None
+        self._turns: set[str] = set()  # the turns followed here: their answer is the stream's block
 
     def compose(self) -> Any:
         yield self._empty
+
+    def on_mount(self) -> None:
+        follow_sessions(self, self._session_opened)
 
     def load(self, entries: list[dict[str, Any]], subtitle: str = "") -> None:
         """Show ``entries`` instead of what is shown (streamed answers of the conversation before too)."""
@@ -260,32 +266,40 @@ class TranscriptPane(VerticalScroll):
         if self._found_at is not None:
             self.scroll_to_widget(self._found[self._found_at], animate=False, top=True)
 
-    # -- what the App relays -----------------------------------------------------------------
-    @on(WorkspaceChanged)
-    def _workspace_changed(self, message: WorkspaceChanged) -> None:
-        conversation = message.session.conversation
+    # -- what the session's signals say -----------------------------------------------------------
+    def _session_opened(self, signals: SessionSignals) -> None:
+        signals.conversation.subscribe(self, self._conversation)
+        signals.turn.subscribe(self, self._turn_event)
+        self._turns.clear()
+        conversation = signals.session.conversation
         entries = conversation.read().entries
         self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
 
-    @on(ConversationStarted)
-    def _conversation_started(self, message: ConversationStarted) -> None:
-        if message.conversation_id:  # /resume, /fork: the reopened conversation
+    def _conversation(self, message: ConversationStarted | ConversationEntry) -> None:
+        if isinstance(message, ConversationEntry):
+            if not self.streamed(message):
+                self.add_entry(message.entry)
+            self.border_subtitle = message.conversation_id
+        elif message.conversation_id:  # /resume, /fork: the reopened conversation
             self.load(message.entries, subtitle=message.conversation_id)
-        else:
+        else:  # /new
             self.load([], subtitle="new conversation")
 
-    @on(ConversationEntry)
-    def _entry(self, message: ConversationEntry) -> None:
-        self.add_entry(message.entry)
-        self.border_subtitle = message.conversation_id
+    def streamed(self, message: ConversationEntry) -> bool:
+        """True for the recorded answer of a turn followed here: its stream's block shows it already
+        (the cloud's answer is never streamed)."""
+        from services.conversation.events import AssistantAnswer
 
-    @on(TurnEvent)
+        event = message.event
+        return isinstance(event, AssistantAnswer) and event.provenance != "cloud" and event.turn_id in self._turns
+
     async def _turn_event(self, message: TurnEvent) -> None:
         """The answer streams into its own block; a tool call or an invalid attempt closes the block
         (what follows streams into a new one, below), the end of the turn marks it."""
         from services.assistant import Cancelled, Done, Failed, SchemaInvalid, TextDelta, ToolProposed, UsageReport
 
         event, answer = message.event, self._answer
+        self._turns.add(event.turn_id)
         if isinstance(event, TextDelta):
             answer = await self._answer_block(event.turn_id, message.model_label)
             await answer.write(event.text)
