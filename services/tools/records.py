@@ -88,6 +88,7 @@ def _append_transcript(recorder: Recorder, result: ToolResult, request: ToolCall
         turn_id=request.turn_id,
         step=request.turn_step,
         artifacts=result.meta.get("artifacts") or None,
+        from_text=request.from_text,
     )
     try:
         conversation.record(event)
