@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import itertools
 import json
 import re
 from collections.abc import Collection, Iterable, Iterator
@@ -51,9 +52,16 @@ _PYTHON_TAG = re.compile(r"<\|python_tag\|>(.*?)(?=<\|eom_id\|>|<\|eot_id\|>|<\|
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]")
 _MISTRAL_NAMED = re.compile(r"\s*([A-Za-z0-9_.:-]+)\[ARGS\]")
 _FENCE = re.compile(r"```[ \t]*(tool_code|tool_call|json|)[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
-_LINE_START_BRACE = re.compile(r"(?:^|\n)[ \t]*(\{)")
-_ANY_BRACE = re.compile(r"[{\[]")
+# Where a call object may start: a brace whose first key is one a call has (at a line's start in the
+# model's own text; anywhere in untrusted text). At most _MAX_CANDIDATES are decoded per text.
+_CALL_KEYS = r'\{\s*"(?:name|type|function|arguments|parameters|id)"\s*:'
+_LINE_START_BRACE = re.compile(r"(?:^|\n)[ \t]*(" + _CALL_KEYS + ")")
+_ANY_BRACE = re.compile("(" + _CALL_KEYS + ")")
+_MAX_CANDIDATES = 500
+MAX_BLOCK_PIECES = 16
+"""Call pieces one trailing block holds at most (earlier ones are left in the prose, not run)."""
 _CALL_HEAD = re.compile(r"(?m)^([ \t]*(?:print\(\s*)?)((?:default_api\.)?[A-Za-z_][\w.\-]*)(\s*\()")
+_UNREADABLE = (ValueError, RecursionError)  # not JSON, or nested deeper than the decoder goes
 _MAX_UNTRUSTED_CHARS = 200_000  # of each untrusted text, scanned for calls it contains
 
 
@@ -156,7 +164,7 @@ def _mistral_pieces(text: str) -> Iterator[_Piece]:
         if at < len(text) and text[at] in "[{":
             try:
                 _, end = decoder.raw_decode(text, at)
-            except ValueError:  # malformed: the rest of the line is the payload (an error for the model)
+            except _UNREADABLE:  # malformed: the rest of the line is the payload (an error for the model)
                 end = text.find("\n", at)
                 end = len(text) if end < 0 else end
             yield _Piece("mistral", match.start(), end, text[at:end], False)
@@ -169,7 +177,7 @@ def _mistral_pieces(text: str) -> Iterator[_Piece]:
         try:
             _, end = decoder.raw_decode(text, at)
             arguments = text[at:end]
-        except ValueError:
+        except _UNREADABLE:
             end, arguments = len(text.rstrip()), text[at:].rstrip()
         payload = f'{{"name": {json.dumps(named.group(1))}, "arguments": {arguments or "null"}}}'
         yield _Piece("mistral", match.start(), end, payload, False)
@@ -177,17 +185,13 @@ def _mistral_pieces(text: str) -> Iterator[_Piece]:
 
 def _bare_pieces(text: str, anywhere: bool) -> Iterator[_Piece]:
     decoder = json.JSONDecoder()
-    starts = (
-        [m.start() for m in _ANY_BRACE.finditer(text)]
-        if anywhere
-        else [m.start(1) for m in _LINE_START_BRACE.finditer(text)]
-    )
-    for at in starts:
+    starts = (_ANY_BRACE if anywhere else _LINE_START_BRACE).finditer(text)
+    for at in itertools.islice((m.start(1) for m in starts), _MAX_CANDIDATES):
         try:
             value, end = decoder.raw_decode(text, at)
-        except ValueError:
+        except _UNREADABLE:
             continue
-        if _is_call_shape(value) or (isinstance(value, list) and value and all(_is_call_shape(item) for item in value)):
+        if _is_call_shape(value):
             yield _Piece("bare_json", at, end, text[at:end], False)
 
 
@@ -217,7 +221,7 @@ def _broken_call(body: str) -> bool:
     """A fenced ``json`` body that means to be a call but is not valid JSON (an error for the model)."""
     try:
         json.loads(body)
-    except ValueError:
+    except _UNREADABLE:
         return '"name"' in body and ('"arguments"' in body or '"parameters"' in body)
     return False
 
@@ -225,7 +229,7 @@ def _broken_call(body: str) -> bool:
 def _call_shaped_json(body: str) -> bool:
     try:
         value = json.loads(body)
-    except ValueError:
+    except _UNREADABLE:
         return False
     items = value if isinstance(value, list) else [value]
     return bool(items) and all(_is_call_shape(item) for item in items)
@@ -249,6 +253,8 @@ def _parse_json(payload: str) -> list[_Parsed]:
             value, at = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
             return [_Parsed(None, None, f"the call is not valid JSON ({exc.msg} at character {exc.pos + 1})")]
+        except RecursionError:
+            return [_Parsed(None, None, "the call is nested too deeply to read")]
         values.extend(value if isinstance(value, list) else [value])
         while at < len(text) and (text[at].isspace() or text[at] in ";,"):
             at += 1
@@ -269,7 +275,7 @@ def _from_json(value: Any) -> _Parsed:
     if isinstance(arguments, str):  # some models write the arguments as a JSON string
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except _UNREADABLE:
             return _Parsed(name, None, f"the arguments of {name} are a string that is not JSON")
     if not isinstance(arguments, dict):
         return _Parsed(name, None, f"the arguments of {name} must be a JSON object, not {type(arguments).__name__}")
@@ -288,6 +294,8 @@ def _parse_python(payload: str) -> list[_Parsed]:
     source = _CALL_HEAD.sub(placeholder, payload.strip())
     try:
         module = ast.parse(source, mode="exec")
+    except (RecursionError, MemoryError):
+        return [_Parsed(None, None, "the call is nested too deeply to read")]
     except SyntaxError as exc:
         return [_Parsed(None, None, f"the call is not a Python-style call name(arg=value) ({exc.msg})")]
     if not module.body:
@@ -316,7 +324,7 @@ def _python_call(statement: ast.stmt, names: list[str]) -> _Parsed:
             return _Parsed(name, None, f"the argument {keyword.arg} of {name} is not a literal value")
     try:
         json.dumps(arguments)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return _Parsed(name, None, f"the arguments of {name} are not JSON values (use strings, numbers, lists)")
     return _Parsed(name, arguments)
 
@@ -346,18 +354,22 @@ def _trailing(text: str) -> list[_Piece]:
     if not ending:
         return []
     block = [min(ending, key=lambda p: p.start)]  # the outermost (a tag before the JSON it holds)
-    while True:
+    while len(block) < MAX_BLOCK_PIECES:
         start = block[0].start
         before = [p for p in pieces if p.end <= start and not text[p.end : start].strip()]
         if not before:
             return block
         block.insert(0, min(before, key=lambda p: p.start))
+    return block
 
 
 def _signature(name: str | None, arguments: dict[str, Any] | None) -> str | None:
     if name is None or arguments is None:
         return None
-    return json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _squeeze(text: str) -> str:
@@ -440,6 +452,7 @@ def _error_of(parsed: _Parsed, piece: _Piece, tools: Collection[str], quoted: Un
 __all__ = [
     "ERROR_KINDS",
     "FORMATS",
+    "MAX_BLOCK_PIECES",
     "MAX_TEXT_RETRIES",
     "TextCall",
     "TextCallError",

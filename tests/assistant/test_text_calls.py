@@ -167,3 +167,22 @@ def test_other_arguments_than_the_quoted_ones_run() -> None:
 def test_same_input_same_output() -> None:
     text = "x\n" + written("mistral", "read_text", {"path": "a"}) + "\n" + written("mistral", "nope", {})
     assert read_text_calls(text, TOOLS) == read_text_calls(text, TOOLS)
+
+
+def test_hostile_shapes_give_an_error_or_nothing_never_a_traceback() -> None:
+    deep_json = '<tool_call>{"name": "read_text", "arguments": ' + "[" * 100_000 + "</tool_call>"
+    deep_code = "```tool_code\nread_text(path=" + "(" * 10_000 + ")\n```"
+    for text in (deep_json, deep_code):
+        [error] = read_text_calls(text, TOOLS).errors
+        assert error.kind == "malformed"
+    for text in ("[" * 100_000, '{"name":' * 50_000, "{" * 100_000):
+        assert not read_text_calls(text, TOOLS).found
+        assert Untrusted.of([text]).signatures == frozenset()
+
+
+def test_a_block_holds_at_most_max_block_pieces() -> None:
+    from services.assistant.text_calls import MAX_BLOCK_PIECES
+
+    call = written("hermes", "read_text", {"path": "a"})
+    read = read_text_calls("\n".join([call] * (MAX_BLOCK_PIECES + 3)), TOOLS)
+    assert len(read.calls) == MAX_BLOCK_PIECES and read.prose.count("<tool_call>") == 3
