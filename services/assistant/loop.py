@@ -28,8 +28,9 @@ Where the coming work goes (issues 30 and 33), so that each is one more step or 
   the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
 - *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
   window holds, instead of leaving them all out).
-- *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify`, which turns
-  a streamed reply into ``TOOL_CALLS``.
+- *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify` reads the
+  reply's trailing call block (:meth:`~TurnLoop._text_calls`, :mod:`services.assistant.text_turn`) into
+  ``TOOL_CALLS`` with ``from_text``; the gateway never approves those by commander mode or a grant.
 - *citation checks*: :meth:`~TurnLoop._classify` next to the output-schema check (a ``RETRY`` with the
   reason), and the report of them in :meth:`~TurnLoop._finish`.
 
