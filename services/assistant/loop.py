@@ -687,7 +687,7 @@ class TurnLoop:
             )
         )
         summary = "ok" if result.ok else f"{result.error.type}: {result.error.message}" if result.error else "error"
-        self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary))
+        self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary, from_text))
         content = tool_result_text(tool_id, result.to_dict(), limit)
         return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
