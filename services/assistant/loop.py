@@ -410,8 +410,9 @@ class TurnLoop:
         }
 
     def _classify(self, turn: _Turn, context: _Context, step: int, calls: list[ToolCall], finish: str) -> StepResult:
-        """What the streamed reply is: tool calls, an answer, or an answer the output schema refused
-        (retried while retries are left)."""
+        """What the streamed reply is: tool calls (native, or read from the text's trailing call block
+        while reading is on for this model), an answer, or an answer the output schema refused (retried
+        while retries are left)."""
         if calls:
             turn.native_calls += len(calls)
             context.text.saw_native()

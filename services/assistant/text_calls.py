@@ -60,6 +60,8 @@ _ANY_BRACE = re.compile("(" + _CALL_KEYS + ")")
 _MAX_CANDIDATES = 500
 MAX_BLOCK_PIECES = 16
 """Call pieces one trailing block holds at most (earlier ones are left in the prose, not run)."""
+MAX_BLOCK_CALLS = 16
+"""Calls read from one block at most (a JSON list may hold many); the rest get one error."""
 _CALL_HEAD = re.compile(r"(?m)^([ \t]*(?:print\(\s*)?)((?:default_api\.)?[A-Za-z_][\w.\-]*)(\s*\()")
 _UNREADABLE = (ValueError, RecursionError)  # not JSON, or nested deeper than the decoder goes
 _MAX_UNTRUSTED_CHARS = 200_000  # of each untrusted text, scanned for calls it contains
@@ -417,16 +419,20 @@ def read_text_calls(text: str, tools: Collection[str], untrusted: Untrusted | It
     quoted = untrusted if isinstance(untrusted, Untrusted) else Untrusted.of(untrusted)
     calls: list[TextCall] = []
     errors: list[TextCallError] = []
-    for piece in block:
+    items = [(piece, parsed) for piece in block for parsed in _parse_piece(piece)]
+    for piece, parsed in items[:MAX_BLOCK_CALLS]:
         raw = text[piece.start : piece.end]
-        for parsed in _parse_piece(piece):
-            position = len(calls) + len(errors)
-            error = _error_of(parsed, piece, tools, quoted)
-            if error is not None:
-                errors.append(TextCallError(position, piece.format, error[0], error[1], parsed.name, raw))
-            else:
-                assert parsed.name is not None and parsed.arguments is not None
-                calls.append(TextCall(position, piece.format, parsed.name, parsed.arguments, raw))
+        position = len(calls) + len(errors)
+        error = _error_of(parsed, piece, tools, quoted)
+        if error is not None:
+            errors.append(TextCallError(position, piece.format, error[0], error[1], parsed.name, raw))
+        else:
+            assert parsed.name is not None and parsed.arguments is not None
+            calls.append(TextCall(position, piece.format, parsed.name, parsed.arguments, raw))
+    if len(items) > MAX_BLOCK_CALLS:
+        more = len(items) - MAX_BLOCK_CALLS
+        why = f"only the first {MAX_BLOCK_CALLS} calls of one answer are read; the {more} after them were not run"
+        errors.append(TextCallError(MAX_BLOCK_CALLS, block[-1].format, "malformed", why, None, ""))
     prose = text[: block[0].start].rstrip()
     return TextCalls(prose, tuple(calls), tuple(errors), block[-1].format)
 
@@ -452,6 +458,7 @@ def _error_of(parsed: _Parsed, piece: _Piece, tools: Collection[str], quoted: Un
 __all__ = [
     "ERROR_KINDS",
     "FORMATS",
+    "MAX_BLOCK_CALLS",
     "MAX_BLOCK_PIECES",
     "MAX_TEXT_RETRIES",
     "TextCall",

@@ -119,8 +119,9 @@ def known_names(names: ToolNameMap | None, tool_ids: Iterable[str]) -> set[str]:
 
 
 def text_call_id(step: int, position: int) -> str:
-    """The id a text call is given (nine letters and digits: what the strictest chat templates accept)."""
-    return f"text{step % 1000:03d}{position % 100:02d}"
+    """The id a text call is given, unique in its turn (nine letters and digits in all but very long
+    turns: what the strictest chat templates accept)."""
+    return f"text{step:03d}{position:02d}"
 
 
 def as_tool_calls(

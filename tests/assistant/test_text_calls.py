@@ -186,3 +186,13 @@ def test_a_block_holds_at_most_max_block_pieces() -> None:
     call = written("hermes", "read_text", {"path": "a"})
     read = read_text_calls("\n".join([call] * (MAX_BLOCK_PIECES + 3)), TOOLS)
     assert len(read.calls) == MAX_BLOCK_PIECES and read.prose.count("<tool_call>") == 3
+
+
+def test_one_block_reads_at_most_max_block_calls() -> None:
+    from services.assistant.text_calls import MAX_BLOCK_CALLS
+
+    many = [{"name": "read_text", "arguments": {"path": f"f{i}"}} for i in range(MAX_BLOCK_CALLS + 40)]
+    read = read_text_calls("[TOOL_CALLS] " + json.dumps(many), TOOLS)
+    assert [c.arguments["path"] for c in read.calls] == [f"f{i}" for i in range(MAX_BLOCK_CALLS)]
+    [error] = read.errors
+    assert error.position == MAX_BLOCK_CALLS and "40 after them were not run" in error.message
