@@ -60,6 +60,8 @@ def summary_table(request: ApprovalRequest) -> Table:
     asked = request.source
     if origin.get("model"):
         asked = f"{asked}: {origin['model']}, turn {origin.get('turn_id', '?')} step {origin.get('step', '?')}"
+    if origin.get("from_text"):
+        asked = f"{asked} · read from the model's text, not a native tool call"
     table.add_row("asked by", plain(asked, single_line=True))
     table.add_row("why", plain(f"{request.decision.reason}  (rule {request.decision.rule})"))
     if request.description:
@@ -160,6 +162,8 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
                 )
 
     def _session_note(self) -> Text:
+        if (getattr(self.request, "origin", None) or {}).get("from_text"):
+            return Text("a call read from the model's text is approved once only", style="dim")
         pattern = json.dumps(self.request.session_pattern, ensure_ascii=False, default=str)
         return Text.assemble(
             ("approve for session covers: ", "dim"), plain(f"{self.request.tool_id} {pattern}", single_line=True)
@@ -174,6 +178,8 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             return False  # typing a reason: letters are text, not keys
         if action == "approve_session" and not self.request.session_pattern:
             return None  # shown disabled: nothing to generalise
+        if action == "approve_session" and (getattr(self.request, "origin", None) or {}).get("from_text"):
+            return None  # a call read from text leaves no lasting grant
         return True
 
     def action_approve_once(self) -> None:

@@ -258,8 +258,10 @@ class Session:
         tool_call_id: str | None = None,
         turn_step: int | None = None,
         model: str | None = None,
+        from_text: bool = False,
     ) -> ToolResult:
-        """One call through the gateway, recorded in the audit store and the conversation."""
+        """One call through the gateway, recorded in the audit store and the conversation
+        (``from_text``: a call read from the model's text, see ``ToolCallRequest.from_text``)."""
         gateway = self.gateway()
         task = asyncio.current_task()
         if task is not None:
@@ -275,6 +277,7 @@ class Session:
                 tool_call_id=tool_call_id,
                 turn_step=turn_step,
                 model=model,
+                from_text=from_text,
             )
         finally:
             if task is not None:

@@ -50,6 +50,10 @@ class ModelSettings(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     """The longest answer asked for (sent as ``max_tokens`` / ``num_predict``; kept free in the
     window); None: the server's default, and an eighth of the window kept free."""
+    text_tool_calls: bool | None = None
+    """Read tool calls the model writes as text (``<tool_call>…``, ``tool_code`` fences, …) and run them
+    through the gateway (never approved by a grant or by commander mode); None: on until the model
+    returns a native tool call in the conversation, then off; false: never; true: always."""
 
 
 class WorkspaceSettings(BaseModel):
@@ -69,7 +73,8 @@ class WorkspaceSettings(BaseModel):
     cloud: BridgeConfig = Field(default_factory=BridgeConfig)
     """The cloud bridge (``mode: off | ask | auto``, endpoint, model, key variable); off by default."""
     models: dict[str, ModelSettings] = Field(default_factory=dict)
-    """Per-model settings (``context_window``, ``max_tokens``), by ``provider:model`` or model name."""
+    """Per-model settings (``context_window``, ``max_tokens``, ``text_tool_calls``), by ``provider:model``
+    or model name."""
 
     @field_validator("model")
     @classmethod

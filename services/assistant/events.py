@@ -81,6 +81,7 @@ class ToolFinished:
     call_id: str | None  # the audit row
     ok: bool
     summary: str
+    from_text: bool = False  # read from the model's text, not a native tool call
 
 
 @dataclass(frozen=True)

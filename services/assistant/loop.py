@@ -28,8 +28,9 @@ Where the coming work goes (issues 30 and 33), so that each is one more step or 
   the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
 - *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
   window holds, instead of leaving them all out).
-- *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify`, which turns
-  a streamed reply into ``TOOL_CALLS``.
+- *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify` reads the
+  reply's trailing call block (:meth:`~TurnLoop._text_calls`, :mod:`services.assistant.text_turn`) into
+  ``TOOL_CALLS`` with ``from_text``; the gateway never approves those by commander mode or a grant.
 - *citation checks*: :meth:`~TurnLoop._classify` next to the output-schema check (a ``RETRY`` with the
   reason), and the report of them in :meth:`~TurnLoop._finish`.
 
@@ -46,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,7 @@ from services.assistant.events import (
     UsageReport,
 )
 from services.assistant.structured import MAX_RETRIES, retry_instruction
+from services.assistant.text_turn import TextCallState, as_tool_calls, refused_notice
 from services.assistant.turn_window import MAX_REFITS, TurnWindow
 from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
@@ -83,6 +85,7 @@ from services.errors import AriesError
 
 if TYPE_CHECKING:
     from services.assistant.cloud import CloudStep
+    from services.assistant.text_calls import TextCallError, TextCalls
     from services.bridge import Approve
     from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolSchema
     from services.models.toolnames import ToolNameMap
@@ -143,6 +146,8 @@ class StepResult:
     finish_reason: str  # the server's: stop, length (cut short), tool_calls…
     calls: tuple[ToolCall, ...] = ()  # TOOL_CALLS: as the model asked for them
     error: str | None = None  # RETRY: why the answer was refused
+    from_text: bool = False  # TOOL_CALLS read from the model's text (``text`` is then the prose before them)
+    refused: Mapping[str, TextCallError] = field(default_factory=dict)  # text calls answered with their error
 
 
 @dataclass
@@ -156,6 +161,8 @@ class _Turn:
     streamed: str = ""  # the current step's text so far
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    native_calls: int = 0  # tool calls the model returned natively
+    text_calls: int = 0  # tool calls read from its text and handed to the gateway
 
 
 @dataclass
@@ -170,6 +177,7 @@ class _Context:
     windowing: TurnWindow
     window: ModelWindow
     fitter: ContextFitter
+    text: TextCallState  # tool calls written as text: read or not, the turn's untrusted input
     messages: list[ChatMessage] = field(default_factory=list)  # the turn's steps so far, as sent
     reported: tuple[int, tuple[str, ...], tuple[str, ...]] | None = None  # the last left-out report
     retries: int = 0  # output-schema retries asked
@@ -316,7 +324,10 @@ class TurnLoop:
             label=self.model_label,
         )
         schema = profile.output_schema if profile is not None else None
-        return _Context(query, index, schema, offer, options, windowing, window, fitter)
+        text = TextCallState.open(
+            self.session, self.model_label, takes_tools=offer is not None, hits=hits, message=turn.text
+        )
+        return _Context(query, index, schema, offer, options, windowing, window, fitter, text)
 
     # -- one step per model call -------------------------------------------------------------------
     async def _step(self, turn: _Turn, context: _Context, step: int) -> StepResult:
@@ -399,15 +410,42 @@ class TurnLoop:
         }
 
     def _classify(self, turn: _Turn, context: _Context, step: int, calls: list[ToolCall], finish: str) -> StepResult:
-        """What the streamed reply is: tool calls, an answer, or an answer the output schema refused
-        (retried while retries are left)."""
+        """What the streamed reply is: tool calls (native, or read from the text's trailing call block
+        while reading is on for this model), an answer, or an answer the output schema refused (retried
+        while retries are left)."""
         if calls:
+            turn.native_calls += len(calls)
+            context.text.saw_native()
             return StepResult(StepKind.TOOL_CALLS, turn.streamed, finish, tuple(calls))
+        read = context.text.read(turn.streamed, context.names, self._tool_ids)
+        if read is not None:
+            result = self._text_calls(turn, context, step, read, finish)
+            if result is not None:
+                return result
         outcome = turn.outcome
         outcome.text = turn.streamed
         if context.schema is not None and self._check(outcome, context.schema, step, context.retries < MAX_RETRIES):
             return StepResult(StepKind.RETRY, turn.streamed, finish, error=str(outcome.schema_error))
         return StepResult(StepKind.ANSWER, turn.streamed, finish)
+
+    def _tool_ids(self) -> list[str]:
+        return [spec.tool_id for spec in self.session.gateway().registry.list()]
+
+    def _text_calls(self, turn: _Turn, context: _Context, step: int, read: TextCalls, finish: str) -> StepResult | None:
+        """Tool calls the model wrote as text (:mod:`services.assistant.text_turn`): ``TOOL_CALLS`` read
+        from the text, with the errors answered (a notice says what was refused) while retries are
+        left; None when nothing is to run and no error goes back (the text is the answer)."""
+        sent = context.text.errors_sent(read)
+        if read.errors:
+            text, level = refused_notice(read, sent)
+            self.session.conversation.record(
+                Notice(text=text, level=level, title="text tool call", turn_id=turn.outcome.turn_id, step=step)
+            )
+        if not read.calls and not sent:
+            return None
+        calls, refused = as_tool_calls(read, step, with_errors=sent)
+        turn.text_calls += len(read.calls)
+        return StepResult(StepKind.TOOL_CALLS, read.prose, finish, calls, from_text=True, refused=refused)
 
     def _ask_again(self, context: _Context, result: StepResult) -> None:
         """A ``RETRY``: the refused answer and the error go back to the model in the next step."""
@@ -426,7 +464,12 @@ class TurnLoop:
         turn.phase = Phase.TOOL
         limit = tool_result_limit(context.window.tokens - context.fitter.reserve)
         for call in result.calls:
-            reply = await self._tool_call(call, context.names, turn.outcome.turn_id, step, turn.outcome, limit)
+            refused = result.refused.get(call.id)
+            if refused is not None:  # a text call that cannot run: its structured error, nothing else
+                content = tool_result_text(call.name, refused.result(), limit)
+                context.messages.append(ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name))
+                continue
+            reply = await self._tool_call(call, context, step, turn.outcome, limit, from_text=result.from_text)
             context.messages.append(reply)
 
     def _out_of_steps(self, turn: _Turn) -> None:
@@ -453,6 +496,10 @@ class TurnLoop:
             "elapsed_ms": elapsed_ms,
             "steps": outcome.steps,
         }
+        if turn.native_calls:  # read back by the next turn: native calls seen, text calls not read
+            outcome.usage["native_tool_calls"] = turn.native_calls
+        if turn.text_calls:
+            outcome.usage["text_tool_calls"] = turn.text_calls
         counted = self.provider.name != "offline"  # the offline provider has no model to count for
         if counted and not turn.prompt_tokens and "prompt_tokens_estimated" in outcome.context:
             # the server did not count (llama-cpp-python's stream): say what was estimated
@@ -593,10 +640,11 @@ class TurnLoop:
             return [], None
 
     async def _tool_call(
-        self, call: ToolCall, names: ToolNameMap | None, turn_id: str, step: int, outcome: TurnOutcome, limit: int
+        self, call: ToolCall, context: _Context, step: int, outcome: TurnOutcome, limit: int, *, from_text: bool
     ) -> ChatMessage:
         from services.models.base import ChatMessage
 
+        names, turn_id = context.names, outcome.turn_id
         mapped = names.tool_id(call.name) if names is not None else None
         if mapped is None and names is not None:
             # A registered tool that is not offered (e.g. one the profile switched off mid-session,
@@ -620,7 +668,9 @@ class TurnLoop:
             tool_call_id=call.id,
             turn_step=step,
             model=self.model_label,
+            from_text=from_text,
         )
+        context.text.add_result(result.to_dict())  # what a tool returned is untrusted input of the turn
         call_id = result.meta.get("call_id")
         if call_id:
             outcome.tool_calls.append(str(call_id))
@@ -638,7 +688,7 @@ class TurnLoop:
             )
         )
         summary = "ok" if result.ok else f"{result.error.type}: {result.error.message}" if result.error else "error"
-        self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary))
+        self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary, from_text))
         content = tool_result_text(tool_id, result.to_dict(), limit)
         return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
 

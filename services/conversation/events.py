@@ -122,6 +122,9 @@ class ToolCallRecord(_Event):
     # Links to what the call stored in the artifact registry (web bodies, extracted text, file
     # snapshots and diffs): ``{"role", "id", "name", "hash", ...}``, as on the audit row.
     artifacts: list[dict[str, Any]] | None = None
+    # Read from the model's text rather than a native tool call (written only when true: an entry
+    # without it, as every older transcript's, is a native call or not a model's).
+    from_text: bool = False
     role = "tool"
 
     @property
@@ -144,6 +147,8 @@ class ToolCallRecord(_Event):
             fields["source"] = self.source
         if self.artifacts:
             fields["artifacts"] = self.artifacts
+        if self.from_text:
+            fields["from_text"] = True
         return fields
 
 

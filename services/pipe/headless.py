@@ -313,7 +313,14 @@ def _tool_call(done: Any, decided: Any) -> dict[str, Any]:
         status = "denied"
     else:
         status = "error"
-    return {"tool_id": done.tool_id, "call_id": done.call_id, "status": status, "rule": rule, "summary": done.summary}
+    return {
+        "tool_id": done.tool_id,
+        "call_id": done.call_id,
+        "status": status,
+        "rule": rule,
+        "summary": done.summary,
+        "from_text": bool(getattr(done, "from_text", False)),
+    }
 
 
 def run_ask(

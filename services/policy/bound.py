@@ -4,7 +4,8 @@
 that always names the rule that decided.  A shell command that can execute arbitrary code
 (``facts["command"]["exec_capable"]``, see ``services.policy.commands``) is raised to
 ``EXEC_PRIVILEGED`` and needs approval in every mode (rule ``shell.exec_capable``): neither
-``commander`` nor an ``auto_approve`` rule lets it through.
+``commander`` nor an ``auto_approve`` rule lets it through. Nor do they let through a call read from
+the model's text (``from_text``): in commander mode it asks, like anything above read-only in guide.
 """
 
 from __future__ import annotations
@@ -184,7 +185,11 @@ class BoundPolicy:
         return rule.id
 
     # -- evaluation -----------------------------------------------------------------------
-    def evaluate(self, tool: ToolDescriptor, args: dict[str, Any]) -> PolicyDecision:
+    def evaluate(self, tool: ToolDescriptor, args: dict[str, Any], *, from_text: bool = False) -> PolicyDecision:
+        """The decision for one call. ``from_text``: the call was read from the model's text rather than
+        a native tool call; it is decided as in guide mode (read-only runs, the rest asks), so commander
+        mode and its ``auto_approve`` rules never let it through."""
+
         def decide(
             action: Action,
             rule: str,
@@ -281,6 +286,14 @@ class BoundPolicy:
                 "confirm", "mode.guide.requires_approval", f"guide mode: {tier} needs approval", tier=tier, facts=facts
             )
         # commander
+        if from_text:
+            return decide(
+                "confirm",
+                "mode.commander.text_call",
+                f"commander mode: {tier} read from the model's text (not a native tool call) needs approval",
+                tier=tier,
+                facts=facts,
+            )
         if tier is RiskTier.EXEC_USERSPACE:
             rule = facts.get("command", {}).get("exec_rule") or "shell.own_processes"
             return decide(

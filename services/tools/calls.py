@@ -55,7 +55,8 @@ class ApprovalRequest:
     session_pattern: dict[str, Any]  # what "approve for session" would cover
     description: str
     source: str
-    # Who asked, beyond ``source``: for a model's call {"turn_id", "model", "tool_call_id", "step"}.
+    # Who asked, beyond ``source``: for a model's call {"turn_id", "model", "tool_call_id", "step"}, and
+    # "from_text": true for a call read from the model's text.
     origin: dict[str, Any] = field(default_factory=dict)
 
 
@@ -85,6 +86,9 @@ class ToolCallRequest:
     tool_call_id: str | None = None  # the model's own id for this call, when a model asked
     turn_step: int | None = None  # position inside the turn
     model: str | None = None  # provider:model, when a model asked
+    # Read from the model's text, not a native tool call (services.assistant.text_calls): never
+    # approved by a session grant or by commander mode.
+    from_text: bool = False
 
     def origin(self) -> dict[str, Any]:
         fields = {
@@ -92,6 +96,7 @@ class ToolCallRequest:
             "model": self.model,
             "tool_call_id": self.tool_call_id,
             "step": self.turn_step,
+            "from_text": self.from_text or None,
         }
         return {key: value for key, value in fields.items() if value is not None}
 

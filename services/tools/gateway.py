@@ -219,6 +219,7 @@ class ToolGateway:
         tool_call_id: str | None = None,
         turn_step: int | None = None,
         model: str | None = None,
+        from_text: bool = False,
     ) -> ToolResult:
         request = ToolCallRequest(
             tool_id,
@@ -230,6 +231,7 @@ class ToolGateway:
             tool_call_id=tool_call_id,
             turn_step=turn_step,
             model=model,
+            from_text=from_text,
         )
         return await execute_tool_call_with_policy(self, request, approver=approver, transcript=transcript)
 

@@ -9,7 +9,8 @@ approver, the backends, and the gateway's step counter and run bookkeeping.  In 
 2. look the tool up and validate the arguments against its input schema (``InvalidInput``);
 3. evaluate the policy (``deny`` becomes a structured ``PolicyDenied`` result, with its rule);
 4. when the policy says ``confirm``: reuse a session grant for the same tool and argument
-   pattern, or ask the approver (approve once / approve for the session / deny with a reason);
+   pattern, or ask the approver (approve once / approve for the session / deny with a reason); a
+   call read from the model's text (``request.from_text``) neither uses nor leaves a grant;
 5. dispatch with a one-call capability (sync tools in a worker thread, with a time limit and the
    call's cancel token); the tool receives its validated argument model (``ToolSpec.parse``);
 6. record the result, the decision, the matched rule and who approved; record the conversation's
@@ -329,7 +330,9 @@ async def _decide_and_dispatch(
     except InvalidInput as exc:
         decision = PolicyDecision("deny", "input.schema", exc.message, tool_id, spec.tier, site.mode, "InvalidInput")
         return decision, None, ToolError(ErrorType.INVALID_INPUT, exc.message, False, {"rule": "input.schema"})
-    decision = site.bound.evaluate(spec, parsed)
+    decision = site.bound.evaluate(spec, parsed, from_text=request.from_text)
+    if request.from_text:  # said on the audit row's decision
+        decision.facts = {**decision.facts, "from_text": True}
     error: ToolError | None = None
     if decision.action == "confirm":
         decision, error = await _approval(site, spec, call_id, parsed, decision, approver, request)
@@ -386,7 +389,7 @@ async def _approval(
 ) -> tuple[PolicyDecision, ToolError | None]:
     pattern = session_pattern(spec, decision.facts)
     key = (spec.tool_id, canonical_json(pattern))
-    if key in site.grants:
+    if key in site.grants and not call.from_text:  # a call read from text is never approved by a grant
         decision.approved_by = "operator_session"
         decision.facts = {**decision.facts, "session_pattern": pattern}
         return decision, None
@@ -425,6 +428,10 @@ async def _approval(
         answer = ApprovalDecision.deny(f"the approver failed: {type(exc).__name__}: {exc}")
     if answer.choice is ApprovalChoice.APPROVE_ONCE:
         decision.approved_by = "operator_once"
+        return decision, None
+    if answer.choice is ApprovalChoice.APPROVE_SESSION and call.from_text:
+        decision.approved_by = "operator_once"  # no lasting grant comes from a call read from text
+        decision.facts = {**decision.facts, "session_grant": "not kept: the call was read from the model's text"}
         return decision, None
     if answer.choice is ApprovalChoice.APPROVE_SESSION:
         site.grants[key] = pattern

@@ -89,6 +89,7 @@ def record_tool_call(recorder: Recorder, result: ToolResult, request: ToolCallRe
         turn_id=request.turn_id,
         step=request.turn_step,
         artifacts=result.meta.get("artifacts") or None,
+        from_text=request.from_text,
     )
     try:
         conversation.record(event)

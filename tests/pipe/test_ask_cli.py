@@ -237,6 +237,22 @@ def test_a_proposed_write_is_denied_headless_and_allowed_with_approve(
     assert report["cloud"]["mode"] == "off"
 
 
+def test_a_call_written_as_text_is_listed_as_such(demo: Path, aries_home: Path, ollama: ScriptedServer) -> None:
+    """A Hermes-style call in the answer's text runs through the gateway; ``ask --json`` says it was
+    read from text (a native call says false)."""
+    read = provider_name(demo, "builtin:fs:read_text")
+    (demo / "notes.txt").write_text("the notes\n", encoding="utf-8")
+    call = json.dumps({"name": read, "arguments": {"path": "notes.txt"}})
+    ollama.add(Reply(text=f"Reading.\n<tool_call>\n{call}\n</tool_call>"), Reply(text="They say: the notes."))
+    done = aries("ask", "--json", "-w", "demo", "what do the notes say?", home=aries_home, **model_env(ollama))
+    assert done.returncode == 0, done.stderr
+    response = valid(json.loads(done.stdout), RESPONSE_SCHEMA)
+    assert response["answer"] == "They say: the notes."
+    [record] = response["tool_calls"]
+    assert record["tool_id"] == "builtin:fs:read_text" and record["status"] == "ok" and record["from_text"] is True
+    assert "the notes" in json.dumps(ollama.chat_requests()[1]["messages"])
+
+
 def test_provider_unreachable_exits_4(demo: Path, aries_home: Path) -> None:
     with socket.socket() as probe:  # a loopback port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -403,6 +403,8 @@ def header_text(entry: Mapping[str, Any], *, expanded: bool | None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{marker} ", style="bold")
     text.append(short_tool(entry.get("tool_name", "?")), style="bold")
+    if entry.get("from_text"):  # read from the model's text, not a native tool call
+        text.append(" (from text)", style="italic")
     text.append("  ")
     text.append(label, style=style)
     key = key_argument_of(args)
