@@ -20,47 +20,10 @@ from services.hashing import content_hash
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
 from services.policy.model import MODES, PATH_OPS, ShellSandbox
 from services.policy.network import NetworkRules
+from services.yamlio import line_at, plain
 
 if TYPE_CHECKING:
     from services.policy.document import DenyExtensions, DenyGlob, Executables, PolicyDocument, ToolOverride
-
-
-def _plain(node: Any) -> Any:
-    """ruamel's round-trip containers to plain dicts, lists and scalars."""
-    if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    return node
-
-
-def _line_at(root: Any, path: Sequence[Any]) -> int | None:
-    """1-based line of the deepest node on ``path`` that ruamel knows a position for."""
-    node, line = root, None
-    for key in path:
-        try:
-            if isinstance(key, int):
-                pos = node.lc.item(key)
-            else:
-                pos = node.lc.key(key)
-            line = int(pos[0]) + 1
-            node = node[key]
-        except Exception:
-            break
-    if line is None:
-        try:
-            line = int(root.lc.line) + 1
-        except Exception:
-            line = None
-    return line
 
 
 def _name_matcher(rule: ExecRule) -> Callable[[str, str], bool]:
@@ -82,7 +45,7 @@ def _validate(data: dict[str, Any], source: str, tree: Any) -> PolicyDocument:
         return PolicyDocument.model_validate(data)
     except ValidationError as exc:
         path, reason = problem(exc, data)
-        line = _line_at(tree, path) if tree is not None else None
+        line = line_at(tree, path) if tree is not None else None
         where = f"{source}:{line}" if line else source
         raise ConfigError(f"{where}: {reason}", path=source, line=line, reason=reason) from None
 
@@ -182,7 +145,7 @@ class Policy:
 
     # -- load-time checks ----------------------------------------------------------------
     def _error(self, path: Sequence[Any], reason: str) -> ConfigError:
-        line = _line_at(self._tree, path) if self._tree is not None else None
+        line = line_at(self._tree, path) if self._tree is not None else None
         where = f"{self.source}:{line}" if line else self.source
         return ConfigError(f"{where}: {reason}", path=self.source, line=line, reason=reason)
 
@@ -236,7 +199,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     tree = parse_yaml_text(text, source=source)
     if not isinstance(tree, dict):
         raise ConfigError(f"{source}:1: a policy is a mapping with at least 'version: 1'", path=source, line=1)
-    data = _plain(tree)
+    data = plain(tree)
     from services.policy.capsule import capsule_to_policy, is_capsule
 
     if is_capsule(tree):  # the capsule format, translated onto the shipped default (see its module)

@@ -35,7 +35,8 @@ ProgressCallback = Callable[[ProgressEvent], None]
 MAX_K = 1000
 
 
-def _issue(path: str, error: IngestError) -> FileIssue:
+def file_issue(path: str, error: IngestError) -> FileIssue:
+    """The report line for ``path`` skipped or failed with ``error``."""
     return FileIssue(path=path, code=error.code, error=type(error).__name__, message=error.message)
 
 

@@ -22,7 +22,7 @@ from services.errors import NotFound
 from services.hashing import sha256_hex
 from services.names import validate_name
 from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
-from services.retrieval.engine_indexes import Indexes, ProgressCallback, _issue, derive_index_name
+from services.retrieval.engine_indexes import Indexes, ProgressCallback, derive_index_name, file_issue
 from services.retrieval.errors import (
     LIMIT_CODES,
     DuplicateSource,
@@ -202,11 +202,11 @@ class Ingestor:
             if base.is_file() and rel != base.name:
                 continue
             if content_type_for(rel) is None:
-                skipped.append(_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
+                skipped.append(file_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
                 continue
             resolved = real.resolve()
             if resolved != base and not resolved.is_relative_to(base):
-                skipped.append(_issue(rel, UnsafePath(f"{rel}: the path leads outside the root ({resolved})")))
+                skipped.append(file_issue(rel, UnsafePath(f"{rel}: the path leads outside the root ({resolved})")))
                 continue
             if resolved.is_file():
                 candidates.append((rel, resolved))
@@ -302,7 +302,7 @@ class Ingestor:
                     existing = known.get(rel) or store.manifest.file(rel)
                     if existing is not None and existing.root != root_key:
                         report.errors.append(
-                            _issue(
+                            file_issue(
                                 rel,
                                 DuplicateSource(f"{rel} is already indexed from {existing.root}; use another index"),
                             )
@@ -333,7 +333,7 @@ class Ingestor:
                             raise EmptyDocument("the file has no text")
                     except IngestError as exc:
                         # over a limit: skipped (with the limit named); anything else: failed
-                        (report.skipped if exc.code in LIMIT_CODES else report.errors).append(_issue(rel, exc))
+                        (report.skipped if exc.code in LIMIT_CODES else report.errors).append(file_issue(rel, exc))
                         if existing is not None:  # its previous chunks stay searchable until it loads again
                             kept.add(rel)
                             failed[rel] = (exc.code, exc.message)
@@ -411,26 +411,26 @@ class Ingestor:
                         if not target.is_relative_to(root)
                         else UnsupportedType(f"{rel}: links to folders are not followed")
                     )
-                    skipped.append(_issue(rel, reason))
+                    skipped.append(file_issue(rel, reason))
             for filename in sorted(filenames):
                 if filename.startswith(".") and filename not in include_hidden:
                     continue
                 path = base / filename
                 rel = path.relative_to(root).as_posix()
                 if content_type_for(filename) is None:
-                    skipped.append(_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
+                    skipped.append(file_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
                     continue
                 real = path.resolve()
                 if not real.is_relative_to(root):
-                    skipped.append(_issue(rel, UnsafePath(f"{rel}: the link points outside the root ({real})")))
+                    skipped.append(file_issue(rel, UnsafePath(f"{rel}: the link points outside the root ({real})")))
                     continue
                 try:
                     mode = real.stat().st_mode
                 except OSError as exc:
-                    skipped.append(_issue(rel, MalformedDocument(f"{rel}: cannot stat: {exc.strerror}")))
+                    skipped.append(file_issue(rel, MalformedDocument(f"{rel}: cannot stat: {exc.strerror}")))
                     continue
                 if not stat.S_ISREG(mode):
-                    skipped.append(_issue(rel, UnsupportedType(f"{rel}: not a regular file")))
+                    skipped.append(file_issue(rel, UnsupportedType(f"{rel}: not a regular file")))
                     continue
                 found.append((rel, real))
         found.sort(key=lambda item: PurePosixPath(item[0]).parts)
