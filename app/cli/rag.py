@@ -42,6 +42,30 @@ def register(subparsers: Any) -> None:
     rag = subparsers.add_parser("rag", help="index documents and run inspectable hybrid retrieval")
     rag_sub = rag.add_subparsers(dest="rag_command", metavar="RAG_COMMAND")
 
+    _add_index_commands(rag_sub)
+
+    query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
+    query.add_argument("text", metavar="TEXT", nargs="+")
+    query.add_argument("-k", type=int, default=10, metavar="N", help="number of results (default 10)")
+    query.add_argument("--index", metavar="INDEX", help="search this index instead of the active one")
+    query.add_argument("--json", action="store_true")
+    query.set_defaults(func=handle_query)
+
+    show = rag_sub.add_parser("show", help="full text and metadata of a chunk by citation handle")
+    show.add_argument("handle", metavar="HANDLE", help="<index>:<chunk_id>")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=handle_show)
+
+    last = rag_sub.add_parser("last", help="the last retrieval of this workspace (from the audit log)")
+    last.add_argument("--json", action="store_true")
+    last.set_defaults(func=handle_last)
+    rag.set_defaults(func=usage(rag))
+
+    _add_eval_commands(subparsers)
+
+
+def _add_index_commands(rag_sub: Any) -> None:
+    """``rag index add|check|list|use|drop|repair|rebuild``."""
     index = rag_sub.add_parser("index", help="add, list, select and drop indexes")
     index_sub = index.add_subparsers(dest="index_command", metavar="INDEX_COMMAND")
     add = index_sub.add_parser("add", help="index a file or folder (recursive, incremental)")
@@ -90,23 +114,9 @@ def register(subparsers: Any) -> None:
     rebuild.set_defaults(func=handle_index_rebuild)
     index.set_defaults(func=usage(index))
 
-    query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
-    query.add_argument("text", metavar="TEXT", nargs="+")
-    query.add_argument("-k", type=int, default=10, metavar="N", help="number of results (default 10)")
-    query.add_argument("--index", metavar="INDEX", help="search this index instead of the active one")
-    query.add_argument("--json", action="store_true")
-    query.set_defaults(func=handle_query)
 
-    show = rag_sub.add_parser("show", help="full text and metadata of a chunk by citation handle")
-    show.add_argument("handle", metavar="HANDLE", help="<index>:<chunk_id>")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=handle_show)
-
-    last = rag_sub.add_parser("last", help="the last retrieval of this workspace (from the audit log)")
-    last.add_argument("--json", action="store_true")
-    last.set_defaults(func=handle_last)
-    rag.set_defaults(func=usage(rag))
-
+def _add_eval_commands(subparsers: Any) -> None:
+    """``eval rag``: retrieval quality on a BEIR-format collection."""
     evaluate = subparsers.add_parser("eval", help="quality harnesses")
     eval_sub = evaluate.add_subparsers(dest="eval_command", metavar="EVAL_COMMAND")
     rag_eval = eval_sub.add_parser("rag", help="retrieval quality on a BEIR-format collection")

@@ -18,7 +18,7 @@ from pydantic import MISSING
 from services.errors import ConfigError
 from services.hashing import content_hash
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
-from services.policy.model import MODES, PATH_OPS, ShellSandbox
+from services.policy.model import PATH_OPS, ShellSandbox
 from services.policy.network import NetworkRules
 from services.yamlio import line_at, plain
 
@@ -85,30 +85,12 @@ class Policy:
         fs = doc.filesystem
         self.allowed_roots: list[str] = list(fs.allowed_roots)
         self.allow_hardlinks = fs.allow_hardlinks
-        self.deny_rules: list[DenyRule] = []
-        for i, glob_rule in enumerate(fs.deny):
-            deny = DenyRule(
-                id=glob_rule.id,
-                ops=frozenset(glob_rule.ops or PATH_OPS),
-                glob=glob_rule.glob,
-                regex=glob_to_regex(glob_rule.glob),
-            )
-            self._check_examples(deny.matches, glob_rule, ("filesystem", "deny", i), path_like=True)
-            self.deny_rules.append(deny)
-        for i, ext_rule in enumerate(fs.deny_extensions):
-            exts = frozenset(_extension(e) for e in ext_rule.extensions)
-            deny = DenyRule(id=ext_rule.id, ops=frozenset(ext_rule.ops or PATH_OPS), extensions=exts)
-            self._check_examples(deny.matches, ext_rule, ("filesystem", "deny_extensions", i), path_like=True)
-            self.deny_rules.append(deny)
+        self.deny_rules: list[DenyRule] = self._deny_rules(fs.deny, fs.deny_extensions)
         self.write_extensions: frozenset[str] | None = (
             None if fs.write_extensions is None else frozenset(_extension(e) for e in fs.write_extensions)
         )
         sh = doc.shell
-        self.exec_rules: list[ExecRule] = []
-        for i, exec_rule in enumerate(sh.executables):
-            ex = ExecRule(id=exec_rule.id, names=tuple(exec_rule.names))
-            self._check_examples(_name_matcher(ex), exec_rule, ("shell", "executables", i))
-            self.exec_rules.append(ex)
+        self.exec_rules: list[ExecRule] = self._exec_rules(sh.executables)
         self.privileged: tuple[str, ...] = tuple(sh.privileged)
         self.env_passthrough: tuple[str, ...] = tuple(sh.env_passthrough)
         self.env_allow: tuple[str, ...] = tuple(sh.env_allow)
@@ -143,6 +125,35 @@ class Policy:
         if dupes:
             raise self._error((), f"rule ids must be unique; repeated: {', '.join(dupes)}")
 
+    # -- the rules, built from the document ----------------------------------------------------
+    def _deny_rules(self, globs: Sequence[DenyGlob], extensions: Sequence[DenyExtensions]) -> list[DenyRule]:
+        """``filesystem.deny`` then ``filesystem.deny_extensions``, each rule's examples checked."""
+        rules: list[DenyRule] = []
+        for i, glob_rule in enumerate(globs):
+            deny = DenyRule(
+                id=glob_rule.id,
+                ops=frozenset(glob_rule.ops or PATH_OPS),
+                glob=glob_rule.glob,
+                regex=glob_to_regex(glob_rule.glob),
+            )
+            self._check_examples(deny.matches, glob_rule, ("filesystem", "deny", i), path_like=True)
+            rules.append(deny)
+        for i, ext_rule in enumerate(extensions):
+            exts = frozenset(_extension(e) for e in ext_rule.extensions)
+            deny = DenyRule(id=ext_rule.id, ops=frozenset(ext_rule.ops or PATH_OPS), extensions=exts)
+            self._check_examples(deny.matches, ext_rule, ("filesystem", "deny_extensions", i), path_like=True)
+            rules.append(deny)
+        return rules
+
+    def _exec_rules(self, executables: Sequence[Executables]) -> list[ExecRule]:
+        """``shell.executables``, each rule's examples checked."""
+        rules: list[ExecRule] = []
+        for i, exec_rule in enumerate(executables):
+            ex = ExecRule(id=exec_rule.id, names=tuple(exec_rule.names))
+            self._check_examples(_name_matcher(ex), exec_rule, ("shell", "executables", i))
+            rules.append(ex)
+        return rules
+
     # -- load-time checks ----------------------------------------------------------------
     def _error(self, path: Sequence[Any], reason: str) -> ConfigError:
         line = line_at(self._tree, path) if self._tree is not None else None
@@ -165,13 +176,6 @@ class Policy:
                     raise self._error((*path, key, j), f"rule {rule.id!r}: example {example!r} {verb}")
 
     # -- variants ------------------------------------------------------------------------
-    def with_mode(self, mode: str) -> Policy:
-        if mode not in MODES:
-            raise ConfigError(f"approval mode must be one of {', '.join(MODES)}, not {mode!r}")
-        data = dict(self.data)
-        data["mode"] = mode
-        return Policy(data, source=self.source, restriction=self.restriction)
-
     def restricted(self, profile: str, tools: frozenset[str] | None) -> Policy:
         """This policy under profile ``profile``: only ``tools`` may run (None: no restriction)."""
         if tools is None:
