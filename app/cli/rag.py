@@ -309,10 +309,9 @@ def handle_index_list(args: argparse.Namespace) -> int:
             )
             if info.status_detail:
                 out(f"    {info.status}: {info.status_detail}", single_line=True)
-            if info.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
-                out("    keyword-only while the index folder cannot be written")
-            elif info.status.startswith("vectors"):
-                out(f"    keyword-only until repaired: aries rag index repair {info.name}", single_line=True)
+            advice = info.status.advice(info.name)
+            if advice:
+                out(f"    {advice}", single_line=True)
             for root in info.roots:
                 out(f"    {root}", single_line=True)
             for failure in info.failed:
@@ -356,6 +355,7 @@ def handle_index_rebuild(args: argparse.Namespace) -> int:
     """
     from services.errors import InvalidInput
     from services.retrieval.errors import IndexCorrupt, IndexNotFound
+    from services.retrieval.models import IndexStatus
 
     with workspace_engine(args) as engine:
         folders = list(args.folders or [])
@@ -365,7 +365,7 @@ def handle_index_rebuild(args: argparse.Namespace) -> int:
                 info = engine.index_info(args.name)
             except IndexCorrupt as exc:
                 raise InvalidInput(f"{exc.message.split(';')[0]}; name its folder: --from FOLDER") from None
-            if info.status == "unreadable":
+            if info.status is IndexStatus.UNREADABLE:
                 raise InvalidInput(f"index {args.name!r} cannot be read, so its folders are unknown: --from FOLDER")
             folders = list(info.roots)
             if not folders:
@@ -388,6 +388,7 @@ def handle_index_repair(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.retrieval.ingest import Cancelled
+    from services.retrieval.models import IndexStatus
 
     stderr = console(stderr=True)
     with workspace_engine(args) as engine:
@@ -432,7 +433,7 @@ def handle_index_repair(args: argparse.Namespace) -> int:
                 f"(was: {before.status}; now: {after.status})",
                 single_line=True,
             )
-        return 0 if after.status == "ok" else 1
+        return 0 if after.status is IndexStatus.OK else 1
 
 
 def handle_index_drop(args: argparse.Namespace) -> int:
