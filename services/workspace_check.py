@@ -150,8 +150,10 @@ def _tantivy(directory: Path) -> str:
 
 def _chroma(directory: Path, collection: str, chunks: int) -> str:
     """The vector store opens, holds a vector per chunk of the manifest and answers a probe query."""
+    from services.retrieval.models import repair_advice
+
     path = directory / CHROMA_DIR
-    repair = f"keyword-only until repaired: aries rag index repair {directory.name}"
+    repair = repair_advice(directory.name)
     if not path.is_dir():
         if chunks == 0:
             return "Chroma not created yet (no chunks)"

@@ -11,6 +11,7 @@ with a ``ConfigError`` naming the file and line before anything expands it.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,41 @@ def line_of(node: Any, key: str) -> int | None:
         return int(node.lc.key(key)[0]) + 1
     except Exception:
         return None
+
+
+def plain(node: Any) -> Any:
+    """ruamel's round-trip containers to plain dicts, lists and scalars."""
+    if isinstance(node, dict):
+        return {str(k): plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [plain(v) for v in node]
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def line_at(root: Any, path: Sequence[Any]) -> int | None:
+    """1-based line of the deepest node on ``path`` that ruamel knows a position for."""
+    node, line = root, None
+    for key in path:
+        try:
+            if isinstance(key, int):
+                pos = node.lc.item(key)
+            else:
+                pos = node.lc.key(key)
+            line = int(pos[0]) + 1
+            node = node[key]
+        except Exception:
+            break
+    if line is None:
+        try:
+            line = int(root.lc.line) + 1
+        except Exception:
+            line = None
+    return line

@@ -53,6 +53,11 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """The reader of our output went away (128 + SIGPIPE, as a shell reports it)."""
 
+POLICY_HELP = (
+    "policy YAML, Aries or capsule format (default: the workspace's policy.yaml, else the shipped safe policy)"
+)
+"""The help of every command's ``--policy FILE``."""
+
 # -- the terminal writer -----------------------------------------------------------------------
 
 

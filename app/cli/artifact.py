@@ -16,12 +16,22 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail, open_session, out, print_json, warn
+from app.cli._common import (
+    EXIT_DENIED,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    POLICY_HELP,
+    fail,
+    open_session,
+    out,
+    print_json,
+    warn,
+)
 from services.approval_mode import MODE_NAMES
 
 ADD_TOOL = "builtin:fs:add_artifact"
 NEED_WORKSPACE = "artifacts live in a workspace: add --workspace NAME (aries -w NAME artifact ...)"
-POLICY_HELP = "policy YAML (default: the workspace's policy.yaml, else the shipped safe policy)"
 
 
 def register(sub: Any) -> None:

@@ -19,8 +19,7 @@ import os
 import shlex
 from typing import Any
 
-from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, fail, open_session, out, print_json, warn
-from app.cli.tool import POLICY_HELP
+from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, POLICY_HELP, fail, open_session, out, print_json, warn
 from services.approval_mode import MODE_NAMES
 
 EXIT_REQUEST = 2

@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from app.cli._common import open_session, out, print_json, print_table
+from app.cli._common import POLICY_HELP, open_session, out, print_json, print_table
 
 PLAN_HELP = """\
 A plan is YAML: version "1.0" and a list of steps, each {tool, args}. Tools are capsule names
@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("plan", type=Path)
-    run.add_argument("--policy", type=Path, help="policy file (Aries or capsule format); default: the workspace's")
+    run.add_argument("--policy", type=Path, metavar="FILE", help=POLICY_HELP)
     run.add_argument("--approve", action="append", default=[], metavar="TOOL", help="approve this tool's calls")
     run.add_argument("--json", action="store_true", help="print the run as JSON")
     run.set_defaults(func=cmd_run)

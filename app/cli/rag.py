@@ -42,6 +42,30 @@ def register(subparsers: Any) -> None:
     rag = subparsers.add_parser("rag", help="index documents and run inspectable hybrid retrieval")
     rag_sub = rag.add_subparsers(dest="rag_command", metavar="RAG_COMMAND")
 
+    _add_index_commands(rag_sub)
+
+    query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
+    query.add_argument("text", metavar="TEXT", nargs="+")
+    query.add_argument("-k", type=int, default=10, metavar="N", help="number of results (default 10)")
+    query.add_argument("--index", metavar="INDEX", help="search this index instead of the active one")
+    query.add_argument("--json", action="store_true")
+    query.set_defaults(func=handle_query)
+
+    show = rag_sub.add_parser("show", help="full text and metadata of a chunk by citation handle")
+    show.add_argument("handle", metavar="HANDLE", help="<index>:<chunk_id>")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=handle_show)
+
+    last = rag_sub.add_parser("last", help="the last retrieval of this workspace (from the audit log)")
+    last.add_argument("--json", action="store_true")
+    last.set_defaults(func=handle_last)
+    rag.set_defaults(func=usage(rag))
+
+    _add_eval_commands(subparsers)
+
+
+def _add_index_commands(rag_sub: Any) -> None:
+    """``rag index add|check|list|use|drop|repair|rebuild``."""
     index = rag_sub.add_parser("index", help="add, list, select and drop indexes")
     index_sub = index.add_subparsers(dest="index_command", metavar="INDEX_COMMAND")
     add = index_sub.add_parser("add", help="index a file or folder (recursive, incremental)")
@@ -90,23 +114,9 @@ def register(subparsers: Any) -> None:
     rebuild.set_defaults(func=handle_index_rebuild)
     index.set_defaults(func=usage(index))
 
-    query = rag_sub.add_parser("query", help="hybrid BM25 + dense search of the active index")
-    query.add_argument("text", metavar="TEXT", nargs="+")
-    query.add_argument("-k", type=int, default=10, metavar="N", help="number of results (default 10)")
-    query.add_argument("--index", metavar="INDEX", help="search this index instead of the active one")
-    query.add_argument("--json", action="store_true")
-    query.set_defaults(func=handle_query)
 
-    show = rag_sub.add_parser("show", help="full text and metadata of a chunk by citation handle")
-    show.add_argument("handle", metavar="HANDLE", help="<index>:<chunk_id>")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=handle_show)
-
-    last = rag_sub.add_parser("last", help="the last retrieval of this workspace (from the audit log)")
-    last.add_argument("--json", action="store_true")
-    last.set_defaults(func=handle_last)
-    rag.set_defaults(func=usage(rag))
-
+def _add_eval_commands(subparsers: Any) -> None:
+    """``eval rag``: retrieval quality on a BEIR-format collection."""
     evaluate = subparsers.add_parser("eval", help="quality harnesses")
     eval_sub = evaluate.add_subparsers(dest="eval_command", metavar="EVAL_COMMAND")
     rag_eval = eval_sub.add_parser("rag", help="retrieval quality on a BEIR-format collection")
@@ -299,10 +309,9 @@ def handle_index_list(args: argparse.Namespace) -> int:
             )
             if info.status_detail:
                 out(f"    {info.status}: {info.status_detail}", single_line=True)
-            if info.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
-                out("    keyword-only while the index folder cannot be written")
-            elif info.status.startswith("vectors"):
-                out(f"    keyword-only until repaired: aries rag index repair {info.name}", single_line=True)
+            advice = info.status.advice(info.name)
+            if advice:
+                out(f"    {advice}", single_line=True)
             for root in info.roots:
                 out(f"    {root}", single_line=True)
             for failure in info.failed:
@@ -346,6 +355,7 @@ def handle_index_rebuild(args: argparse.Namespace) -> int:
     """
     from services.errors import InvalidInput
     from services.retrieval.errors import IndexCorrupt, IndexNotFound
+    from services.retrieval.models import IndexStatus
 
     with workspace_engine(args) as engine:
         folders = list(args.folders or [])
@@ -355,7 +365,7 @@ def handle_index_rebuild(args: argparse.Namespace) -> int:
                 info = engine.index_info(args.name)
             except IndexCorrupt as exc:
                 raise InvalidInput(f"{exc.message.split(';')[0]}; name its folder: --from FOLDER") from None
-            if info.status == "unreadable":
+            if info.status is IndexStatus.UNREADABLE:
                 raise InvalidInput(f"index {args.name!r} cannot be read, so its folders are unknown: --from FOLDER")
             folders = list(info.roots)
             if not folders:
@@ -378,6 +388,7 @@ def handle_index_repair(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.retrieval.ingest import Cancelled
+    from services.retrieval.models import IndexStatus
 
     stderr = console(stderr=True)
     with workspace_engine(args) as engine:
@@ -422,7 +433,7 @@ def handle_index_repair(args: argparse.Namespace) -> int:
                 f"(was: {before.status}; now: {after.status})",
                 single_line=True,
             )
-        return 0 if after.status == "ok" else 1
+        return 0 if after.status is IndexStatus.OK else 1
 
 
 def handle_index_drop(args: argparse.Namespace) -> int:

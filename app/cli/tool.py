@@ -16,10 +16,19 @@ import argparse
 import json
 from typing import Any
 
-from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, err, fail, open_session, print_json, usage, warn
+from app.cli._common import (
+    EXIT_DENIED,
+    EXIT_ERROR,
+    EXIT_OK,
+    POLICY_HELP,
+    err,
+    fail,
+    open_session,
+    print_json,
+    usage,
+    warn,
+)
 from services.approval_mode import MODE_NAMES
-
-POLICY_HELP = "policy YAML (default: the workspace's policy.yaml, else the shipped safe policy)"
 
 
 def register(subparsers: Any) -> None:
@@ -50,7 +59,7 @@ def register(subparsers: Any) -> None:
     undo.set_defaults(func=handle_undo)
 
     doctor = tool_sub.add_parser("doctor", help="self-check: tools registered, policy loads, gateway works")
-    doctor.add_argument("--policy", metavar="FILE")
+    doctor.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
     doctor.set_defaults(func=handle_doctor)
 
     tool.set_defaults(func=usage(tool))

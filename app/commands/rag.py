@@ -161,10 +161,9 @@ class RagController:
             )
             if i.status_detail:
                 rows.append(f"    {i.status}: {i.status_detail}")
-            if i.status == "vectors unavailable":  # a folder that cannot be written: nothing to repair
-                rows.append("    keyword-only while the index folder cannot be written")
-            elif i.status.startswith("vectors"):
-                rows.append(f"    keyword-only until repaired: /rag index repair {i.name}")
+            advice = i.status.advice(i.name, command="/rag")
+            if advice:
+                rows.append(f"    {advice}")
             rows.extend(
                 f"    failed  {f['path']}: [{f['code']}] {f['message']} (its previous chunks are kept)"
                 for f in i.failed

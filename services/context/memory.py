@@ -34,7 +34,7 @@ from services.context.errors import ContextError
 if TYPE_CHECKING:
     from services.models.base import ModelProvider
 from services.context.memory_types import (
-    _ENTRY,
+    ENTRY_LINE,
     Memory,
     SessionMessage,
     finalize,
@@ -128,7 +128,7 @@ def write_memories(root: Path, memories: Sequence[Memory]) -> list[Path]:
         groups.setdefault(Path(root) / memory.relpath(), []).append(memory)
     for path, group in groups.items():
         text = _read_text(path) if path.is_file() else _header(group[0].scope, group[0].category)
-        present = set(_ENTRY.findall(text))
+        present = set(ENTRY_LINE.findall(text))
         new_lines: list[str] = []
         for memory in group:
             if memory.id not in present:
@@ -162,7 +162,7 @@ def read_memory_file(path: Path) -> MemoryFile:
     if not path.is_file():
         return result
     for line in _read_text(path).splitlines():
-        match = _ENTRY.match(line)
+        match = ENTRY_LINE.match(line)
         if match is None:
             continue
         rest = line[match.end() :]

@@ -26,7 +26,7 @@ MAX_MEMORIES = 50  # per extraction
 MAX_MEMORY_CHARS = 280  # per entry; longer text is cut at a word boundary and ends with "…"
 MIN_MEMORY_CHARS = 6
 MEMORY_DIR = "memories"
-_ENTRY = re.compile(r"^- \[(m-[0-9a-f]{16})\] ", re.MULTILINE)
+ENTRY_LINE = re.compile(r"^- \[(m-[0-9a-f]{16})\] ", re.MULTILINE)  # how a line :meth:`Memory.line` wrote starts
 
 
 class MemoryExtractionFailed(ContextError):

@@ -35,6 +35,7 @@ import heapq
 import secrets
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from services.context.rerank import DIR_BOOST, order_key, rerank_factor
 from services.context.search_types import (
     Cand,
     ContextHit,
+    Dirs,
     RetrievalResult,
     SearchFilter,
     directories,
@@ -265,87 +267,20 @@ class ContextRetriever:
         walk_started = time.perf_counter()
         dirs = directories(cands, target)
         abstract_dirs = {text_of(c.directory) for c in cands if c.level == "L0"}
-        boost = DIR_BOOST if self.settings.reranker != "off" else 1.0
-
-        heap: list[tuple[float, str, int, float]] = []  # (-priority, dir key, depth, priority)
-        ranked_tiers = sorted(dirs.tier, key=lambda key: (-dirs.tier[key], key))
-        chosen: list[AxiomUri] = []
-        for key in ranked_tiers:
-            if len(chosen) == START_POINTS:
-                break
-            if not any(dirs.uris[key].is_within(done) for done in chosen):
-                chosen.append(dirs.uris[key])
-        scopes = [AxiomUri.root(s) for s in CORE_SCOPES if f"axiom://{s}" in dirs.uris]
-        roots = [target] if target is not None else scopes
-        for uri in [*chosen, *(r for r in roots if str(r) in dirs.uris and r not in chosen)]:
-            key = str(uri)
-            priority = dirs.own(key)
-            trace.start_points.append({"uri": key, "score": round(priority, 6), "tier": dirs.tier.get(key, 0.0)})
-            heapq.heappush(heap, (-priority, key, 0, priority))
-
-        def bound(key: str, priority: float) -> float:
-            reach = max(priority, dirs.best.get(key, 0.0))
-            return (FILE_WEIGHT * dirs.best_l2.get(key, 0.0) + (1 - FILE_WEIGHT) * reach) * boost
-
-        collected: list[tuple[float, Cand]] = []
-        visited: set[str] = set()
-        nodes = deepest = 0
-        stop, cut = "exhausted", False
-        while heap:
-            if _ms(started) >= budget.max_ms:
-                stop = "max_ms"
-                break
-            if nodes >= budget.max_nodes:
-                stop = "max_nodes"
-                break
-            if len(collected) >= limit:
-                collected.sort(key=lambda item: order_key(item[0], item[1].key))
-                floor = collected[limit - 1][0]
-                if all(bound(key, prio) < floor for _neg, key, _d, prio in heap):
-                    stop = "limit"
-                    break
-            _neg, key, depth, priority = heapq.heappop(heap)
-            if key in visited:
-                continue
-            visited.add(key)
-            nodes += 1
-            deepest = max(deepest, depth)
-            found: list[str] = []
-            for cand in dirs.files.get(key, []):
-                score = (FILE_WEIGHT * cand.score + (1 - FILE_WEIGHT) * priority) * self._factor(cand, abstract_dirs)
-                if score_threshold is None or score >= score_threshold:
-                    collected.append((score, cand))
-                    found.append(cand.key)
-            kept: list[dict[str, Any]] = []
-            dropped: list[str] = []
-            for child_key in sorted(dirs.children.get(key, {})):
-                if child_key in visited:
-                    continue
-                if depth + 1 > budget.max_depth:
-                    dropped.append(child_key)
-                    continue
-                child_priority = ALPHA * dirs.own(child_key) + (1 - ALPHA) * priority
-                kept.append({"uri": child_key, "score": round(child_priority, 6)})
-                heapq.heappush(heap, (-child_priority, child_key, depth + 1, child_priority))
-            cut = cut or bool(dropped)
-            step: dict[str, Any] = {
-                "directory": key,
-                "depth": depth,
-                "score": round(priority, 6),
-                "tier": round(dirs.tier.get(key, 0.0), 6),
-                "hits": found,
-                "children": kept,
-            }
-            if dropped:
-                step["cut_by_depth"] = dropped
-            trace.steps.append(step)
-        if stop == "exhausted" and cut:
-            stop = "max_depth"
-        trace.stop_reason = stop
+        walk = _Walk(
+            dirs,
+            budget,
+            limit,
+            score_threshold,
+            factor=lambda cand: self._factor(cand, abstract_dirs),
+            boost=DIR_BOOST if self.settings.reranker != "off" else 1.0,
+        )
+        walk.start(trace, target)
+        trace.stop_reason = walk.run(trace, started)
         trace.timings["walk_ms"] = _ms(walk_started)
-        collected.sort(key=lambda item: order_key(item[0], item[1].key))
-        hits = [self._hit(cand, score) for score, cand in collected[:limit]]
-        return self._finish(trace, hits, started, nodes, deepest)
+        walk.collected.sort(key=lambda item: order_key(item[0], item[1].key))
+        hits = [self._hit(cand, score) for score, cand in walk.collected[:limit]]
+        return self._finish(trace, hits, started, walk.nodes, walk.deepest)
 
     def _session_terms(self, session: ContextSession | str, normalized: str) -> list[str]:
         from services.context.sessions import SessionStore
@@ -378,6 +313,122 @@ class ContextRetriever:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+class _Walk:
+    """One directory-aware walk of :meth:`ContextRetriever.search`: the start points, the heap of
+    directories to visit (best priority first), the hits collected and the budget spent."""
+
+    def __init__(
+        self,
+        dirs: Dirs,
+        budget: Budget,
+        limit: int,
+        score_threshold: float | None,
+        *,
+        factor: Callable[[Cand], float],
+        boost: float,
+    ) -> None:
+        self.dirs = dirs
+        self.budget = budget
+        self.limit = limit
+        self.score_threshold = score_threshold
+        self.factor = factor  # the reranker's factor of a candidate
+        self.boost = boost
+        self.heap: list[tuple[float, str, int, float]] = []  # (-priority, dir key, depth, priority)
+        self.collected: list[tuple[float, Cand]] = []
+        self.visited: set[str] = set()
+        self.nodes = self.deepest = 0
+        self.cut = False  # children were left out for max_depth
+
+    def start(self, trace: Trace, target: AxiomUri | None) -> None:
+        """Queue the :data:`START_POINTS` directories with the best tier scores, then the target (or
+        each scope root), so nothing is unreachable."""
+        dirs = self.dirs
+        ranked_tiers = sorted(dirs.tier, key=lambda key: (-dirs.tier[key], key))
+        chosen: list[AxiomUri] = []
+        for key in ranked_tiers:
+            if len(chosen) == START_POINTS:
+                break
+            if not any(dirs.uris[key].is_within(done) for done in chosen):
+                chosen.append(dirs.uris[key])
+        scopes = [AxiomUri.root(s) for s in CORE_SCOPES if f"axiom://{s}" in dirs.uris]
+        roots = [target] if target is not None else scopes
+        for uri in [*chosen, *(r for r in roots if str(r) in dirs.uris and r not in chosen)]:
+            key = str(uri)
+            priority = dirs.own(key)
+            trace.start_points.append({"uri": key, "score": round(priority, 6), "tier": dirs.tier.get(key, 0.0)})
+            heapq.heappush(self.heap, (-priority, key, 0, priority))
+
+    def run(self, trace: Trace, started: float) -> str:
+        """Visit directories best first until the heap is empty or a budget stops it; the stop reason."""
+        stop = "exhausted"
+        while self.heap:
+            if _ms(started) >= self.budget.max_ms:
+                stop = "max_ms"
+                break
+            if self.nodes >= self.budget.max_nodes:
+                stop = "max_nodes"
+                break
+            if self._beaten():
+                stop = "limit"
+                break
+            _neg, key, depth, priority = heapq.heappop(self.heap)
+            if key in self.visited:
+                continue
+            self.visited.add(key)
+            self.nodes += 1
+            self.deepest = max(self.deepest, depth)
+            trace.steps.append(self._visit(key, depth, priority))
+        if stop == "exhausted" and self.cut:
+            stop = "max_depth"
+        return stop
+
+    def _beaten(self) -> bool:
+        """``limit`` hits are held and no queued directory can beat the last of them."""
+        if len(self.collected) < self.limit:
+            return False
+        self.collected.sort(key=lambda item: order_key(item[0], item[1].key))
+        floor = self.collected[self.limit - 1][0]
+        return all(self._bound(key, prio) < floor for _neg, key, _d, prio in self.heap)
+
+    def _bound(self, key: str, priority: float) -> float:
+        """The best score a file below directory ``key`` could get (from its subtree's best scores)."""
+        reach = max(priority, self.dirs.best.get(key, 0.0))
+        return (FILE_WEIGHT * self.dirs.best_l2.get(key, 0.0) + (1 - FILE_WEIGHT) * reach) * self.boost
+
+    def _visit(self, key: str, depth: int, priority: float) -> dict[str, Any]:
+        """Collect the L2 files of directory ``key`` and queue its children; the trace's step."""
+        dirs = self.dirs
+        found: list[str] = []
+        for cand in dirs.files.get(key, []):
+            score = (FILE_WEIGHT * cand.score + (1 - FILE_WEIGHT) * priority) * self.factor(cand)
+            if self.score_threshold is None or score >= self.score_threshold:
+                self.collected.append((score, cand))
+                found.append(cand.key)
+        kept: list[dict[str, Any]] = []
+        dropped: list[str] = []
+        for child_key in sorted(dirs.children.get(key, {})):
+            if child_key in self.visited:
+                continue
+            if depth + 1 > self.budget.max_depth:
+                dropped.append(child_key)
+                continue
+            child_priority = ALPHA * dirs.own(child_key) + (1 - ALPHA) * priority
+            kept.append({"uri": child_key, "score": round(child_priority, 6)})
+            heapq.heappush(self.heap, (-child_priority, child_key, depth + 1, child_priority))
+        self.cut = self.cut or bool(dropped)
+        step: dict[str, Any] = {
+            "directory": key,
+            "depth": depth,
+            "score": round(priority, 6),
+            "tier": round(dirs.tier.get(key, 0.0), 6),
+            "hits": found,
+            "children": kept,
+        }
+        if dropped:
+            step["cut_by_depth"] = dropped
+        return step
 
 
 def _target(target_uri: AxiomUri | str | None) -> AxiomUri | None:

@@ -189,65 +189,25 @@ class BoundPolicy:
         """The decision for one call. ``from_text``: the call was read from the model's text rather than
         a native tool call; it is decided as in guide mode (read-only runs, the rest asks), so commander
         mode and its ``auto_approve`` rules never let it through."""
-
-        def decide(
-            action: Action,
-            rule: str,
-            reason: str,
-            *,
-            tier: RiskTier | None = None,
-            error_type: str | None = None,
-            facts: dict[str, Any] | None = None,
-            approved_by: str | None = None,
-        ) -> PolicyDecision:
-            return PolicyDecision(
-                action,
-                rule,
-                reason,
-                tool.tool_id,
-                tier or tool.tier,
-                self.mode,
-                error_type or ("PolicyDenied" if action == "deny" else None),
-                facts or {},
-                approved_by,
-            )
-
-        if self.policy.restriction is not None and tool.tool_id not in self.policy.restriction[1]:
-            profile = self.policy.restriction[0]
-            return decide(
-                "deny",
-                f"profile.{profile}",
-                f"tool {tool.tool_id} is not enabled by the active profile {profile!r} (/profile use another one)",
-            )
-        if not self.policy.providers.get(tool.provider, False):
-            return decide("deny", f"providers.{tool.provider}", f"provider {tool.provider!r} is not enabled")
-        switch = self.policy.tool_switch(tool.tool_id)
-        # An MCP tool (class ``mcp:<server>``) runs when its server's class is enabled, or when the
-        # policy names the tool itself with ``enabled: true``; otherwise it is denied by default.
-        named = tool.provider == "mcp" and switch is True
-        if tool.tool_class not in self.policy.tool_classes and not named:
-            return decide(
-                "deny", "default.deny", f"tool class {tool.tool_class!r} is not enabled by the policy (deny by default)"
-            )
-        if tool.tool_class in self.policy.tool_classes and not self.policy.tool_classes[tool.tool_class]:
-            return decide("deny", f"tool_classes.{tool.tool_class}", f"tool class {tool.tool_class!r} is disabled")
-        if switch is False:
-            return decide("deny", f"tools.{tool.tool_id}", f"tool {tool.tool_id} is disabled by the policy")
+        refusal = self._switched_off(tool)
+        if refusal is not None:
+            return self._decide(tool, "deny", *refusal)
         facts: dict[str, Any] = {}
         try:
             facts = self.check_resources(tool.resources(args))
         except PolicyDenied as exc:
             details = {k: jsonable(v) for k, v in exc.details.items() if k != "rule"}
-            return decide("deny", exc.rule, exc.message, facts=details)
+            return self._decide(tool, "deny", exc.rule, exc.message, facts=details)
         except InvalidInput as exc:
             rule = str(exc.details.get("rule", "input.resources"))
-            return decide("deny", rule, exc.message, error_type="InvalidInput")
+            return self._decide(tool, "deny", rule, exc.message, error_type="InvalidInput")
         tier = tool.effective_tier(args, facts)
         command = facts.get("command") or {}
         if command.get("privileged"):
             tier = RiskTier.EXEC_PRIVILEGED
         if command.get("exec_capable"):
-            return decide(
+            return self._decide(
+                tool,
                 "confirm",
                 "shell.exec_capable",
                 f"{command.get('exec_reason') or 'the command can run arbitrary code'}; "
@@ -256,16 +216,78 @@ class BoundPolicy:
                 facts=facts,
             )
         if self.policy.requires_approval(tool.tool_id):
-            return decide(
+            return self._decide(
+                tool,
                 "confirm",
                 f"tools.{tool.tool_id}.require_approval",
                 f"the policy requires approval for {tool.tool_id}",
                 tier=tier,
                 facts=facts,
             )
+        if from_text and self.mode == "commander" and tier is not RiskTier.READ_ONLY:
+            return self._decide(
+                tool,
+                "confirm",
+                "mode.commander.text_call",
+                f"commander mode: {tier} read from the model's text (not a native tool call) needs approval",
+                tier=tier,
+                facts=facts,
+            )
+        return self._by_mode(tool, tier, facts)
+
+    def _decide(
+        self,
+        tool: ToolDescriptor,
+        action: Action,
+        rule: str,
+        reason: str,
+        *,
+        tier: RiskTier | None = None,
+        error_type: str | None = None,
+        facts: dict[str, Any] | None = None,
+        approved_by: str | None = None,
+    ) -> PolicyDecision:
+        return PolicyDecision(
+            action,
+            rule,
+            reason,
+            tool.tool_id,
+            tier or tool.tier,
+            self.mode,
+            error_type or ("PolicyDenied" if action == "deny" else None),
+            facts or {},
+            approved_by,
+        )
+
+    def _switched_off(self, tool: ToolDescriptor) -> tuple[str, str] | None:
+        """``(rule, reason)`` when the profile, the providers, the tool classes or the tool's own switch
+        leave ``tool`` off; None when it may run (subject to its resources and the mode)."""
+        if self.policy.restriction is not None and tool.tool_id not in self.policy.restriction[1]:
+            profile = self.policy.restriction[0]
+            return (
+                f"profile.{profile}",
+                f"tool {tool.tool_id} is not enabled by the active profile {profile!r} (/profile use another one)",
+            )
+        if not self.policy.providers.get(tool.provider, False):
+            return f"providers.{tool.provider}", f"provider {tool.provider!r} is not enabled"
+        switch = self.policy.tool_switch(tool.tool_id)
+        # An MCP tool (class ``mcp:<server>``) runs when its server's class is enabled, or when the
+        # policy names the tool itself with ``enabled: true``; otherwise it is denied by default.
+        named = tool.provider == "mcp" and switch is True
+        if tool.tool_class not in self.policy.tool_classes and not named:
+            return "default.deny", f"tool class {tool.tool_class!r} is not enabled by the policy (deny by default)"
+        if tool.tool_class in self.policy.tool_classes and not self.policy.tool_classes[tool.tool_class]:
+            return f"tool_classes.{tool.tool_class}", f"tool class {tool.tool_class!r} is disabled"
+        if switch is False:
+            return f"tools.{tool.tool_id}", f"tool {tool.tool_id} is disabled by the policy"
+        return None
+
+    def _by_mode(self, tool: ToolDescriptor, tier: RiskTier, facts: dict[str, Any]) -> PolicyDecision:
+        """What the approval mode says of a call of ``tier`` that the rules let through."""
         mode = self.mode
         if tier is RiskTier.READ_ONLY:
-            return decide(
+            return self._decide(
+                tool,
                 "allow",
                 f"mode.{mode}.read_only",
                 "READ_ONLY tools run without approval",
@@ -274,7 +296,8 @@ class BoundPolicy:
                 approved_by="mode",
             )
         if mode == "strict":
-            return decide(
+            return self._decide(
+                tool,
                 "confirm",
                 "mode.strict.requires_approval",
                 f"strict mode: {tier} needs approval",
@@ -282,21 +305,19 @@ class BoundPolicy:
                 facts=facts,
             )
         if mode == "guide":
-            return decide(
-                "confirm", "mode.guide.requires_approval", f"guide mode: {tier} needs approval", tier=tier, facts=facts
-            )
-        # commander
-        if from_text:
-            return decide(
+            return self._decide(
+                tool,
                 "confirm",
-                "mode.commander.text_call",
-                f"commander mode: {tier} read from the model's text (not a native tool call) needs approval",
+                "mode.guide.requires_approval",
+                f"guide mode: {tier} needs approval",
                 tier=tier,
                 facts=facts,
             )
+        # commander
         if tier is RiskTier.EXEC_USERSPACE:
             rule = facts.get("command", {}).get("exec_rule") or "shell.own_processes"
-            return decide(
+            return self._decide(
+                tool,
                 "allow",
                 rule,
                 "commander mode: allowlisted EXEC_USERSPACE runs without approval",
@@ -305,7 +326,8 @@ class BoundPolicy:
                 approved_by="rule",
             )
         if tier is RiskTier.WRITE_SAFE:
-            return decide(
+            return self._decide(
+                tool,
                 "allow",
                 "mode.commander.write_safe",
                 "commander mode: WRITE_SAFE (create-only) runs without approval",
@@ -315,7 +337,8 @@ class BoundPolicy:
             )
         auto = self._auto_approve(tool.tool_id, facts)
         if auto is not None:
-            return decide(
+            return self._decide(
+                tool,
                 "allow",
                 f"auto_approve.{auto.id}",
                 f"commander mode: allowlisted by rule {auto.id!r}",
@@ -323,7 +346,8 @@ class BoundPolicy:
                 facts=facts,
                 approved_by="rule",
             )
-        return decide(
+        return self._decide(
+            tool,
             "confirm",
             "mode.commander.requires_approval",
             f"commander mode: {tier} needs approval",

@@ -18,49 +18,12 @@ from pydantic import MISSING
 from services.errors import ConfigError
 from services.hashing import content_hash
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
-from services.policy.model import MODES, PATH_OPS, ShellSandbox
+from services.policy.model import PATH_OPS, ShellSandbox
 from services.policy.network import NetworkRules
+from services.yamlio import line_at, plain
 
 if TYPE_CHECKING:
     from services.policy.document import DenyExtensions, DenyGlob, Executables, PolicyDocument, ToolOverride
-
-
-def _plain(node: Any) -> Any:
-    """ruamel's round-trip containers to plain dicts, lists and scalars."""
-    if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    return node
-
-
-def _line_at(root: Any, path: Sequence[Any]) -> int | None:
-    """1-based line of the deepest node on ``path`` that ruamel knows a position for."""
-    node, line = root, None
-    for key in path:
-        try:
-            if isinstance(key, int):
-                pos = node.lc.item(key)
-            else:
-                pos = node.lc.key(key)
-            line = int(pos[0]) + 1
-            node = node[key]
-        except Exception:
-            break
-    if line is None:
-        try:
-            line = int(root.lc.line) + 1
-        except Exception:
-            line = None
-    return line
 
 
 def _name_matcher(rule: ExecRule) -> Callable[[str, str], bool]:
@@ -82,7 +45,7 @@ def _validate(data: dict[str, Any], source: str, tree: Any) -> PolicyDocument:
         return PolicyDocument.model_validate(data)
     except ValidationError as exc:
         path, reason = problem(exc, data)
-        line = _line_at(tree, path) if tree is not None else None
+        line = line_at(tree, path) if tree is not None else None
         where = f"{source}:{line}" if line else source
         raise ConfigError(f"{where}: {reason}", path=source, line=line, reason=reason) from None
 
@@ -122,30 +85,12 @@ class Policy:
         fs = doc.filesystem
         self.allowed_roots: list[str] = list(fs.allowed_roots)
         self.allow_hardlinks = fs.allow_hardlinks
-        self.deny_rules: list[DenyRule] = []
-        for i, glob_rule in enumerate(fs.deny):
-            deny = DenyRule(
-                id=glob_rule.id,
-                ops=frozenset(glob_rule.ops or PATH_OPS),
-                glob=glob_rule.glob,
-                regex=glob_to_regex(glob_rule.glob),
-            )
-            self._check_examples(deny.matches, glob_rule, ("filesystem", "deny", i), path_like=True)
-            self.deny_rules.append(deny)
-        for i, ext_rule in enumerate(fs.deny_extensions):
-            exts = frozenset(_extension(e) for e in ext_rule.extensions)
-            deny = DenyRule(id=ext_rule.id, ops=frozenset(ext_rule.ops or PATH_OPS), extensions=exts)
-            self._check_examples(deny.matches, ext_rule, ("filesystem", "deny_extensions", i), path_like=True)
-            self.deny_rules.append(deny)
+        self.deny_rules: list[DenyRule] = self._deny_rules(fs.deny, fs.deny_extensions)
         self.write_extensions: frozenset[str] | None = (
             None if fs.write_extensions is None else frozenset(_extension(e) for e in fs.write_extensions)
         )
         sh = doc.shell
-        self.exec_rules: list[ExecRule] = []
-        for i, exec_rule in enumerate(sh.executables):
-            ex = ExecRule(id=exec_rule.id, names=tuple(exec_rule.names))
-            self._check_examples(_name_matcher(ex), exec_rule, ("shell", "executables", i))
-            self.exec_rules.append(ex)
+        self.exec_rules: list[ExecRule] = self._exec_rules(sh.executables)
         self.privileged: tuple[str, ...] = tuple(sh.privileged)
         self.env_passthrough: tuple[str, ...] = tuple(sh.env_passthrough)
         self.env_allow: tuple[str, ...] = tuple(sh.env_allow)
@@ -180,9 +125,38 @@ class Policy:
         if dupes:
             raise self._error((), f"rule ids must be unique; repeated: {', '.join(dupes)}")
 
+    # -- the rules, built from the document ----------------------------------------------------
+    def _deny_rules(self, globs: Sequence[DenyGlob], extensions: Sequence[DenyExtensions]) -> list[DenyRule]:
+        """``filesystem.deny`` then ``filesystem.deny_extensions``, each rule's examples checked."""
+        rules: list[DenyRule] = []
+        for i, glob_rule in enumerate(globs):
+            deny = DenyRule(
+                id=glob_rule.id,
+                ops=frozenset(glob_rule.ops or PATH_OPS),
+                glob=glob_rule.glob,
+                regex=glob_to_regex(glob_rule.glob),
+            )
+            self._check_examples(deny.matches, glob_rule, ("filesystem", "deny", i), path_like=True)
+            rules.append(deny)
+        for i, ext_rule in enumerate(extensions):
+            exts = frozenset(_extension(e) for e in ext_rule.extensions)
+            deny = DenyRule(id=ext_rule.id, ops=frozenset(ext_rule.ops or PATH_OPS), extensions=exts)
+            self._check_examples(deny.matches, ext_rule, ("filesystem", "deny_extensions", i), path_like=True)
+            rules.append(deny)
+        return rules
+
+    def _exec_rules(self, executables: Sequence[Executables]) -> list[ExecRule]:
+        """``shell.executables``, each rule's examples checked."""
+        rules: list[ExecRule] = []
+        for i, exec_rule in enumerate(executables):
+            ex = ExecRule(id=exec_rule.id, names=tuple(exec_rule.names))
+            self._check_examples(_name_matcher(ex), exec_rule, ("shell", "executables", i))
+            rules.append(ex)
+        return rules
+
     # -- load-time checks ----------------------------------------------------------------
     def _error(self, path: Sequence[Any], reason: str) -> ConfigError:
-        line = _line_at(self._tree, path) if self._tree is not None else None
+        line = line_at(self._tree, path) if self._tree is not None else None
         where = f"{self.source}:{line}" if line else self.source
         return ConfigError(f"{where}: {reason}", path=self.source, line=line, reason=reason)
 
@@ -202,13 +176,6 @@ class Policy:
                     raise self._error((*path, key, j), f"rule {rule.id!r}: example {example!r} {verb}")
 
     # -- variants ------------------------------------------------------------------------
-    def with_mode(self, mode: str) -> Policy:
-        if mode not in MODES:
-            raise ConfigError(f"approval mode must be one of {', '.join(MODES)}, not {mode!r}")
-        data = dict(self.data)
-        data["mode"] = mode
-        return Policy(data, source=self.source, restriction=self.restriction)
-
     def restricted(self, profile: str, tools: frozenset[str] | None) -> Policy:
         """This policy under profile ``profile``: only ``tools`` may run (None: no restriction)."""
         if tools is None:
@@ -236,7 +203,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     tree = parse_yaml_text(text, source=source)
     if not isinstance(tree, dict):
         raise ConfigError(f"{source}:1: a policy is a mapping with at least 'version: 1'", path=source, line=1)
-    data = _plain(tree)
+    data = plain(tree)
     from services.policy.capsule import capsule_to_policy, is_capsule
 
     if is_capsule(tree):  # the capsule format, translated onto the shipped default (see its module)

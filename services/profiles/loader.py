@@ -138,9 +138,9 @@ def load_profile_file(path: Path, *, origin: str = "workspace") -> ActiveProfile
 
 
 def _fail(source: str, tree: Any, loc: Sequence[Any], reason: str) -> ProfileError:
-    from services.policy.loader import _line_at
+    from services.yamlio import line_at
 
-    line = _line_at(tree, list(loc)) if tree is not None else None
+    line = line_at(tree, list(loc)) if tree is not None else None
     field_name = ".".join(str(p) for p in loc) or "(top level)"
     where = f"{source}:{line}" if line else source
     return ProfileError(f"{where}: {field_name}: {reason}", path=source, line=line, field=field_name)
@@ -172,9 +172,8 @@ def parse_profile(
     """Parse and check one profile document; ProfileError with file:line: field: reason."""
     from pydantic import ValidationError
 
-    from services.policy.loader import _plain
     from services.profiles.model import Profile
-    from services.yamlio import parse_yaml_text
+    from services.yamlio import parse_yaml_text, plain
 
     try:
         tree = parse_yaml_text(text, source=source)
@@ -182,7 +181,7 @@ def parse_profile(
         raise ProfileError(exc.message, **exc.details) from None
     if not isinstance(tree, dict):
         raise ProfileError(f"{source}:1: a profile is a mapping with at least 'name:'", path=source, line=1)
-    data = _plain(tree)
+    data = plain(tree)
     try:
         spec = Profile.model_validate(data)
     except ValidationError as exc:

@@ -207,26 +207,7 @@ class RetrievalEngine:
         name = index or self.active_index
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
-        directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
-        with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
-            store = self.indexes.store(name)
-            embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
-            candidates = max(top_n, k)
-            # The encoder thread embeds the query and searches Chroma with it while BM25 searches
-            # here (both release the GIL): on two cores a query costs the longer of the two.
-            encoder = self._encoder()
-            vector = encoder.submit(embedder.embed_query, text) if store.vector_health.ok else None
-            with store.reading():  # one state of the index: before or after a batch write, never during
-                dense = None
-                if vector is not None and store.vector_health.ok:
-                    dense = encoder.submit(self._dense, store, embedder, text, vector, candidates, held=True)
-                try:
-                    hits, warnings = self.hits(
-                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder
-                    )
-                finally:
-                    if dense is not None:  # its search runs under this thread's store lock: never after it
-                        wait([dense])
+        hits, warnings, embedder = self._search(name, text, max(top_n, k), k, score_threshold)
         backend, quantization = backend_of(embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
@@ -262,6 +243,32 @@ class RetrievalEngine:
             threshold=threshold,
             audited=audit_id is not None,
         )
+
+    def _search(
+        self, name: str, text: str, candidates: int, k: int, score_threshold: float | None
+    ) -> tuple[list[Hit], list[str], Embedder]:
+        """The hits of index ``name`` for ``text``, the warnings of a keyword-only answer, and the
+        embedder of the index's vector space (one that does not fit the index is refused)."""
+        directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
+        with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
+            store = self.indexes.store(name)
+            embedder = self.indexes.check_model(store)  # the index's own vector space (auto), or refused
+            # The encoder thread embeds the query and searches Chroma with it while BM25 searches
+            # here (both release the GIL): on two cores a query costs the longer of the two.
+            encoder = self._encoder()
+            vector = encoder.submit(embedder.embed_query, text) if store.vector_health.ok else None
+            with store.reading():  # one state of the index: before or after a batch write, never during
+                dense = None
+                if vector is not None and store.vector_health.ok:
+                    dense = encoder.submit(self._dense, store, embedder, text, vector, candidates, held=True)
+                try:
+                    hits, warnings = self.hits(
+                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder
+                    )
+                finally:
+                    if dense is not None:  # its search runs under this thread's store lock: never after it
+                        wait([dense])
+        return hits, warnings, embedder
 
     def _record(
         self, text: str, name: str, params: dict[str, Any], hits: list[dict[str, Any]], warnings: list[str], model: str

@@ -19,7 +19,7 @@ from services.retrieval.embedders import Embedder
 from services.retrieval.engine_spaces import SPACE_KEYS, VectorSpaces
 from services.retrieval.errors import IndexBusy, IndexNotFound, IndexStorageError, IngestError
 from services.retrieval.faults import storage_guard
-from services.retrieval.models import FileIssue, IndexInfo, ProgressEvent
+from services.retrieval.models import FileIssue, IndexInfo, IndexStatus, ProgressEvent
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
@@ -35,7 +35,8 @@ ProgressCallback = Callable[[ProgressEvent], None]
 MAX_K = 1000
 
 
-def _issue(path: str, error: IngestError) -> FileIssue:
+def file_issue(path: str, error: IngestError) -> FileIssue:
+    """The report line for ``path`` skipped or failed with ``error``."""
     return FileIssue(path=path, code=error.code, error=type(error).__name__, message=error.message)
 
 
@@ -147,8 +148,10 @@ class Indexes:
             try:
                 return self._from_store(name, self.store(name), active)
             except AriesError as exc:
-                return IndexInfo(name, name == active, "sqlite", None, 0, 0, [], None, None, "unreadable", exc.message)
-        status, detail = self._health(name) if check else ("unchecked", None)
+                return IndexInfo(
+                    name, name == active, "sqlite", None, 0, 0, [], None, None, IndexStatus.UNREADABLE, exc.message
+                )
+        status, detail = self._health(name) if check else (IndexStatus.UNCHECKED, None)
         return IndexInfo(
             name=name,
             active=name == active,
@@ -178,19 +181,19 @@ class Indexes:
             roots=store.manifest.roots(),
             created_at=store.manifest.get_meta("created_at"),
             updated_at=store.manifest.get_meta("updated_at"),
-            status="ok" if health.ok else f"vectors {health.status}",
+            status=IndexStatus.of_vectors(health.status),
             status_detail=None if health.ok else health.detail,
             failed=[failure.to_dict() for failure in store.manifest.failures()],
             **self.spaces.describe(*(store.manifest.get_meta(key) for key in SPACE_KEYS)),
         )
 
-    def _health(self, name: str) -> tuple[str, str | None]:
+    def _health(self, name: str) -> tuple[IndexStatus, str | None]:
         """``ok`` or ``vectors missing|damaged`` with the reason; ``unreadable`` when the index does not open."""
         try:
             health = self.vector_health(self.store(name))
         except AriesError as exc:
-            return "unreadable", exc.message
-        return ("ok", None) if health.ok else (f"vectors {health.status}", health.detail)
+            return IndexStatus.UNREADABLE, exc.message
+        return IndexStatus.of_vectors(health.status), None if health.ok else health.detail
 
     @staticmethod
     def vector_health(store: IndexStore) -> VectorHealth:

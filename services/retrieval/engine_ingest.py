@@ -13,16 +13,17 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from services.clock import format_ts
 from services.errors import NotFound
 from services.hashing import sha256_hex
 from services.names import validate_name
 from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
-from services.retrieval.engine_indexes import Indexes, ProgressCallback, _issue, derive_index_name
+from services.retrieval.engine_indexes import Indexes, ProgressCallback, derive_index_name, file_issue
 from services.retrieval.errors import (
     LIMIT_CODES,
     DuplicateSource,
@@ -43,7 +44,11 @@ from services.retrieval.store_manifest import FileRecord
 from services.retrieval.store_writer import writing
 
 if TYPE_CHECKING:
+    from services.retrieval.embedders import Embedder
+    from services.retrieval.models import Chunk
     from services.retrieval.sandbox import LoaderSandbox
+    from services.retrieval.store import IndexStore
+    from services.retrieval.store_writer import Writer
 
 
 class Ingestor:
@@ -202,11 +207,11 @@ class Ingestor:
             if base.is_file() and rel != base.name:
                 continue
             if content_type_for(rel) is None:
-                skipped.append(_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
+                skipped.append(file_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
                 continue
             resolved = real.resolve()
             if resolved != base and not resolved.is_relative_to(base):
-                skipped.append(_issue(rel, UnsafePath(f"{rel}: the path leads outside the root ({resolved})")))
+                skipped.append(file_issue(rel, UnsafePath(f"{rel}: the path leads outside the root ({resolved})")))
                 continue
             if resolved.is_file():
                 candidates.append((rel, resolved))
@@ -236,149 +241,103 @@ class Ingestor:
         embedder = self.indexes.check_model(
             store, record=True
         )  # records model, backend and quantization in a new index
-        counter = default_counter()
-        chunk_key = self.chunk_config.key(counter)
-        limits = self.settings.limits
-        root_key = root.as_posix()
-
-        def emit(stage: str, done: int, total: int, where: str | None = None) -> None:
-            if progress is not None:
-                progress(ProgressEvent(stage, done, total, where))
-
+        target = _Target(store, root.as_posix(), self.chunk_config.key(default_counter()), embedder.model_id)
+        emit = _emitter(progress)
         report.skipped.extend(skipped)
         emit("scan", len(candidates), len(candidates))
-        store.manifest.add_root(root_key)
-        if only is None:
-            known = {record.source_path: record for record in store.manifest.files_under(root_key)}
-        else:  # an update of a few files (a save in the viewer): their records only, not the whole root's
-            found = (store.manifest.file(path) for path in sorted(only))
-            known = {record.source_path: record for record in found if record is not None and record.root == root_key}
-        kept: set[str] = set()
-        failed: dict[str, tuple[str, str]] = {}  # indexed files that failed to load: chunks kept, marked failed
-        batch = Batch()
-        pending: list[tuple[str, bool, int]] = []  # (source path, is new, chunks) of the unwritten batch
-        # Two stages overlap: this thread reads, parses and chunks the next batch while the writer
-        # thread embeds and writes the previous one (at most one batch in flight).
-        in_flight: tuple[Future[int], list[tuple[str, bool, int]]] | None = None
-        writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
-
-        def progress_of(total: int) -> Callable[[int], None]:
-            embedded = 0
-
-            def on_group(count: int) -> None:
-                nonlocal embedded
-                embedded += count
-                emit("embed", embedded, total)
-
-            return on_group
-
-        def settle() -> None:
-            """Wait for the batch in flight and book it in the report (its errors are raised here)."""
-            nonlocal in_flight
-            if in_flight is None:
-                return
-            future, booked = in_flight
-            in_flight = None
-            report.chunks_removed += future.result()
-            for source_path, is_new, count in booked:
-                (report.added if is_new else report.updated).append(source_path)
-                report.chunks_added += count
-            emit("commit", len(kept), len(candidates))
-
-        def write(writer: Any) -> None:
-            nonlocal batch, pending, in_flight
-            settle()
-            full, booked = batch, pending
-            batch, pending = Batch(), []
-            on_group = progress_of(full.chunk_count)
-            in_flight = (writer_pool.submit(flush, writer, embedder, full, cancel, on_group), booked)
-
+        store.manifest.add_root(target.root_key)
+        known = _known_records(store, target.root_key, only)
+        stages = _Stages(report, embedder, cancel, emit, len(candidates))
         with writing(store) as writer:
             try:
                 for number, (rel, real) in enumerate(candidates, start=1):
                     if cancel is not None and cancel.is_set():
                         raise Cancelled
                     emit("file", number, len(candidates), rel)
-                    existing = known.get(rel) or store.manifest.file(rel)
-                    if existing is not None and existing.root != root_key:
-                        report.errors.append(
-                            _issue(
-                                rel,
-                                DuplicateSource(f"{rel} is already indexed from {existing.root}; use another index"),
-                            )
-                        )
-                        continue
-                    try:
-                        data, mtime = self._read(real)
-                        content_hash = sha256_hex(data)
-                        if (
-                            existing is not None
-                            and existing.content_hash == content_hash
-                            and existing.config_key == chunk_key
-                        ):
-                            kept.add(rel)
-                            report.unchanged.append(rel)
-                            continue
-                        content_type = content_type_for(rel) or "text/plain"
-                        document = self._load(content_type, data)
-                        chunks = chunk_document(
-                            document,
-                            rel,
-                            embedding_model=embedder.model_id,
-                            config=self.chunk_config,
-                            max_chunks=limits.max_chunks,
-                            deadline=time.monotonic() + limits.timeout_s,
-                        )
-                        if not chunks:
-                            raise EmptyDocument("the file has no text")
-                    except IngestError as exc:
-                        # over a limit: skipped (with the limit named); anything else: failed
-                        (report.skipped if exc.code in LIMIT_CODES else report.errors).append(_issue(rel, exc))
-                        if existing is not None:  # its previous chunks stay searchable until it loads again
-                            kept.add(rel)
-                            failed[rel] = (exc.code, exc.message)
-                            report.kept.append(rel)
-                        continue
-                    record = FileRecord(
-                        source_path=rel,
-                        root=root_key,
-                        content_hash=content_hash,
-                        size=len(data),
-                        content_type=document.content_type,
-                        last_modified=format_ts(datetime.fromtimestamp(mtime, UTC)),
-                        title=document.title,
-                        config_key=chunk_key,
-                    )
-                    kept.add(rel)
-                    batch.files.append((record, chunks))
-                    pending.append((rel, existing is None, len(chunks)))
-                    if batch.full():
-                        write(writer)
-                gone = sorted(set(known) - kept - set(batch.removals))
+                    self._take(target, rel, real, known.get(rel), stages, writer)
+                gone = sorted(set(known) - stages.kept - set(stages.batch.removals))
                 if only is not None:  # an update of a few files: only those may be dropped
                     gone = [path for path in gone if path in only]
-                batch.removals.extend(gone)
+                stages.batch.removals.extend(gone)
                 report.removed.extend(gone)
-                if batch:
-                    write(writer)
-                settle()
+                if stages.batch:
+                    stages.write(writer)
+                stages.settle()
             except Cancelled:
                 with contextlib.suppress(Cancelled):
-                    settle()  # a batch that was written before the cancel is booked
+                    stages.settle()  # a batch that was written before the cancel is booked
                 report.cancelled = True
                 report.removed = [path for path in report.removed if store.manifest.file(path) is None]
             finally:
-                if in_flight is not None:  # an error in this thread: the batch in flight ends before the lock goes
-                    with contextlib.suppress(BaseException):
-                        in_flight[0].result()
-                writer_pool.shutdown(wait=True)
-        store.manifest.record_failures(failed, cleared=[*report.unchanged, *report.updated, *report.removed])
+                stages.close()
+        store.manifest.record_failures(stages.failed, cleared=[*report.unchanged, *report.updated, *report.removed])
         if activate and not report.cancelled and self.indexes.active is None:
             self.indexes.set_active(name)
             report.activated = True
         report.elapsed_s = round(time.monotonic() - started, 3)
         emit("done", len(candidates), len(candidates))
         return report
+
+    def _take(
+        self, target: _Target, rel: str, real: Path, known: FileRecord | None, stages: _Stages, writer: Writer
+    ) -> None:
+        """File ``rel`` of one ingest: refused, kept unchanged, kept after a failed load, or staged."""
+        report = stages.report
+        existing = known or target.store.manifest.file(rel)
+        if existing is not None and existing.root != target.root_key:
+            duplicate = DuplicateSource(f"{rel} is already indexed from {existing.root}; use another index")
+            report.errors.append(file_issue(rel, duplicate))
+            return
+        try:
+            staged = self._stage(target, rel, real, existing)
+        except IngestError as exc:
+            # over a limit: skipped (with the limit named); anything else: failed
+            (report.skipped if exc.code in LIMIT_CODES else report.errors).append(file_issue(rel, exc))
+            if existing is not None:  # its previous chunks stay searchable until it loads again
+                stages.kept.add(rel)
+                stages.failed[rel] = (exc.code, exc.message)
+                report.kept.append(rel)
+            return
+        stages.kept.add(rel)
+        if staged is None:
+            report.unchanged.append(rel)
+        else:
+            stages.add(writer, staged, is_new=existing is None)
+
+    def _stage(
+        self, target: _Target, rel: str, real: Path, existing: FileRecord | None
+    ) -> tuple[FileRecord, list[Chunk]] | None:
+        """The record and the chunks of file ``rel`` (at ``real``); None when it is unchanged since
+        ``existing`` (same content hash, same chunking); an :class:`IngestError` when it cannot be."""
+        chunk_key = target.chunk_key
+        limits = self.settings.limits
+        data, mtime = self._read(real)
+        content_hash = sha256_hex(data)
+        if existing is not None and existing.content_hash == content_hash and existing.config_key == chunk_key:
+            return None
+        content_type = content_type_for(rel) or "text/plain"
+        document = self._load(content_type, data)
+        chunks = chunk_document(
+            document,
+            rel,
+            embedding_model=target.model_id,
+            config=self.chunk_config,
+            max_chunks=limits.max_chunks,
+            deadline=time.monotonic() + limits.timeout_s,
+        )
+        if not chunks:
+            raise EmptyDocument("the file has no text")
+        record = FileRecord(
+            source_path=rel,
+            root=target.root_key,
+            content_hash=content_hash,
+            size=len(data),
+            content_type=document.content_type,
+            last_modified=format_ts(datetime.fromtimestamp(mtime, UTC)),
+            title=document.title,
+            config_key=chunk_key,
+        )
+        return record, chunks
 
     def _scan(
         self, root: Path, include_hidden: tuple[str, ...] = (), exclude_top: tuple[str, ...] = ()
@@ -411,26 +370,26 @@ class Ingestor:
                         if not target.is_relative_to(root)
                         else UnsupportedType(f"{rel}: links to folders are not followed")
                     )
-                    skipped.append(_issue(rel, reason))
+                    skipped.append(file_issue(rel, reason))
             for filename in sorted(filenames):
                 if filename.startswith(".") and filename not in include_hidden:
                     continue
                 path = base / filename
                 rel = path.relative_to(root).as_posix()
                 if content_type_for(filename) is None:
-                    skipped.append(_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
+                    skipped.append(file_issue(rel, UnsupportedType(f"{rel}: unsupported file type")))
                     continue
                 real = path.resolve()
                 if not real.is_relative_to(root):
-                    skipped.append(_issue(rel, UnsafePath(f"{rel}: the link points outside the root ({real})")))
+                    skipped.append(file_issue(rel, UnsafePath(f"{rel}: the link points outside the root ({real})")))
                     continue
                 try:
                     mode = real.stat().st_mode
                 except OSError as exc:
-                    skipped.append(_issue(rel, MalformedDocument(f"{rel}: cannot stat: {exc.strerror}")))
+                    skipped.append(file_issue(rel, MalformedDocument(f"{rel}: cannot stat: {exc.strerror}")))
                     continue
                 if not stat.S_ISREG(mode):
-                    skipped.append(_issue(rel, UnsupportedType(f"{rel}: not a regular file")))
+                    skipped.append(file_issue(rel, UnsupportedType(f"{rel}: not a regular file")))
                     continue
                 found.append((rel, real))
         found.sort(key=lambda item: PurePosixPath(item[0]).parts)
@@ -461,3 +420,102 @@ class Ingestor:
         if content_type in SANDBOXED_TYPES:
             return self.sandboxed().load(content_type, data)
         return load_bytes(content_type, data, self.settings.limits)
+
+
+def _emitter(progress: ProgressCallback | None) -> Callable[..., None]:
+    """``emit(stage, done, total, where=None)``: a progress event, when someone listens."""
+
+    def emit(stage: str, done: int, total: int, where: str | None = None) -> None:
+        if progress is not None:
+            progress(ProgressEvent(stage, done, total, where))
+
+    return emit
+
+
+def _known_records(store: IndexStore, root_key: str, only: frozenset[str] | None) -> dict[str, FileRecord]:
+    """The manifest's records of the files under ``root_key`` (only those in ``only``, when given)."""
+    if only is None:
+        return {record.source_path: record for record in store.manifest.files_under(root_key)}
+    # an update of a few files (a save in the viewer): their records only, not the whole root's
+    found = (store.manifest.file(path) for path in sorted(only))
+    return {record.source_path: record for record in found if record is not None and record.root == root_key}
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where one ingest writes: the index's store, the root, the chunking (its key) and the embedding model."""
+
+    store: IndexStore
+    root_key: str
+    chunk_key: str
+    model_id: str
+
+
+class _Stages:
+    """The two overlapping stages of one ingest: the ingesting thread reads, parses and chunks the next
+    batch while a writer thread embeds and writes the previous one (at most one batch in flight)."""
+
+    def __init__(
+        self,
+        report: IngestReport,
+        embedder: Embedder,
+        cancel: threading.Event | None,
+        emit: Callable[..., None],
+        total: int,
+    ) -> None:
+        self.report = report
+        self.embedder = embedder
+        self.cancel = cancel
+        self.emit = emit
+        self.total = total
+        self.kept: set[str] = set()  # files that stay in the index (written, unchanged or kept after a failure)
+        self.failed: dict[str, tuple[str, str]] = {}  # indexed files that failed to load: chunks kept, marked failed
+        self.batch = Batch()
+        self.pending: list[tuple[str, bool, int]] = []  # (source path, is new, chunks) of the unwritten batch
+        self.in_flight: tuple[Future[int], list[tuple[str, bool, int]]] | None = None
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
+
+    def add(self, writer: Writer, staged: tuple[FileRecord, list[Chunk]], *, is_new: bool) -> None:
+        """Stage one read and chunked file; a full batch goes to the writer thread."""
+        record, chunks = staged
+        self.batch.files.append((record, chunks))
+        self.pending.append((record.source_path, is_new, len(chunks)))
+        if self.batch.full():
+            self.write(writer)
+
+    def write(self, writer: Writer) -> None:
+        """Hand the staged batch to the writer thread (once the batch in flight is settled)."""
+        self.settle()
+        full, booked = self.batch, self.pending
+        self.batch, self.pending = Batch(), []
+        on_group = self._progress_of(full.chunk_count)
+        self.in_flight = (self.pool.submit(flush, writer, self.embedder, full, self.cancel, on_group), booked)
+
+    def settle(self) -> None:
+        """Wait for the batch in flight and book it in the report (its errors are raised here)."""
+        if self.in_flight is None:
+            return
+        future, booked = self.in_flight
+        self.in_flight = None
+        self.report.chunks_removed += future.result()
+        for source_path, is_new, count in booked:
+            (self.report.added if is_new else self.report.updated).append(source_path)
+            self.report.chunks_added += count
+        self.emit("commit", len(self.kept), self.total)
+
+    def close(self) -> None:
+        """After an error in the ingesting thread, the batch in flight ends before the lock goes."""
+        if self.in_flight is not None:
+            with contextlib.suppress(BaseException):
+                self.in_flight[0].result()
+        self.pool.shutdown(wait=True)
+
+    def _progress_of(self, total: int) -> Callable[[int], None]:
+        embedded = 0
+
+        def on_group(count: int) -> None:
+            nonlocal embedded
+            embedded += count
+            self.emit("embed", embedded, total)
+
+        return on_group

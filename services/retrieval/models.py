@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from services.retrieval.errors import LIMIT_CODES
@@ -243,6 +244,46 @@ class ChunkView:
         return asdict(self)
 
 
+class IndexStatus(StrEnum):
+    """The state of an index as its listing shows it (the value is what the listings and the JSON say).
+
+    While its vectors are missing, damaged or unavailable, an index answers from its keyword store
+    only; :meth:`advice` says so, and how to get hybrid answers back, in one line."""
+
+    OK = "ok"
+    VECTORS_MISSING = "vectors missing"
+    VECTORS_DAMAGED = "vectors damaged"
+    VECTORS_UNAVAILABLE = "vectors unavailable"
+    """An embedded vector store that cannot be opened where the index folder cannot be written."""
+    UNREADABLE = "unreadable"
+    UNCHECKED = "unchecked"
+    """Listed without opening its stores (``index_list(check=False)``)."""
+
+    @classmethod
+    def of_vectors(cls, health: str) -> IndexStatus:
+        """The status of an index whose vector store's health is ``health`` (``ok``, ``missing``, …)."""
+        return cls.OK if health == "ok" else cls(f"vectors {health}")
+
+    @property
+    def keyword_only(self) -> bool:
+        """Queries of the index are answered from the keyword store only."""
+        return self in (IndexStatus.VECTORS_MISSING, IndexStatus.VECTORS_DAMAGED, IndexStatus.VECTORS_UNAVAILABLE)
+
+    def advice(self, index: str, *, command: str = "aries rag") -> str | None:
+        """What queries do meanwhile and the way out, for index ``index`` in this state (None when the
+        state needs none); ``command`` starts the repair command (``/rag`` in the TUI)."""
+        if self is IndexStatus.VECTORS_UNAVAILABLE:  # a folder that cannot be written: nothing to repair
+            return "keyword-only while the index folder cannot be written"
+        if self.keyword_only:
+            return repair_advice(index, command=command)
+        return None
+
+
+def repair_advice(index: str, *, command: str = "aries rag") -> str:
+    """The one line for an index whose vectors are missing or damaged."""
+    return f"keyword-only until repaired: {command} index repair {index}"
+
+
 @dataclass(frozen=True)
 class IndexInfo:
     name: str
@@ -254,8 +295,7 @@ class IndexInfo:
     roots: list[str]
     created_at: str | None
     updated_at: str | None
-    status: str = "ok"
-    """``ok``; ``vectors missing`` / ``vectors damaged`` (keyword-only until repaired); ``unreadable``."""
+    status: IndexStatus = IndexStatus.OK
     status_detail: str | None = None
     failed: list[dict[str, str]] = field(default_factory=list)
     """Files whose last load failed (``path``, ``code``, ``message``, ``failed_at``); their old chunks are kept."""

@@ -27,6 +27,8 @@ from services.retrieval.store_vectors import CHROMA_BATCH
 if TYPE_CHECKING:
     import tantivy
 
+    from services.retrieval.models import Chunk
+
 
 @contextlib.contextmanager
 def writing(
@@ -137,6 +139,24 @@ class Writer:
             return self._apply(updates, removals, affected)
 
     def _apply(self, updates: Sequence[FileUpdate], removals: Sequence[str], affected: list[str]) -> int:
+        new_chunks = [c for u in updates for c in u.chunks]
+        new_ids = [c.chunk_id for c in new_chunks]
+        old_ids = self._journal(affected, new_ids)  # 1. every chunk id touched, journaled first
+        self._add_chunks(updates, new_chunks)  # 2. new chunks into both stores
+        self._swap_rows(updates, affected, new_chunks)  # 3. swap the manifest rows in one transaction
+        # 4. drop what was replaced, 5. clear the journal
+        stale = sorted(old_ids.difference(new_ids))
+        if stale:
+            self.delete_from_stores(stale)
+            self.writer.commit()
+        with self.store.manifest.transaction() as db:
+            db.execute("DELETE FROM journal")
+            self.store.bump_generation(db)
+        return len(stale)
+
+    def _journal(self, affected: list[str], new_ids: list[str]) -> set[str]:
+        """The ids of the chunks the files in ``affected`` have now; they and ``new_ids`` go into the
+        journal (after an interrupted write, :func:`recover` drops those the manifest does not hold)."""
         store = self.store
         old_ids: set[str] = set()
         for start in range(0, len(affected), SQL_BATCH):
@@ -146,16 +166,17 @@ class Writer:
                 row[0]
                 for row in store.manifest.query(f"SELECT chunk_id FROM chunks WHERE source_path IN ({marks})", batch)
             )
-        new_chunks = [c for u in updates for c in u.chunks]
-        new_vectors = [v for u in updates for v in u.vectors]
-        new_ids = [c.chunk_id for c in new_chunks]
         with store.manifest.transaction() as db:
             db.executemany("INSERT OR IGNORE INTO journal(chunk_id) VALUES (?)", [(i,) for i in (*new_ids, *old_ids)])
             store.bump_generation(db)
-        # 2. new chunks into both stores
+        return old_ids
+
+    def _add_chunks(self, updates: Sequence[FileUpdate], new_chunks: list[Chunk]) -> None:
+        """The chunks of ``updates`` into the vector store and the lexical index (committed)."""
+        new_vectors = [v for u in updates for v in u.vectors]
         for start in range(0, len(new_chunks), CHROMA_BATCH):
             part = new_chunks[start : start + CHROMA_BATCH]
-            store.vectors.upsert(
+            self.store.vectors.upsert(
                 ids=[c.chunk_id for c in part],
                 embeddings=new_vectors[start : start + CHROMA_BATCH],  # type: ignore[arg-type]
                 metadatas=[{"source_path": c.source_path} for c in part],
@@ -165,9 +186,11 @@ class Writer:
                 self.writer.delete_documents_by_term("chunk_id", chunk.chunk_id)
             add_lexical(self.writer, update.chunks)
         self.writer.commit()
-        # 3. swap the manifest rows in one transaction
+
+    def _swap_rows(self, updates: Sequence[FileUpdate], affected: list[str], new_chunks: list[Chunk]) -> None:
+        """The manifest rows of the files in ``affected`` replaced by those of ``updates``, in one transaction."""
         now = utc_now()
-        with store.manifest.transaction() as db:
+        with self.store.manifest.transaction() as db:
             for start in range(0, len(affected), SQL_BATCH):
                 batch = affected[start : start + SQL_BATCH]
                 marks = ",".join("?" * len(batch))
@@ -211,12 +234,3 @@ class Writer:
                 ],
             )
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('updated_at', ?)", (json.dumps(now),))
-        # 4. drop what was replaced, 5. clear the journal
-        stale = sorted(old_ids.difference(new_ids))
-        if stale:
-            self.delete_from_stores(stale)
-            self.writer.commit()
-        with store.manifest.transaction() as db:
-            db.execute("DELETE FROM journal")
-            store.bump_generation(db)
-        return len(stale)

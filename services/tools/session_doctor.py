@@ -67,8 +67,8 @@ def index_checks(session: Session) -> list[Check]:
         detail = f"{info.files} file(s), {info.chunks} chunk(s), {info.status}"
         if info.status_detail:
             detail += f": {info.status_detail}"
-        if info.status.startswith("vectors"):
-            detail += f" (keyword-only until repaired: aries rag index repair {info.name})"
+        if advice := info.status.advice(info.name):
+            detail += f" ({advice})"
         if info.failed:
             detail += f"; {len(info.failed)} file(s) failed to re-load (old chunks kept): {info.failed[0]['path']}"
         checks.append(Check(f"index {info.name}", info.status == "ok", detail))

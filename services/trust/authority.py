@@ -185,7 +185,7 @@ class Authority:
 
 # -- workspace.yaml ----------------------------------------------------------------------------
 def _plain(node: Any) -> Any:
-    from services.policy.loader import _plain as plain
+    from services.yamlio import plain
 
     return plain(node)
 

@@ -56,8 +56,8 @@ def _names(values: Any) -> list[str]:
 
 
 def _plain_yaml(text: str, source: str) -> Any:
-    from services.policy.loader import _plain
     from services.yamlio import parse_yaml_text
+    from services.yamlio import plain as _plain
 
     return _plain(parse_yaml_text(text, source=source))
 

@@ -8,13 +8,11 @@ registry again when the session is shown, when what is in force changes, or when
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
 from textual.containers import Vertical, VerticalScroll
-from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -62,10 +60,6 @@ def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
 class ArtifactsPane(Vertical):
     BORDER_TITLE = "Artifacts"
     can_focus = True
-
-    @dataclass
-    class Selected(Message):
-        artifact_id: str
 
     DEFAULT_CSS = """
     ArtifactsPane.-has-items #artifacts-empty { display: none; }
@@ -143,8 +137,3 @@ class ArtifactsPane(Vertical):
         if artifact is None or self._registry is None:
             return
         self.query_one("#artifact-preview", Static).update(preview_text(self._registry, artifact))
-
-    @on(OptionList.OptionSelected, "#artifacts-list")
-    def _selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id:
-            self.post_message(self.Selected(event.option.id))
