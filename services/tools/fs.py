@@ -13,7 +13,7 @@ import difflib
 import fnmatch
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -102,38 +102,24 @@ def list_dir(ctx: ToolContext, args: FsListDirArgs) -> ToolOutput:
     entries: list[dict[str, Any]] = []
     hidden = 0
     truncated = False
-    pending: list[tuple[Path, str]] = [(target.path, "")]
-    seen = 0
-    while pending:
-        directory, prefix = pending.pop()
-        stop_if_cancelled(ctx, seen, "entries")
-        try:
-            with os.scandir(directory) as it:
-                items = sorted(it, key=lambda e: e.name)
-        except (PermissionError, FileNotFoundError, NotADirectoryError):
+    walk = SortedWalk(ctx, target.path, "entries")
+    for full, rel, entry in walk:
+        if not include_hidden and entry.name.startswith("."):
             continue
-        for entry in items:
-            seen += 1
-            stop_if_cancelled(ctx, seen, "entries")
-            if not include_hidden and entry.name.startswith("."):
-                continue
-            full = directory / entry.name
-            if ctx.guard.entry_denied(full, "list") is not None:
-                hidden += 1
-                continue
-            kind = _entry_type(entry)
-            rel = f"{prefix}{entry.name}"
-            try:
-                size = entry.stat(follow_symlinks=False).st_size if kind == "file" else 0
-            except OSError:
-                size = 0
-            entries.append({"path": rel, "name": entry.name, "type": kind, "size": size})
-            if recursive and kind == "dir":
-                pending.append((full, rel + "/"))
-            if len(entries) >= walk_cap:
-                truncated = True
-                pending.clear()
-                break
+        if ctx.guard.entry_denied(full, "list") is not None:
+            hidden += 1
+            continue
+        kind = _entry_type(entry)
+        try:
+            size = entry.stat(follow_symlinks=False).st_size if kind == "file" else 0
+        except OSError:
+            size = 0
+        entries.append({"path": rel, "name": entry.name, "type": kind, "size": size})
+        if recursive and kind == "dir":
+            walk.descend(full, rel)
+        if len(entries) >= walk_cap:
+            truncated = True
+            break
     entries.sort(key=lambda e: e["path"])
     if len(entries) > limit:
         entries = entries[:limit]
@@ -336,33 +322,49 @@ def _walk_for_search(ctx: ToolContext, root: Path, name_glob: str | None) -> tup
     """The regular files under ``root`` the policy lets the search list (symlinks, FIFOs and devices
     are never opened while walking); stops early in a huge tree (then ``True``)."""
     files: Found = []
-    pending: list[tuple[Path, str]] = [(root, "")]
-    seen = 0
-    while pending:
-        directory, prefix = pending.pop()
-        stop_if_cancelled(ctx, seen, "entries walked")
-        try:
-            with os.scandir(directory) as it:
-                items = sorted(it, key=lambda e: e.name)
-        except (PermissionError, FileNotFoundError, NotADirectoryError):
+    walk = SortedWalk(ctx, root, "entries walked")
+    for full, rel, entry in walk:
+        if entry.is_dir(follow_symlinks=False):
+            if ctx.guard.entry_denied(full, "list") is None:
+                walk.descend(full, rel)
             continue
-        for entry in items:
-            seen += 1
-            stop_if_cancelled(ctx, seen, "entries walked")
-            full = directory / entry.name
-            rel = f"{prefix}{entry.name}"
-            if entry.is_dir(follow_symlinks=False):
-                if ctx.guard.entry_denied(full, "list") is None:
-                    pending.append((full, rel + "/"))
-                continue
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            if name_glob and not fnmatch.fnmatchcase(rel if "/" in name_glob else entry.name, name_glob):
-                continue
-            files.append((rel, full))
-            if len(files) >= ctx.limits.fs_search_max_files * _WALK_CAP_FACTOR:
-                return files, True  # a huge tree: stop walking, search what was found
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        if name_glob and not fnmatch.fnmatchcase(rel if "/" in name_glob else entry.name, name_glob):
+            continue
+        files.append((rel, full))
+        if len(files) >= ctx.limits.fs_search_max_files * _WALK_CAP_FACTOR:
+            return files, True  # a huge tree: stop walking, search what was found
     return files, False
+
+
+class SortedWalk:
+    """The entries under ``root``, each folder's in name order, as ``(path, relative path, entry)``;
+    the caller says which folders to enter (``descend``), last entered first. Cancellation is checked
+    before each folder and entry (``what`` names the count in the message); a folder that cannot be
+    read is skipped. Breaking out of the loop ends the walk."""
+
+    def __init__(self, ctx: ToolContext, root: Path, what: str) -> None:
+        self._ctx, self._what = ctx, what
+        self._pending: list[tuple[Path, str]] = [(root, "")]
+
+    def descend(self, folder: Path, rel: str) -> None:
+        self._pending.append((folder, rel + "/"))
+
+    def __iter__(self) -> Iterator[tuple[Path, str, os.DirEntry[str]]]:
+        seen = 0
+        while self._pending:
+            directory, prefix = self._pending.pop()
+            stop_if_cancelled(self._ctx, seen, self._what)
+            try:
+                with os.scandir(directory) as it:
+                    items = sorted(it, key=lambda e: e.name)
+            except (PermissionError, FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in items:
+                seen += 1
+                stop_if_cancelled(self._ctx, seen, self._what)
+                yield directory / entry.name, f"{prefix}{entry.name}", entry
 
 
 def _searchable_lines(ctx: ToolContext, full: Path) -> list[str] | None:
