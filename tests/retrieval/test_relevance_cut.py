@@ -1,0 +1,122 @@
+"""Relevance before the cut (issue 32, item 5): a full keyword match never loses to noise.
+
+With the hash embedder, "what is kestrelwing" against ~150 notes that say "what" often and one
+document that names kestrelwing: BM25 ranks that document first (a full keyword match), the
+bag-of-words vector puts it past rank 100, and fusion puts it 17th.  The passages used to be cut
+at ``k`` before the relevance filter, so the ``k`` ahead of it — none of them relevant — were all
+the answer had, and the offline turn said "nothing in index docs matches".  The engine now ranks
+the relevant passages first before it cuts (:mod:`services.retrieval.cut`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+from services.answers import answer_from_index
+from services.assistant import TurnLoop
+from services.models.offline import OfflineProvider
+from services.retrieval import RetrievalEngine, RetrievalSettings
+from services.retrieval.relevance import Relevance
+from services.session import Session
+from services.workspaces import Workspace
+
+QUESTION = "what is kestrelwing"
+WORDS = (
+    "the team runs a weekly check on every service and writes down what changed "
+    "so that anyone on call knows what to restart first"
+).split()
+TOPICS = ("backup", "deploy", "billing", "login", "cache", "printer", "vpn", "badge", "parking", "invoice")
+PLAN = (
+    "The migration plan covers storage, networking, staff rotas, budgets, vendor contracts and the "
+    "timeline for each region, with owners named for every step and reviews every quarter."
+)
+
+
+def kestrelwing_corpus(root: Path, noise: int = 150) -> Path:
+    """``noise`` notes made of common words (``what`` among them) and ``projects.txt``, the one
+    document that names kestrelwing, inside a paragraph about something else."""
+    rng = random.Random(32)
+    root.mkdir(parents=True)
+    for number in range(noise):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 90)))
+        (root / f"faq{number:03d}.txt").write_text(f"Notes on the {rng.choice(TOPICS)} rota. {words}\n", "utf-8")
+    text = f"Project notes. {PLAN} Kestrelwing is the internal name of the new telemetry pipeline. {PLAN}\n"
+    (root / "projects.txt").write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def indexed(workspace: Workspace, tmp_path: Path) -> Workspace:
+    with RetrievalEngine(workspace, RetrievalSettings(embedder="hash")) as engine:
+        engine.index_add(kestrelwing_corpus(tmp_path / "docs"), name="docs")
+    return workspace
+
+
+def test_the_corpus_is_the_one_of_the_issue(indexed: Workspace) -> None:
+    """The shape of the defect holds: BM25 rank 1, dense rank past 100, fused well past k = 8,
+    and every passage fused ahead of it is irrelevant (so a cut before the filter loses it)."""
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        store = engine.indexes.store("docs")
+        with store.reading():
+            fused, _ = engine.hits(store, "docs", QUESTION, None, 200, 200, None)
+    position = next(n for n, hit in enumerate(fused) if hit.source_path == "projects.txt")
+    found = fused[position]
+    assert found.bm25_rank == 1 and found.keyword_score == pytest.approx(1.0)
+    assert found.dense_rank is not None and found.dense_rank > 100
+    assert position >= 8
+    assert not any(Relevance().admits(hit.to_dict()) for hit in fused[:position])
+
+
+def test_a_full_keyword_match_is_among_the_k_hits(indexed: Workspace) -> None:
+    """Failed before: the 8 hits were the 8 noise notes fused ahead of it."""
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        result = engine.query(QUESTION, k=8)
+        assert len(result.hits) == 8
+        assert result.hits[0].source_path == "projects.txt"  # the relevant passages come first
+        assert [hit.rank for hit in result.hits] == list(range(1, 9))
+        # the rest of the k are still the closest passages, in fused order (the Context pane shows them)
+        rest = result.hits[1:]
+        assert [hit.score for hit in rest] == sorted((hit.score for hit in rest), reverse=True)
+        again = engine.query(QUESTION, k=8)
+        assert [hit.handle for hit in again.hits] == [hit.handle for hit in result.hits]  # deterministic
+
+
+def test_the_offline_answer_quotes_it(indexed: Workspace) -> None:
+    """``answer_from_index`` (``rag ask``, ``aries ask`` offline): failed before with "no passage … is
+    relevant enough" (8 retrieved, none relevant)."""
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        result, answer = answer_from_index(engine, QUESTION, k=8)
+    assert result is not None
+    assert len(answer.citations) == 1
+    assert "Kestrelwing is the internal name" in answer.text
+
+
+def test_the_offline_turn_answers_from_it(indexed: Workspace) -> None:
+    """The path the TUI takes: a turn of the offline provider (retrieve, filter, answer).  Failed
+    before with "nothing in index docs matches this question"."""
+    session = Session(indexed, interactive=False)
+    try:
+        session.engine().index_use("docs")
+        outcome = asyncio.run(TurnLoop(session, OfflineProvider(), k=8).run(QUESTION))
+    finally:
+        session.close()
+    assert outcome.error is None
+    assert "nothing in index" not in outcome.text
+    assert "Kestrelwing is the internal name" in outcome.text
+    assert len(outcome.citations) == 1 and outcome.citations[0].startswith("docs:")
+
+
+def test_without_a_relevant_passage_the_order_is_the_fused_one(indexed: Workspace) -> None:
+    """A question nothing answers: the k closest passages, in fused order, as before."""
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        result = engine.query("what is zebrafish", k=5)
+        store = engine.indexes.store("docs")
+        with store.reading():
+            plain, _ = engine.hits(store, "docs", "what is zebrafish", None, 200, 5, None)
+    if any(Relevance().admits(hit.to_dict()) for hit in plain):
+        pytest.fail("the control question must have no relevant passage in the first k for this test to mean anything")
+    assert [hit.handle for hit in result.hits] == [hit.handle for hit in plain]
