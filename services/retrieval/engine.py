@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Self
@@ -28,15 +29,16 @@ from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
+from services.retrieval.cut import cut
 from services.retrieval.embedders import Embedder, backend_of, preload
 from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import Ingestor
 from services.retrieval.engine_spaces import VectorSpaces
 from services.retrieval.errors import HandleNotFound, NoActiveIndex, VectorStoreDamaged
 from services.retrieval.faults import storage_guard
-from services.retrieval.fusion import fuse
-from services.retrieval.models import ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
-from services.retrieval.relevance import keyword_share, relevance_for
+from services.retrieval.fusion import Fused, fuse
+from services.retrieval.models import Chunk, ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
+from services.retrieval.relevance import Relevance, keyword_share, relevance_for
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
@@ -189,12 +191,15 @@ class RetrievalEngine:
         index: str | None = None,
         top_n: int | None = None,
         score_threshold: float | None = None,
+        relevance: Relevance | None = None,
     ) -> QueryResult:
         """Hybrid search of ``index`` (default: the active one); the entry is audited.
 
-        ``top_n`` candidates come from each retriever (BM25 and dense) and are fused; the
-        best ``k`` live chunks are returned, each with its fused score and both retrievers'
-        ranks and scores.  ``score_threshold`` drops hits whose fused score is lower.
+        ``top_n`` candidates come from each retriever (BM25 and dense) and are fused; ``k`` live
+        chunks are returned, each with its fused score and both retrievers' ranks and scores: the
+        relevant ones first (``relevance``, default the workspace's threshold: see
+        :mod:`services.retrieval.cut`), then the best of the rest, each group in fused order.
+        ``score_threshold`` drops hits whose fused score is lower.
         """
         started = time.perf_counter()
         if not text or not text.strip():
@@ -207,6 +212,7 @@ class RetrievalEngine:
         name = index or self.active_index
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
+        relevance = relevance or relevance_for(self.workspace)
         directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
         with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
             store = self.indexes.store(name)
@@ -222,7 +228,7 @@ class RetrievalEngine:
                     dense = encoder.submit(self._dense, store, embedder, text, vector, candidates, held=True)
                 try:
                     hits, warnings = self.hits(
-                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder
+                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder, relevance=relevance
                     )
                 finally:
                     if dense is not None:  # its search runs under this thread's store lock: never after it
@@ -231,7 +237,7 @@ class RetrievalEngine:
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
         rows = [hit.to_dict(with_text=False) for hit in hits]
-        threshold = relevance_for(self.workspace).to_dict(rows)
+        threshold = relevance.to_dict(rows)
         params: dict[str, Any] = {
             "k": k,
             "top_n": top_n,
@@ -322,11 +328,14 @@ class RetrievalEngine:
         score_threshold: float | None,
         *,
         embedder: Embedder | None = None,
+        relevance: Relevance | None = None,
     ) -> tuple[list[Hit], list[str]]:
         """The hits of ``store`` (call it under its store lock: :meth:`IndexStore.reading`) and the
         warnings of a keyword-only answer.  ``vector`` is the query's vector, or None (``embedder``,
         default the store's own, embeds the query), or a future of the dense answer (:meth:`_dense`
-        running in another thread while BM25 searches here)."""
+        running in another thread while BM25 searches here).  With ``relevance`` the passages
+        that pass it come first, cut at ``k`` after that (:func:`~services.retrieval.cut.cut`);
+        without it, the first ``k`` in fused order."""
         bm25 = store.bm25(text, candidates)
         weights = store.keyword_weights(text)
         warnings: list[str] = []
@@ -342,38 +351,38 @@ class RetrievalEngine:
         fused = fuse(bm25, dense, self.settings.fusion)
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
-        hits: list[Hit] = []
-        position = 0
-        while len(hits) < k and position < len(fused):
-            window = fused[position : position + 2 * k]
-            position += len(window)
+
+        def read(window: Sequence[Fused]) -> list[Hit]:
             live = store.manifest.get_chunks([item.chunk_id for item in window])
-            for item in window:
-                stored = live.get(item.chunk_id)
-                if stored is None:
-                    continue
-                chunk = stored.chunk
-                hits.append(
-                    Hit(
-                        rank=len(hits) + 1,
-                        handle=f"{name}:{chunk.chunk_id}",
-                        chunk_id=chunk.chunk_id,
-                        index=name,
-                        source_path=chunk.source_path,
-                        page=chunk.page,
-                        section=chunk.section,
-                        score=item.score,
-                        bm25_rank=item.bm25_rank,
-                        bm25_score=item.bm25_score,
-                        dense_rank=item.dense_rank,
-                        dense_score=item.dense_score,
-                        text=chunk.text,
-                        keyword_score=round(keyword_share(weights, store.terms(f"{chunk.context}\n{chunk.text}")), 4),
-                    )
-                )
-                if len(hits) >= k:
-                    break
-        return hits, warnings
+            return [
+                self._hit(name, item, stored.chunk, store.terms, weights)
+                for item in window
+                if (stored := live.get(item.chunk_id)) is not None
+            ]
+
+        return cut(fused, k, read, relevance), warnings
+
+    @staticmethod
+    def _hit(
+        name: str, item: Fused, chunk: Chunk, terms: Callable[[str], frozenset[str]], weights: dict[str, float]
+    ) -> Hit:
+        """The hit of one live candidate (ranked by :func:`~services.retrieval.cut.cut`)."""
+        return Hit(
+            rank=0,
+            handle=f"{name}:{chunk.chunk_id}",
+            chunk_id=chunk.chunk_id,
+            index=name,
+            source_path=chunk.source_path,
+            page=chunk.page,
+            section=chunk.section,
+            score=item.score,
+            bm25_rank=item.bm25_rank,
+            bm25_score=item.bm25_score,
+            dense_rank=item.dense_rank,
+            dense_score=item.dense_score,
+            text=chunk.text,
+            keyword_score=round(keyword_share(weights, terms(f"{chunk.context}\n{chunk.text}")), 4),
+        )
 
     # -- inspection ------------------------------------------------------------------------
     def show(self, handle: str) -> ChunkView:

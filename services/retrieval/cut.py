@@ -1,0 +1,71 @@
+"""The cut at ``k``: which of the fused candidates a query returns, relevance first.
+
+Fusion orders the candidates by rank alone (:mod:`services.retrieval.fusion`), and the relevance
+threshold (:mod:`services.retrieval.relevance`) is what the answer and the turn loop keep of them.
+Cutting at ``k`` *before* that filter lost relevant passages to noise: with the hash embedder the
+one document holding a rare question word is BM25 rank 1 but past dense rank 100, so RRF puts
+noise that both retrievers half-like ahead of it, the first ``k`` are all irrelevant, and the
+answer says nothing matches (issue 32, item 5).
+
+So :func:`cut` walks the fused list and returns the relevant candidates first — the first ``k``
+of them in fused order — and fills what is left of ``k`` with the best of the others, in fused
+order (the Context pane still shows the closest passages when none is relevant).  Among the
+relevant passages nothing changes: the ones a caller keeps are the same prefix of the fused
+order, only no longer cut short by noise ranked above them.  Without a threshold the cut is the
+plain fused prefix.
+
+The walk reads candidates from the manifest in windows of ``2k`` (the keyword share needs a
+passage's text).  Once ``k`` others are in hand, a candidate neither retriever vouches for — no
+BM25 rank (so it holds none of the question's terms within BM25's candidates) and a dense
+similarity under the threshold — cannot be relevant and is not read; the walk stops at ``k``
+relevant passages or at the end of the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from services.retrieval.fusion import Fused
+from services.retrieval.models import Hit
+from services.retrieval.relevance import Relevance
+
+ReadHits = Callable[[Sequence[Fused]], list[Hit]]
+"""The live hits of a window of fused candidates, in its order (a chunk gone since is left out)."""
+
+
+def may_be_relevant(item: Fused, relevance: Relevance) -> bool:
+    """Whether a candidate can pass ``relevance`` (without reading its text): it was found by BM25
+    (its keyword share may be high enough), or its dense similarity passes on its own."""
+    if item.bm25_rank is not None:
+        return True
+    return item.dense_score is not None and item.dense_score >= relevance.min_score
+
+
+def admits(hit: Hit, relevance: Relevance) -> bool:
+    """:meth:`Relevance.admits` of a hit, without building its whole dict."""
+    return relevance.admits(
+        {"dense_score": hit.dense_score, "keyword_score": hit.keyword_score, "bm25_score": hit.bm25_score}
+    )
+
+
+def cut(fused: Sequence[Fused], k: int, read: ReadHits, relevance: Relevance | None = None) -> list[Hit]:
+    """The ``k`` hits of ``fused`` to return, ranked 1…k: with ``relevance``, the relevant ones
+    first (see the module docstring); without it, the first ``k`` live ones."""
+    kept: list[Hit] = []
+    others: list[Hit] = []
+    position = 0
+    while position < len(fused) and len(kept) < k:
+        if relevance is None and len(others) >= k:
+            break
+        window = fused[position : position + 2 * k]
+        position += len(window)
+        if relevance is not None and len(others) >= k:
+            window = [item for item in window if may_be_relevant(item, relevance)]
+        for hit in read(window):
+            if relevance is not None and admits(hit, relevance):
+                kept.append(hit)
+            else:
+                others.append(hit)
+    chosen = (kept + others)[:k]
+    return [hit if hit.rank == rank else replace(hit, rank=rank) for rank, hit in enumerate(chosen, start=1)]
