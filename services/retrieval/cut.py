@@ -23,15 +23,55 @@ relevant passages or at the end of the candidates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from services.retrieval.fusion import Fused
 from services.retrieval.models import Hit
-from services.retrieval.relevance import Relevance
+from services.retrieval.relevance import Relevance, keyword_share
+
+if TYPE_CHECKING:
+    from services.retrieval.store import IndexStore
 
 ReadHits = Callable[[Sequence[Fused]], list[Hit]]
 """The live hits of a window of fused candidates, in its order (a chunk gone since is left out)."""
+
+
+def live_reader(store: IndexStore, index: str, weights: Mapping[str, float]) -> ReadHits:
+    """The :data:`ReadHits` of ``store`` (index ``index``, call it under :meth:`IndexStore.reading`):
+    each live chunk of a window as a :class:`Hit` (rank 0 until :func:`cut` ranks it) with its
+    keyword share of the question's term ``weights`` (:meth:`IndexStore.keyword_weights`)."""
+
+    def read(window: Sequence[Fused]) -> list[Hit]:
+        live = store.manifest.get_chunks([item.chunk_id for item in window])
+        hits: list[Hit] = []
+        for item in window:
+            stored = live.get(item.chunk_id)
+            if stored is None:
+                continue
+            chunk = stored.chunk
+            hits.append(
+                Hit(
+                    rank=0,
+                    handle=f"{index}:{chunk.chunk_id}",
+                    chunk_id=chunk.chunk_id,
+                    index=index,
+                    source_path=chunk.source_path,
+                    page=chunk.page,
+                    section=chunk.section,
+                    score=item.score,
+                    bm25_rank=item.bm25_rank,
+                    bm25_score=item.bm25_score,
+                    dense_rank=item.dense_rank,
+                    dense_score=item.dense_score,
+                    text=chunk.text,
+                    keyword_score=round(keyword_share(weights, store.terms(f"{chunk.context}\n{chunk.text}")), 4),
+                )
+            )
+        return hits
+
+    return read
 
 
 def may_be_relevant(item: Fused, relevance: Relevance) -> bool:

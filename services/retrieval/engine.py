@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Self
@@ -29,16 +28,16 @@ from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
-from services.retrieval.cut import cut
+from services.retrieval.cut import cut, live_reader
 from services.retrieval.embedders import Embedder, backend_of, preload
 from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import Ingestor
 from services.retrieval.engine_spaces import VectorSpaces
 from services.retrieval.errors import HandleNotFound, NoActiveIndex, VectorStoreDamaged
 from services.retrieval.faults import storage_guard
-from services.retrieval.fusion import Fused, fuse
-from services.retrieval.models import Chunk, ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
-from services.retrieval.relevance import Relevance, keyword_share, relevance_for
+from services.retrieval.fusion import fuse
+from services.retrieval.models import ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
+from services.retrieval.relevance import Relevance, relevance_for
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
@@ -352,37 +351,7 @@ class RetrievalEngine:
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
 
-        def read(window: Sequence[Fused]) -> list[Hit]:
-            live = store.manifest.get_chunks([item.chunk_id for item in window])
-            return [
-                self._hit(name, item, stored.chunk, store.terms, weights)
-                for item in window
-                if (stored := live.get(item.chunk_id)) is not None
-            ]
-
-        return cut(fused, k, read, relevance), warnings
-
-    @staticmethod
-    def _hit(
-        name: str, item: Fused, chunk: Chunk, terms: Callable[[str], frozenset[str]], weights: dict[str, float]
-    ) -> Hit:
-        """The hit of one live candidate (ranked by :func:`~services.retrieval.cut.cut`)."""
-        return Hit(
-            rank=0,
-            handle=f"{name}:{chunk.chunk_id}",
-            chunk_id=chunk.chunk_id,
-            index=name,
-            source_path=chunk.source_path,
-            page=chunk.page,
-            section=chunk.section,
-            score=item.score,
-            bm25_rank=item.bm25_rank,
-            bm25_score=item.bm25_score,
-            dense_rank=item.dense_rank,
-            dense_score=item.dense_score,
-            text=chunk.text,
-            keyword_score=round(keyword_share(weights, terms(f"{chunk.context}\n{chunk.text}")), 4),
-        )
+        return cut(fused, k, live_reader(store, name, weights), relevance), warnings
 
     # -- inspection ------------------------------------------------------------------------
     def show(self, handle: str) -> ChunkView:

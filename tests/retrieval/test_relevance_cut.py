@@ -2,7 +2,7 @@
 
 With the hash embedder, "what is kestrelwing" against ~150 notes that say "what" often and one
 document that names kestrelwing: BM25 ranks that document first (a full keyword match), the
-bag-of-words vector puts it past rank 100, and fusion puts it 17th.  The passages used to be cut
+bag-of-words vector puts it past rank 100, and fusion puts it past the first ``k``.  The passages used to be cut
 at ``k`` before the relevance filter, so the ``k`` ahead of it — none of them relevant — were all
 the answer had, and the offline turn said "nothing in index docs matches".  The engine now ranks
 the relevant passages first before it cuts (:mod:`services.retrieval.cut`).
@@ -120,3 +120,21 @@ def test_without_a_relevant_passage_the_order_is_the_fused_one(indexed: Workspac
     if any(Relevance().admits(hit.to_dict()) for hit in plain):
         pytest.fail("the control question must have no relevant passage in the first k for this test to mean anything")
     assert [hit.handle for hit in result.hits] == [hit.handle for hit in plain]
+
+
+@pytest.mark.parametrize("question", [QUESTION, "kestrelwing telemetry", "weekly service check", "what is zebrafish"])
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_the_relevant_hits_are_the_first_k_relevant_in_fused_order(indexed: Workspace, question: str, k: int) -> None:
+    """Among the relevant passages nothing is reordered: the ones returned are the first ``k``
+    relevant of the whole fused list; the others fill the rest of ``k`` in fused order."""
+    relevance = Relevance()
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        returned = engine.query(question, k=k, relevance=relevance).hits
+        store = engine.indexes.store("docs")
+        with store.reading():
+            everything, _ = engine.hits(store, "docs", question, None, 200, 1000, None)
+    relevant = [hit.handle for hit in everything if relevance.admits(hit.to_dict())]
+    others = [hit.handle for hit in everything if not relevance.admits(hit.to_dict())]
+    expected = (relevant[:k] + others)[:k]
+    assert [hit.handle for hit in returned] == expected
+    assert [hit.rank for hit in returned] == list(range(1, len(expected) + 1))
