@@ -11,6 +11,8 @@ the default RRF) and scores what a query returns at ``k``:
 * ``cut@k nDCG@10``: the document-level nDCG@10 of the ``k`` hits — ``before``: the first ``k``
   fused (the old cut), ``after``: :func:`services.retrieval.cut.cut` with the default threshold
   (the relevant passages first);
+* ``cut ms``: the time of the cut itself (the keyword screen, reading the candidates' chunks and
+  their keyword share), p50 and p95 over the questions;
 * ``kept``: what the answer and the turn loop keep of those ``k`` (the threshold's filter) — the
   mean number of passages kept, the share of questions with nothing kept ("nothing matches"),
   and the share of questions whose kept passages include a judged-relevant document.
@@ -24,6 +26,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +60,7 @@ def score_cut(
 
 def measure(name: str, dataset: Path, limit_docs: int, ks: tuple[int, ...]) -> dict[str, Any]:
     from services.retrieval.chunking import ChunkConfig
-    from services.retrieval.cut import cut, live_reader
+    from services.retrieval.cut import cut, keyword_screen, live_reader
     from services.retrieval.embedders import create_embedder
     from services.retrieval.evaluation import ExactDense, build_index, load_beir, select_subset
     from services.retrieval.fusion import fuse
@@ -77,20 +80,30 @@ def measure(name: str, dataset: Path, limit_docs: int, ks: tuple[int, ...]) -> d
             qids = list(data.queries)
             vectors = embedder.embed([data.queries[qid] for qid in qids])
             totals: dict[str, float] = {}
+            timings: dict[str, list[float]] = {}
             for qid, vector in zip(qids, vectors, strict=True):
                 text = data.queries[qid]
                 with store.reading():
                     fused = fuse(store.bm25(text, top_n), exact.search(vector, top_n), settings.fusion)
-                    read = live_reader(store, "eval", store.keyword_weights(text))
+                    weights = store.keyword_weights(text)
+                    read = live_reader(store, "eval", weights)
                     for k in ks:
                         for when, rule in (("before", None), ("after", relevance)):
-                            scores = score_cut(cut(fused, k, read, rule), data.qrels[qid], doc_of, relevance)
+                            began = time.perf_counter()
+                            screen = keyword_screen(store, weights, relevance.min_keyword) if rule else None
+                            hits = cut(fused, k, read, rule, screen)
+                            timings.setdefault(f"k{k} {when}", []).append((time.perf_counter() - began) * 1000)
+                            scores = score_cut(hits, data.qrels[qid], doc_of, relevance)
                             for key, value in scores.items():
                                 label = f"k{k} {when} {key}"
                                 totals[label] = totals.get(label, 0.0) + value
         finally:
             store.close()
     means = {key: round(value / len(qids), 4) for key, value in totals.items()}
+    for label, values in timings.items():
+        ordered = sorted(values)
+        means[f"{label} cut ms p50"] = round(ordered[len(ordered) // 2], 2)
+        means[f"{label} cut ms p95"] = round(ordered[max(0, round(0.95 * len(ordered)) - 1)], 2)
     return {"embedder": name, "queries": len(qids)} | means
 
 

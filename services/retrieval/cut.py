@@ -15,10 +15,12 @@ order, only no longer cut short by noise ranked above them.  Without a threshold
 plain fused prefix.
 
 The walk reads candidates from the manifest in windows of ``2k`` (the keyword share needs a
-passage's text).  Once ``k`` others are in hand, a candidate neither retriever vouches for — no
-BM25 rank (so it holds none of the question's terms within BM25's candidates) and a dense
-similarity under the threshold — cannot be relevant and is not read; the walk stops at ``k``
-relevant passages or at the end of the candidates.
+passage's text).  Once ``k`` others are in hand, only a candidate that may be relevant is read:
+one whose dense similarity passes, or one BM25 found whose keyword share may pass — an upper bound
+taken from Tantivy's postings of the question's terms (:func:`keyword_screen`), so the noise BM25
+found through one common word is not read and analysed (reading all ~200 BM25 candidates cost
+20–50 ms a query).  A candidate with neither (no BM25 rank: none of the question's terms within
+BM25's candidates) is never relevant.  The walk stops at ``k`` relevant passages or at the end.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ if TYPE_CHECKING:
 
 ReadHits = Callable[[Sequence[Fused]], list[Hit]]
 """The live hits of a window of fused candidates, in its order (a chunk gone since is left out)."""
+Screen = Callable[[str], bool]
+"""Whether the chunk of an id may hold enough of the question's keyword weight (never a false no)."""
+SCREEN_POSTINGS = 2000
+"""A term held by more chunks than this is not looked up by :func:`keyword_screen` (at 100,000
+chunks such a term weighs under a fifth of a rare one: :func:`~services.retrieval.relevance.term_weight`)."""
 
 
 def live_reader(store: IndexStore, index: str, weights: Mapping[str, float]) -> ReadHits:
@@ -74,12 +81,32 @@ def live_reader(store: IndexStore, index: str, weights: Mapping[str, float]) -> 
     return read
 
 
-def may_be_relevant(item: Fused, relevance: Relevance) -> bool:
-    """Whether a candidate can pass ``relevance`` (without reading its text): it was found by BM25
-    (its keyword share may be high enough), or its dense similarity passes on its own."""
-    if item.bm25_rank is not None:
+def keyword_screen(store: IndexStore, weights: Mapping[str, float], min_keyword: float) -> Screen:
+    """Whether a chunk may hold ``min_keyword`` of the question's keyword ``weights`` — an upper
+    bound read from Tantivy's postings (:func:`~services.retrieval.store_lexical.term_holders`),
+    not from the chunk's text: a term held by more than :data:`SCREEN_POSTINGS` chunks is assumed
+    held (looking it up would cost more than reading the text)."""
+    from services.retrieval.store_lexical import term_holders
+
+    total = sum(weights.values())
+    holders = term_holders(store.lexical, weights, SCREEN_POSTINGS)
+
+    def screen(chunk_id: str) -> bool:
+        if total <= 0:
+            return False
+        held = sum(w for term, w in weights.items() if (found := holders[term]) is None or chunk_id in found)
+        return held / total >= min_keyword - 5e-5  # the share is compared after rounding (4 places)
+
+    return screen
+
+
+def may_be_relevant(item: Fused, relevance: Relevance, screen: Screen | None = None) -> bool:
+    """Whether a candidate can pass ``relevance`` without reading its text: its dense similarity
+    passes on its own, or BM25 found it (it holds a question term) and ``screen`` (if any) says
+    its keyword share may be high enough."""
+    if item.dense_score is not None and item.dense_score >= relevance.min_score:
         return True
-    return item.dense_score is not None and item.dense_score >= relevance.min_score
+    return item.bm25_rank is not None and (screen is None or screen(item.chunk_id))
 
 
 def admits(hit: Hit, relevance: Relevance) -> bool:
@@ -89,9 +116,16 @@ def admits(hit: Hit, relevance: Relevance) -> bool:
     )
 
 
-def cut(fused: Sequence[Fused], k: int, read: ReadHits, relevance: Relevance | None = None) -> list[Hit]:
+def cut(
+    fused: Sequence[Fused],
+    k: int,
+    read: ReadHits,
+    relevance: Relevance | None = None,
+    screen: Screen | None = None,
+) -> list[Hit]:
     """The ``k`` hits of ``fused`` to return, ranked 1…k: with ``relevance``, the relevant ones
-    first (see the module docstring); without it, the first ``k`` live ones."""
+    first (see the module docstring; ``screen``: :func:`keyword_screen`); without it, the first
+    ``k`` live ones."""
     kept: list[Hit] = []
     others: list[Hit] = []
     position = 0
@@ -101,7 +135,7 @@ def cut(fused: Sequence[Fused], k: int, read: ReadHits, relevance: Relevance | N
         window = fused[position : position + 2 * k]
         position += len(window)
         if relevance is not None and len(others) >= k:
-            window = [item for item in window if may_be_relevant(item, relevance)]
+            window = [item for item in window if may_be_relevant(item, relevance, screen)]
         for hit in read(window):
             if relevance is not None and admits(hit, relevance):
                 kept.append(hit)

@@ -28,7 +28,7 @@ from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
-from services.retrieval.cut import cut, live_reader
+from services.retrieval.cut import cut, keyword_screen, live_reader
 from services.retrieval.embedders import Embedder, backend_of, preload
 from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import Ingestor
@@ -351,7 +351,8 @@ class RetrievalEngine:
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
 
-        return cut(fused, k, live_reader(store, name, weights), relevance), warnings
+        screen = keyword_screen(store, weights, relevance.min_keyword) if relevance is not None else None
+        return cut(fused, k, live_reader(store, name, weights), relevance, screen), warnings
 
     # -- inspection ------------------------------------------------------------------------
     def show(self, handle: str) -> ChunkView:
