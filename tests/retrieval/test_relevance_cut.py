@@ -138,3 +138,33 @@ def test_the_relevant_hits_are_the_first_k_relevant_in_fused_order(indexed: Work
     expected = (relevant[:k] + others)[:k]
     assert [hit.handle for hit in returned] == expected
     assert [hit.rank for hit in returned] == list(range(1, len(expected) + 1))
+
+
+@pytest.mark.parametrize("question", [QUESTION, "kestrelwing telemetry pipeline", "weekly service check", "on call"])
+def test_the_keyword_screen_never_says_no_to_a_relevant_passage(indexed: Workspace, question: str) -> None:
+    """The screen's postings give the same keyword share as the passage's analysed text (terms held
+    by more chunks than the limit are assumed held: an upper bound), so it never skips a passage
+    the threshold would keep."""
+    from services.retrieval.cut import keyword_screen, live_reader
+    from services.retrieval.fusion import fuse
+    from services.retrieval.store_lexical import term_holders
+
+    relevance = Relevance()
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        store = engine.indexes.store("docs")
+        with store.reading():
+            weights = store.keyword_weights(question)
+            hits = live_reader(store, "docs", weights)(fuse(store.bm25(question, 500), []))
+            exact = term_holders(store.lexical, weights, 10_000)
+            capped = term_holders(store.lexical, weights, 10)
+            screen = keyword_screen(store, weights, relevance.min_keyword)
+    assert hits and weights
+    total = sum(weights.values())
+    for hit in hits:
+        held = sum(weight for term, weight in weights.items() if hit.chunk_id in (exact[term] or ()))
+        assert round(held / total, 4) == hit.keyword_score
+        if (hit.keyword_score or 0.0) >= relevance.min_keyword:
+            assert screen(hit.chunk_id)
+    assert any(found is None for found in capped.values()) == any(len(found or ()) > 10 for found in exact.values())
+    if question == QUESTION:  # the noise BM25 found through "what" holds none of the keyword weight
+        assert sum(not screen(hit.chunk_id) for hit in hits) == len(hits) - 1
