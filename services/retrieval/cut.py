@@ -41,8 +41,8 @@ ReadHits = Callable[[Sequence[Fused]], list[Hit]]
 Screen = Callable[[str], bool]
 """Whether the chunk of an id may hold enough of the question's keyword weight (never a false no)."""
 SCREEN_POSTINGS = 2000
-"""A term held by more chunks than this is not looked up by :func:`keyword_screen` (at 100,000
-chunks such a term weighs under a fifth of a rare one: :func:`~services.retrieval.relevance.term_weight`)."""
+"""A term held by more chunks than this is not looked up by :func:`keyword_screen` (a common term:
+at 100,000 chunks it weighs less than half of one held by ten, :func:`~services.retrieval.relevance.term_weight`)."""
 
 
 def live_reader(store: IndexStore, index: str, weights: Mapping[str, float]) -> ReadHits:
@@ -92,8 +92,8 @@ def keyword_screen(store: IndexStore, weights: Mapping[str, float], min_keyword:
     holders = term_holders(store.lexical, weights, SCREEN_POSTINGS)
 
     def screen(chunk_id: str) -> bool:
-        if total <= 0:
-            return False
+        if total <= 0:  # no keyword in the question: every share is 0
+            return min_keyword <= 0
         held = sum(w for term, w in weights.items() if (found := holders[term]) is None or chunk_id in found)
         return held / total >= min_keyword - 5e-5  # the share is compared after rounding (4 places)
 
