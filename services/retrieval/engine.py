@@ -201,13 +201,7 @@ class RetrievalEngine:
         ``score_threshold`` drops hits whose fused score is lower.
         """
         started = time.perf_counter()
-        if not text or not text.strip():
-            raise InvalidInput("the query is empty")
-        if not 1 <= k <= MAX_K:
-            raise InvalidInput(f"k must be between 1 and {MAX_K}")
-        top_n = top_n or self.settings.top_n
-        if top_n < 1:
-            raise InvalidInput("top_n must be at least 1")
+        top_n = self._checked(text, k, top_n)
         name = index or self.active_index
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
@@ -267,6 +261,17 @@ class RetrievalEngine:
             threshold=threshold,
             audited=audit_id is not None,
         )
+
+    def _checked(self, text: str, k: int, top_n: int | None) -> int:
+        """The query's ``top_n`` (default: the settings'), once ``text``, ``k`` and it are valid."""
+        if not text or not text.strip():
+            raise InvalidInput("the query is empty")
+        if not 1 <= k <= MAX_K:
+            raise InvalidInput(f"k must be between 1 and {MAX_K}")
+        top_n = top_n or self.settings.top_n
+        if top_n < 1:
+            raise InvalidInput("top_n must be at least 1")
+        return top_n
 
     def _record(
         self, text: str, name: str, params: dict[str, Any], hits: list[dict[str, Any]], warnings: list[str], model: str
