@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,33 @@ def test_the_keyword_screen_never_says_no_to_a_relevant_passage(indexed: Workspa
     assert any(found is None for found in capped.values()) == any(len(found or ()) > 10 for found in exact.values())
     if question == QUESTION:  # the noise BM25 found through "what" holds none of the keyword weight
         assert sum(not screen(hit.chunk_id) for hit in hits) == len(hits) - 1
+
+
+def test_the_walk_reads_only_what_may_be_relevant(indexed: Workspace) -> None:
+    """Past the first ``k`` others, the cut reads only candidates the screen lets through: for the
+    kestrelwing question, the first windows and the one document (not the ~150 notes BM25 found
+    through "what"), and the answer is the same as reading them all."""
+    from services.retrieval.cut import cut, keyword_screen, live_reader
+    from services.retrieval.fusion import Fused, fuse
+    from services.retrieval.models import Hit
+
+    relevance = Relevance()
+    with RetrievalEngine(indexed, RetrievalSettings(embedder="hash")) as engine:
+        store = engine.indexes.store("docs")
+        with store.reading():
+            weights = store.keyword_weights(QUESTION)
+            fused = fuse(store.bm25(QUESTION, 200), store.dense(engine.embedder.embed_query(QUESTION), 200))
+            reader = live_reader(store, "docs", weights)
+            asked: list[int] = []
+
+            def read(window: Sequence[Fused]) -> list[Hit]:
+                asked.append(len(window))
+                return reader(window)
+
+            screened = cut(fused, 8, read, relevance, keyword_screen(store, weights, relevance.min_keyword))
+            read_screened = sum(asked)
+            asked.clear()
+            unscreened = cut(fused, 8, read, relevance)
+    assert [hit.handle for hit in screened] == [hit.handle for hit in unscreened]
+    assert screened[0].source_path == "projects.txt"
+    assert read_screened <= 2 * 8 + 1 < sum(asked)
