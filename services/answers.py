@@ -101,7 +101,7 @@ def answer_from_index(
     if index is None:
         return None, offline_answer(question, None, [])
     relevance = relevance or relevance_for(engine.workspace)
-    result = engine.query(question, k=k)
+    result = engine.query(question, k=k, relevance=relevance)  # the relevant ones first, then the cut
     hits = [hit.to_dict() for hit in result.hits]
     kept = relevance.filter(hits)
     if result.audit_id is not None:

@@ -616,11 +616,11 @@ class TurnLoop:
             index = (spec.index if spec is not None else None) or engine.active_index
             if index is None:
                 return [], None
-            result = engine.query(text, k=k, index=index)
-            warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
             relevance = relevance_for(self.session.workspace)
             if spec is not None and spec.threshold is not None and env_settings().min_score is None:
                 relevance = dataclasses.replace(relevance, min_score=spec.threshold)
+            result = engine.query(text, k=k, index=index, relevance=relevance)  # the relevant ones before the cut
+            warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
             kept = relevance.filter([hit.to_dict() for hit in result.hits])
             if result.audit_id is not None:
                 engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))

@@ -28,6 +28,7 @@ from services.errors import InvalidInput, InvalidName
 from services.names import validate_name
 from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
+from services.retrieval.cut import cut, keyword_screen, live_reader
 from services.retrieval.embedders import Embedder, backend_of, preload
 from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import Ingestor
@@ -36,7 +37,7 @@ from services.retrieval.errors import HandleNotFound, NoActiveIndex, VectorStore
 from services.retrieval.faults import storage_guard
 from services.retrieval.fusion import fuse
 from services.retrieval.models import ChunkView, Hit, IndexInfo, IngestReport, QueryResult, RetrievalRecord
-from services.retrieval.relevance import keyword_share, relevance_for
+from services.retrieval.relevance import Relevance, relevance_for
 from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
@@ -189,30 +190,28 @@ class RetrievalEngine:
         index: str | None = None,
         top_n: int | None = None,
         score_threshold: float | None = None,
+        relevance: Relevance | None = None,
     ) -> QueryResult:
         """Hybrid search of ``index`` (default: the active one); the entry is audited.
 
-        ``top_n`` candidates come from each retriever (BM25 and dense) and are fused; the
-        best ``k`` live chunks are returned, each with its fused score and both retrievers'
-        ranks and scores.  ``score_threshold`` drops hits whose fused score is lower.
+        ``top_n`` candidates come from each retriever (BM25 and dense) and are fused; ``k`` live
+        chunks are returned, each with its fused score and both retrievers' ranks and scores: the
+        relevant ones first (``relevance``, default the workspace's threshold: see
+        :mod:`services.retrieval.cut`), then the best of the rest, each group in fused order.
+        ``score_threshold`` drops hits whose fused score is lower.
         """
         started = time.perf_counter()
-        if not text or not text.strip():
-            raise InvalidInput("the query is empty")
-        if not 1 <= k <= MAX_K:
-            raise InvalidInput(f"k must be between 1 and {MAX_K}")
-        top_n = top_n or self.settings.top_n
-        if top_n < 1:
-            raise InvalidInput("top_n must be at least 1")
+        top_n = self._checked(text, k, top_n)
         name = index or self.active_index
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
-        hits, warnings, embedder = self._search(name, text, max(top_n, k), k, score_threshold)
+        relevance = relevance or relevance_for(self.workspace)
+        hits, warnings, embedder = self._search(name, text, max(top_n, k), k, score_threshold, relevance)
         backend, quantization = backend_of(embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
         rows = [hit.to_dict(with_text=False) for hit in hits]
-        threshold = relevance_for(self.workspace).to_dict(rows)
+        threshold = relevance.to_dict(rows)
         params: dict[str, Any] = {
             "k": k,
             "top_n": top_n,
@@ -245,7 +244,7 @@ class RetrievalEngine:
         )
 
     def _search(
-        self, name: str, text: str, candidates: int, k: int, score_threshold: float | None
+        self, name: str, text: str, candidates: int, k: int, score_threshold: float | None, relevance: Relevance
     ) -> tuple[list[Hit], list[str], Embedder]:
         """The hits of index ``name`` for ``text``, the warnings of a keyword-only answer, and the
         embedder of the index's vector space (one that does not fit the index is refused)."""
@@ -263,12 +262,23 @@ class RetrievalEngine:
                     dense = encoder.submit(self._dense, store, embedder, text, vector, candidates, held=True)
                 try:
                     hits, warnings = self.hits(
-                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder
+                        store, name, text, dense, candidates, k, score_threshold, embedder=embedder, relevance=relevance
                     )
                 finally:
                     if dense is not None:  # its search runs under this thread's store lock: never after it
                         wait([dense])
         return hits, warnings, embedder
+
+    def _checked(self, text: str, k: int, top_n: int | None) -> int:
+        """The query's ``top_n`` (default: the settings'), once ``text``, ``k`` and it are valid."""
+        if not text or not text.strip():
+            raise InvalidInput("the query is empty")
+        if not 1 <= k <= MAX_K:
+            raise InvalidInput(f"k must be between 1 and {MAX_K}")
+        top_n = top_n or self.settings.top_n
+        if top_n < 1:
+            raise InvalidInput("top_n must be at least 1")
+        return top_n
 
     def _record(
         self, text: str, name: str, params: dict[str, Any], hits: list[dict[str, Any]], warnings: list[str], model: str
@@ -329,11 +339,14 @@ class RetrievalEngine:
         score_threshold: float | None,
         *,
         embedder: Embedder | None = None,
+        relevance: Relevance | None = None,
     ) -> tuple[list[Hit], list[str]]:
         """The hits of ``store`` (call it under its store lock: :meth:`IndexStore.reading`) and the
         warnings of a keyword-only answer.  ``vector`` is the query's vector, or None (``embedder``,
         default the store's own, embeds the query), or a future of the dense answer (:meth:`_dense`
-        running in another thread while BM25 searches here)."""
+        running in another thread while BM25 searches here).  With ``relevance`` the passages
+        that pass it come first, cut at ``k`` after that (:func:`~services.retrieval.cut.cut`);
+        without it, the first ``k`` in fused order."""
         bm25 = store.bm25(text, candidates)
         weights = store.keyword_weights(text)
         warnings: list[str] = []
@@ -349,38 +362,9 @@ class RetrievalEngine:
         fused = fuse(bm25, dense, self.settings.fusion)
         if score_threshold is not None:
             fused = [item for item in fused if item.score >= score_threshold]
-        hits: list[Hit] = []
-        position = 0
-        while len(hits) < k and position < len(fused):
-            window = fused[position : position + 2 * k]
-            position += len(window)
-            live = store.manifest.get_chunks([item.chunk_id for item in window])
-            for item in window:
-                stored = live.get(item.chunk_id)
-                if stored is None:
-                    continue
-                chunk = stored.chunk
-                hits.append(
-                    Hit(
-                        rank=len(hits) + 1,
-                        handle=f"{name}:{chunk.chunk_id}",
-                        chunk_id=chunk.chunk_id,
-                        index=name,
-                        source_path=chunk.source_path,
-                        page=chunk.page,
-                        section=chunk.section,
-                        score=item.score,
-                        bm25_rank=item.bm25_rank,
-                        bm25_score=item.bm25_score,
-                        dense_rank=item.dense_rank,
-                        dense_score=item.dense_score,
-                        text=chunk.text,
-                        keyword_score=round(keyword_share(weights, store.terms(f"{chunk.context}\n{chunk.text}")), 4),
-                    )
-                )
-                if len(hits) >= k:
-                    break
-        return hits, warnings
+
+        screen = keyword_screen(store, weights, relevance.min_keyword) if relevance is not None else None
+        return cut(fused, k, live_reader(store, name, weights), relevance, screen), warnings
 
     # -- inspection ------------------------------------------------------------------------
     def show(self, handle: str) -> ChunkView:

@@ -1,7 +1,8 @@
 """The relevance threshold: which retrieved passages count as relevant to a question.
 
 Used by the offline answer (:mod:`services.answers`), the turn loop (what is injected) and
-``confidence.local``; the engine records the threshold in force with every query
+``confidence.local``; the engine ranks the passages that pass it first before it cuts at ``k``
+(:mod:`services.retrieval.cut`) and records the threshold in force with every query
 (``params.threshold`` of the retrieval audit row).
 
 Why these signals: the fused score is reciprocal-rank fusion, so it depends only on ranks — the

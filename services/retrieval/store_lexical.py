@@ -211,3 +211,32 @@ def open_lexical(
     index = tantivy.Index(tantivy_schema(), path=str(path), reuse=False)
     fill_lexical(index, chunks(), name)
     return index, True
+
+
+def term_holders(index: tantivy.Index, terms: Iterable[str], limit: int) -> dict[str, frozenset[str] | None]:
+    """For each analysed term, the chunk ids whose context or own text hold it (what
+    :meth:`IndexStore.terms` of ``context + text`` would find); None for a term held by more than
+    ``limit`` chunks (not looked up: the caller assumes any chunk may hold it)."""
+    import tantivy
+
+    schema = index.schema
+    searcher = index.searcher()
+    holders: dict[str, frozenset[str] | None] = {}
+    for term in terms:
+        count = int(searcher.doc_freq("text", term)) + int(searcher.doc_freq("context", term))
+        if count > limit:
+            holders[term] = None
+            continue
+        if count == 0:
+            holders[term] = frozenset()
+            continue
+        either = [
+            (tantivy.Occur.Should, tantivy.Query.term_query(schema, field, term)) for field in ("context", "text")
+        ]
+        hits = searcher.search(tantivy.Query.boolean_query(either), limit=count, count=False).hits
+        keys = searcher.fast_field_values("chunk_key", [address for _, address in hits])
+        holders[term] = frozenset(
+            f"{key:016x}" if isinstance(key, int) else str(searcher.doc(address)["chunk_id"][0])
+            for (_, address), key in zip(hits, keys, strict=True)
+        )
+    return holders
