@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 _SKIP_TOP = {".aries.lock", ".aries-session.json"}
 _QUARANTINE = ".quarantine"  # imported authority the operator has not trusted: it is not this workspace's
 _SKIP_SUFFIXES = ("-wal", "-shm", "-journal", ".lock")
+_DERIVED = "cache"  # derived stores (the conversation search index): rebuilt from the transcripts
 
 
 @dataclass
@@ -121,6 +122,8 @@ def export_workspace(
     def skip(rel: str, folder: bool) -> str | None:
         if folder and rel == _QUARANTINE:
             return "settings quarantined since the import, never trusted here"
+        if folder and rel == _DERIVED:
+            return ""  # derived: rebuilt from the transcripts on first use, nothing to say
         return "" if not folder and _skipped(rel) else None
 
     walk = walk_tree(root, KIND, skip)

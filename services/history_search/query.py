@@ -91,8 +91,10 @@ def search(
     *,
     limit: int = DEFAULT_LIMIT,
     budget_s: float | None = DEFAULT_BUDGET_S,
+    wait_s: float = 0.0,
 ) -> SearchResult:
-    """The best ``limit`` hits for ``text`` after catching the index up (for at most ``budget_s``)."""
+    """The best ``limit`` hits for ``text`` after catching the index up (for at most ``budget_s``;
+    waiting up to ``wait_s`` for another process's catch-up)."""
     filters = filters or Filters()
     if not text.strip():
         raise InvalidInput("the search needs words to look for")
@@ -101,15 +103,15 @@ def search(
     if limit < 1:
         raise InvalidInput("--limit must be at least 1")
     since = since_epoch(filters.since) if filters.since else None
-    coverage = index.catch_up(budget_s=budget_s)
-    with index.searcher() as searcher:
-        tantivy_index = index.index()
-        if searcher is None or tantivy_index is None:
-            return SearchResult(text, [], coverage)
-        text_query = _parse(tantivy_index, text)
-        query = _filtered(tantivy_index.schema, text_query, filters, since)
-        hits = _ranked(searcher, query, limit)
-        return SearchResult(text, [_hit(searcher, tantivy_index.schema, text_query, s, a) for s, a in hits], coverage)
+    coverage = index.catch_up(budget_s=budget_s, wait_s=wait_s)
+    opened = index.searcher()
+    if opened is None:
+        return SearchResult(text, [], coverage)
+    tantivy_index, searcher = opened
+    text_query = _parse(tantivy_index, text)
+    query = _filtered(tantivy_index.schema, text_query, filters, since)
+    hits = _ranked(searcher, query, limit)
+    return SearchResult(text, [_hit(searcher, tantivy_index.schema, text_query, s, a) for s, a in hits], coverage)
 
 
 def _parse(index: tantivy.Index, text: str) -> tantivy.Query:

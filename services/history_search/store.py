@@ -31,12 +31,11 @@ writes, the search answers from what is indexed, marked partial), the store lock
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -264,23 +263,16 @@ class HistoryIndex:
         return Coverage(total - len(work) + done, total, batch.entries_total)
 
     # -- reading -----------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def searcher(self) -> Iterator[tantivy.Searcher | None]:
-        """A searcher over the index as last committed (None when there is no index yet), opened
-        under the store lock so that no merge removes a segment while it opens."""
+    def searcher(self) -> tuple[tantivy.Index, tantivy.Searcher] | None:
+        """The index and a searcher over it as last committed (None when there is no index yet),
+        opened under the store lock so that no merge removes a segment while it opens. A searcher
+        keeps the segments it opened: it is used without the lock."""
         with self._lock, self.locks.store(reader=True):
             index = self._open()
             if index is None:
-                yield None
-                return
+                return None
             index.reload()
-            searcher = index.searcher()
-        yield searcher
-
-    def index(self) -> tantivy.Index | None:
-        """The open index (for parsing a query against its schema)."""
-        with self._lock:
-            return self._open()
+            return index, index.searcher()
 
 
 class _Batch:

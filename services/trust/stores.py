@@ -226,6 +226,11 @@ def check_imported_stores(tree: Path) -> dict[str, str]:
                 "the bundle is refused"
             )
     rebuild: dict[str, str] = {}
+    derived = tree / "cache"  # never carried by an export; a bundle's own is not read: rebuilt here
+    if derived.is_dir() and not derived.is_symlink():
+        shutil.rmtree(derived)
+    elif derived.exists() or derived.is_symlink():
+        derived.unlink()
     indexes = tree / "indexes"
     for index in sorted(indexes.iterdir()) if indexes.is_dir() else []:
         if not index.is_dir():
