@@ -47,7 +47,7 @@ def _register_search(actions: Any) -> None:
     search = actions.add_parser(
         "search",
         help="search every conversation: messages, tool calls and results, attached files",
-        description="Words, \"a phrase\", +must -not, word* (Tantivy's query language), best first. "
+        description='Words, "a phrase", +must -not, word* (Tantivy\'s query language), best first. '
         "Secrets were redacted before indexing: they are neither found nor shown.",
     )
     search.add_argument("query", metavar="QUERY", help="what to look for")

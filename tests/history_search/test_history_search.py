@@ -51,7 +51,10 @@ def root(tmp_path: Path) -> Path:
             turn_id=talk.new_turn(),
         )
     )
-    attached = "what does it say?\n\n--- attached file notes/heron.md ---\nthe grey heron fishes at dawn\n--- end of notes/heron.md ---"
+    attached = (
+        "what does it say?\n\n--- attached file notes/heron.md ---\n"
+        "the grey heron fishes at dawn\n--- end of notes/heron.md ---"
+    )
     talk.record(UserMessage(text=attached, turn_id=talk.new_turn()))
     return tmp_path
 
