@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput
 from services.history_search.documents import INDEXED_ROLES, epoch_seconds
-from services.history_search.store import Coverage, HistoryIndex
+from services.history_search.store import Coverage, HistoryIndex, is_damage
 
 if TYPE_CHECKING:
     import tantivy
@@ -104,6 +104,17 @@ def search(
         raise InvalidInput("--limit must be at least 1")
     since = since_epoch(filters.since) if filters.since else None
     coverage = index.catch_up(budget_s=budget_s, wait_s=wait_s)
+    try:
+        return _answer(index, text, filters, since, limit, coverage)
+    except BaseException as exc:  # a damaged segment: rebuilt from the transcripts, asked again
+        if not is_damage(exc):
+            raise
+    return _answer(index, text, filters, since, limit, index.rebuild())
+
+
+def _answer(
+    index: HistoryIndex, text: str, filters: Filters, since: int | None, limit: int, coverage: Coverage
+) -> SearchResult:
     opened = index.searcher()
     if opened is None:
         return SearchResult(text, [], coverage)

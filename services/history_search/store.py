@@ -173,7 +173,9 @@ class HistoryIndex:
             return self._index
         try:
             index = tantivy.Index.open(str(self.tantivy_dir))
-        except (ValueError, OSError):
+        except BaseException as exc:
+            if not is_damage(exc):
+                raise
             return None
         self._index, self._generation = index, int(meta["generation"])
         return index
@@ -262,6 +264,18 @@ class HistoryIndex:
         batch.commit()
         return Coverage(total - len(work) + done, total, batch.entries_total)
 
+    def rebuild(self, *, wait_s: float = 30.0) -> Coverage:
+        """Throw the index away and build it again from the transcripts (a damaged segment found
+        while searching); as :meth:`catch_up`, nothing happens while another process writes."""
+        if not self._take_writer(wait_s):
+            return self.coverage()
+        try:
+            with self._lock:
+                self._reset()
+                return self._catch_up(None, None, None)
+        finally:
+            self.locks.release_writer()
+
     # -- reading -----------------------------------------------------------------------------
     def searcher(self) -> tuple[tantivy.Index, tantivy.Searcher] | None:
         """The index and a searcher over it as last committed (None when there is no index yet),
@@ -329,6 +343,12 @@ class _Batch:
         self.entries = 0
 
 
+def is_damage(exc: BaseException) -> bool:
+    """Whether Tantivy's error says the files are damaged: its I/O and data errors, and a Rust panic
+    (``pyo3_runtime.PanicException``, a ``BaseException``) on a file that is not what it wrote."""
+    return isinstance(exc, (ValueError, OSError)) or type(exc).__name__ == "PanicException"
+
+
 def _entry(raw: bytes) -> dict[str, Any] | None:
     if not raw.strip():
         return None
@@ -357,4 +377,4 @@ def _tantivy_document(document: SearchDocument) -> tantivy.Document:
     return doc
 
 
-__all__ = ["BATCH_ENTRIES", "CACHE_DIR", "FORMAT", "NAME", "Coverage", "HistoryIndex", "schema"]
+__all__ = ["BATCH_ENTRIES", "CACHE_DIR", "FORMAT", "NAME", "Coverage", "HistoryIndex", "is_damage", "schema"]

@@ -132,6 +132,20 @@ def test_the_index_rebuilt_after_deletion_or_damage_gives_the_same_hits(root: Pa
     assert json.loads(meta.read_text())["format"] != 999
 
 
+@pytest.mark.parametrize("damage", ["removed", "garbage"])
+def test_damaged_segment_files_are_rebuilt_not_a_traceback(root: Path, damage: str) -> None:
+    index = HistoryIndex(root)
+    before = [search(index, q).to_dict() for q in ("kestrel", "owls")]
+    for path in (root / "cache" / "conversations" / "tantivy").iterdir():
+        if path.suffix in (".idx", ".term", ".store", ".pos"):
+            if damage == "removed":
+                path.unlink()
+            else:
+                path.write_bytes(b"not a segment" * 8)
+    assert [search(index, q).to_dict() for q in ("kestrel", "owls")] == before  # the open handle
+    assert [search(HistoryIndex(root), q).to_dict() for q in ("kestrel", "owls")] == before  # a new one
+
+
 def test_a_deleted_or_rewritten_transcript_leaves_the_index(root: Path) -> None:
     index = HistoryIndex(root)
     assert search(index, "kestrel").hits
