@@ -32,18 +32,20 @@ writes, the search answers from what is indexed, marked partial), the store lock
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text
 from services.history_search.documents import SearchDocument, documents_for
 from services.retrieval.store_locks import IndexLocks
-from services.transcripts import SUFFIX, list_conversations
+from services.transcripts import SUFFIX
 
 if TYPE_CHECKING:
     import tantivy
@@ -115,6 +117,7 @@ class HistoryIndex:
         self.locks = IndexLocks(self.root / CACHE_DIR, NAME)
         self._index: tantivy.Index | None = None
         self._generation: int | None = None
+        self._offsets_cache: tuple[tuple[int, int, int], dict[str, list[int]]] | None = None
         self._lock = threading.Lock()  # this object's open index, between threads
 
     @classmethod
@@ -132,14 +135,24 @@ class HistoryIndex:
         return meta
 
     def _offsets(self) -> dict[str, list[int]] | None:
+        """The offset table (kept in memory while the file is unchanged: a search reads it once)."""
+        try:
+            stat = self.offsets_path.stat()
+        except OSError:
+            return None
+        signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if self._offsets_cache is not None and self._offsets_cache[0] == signature:
+            return dict(self._offsets_cache[1])
         try:
             data = json.loads(self.offsets_path.read_text(encoding="utf-8"))
             files = data["files"]
             if data.get("format") != FORMAT or not isinstance(files, dict):
                 return None
-            return {str(k): [int(v[0]), int(v[1])] for k, v in files.items()}
+            offsets = {str(k): [int(v[0]), int(v[1])] for k, v in files.items()}
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
+        self._offsets_cache = (signature, offsets)
+        return dict(offsets)
 
     def _save_offsets(self, offsets: dict[str, list[int]]) -> None:
         ordered = {key: offsets[key] for key in sorted(offsets)}
@@ -181,25 +194,39 @@ class HistoryIndex:
         return index
 
     # -- catching up -------------------------------------------------------------------------
+    def _scan(self) -> dict[str, tuple[str, int, int]]:
+        """Every transcript: conversation id → (path, size, inode); one ``stat`` each."""
+        found: dict[str, tuple[str, int, int]] = {}
+        try:
+            entries = os.scandir(self.transcripts_dir)
+        except OSError:
+            return found
+        with entries:
+            for entry in entries:
+                if not entry.name.endswith(SUFFIX):
+                    continue
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                if S_ISREG(stat.st_mode):
+                    found[entry.name[: -len(SUFFIX)]] = (entry.path, stat.st_size, stat.st_ino)
+        return found
+
     def _work(self, offsets: dict[str, list[int]]) -> tuple[list[_Work], list[str], int]:
-        """What to index (files with new bytes), what to drop (transcripts gone), transcripts in all."""
+        """What to index (files with new bytes, in id order), what to drop (transcripts gone), how
+        many transcripts there are."""
         work: list[_Work] = []
-        paths = list_conversations(self.transcripts_dir)
-        present = set()
-        for path in paths:
-            cid = path.name.removesuffix(SUFFIX)
-            present.add(cid)
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
+        files = self._scan()
+        for cid in sorted(files):
+            path, size, inode = files[cid]
             known = offsets.get(cid)
-            if known is None or known[1] != stat.st_ino or stat.st_size < known[0]:
-                work.append(_Work(path, cid, 0, True, stat.st_ino))
-            elif stat.st_size > known[0]:
-                work.append(_Work(path, cid, known[0], False, stat.st_ino))
-        gone = sorted(set(offsets) - present)
-        return work, gone, len(paths)
+            if known is None or known[1] != inode or size < known[0]:
+                work.append(_Work(Path(path), cid, 0, True, inode))
+            elif size > known[0]:
+                work.append(_Work(Path(path), cid, known[0], False, inode))
+        gone = sorted(set(offsets) - set(files))
+        return work, gone, len(files)
 
     def coverage(self) -> Coverage:
         """How much is indexed, without taking any lock or writing anything."""
