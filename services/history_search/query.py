@@ -121,8 +121,12 @@ def _answer(
     tantivy_index, searcher = opened
     text_query = _parse(tantivy_index, text)
     query = _filtered(tantivy_index.schema, text_query, filters, since)
-    hits = _ranked(searcher, query, limit)
-    return SearchResult(text, [_hit(searcher, tantivy_index.schema, text_query, s, a) for s, a in hits], coverage)
+    import tantivy
+
+    generator = tantivy.SnippetGenerator.create(searcher, text_query, tantivy_index.schema, "text")
+    generator.set_max_num_chars(SNIPPET_CHARS)
+    hits = [_hit(generator, doc, score) for score, doc in _ranked(searcher, query, limit)]
+    return SearchResult(text, hits, coverage)
 
 
 def _parse(index: tantivy.Index, text: str) -> tantivy.Query:
@@ -148,8 +152,8 @@ def _filtered(schema: tantivy.Schema, query: tantivy.Query, filters: Filters, si
     return tantivy.Query.boolean_query(clauses) if len(clauses) > 1 else query
 
 
-def _ranked(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[tuple[float, Any]]:
-    """The best ``limit`` (score, address), ties ordered by conversation, seq and key; a tie that
+def _ranked(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[tuple[float, tantivy.Document]]:
+    """The best ``limit`` (score, document), ties ordered by conversation, seq and key; a tie that
     crosses the cut is fetched whole first (the limit doubles until the score after it is lower)."""
     fetch = limit + 1
     while True:
@@ -158,21 +162,16 @@ def _ranked(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> lis
             break
         fetch *= 2
 
-    def order(hit: tuple[float, Any]) -> tuple[float, str, int, str]:
-        doc = searcher.doc(hit[1])
-        return (-float(hit[0]), str(doc["conversation"][0]), int(doc["seq"][0]), str(doc["key"][0]))
+    found = [(float(score), searcher.doc(address)) for score, address in hits]
 
-    return sorted(hits, key=order)[:limit]
+    def order(hit: tuple[float, tantivy.Document]) -> tuple[float, str, int, str]:
+        doc = hit[1]
+        return (-hit[0], str(doc["conversation"][0]), int(doc["seq"][0]), str(doc["key"][0]))
+
+    return sorted(found, key=order)[:limit]
 
 
-def _hit(
-    searcher: tantivy.Searcher, schema: tantivy.Schema, text_query: tantivy.Query, score: float, address: Any
-) -> Hit:
-    import tantivy
-
-    doc = searcher.doc(address)
-    generator = tantivy.SnippetGenerator.create(searcher, text_query, schema, "text")
-    generator.set_max_num_chars(SNIPPET_CHARS)
+def _hit(generator: tantivy.SnippetGenerator, doc: tantivy.Document, score: float) -> Hit:
     snippet = generator.snippet_from_doc(doc)
     fragment = snippet.fragment()
     spans: list[tuple[int, int]] = []
@@ -193,7 +192,7 @@ def _hit(
         role=str(doc["role"][0]),
         kind=str(doc["kind"][0]),
         tool=str(doc["tool"][0]),
-        score=round(float(score), 6),
+        score=round(score, 6),
         snippet=fragment,
         highlights=sorted(spans),
     )
