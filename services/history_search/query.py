@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput
 from services.history_search.documents import INDEXED_ROLES, epoch_seconds
-from services.history_search.store import Coverage, HistoryIndex, is_damage
+from services.history_search.store import Coverage, HistoryIndex, SearchIndexError, is_damage
 
 if TYPE_CHECKING:
     import tantivy
@@ -103,13 +103,18 @@ def search(
     if limit < 1:
         raise InvalidInput("--limit must be at least 1")
     since = since_epoch(filters.since) if filters.since else None
-    coverage = index.catch_up(budget_s=budget_s, wait_s=wait_s)
     try:
-        return _answer(index, text, filters, since, limit, coverage)
+        return _answer(index, text, filters, since, limit, index.catch_up(budget_s=budget_s, wait_s=wait_s))
     except BaseException as exc:  # a damaged segment: rebuilt from the transcripts, asked again
         if not is_damage(exc):
             raise
-    return _answer(index, text, filters, since, limit, index.rebuild())
+    coverage = index.rebuild()
+    try:
+        return _answer(index, text, filters, since, limit, coverage)
+    except BaseException as exc:
+        if not is_damage(exc):
+            raise
+        raise SearchIndexError(f"the conversation search index cannot be read after a rebuild: {exc}") from None
 
 
 def _answer(

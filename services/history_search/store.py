@@ -43,6 +43,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text
+from services.errors import AriesError
 from services.history_search.documents import SearchDocument, documents_for
 from services.retrieval.store_locks import IndexLocks
 from services.transcripts import SUFFIX
@@ -80,6 +81,13 @@ def schema() -> tantivy.Schema:
     builder.add_integer_field("epoch", stored=False, indexed=True, fast=True)
     builder.add_text_field("text", stored=True, tokenizer_name="en_stem", index_option="position")
     return builder.build()
+
+
+class SearchIndexError(AriesError):
+    """The conversation search index cannot be written or read even after a rebuild (a full or
+    read-only disk): one line, never a traceback."""
+
+    code = "history_index"
 
 
 @dataclass(frozen=True)
@@ -293,13 +301,20 @@ class HistoryIndex:
 
     def rebuild(self, *, wait_s: float = 30.0) -> Coverage:
         """Throw the index away and build it again from the transcripts (a damaged segment found
-        while searching); as :meth:`catch_up`, nothing happens while another process writes."""
+        while searching); as :meth:`catch_up`, nothing happens while another process writes.
+        Raises :class:`SearchIndexError` when even the new index cannot be written."""
         if not self._take_writer(wait_s):
             return self.coverage()
         try:
             with self._lock:
                 self._reset()
                 return self._catch_up(None, None, None)
+        except BaseException as exc:
+            if not is_damage(exc):
+                raise
+            raise SearchIndexError(
+                f"the conversation search index in {self.directory} cannot be built: {exc}"
+            ) from None
         finally:
             self.locks.release_writer()
 
@@ -404,4 +419,14 @@ def _tantivy_document(document: SearchDocument) -> tantivy.Document:
     return doc
 
 
-__all__ = ["BATCH_ENTRIES", "CACHE_DIR", "FORMAT", "NAME", "Coverage", "HistoryIndex", "is_damage", "schema"]
+__all__ = [
+    "BATCH_ENTRIES",
+    "CACHE_DIR",
+    "FORMAT",
+    "NAME",
+    "Coverage",
+    "HistoryIndex",
+    "SearchIndexError",
+    "is_damage",
+    "schema",
+]
