@@ -89,9 +89,11 @@ async def test_nothing_found_and_a_bad_query_are_one_line() -> None:
         await command(pilot, "/history search albatross")
         await until(
             pilot,
-            lambda: any("Nothing found" in str(e.get("content")) for e in app.session.conversation.read().entries)
-            if app.session
-            else False,
+            lambda: (
+                any("Nothing found" in str(e.get("content")) for e in app.session.conversation.read().entries)
+                if app.session
+                else False
+            ),
             messages=messages,
         )
         await command(pilot, "/history search kestrel --since soon")
