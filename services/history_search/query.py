@@ -32,6 +32,7 @@ class Filters:
     tool: str | None = None  # a tool id, exactly
     since: str | None = None  # an ISO date or date and time (UTC when no offset is given)
     conversation: str | None = None  # one conversation's id (earlier turns brought back: issue 30)
+    through_turn: int | None = None  # only turns 1..N (with ``conversation``: the turns left out)
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,11 @@ def _filtered(schema: tantivy.Schema, query: tantivy.Query, filters: Filters, si
         if value is not None:
             term = tantivy.Query.term_query(schema, name, value)
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
-    if since is not None:
-        span = tantivy.Query.range_query(schema, "epoch", tantivy.FieldType.Integer, since, None)
-        clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(span, 0.0)))
+    ranges = [("epoch", since, None), ("turn", 1 if filters.through_turn else None, filters.through_turn)]
+    for name, low, high in ranges:
+        if low is not None or high is not None:
+            span = tantivy.Query.range_query(schema, name, tantivy.FieldType.Integer, low, high)
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(span, 0.0)))
     return tantivy.Query.boolean_query(clauses) if len(clauses) > 1 else query
 
 

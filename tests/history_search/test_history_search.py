@@ -85,6 +85,16 @@ def test_messages_tool_calls_results_and_attached_files_are_found_with_a_highlig
     assert len(search(index, "kestrel", Filters(since="2000-01-01")).hits) == 1
 
 
+def test_the_earlier_turns_of_one_conversation_can_be_asked_for(tmp_path: Path) -> None:
+    """What issue 30 brings back: the left-out turns 1..N of the open conversation, by relevance."""
+    turns = [(f"fact {n}: the tern count is {n}", "noted") for n in range(1, 7)]
+    converse(tmp_path / "transcripts", *turns, conversation_id="c-long")
+    converse(tmp_path / "transcripts", ("another tern count", "ok"), conversation_id="c-other")
+    index = HistoryIndex(tmp_path)
+    hits = search(index, "tern count", Filters(conversation="c-long", through_turn=4, role="user")).hits
+    assert sorted(h.turn for h in hits) == [1, 2, 3, 4] and {h.conversation_id for h in hits} == {"c-long"}
+
+
 def test_filters_do_not_change_the_scores(root: Path) -> None:
     index = HistoryIndex(root)
     plain = {h.message_id: h.score for h in search(index, "owls").hits if h.role == "assistant"}
