@@ -49,6 +49,7 @@ __all__ = [
     "TANTIVY_DIR",
     "TRANSCRIPTS_DIR",
     "WORKSPACE_FILE",
+    "CACHE_DIR",
     "IndexPaths",
     "WorkspacePaths",
 ]
@@ -64,6 +65,8 @@ CONTEXT_DIR = "context"
 LOGS_DIR = "logs"
 PROMPT_HISTORY_FILE = "prompt_history.json"
 QUARANTINE_DIR = ".quarantine"
+CACHE_DIR = "cache"
+"""Derived stores (the conversation search index): rebuilt from the workspace's records, never exported."""
 LOCK_FILE = ".aries.lock"
 SESSION_FILE = ".aries-session.json"
 
@@ -91,6 +94,7 @@ INTERNAL = (
     TRANSCRIPTS_DIR,
     ARTIFACTS_DIR,
     INDEXES_DIR,
+    CACHE_DIR,  # derived from the transcripts: a tool's write would only skew what search and recall find
 )
 """The workspace's own records, which no tool may write (``services.policy.model.WORKSPACE_INTERNAL``)."""
 
@@ -185,6 +189,10 @@ class WorkspacePaths:
     @property
     def quarantine(self) -> Path:
         return self.root / QUARANTINE_DIR
+
+    @property
+    def cache(self) -> Path:
+        return self.root / CACHE_DIR
 
     @property
     def lock_file(self) -> Path:

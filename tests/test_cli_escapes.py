@@ -209,6 +209,12 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         c(*W, "history", "fork", "last", "--turn", "1", shows=False),
         c(*W, "history", "fork", H),
     ],
+    ("history", "search"): [
+        c(*W, "history", "search", "llamas"),
+        c(*W, "history", "search", "graze", "--json", "--role", "user"),
+        c(*W, "history", "search", f"llamas {H}", "--since", "2020-01-01"),
+        c(*W, "history", "search", "llamas", "--since", H),
+    ],
     ("artifact", "list"): [c(*W, "artifact", "list"), c(*W, "artifact", "list", "--json")],
     ("rag", "index", "add"): [
         c(*W, "rag", "index", "add", "{base}/docs", "--name", "again"),

@@ -186,6 +186,7 @@ def test_the_tools_may_not_write_the_workspace_records() -> None:
         "transcripts",
         "artifacts",
         "indexes",
+        "cache",  # the derived conversation search index (issue 32): no tool writes it either
     }
 
 

@@ -106,6 +106,16 @@ class ContextAt:
 
 
 @dataclass(frozen=True)
+class HistorySearch:
+    """``/history search QUERY [--role R] [--tool T] [--since DATE]``."""
+
+    query: str
+    role: str | None = None
+    tool: str | None = None
+    since: str | None = None
+
+
+@dataclass(frozen=True)
 class Fork:
     turns: int | None = None
 
@@ -389,9 +399,24 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "approval mode) and trust them.",
     ),
     _bare("new", "Start a new conversation in this workspace."),
-    _bare(
+    CommandSpec(
         "history",
-        "List this workspace's conversations (date, turns, model, first prompt); Enter resumes one, f forks it.",
+        "List this workspace's conversations (date, turns, model, first prompt); Enter resumes one, f forks it. "
+        "search QUERY: every conversation's messages, tool calls and results, attached files.",
+        (
+            Form((), into=Bare),
+            Form(
+                ("search",),
+                (Arg("query", "QUERY…", rest=True),),
+                (
+                    Opt(("--role",), "role", "ROLE", choices=("user", "assistant", "tool"), help="only this role"),
+                    Opt(("--tool",), "tool", "TOOL", help="only this tool's calls and results", wants="a tool id"),
+                    Opt(("--since",), "since", "DATE", help="from this date on (YYYY-MM-DD)", wants="a date"),
+                ),
+                into=HistorySearch,
+            ),
+        ),
+        "history",
     ),
     CommandSpec(
         "resume",

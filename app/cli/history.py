@@ -2,10 +2,12 @@
 
     aries -w W history [--json]
     aries -w W history fork ID [--turn N] [--json]
+    aries -w W history search QUERY [--json] [--limit N] [--role R] [--tool T] [--since DATE]
 
 Continue one with ``aries -w W ask --conversation ID …`` (or ``--continue`` for the last one), or
 open it in the workbench with ``aries -w W --conversation ID`` (``--continue``). The work is in
-``services.conversation.history``; nothing here writes except ``fork`` (a new transcript).
+``services.conversation.history``; nothing here writes except ``fork`` (a new transcript) and ``search``
+(the derived search index, ``services.history_search``, caught up before it answers).
 """
 
 from __future__ import annotations
@@ -38,6 +40,24 @@ def register(subparsers: Any) -> None:
     workspace_option(fork)
     fork.add_argument("--json", action="store_true", help="print the new conversation as JSON")
     fork.set_defaults(func=handle_fork)
+    _register_search(actions)
+
+
+def _register_search(actions: Any) -> None:
+    search = actions.add_parser(
+        "search",
+        help="search every conversation: messages, tool calls and results, attached files",
+        description='Words, "a phrase", +must -not, word* (Tantivy\'s query language), best first. '
+        "Secrets were redacted before indexing: they are neither found nor shown.",
+    )
+    search.add_argument("query", metavar="QUERY", help="what to look for")
+    search.add_argument("--limit", type=positive_int, default=20, metavar="N", help="at most N hits (default 20)")
+    search.add_argument("--role", choices=("user", "assistant", "tool"), help="only this role's entries")
+    search.add_argument("--tool", metavar="T", help="only this tool's calls and results (its id)")
+    search.add_argument("--since", metavar="DATE", help="only entries from DATE on (YYYY-MM-DD[THH:MM], UTC)")
+    workspace_option(search)
+    search.add_argument("--json", action="store_true", help="print the hits as JSON")
+    search.set_defaults(func=handle_search)
 
 
 def _workspace(args: argparse.Namespace) -> Any:
@@ -86,3 +106,48 @@ def handle_fork(args: argparse.Namespace) -> int:
     else:
         out(f"{summary.conversation_id}  {summary.turns} turn(s) copied", single_line=True)
     return 0
+
+
+def handle_search(args: argparse.Namespace) -> int:
+    import sys
+
+    from app.cli._common import progress, warn
+    from services.history_search.query import Filters, search
+    from services.history_search.store import HistoryIndex
+
+    workspace = _workspace(args)
+    index = HistoryIndex.for_workspace(workspace)
+    if sys.stderr.isatty():  # a first search of a workspace indexes its conversations: say how far
+
+        def step(done: int, todo: int) -> None:
+            progress(f"indexing conversations: {done}/{todo}", done=done == todo)
+
+        index.catch_up(wait_s=2.0, progress=step)
+    filters = Filters(role=args.role, tool=args.tool, since=args.since)
+    result = search(index, args.query, filters, limit=args.limit, budget_s=None, wait_s=2.0)
+    if result.partial:
+        warn(
+            f"partial: {result.coverage.indexed} of {result.coverage.total} conversations indexed "
+            "(another Aries is indexing them); search again for the rest"
+        )
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    if not result.hits:
+        out(f"nothing found for {args.query!r} in workspace {workspace.name}", single_line=True)
+        return 0
+    for hit in result.hits:
+        when = hit.timestamp[:16].replace("T", " ")
+        what = hit.role if hit.kind == "message" else f"{hit.role} {hit.kind} {hit.tool}".rstrip()
+        out(f"{hit.conversation_id}  {when:16}  turn {hit.turn:<4} {what}: {_marked(hit)}", single_line=True)
+    return 0
+
+
+def _marked(hit: Any) -> str:
+    """The snippet with each hit between « and » (the text around is neutralised by ``out``)."""
+    pieces, cursor = [], 0
+    for start, end in hit.highlights:
+        pieces += [hit.snippet[cursor:start], "«", hit.snippet[start:end], "»"]
+        cursor = end
+    pieces.append(hit.snippet[cursor:])
+    return "".join(pieces)

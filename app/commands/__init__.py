@@ -240,7 +240,7 @@ HANDLERS: dict[str, Handler] = {
     "serve": lambda c, parsed: c.serve.command(parsed.action),
     "trust": lambda c, parsed: c.trust.review(),
     "new": lambda c, parsed: c.host.start_conversation(),
-    "history": lambda c, parsed: c.conversations.history(),
+    "history": lambda c, parsed: c.conversations.command(parsed),
     "resume": lambda c, parsed: c.conversations.resume(parsed.name),
     "fork": lambda c, parsed: c.conversations.fork(parsed.turns),
     "copy": lambda c, parsed: c.conversations.copy(),

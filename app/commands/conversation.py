@@ -1,4 +1,5 @@
-"""``/history`` (the workspace's conversations, Enter resumes one), ``/resume REF`` and ``/fork [N]``.
+"""``/history`` (the workspace's conversations, Enter resumes one), ``/history search QUERY`` (every
+conversation's hits: Enter opens one, ``f`` forks after its turn), ``/resume REF`` and ``/fork [N]``.
 
 Resuming is the session's (``Session.open_conversation``): the model sees the earlier turns within
 its context window and new turns append with the same id scheme; the App's active session follows
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput
 
 if TYPE_CHECKING:
     from app.host import AppHost
+
+
+SEARCH_LIMIT = 100
 
 
 class ConversationController:
@@ -27,6 +31,49 @@ class ConversationController:
     def _idle(self, what: str) -> None:
         if self.turn_running():
             raise InvalidInput(f"a turn is running: wait for it or cancel it (Ctrl+X), then {what}")
+
+    def command(self, parsed: object) -> None:
+        """``/history`` or ``/history search …`` (a :class:`widgets.commands.HistorySearch`)."""
+        if hasattr(parsed, "query"):
+            self.host.run_worker(self._search(parsed), group="conversation", exit_on_error=False)
+        else:
+            self.history()
+
+    async def _search(self, parsed: Any) -> None:
+        from services.errors import AriesError
+        from services.history_search.query import Filters, search
+        from services.history_search.store import HistoryIndex
+
+        session = self.host.require_session()
+        index = HistoryIndex.for_workspace(session.workspace)
+        filters = Filters(role=parsed.role, tool=parsed.tool, since=parsed.since)
+        try:
+            result = await asyncio.to_thread(search, index, parsed.query, filters, limit=SEARCH_LIMIT)
+        except AriesError as exc:
+            self.host.report_error(exc.message, "/history search")
+            return
+        if result.partial:  # the rest is indexed in the background: the next search sees more
+            self.host.run_worker(index.catch_up, thread=True, group="history-index", exit_on_error=False)
+        if not result.hits:
+            said = f"Nothing found for {parsed.query!r} in this workspace's conversations"
+            self.host.say(said + (" (partial: still indexing them)." if result.partial else "."), "history search")
+            return
+        from screens.history_search import HistorySearchScreen
+
+        def chosen(picked: tuple[str, str, int] | None) -> None:
+            if picked is None:
+                return
+            verb, conversation_id, turn = picked
+            try:
+                if verb == "fork":
+                    self._fork(conversation_id, turn or None)
+                else:
+                    self._resume(conversation_id)
+                    self.host.notify(f"The hit is in turn {turn}.", title="/history search", timeout=4)
+            except Exception as exc:  # an AriesError or a vanished file: one line
+                self.host.report_error(getattr(exc, "message", str(exc)), f"/history search ({verb})")
+
+        self.host.push_screen(HistorySearchScreen(result, session.workspace.name), chosen)
 
     def history(self) -> None:
         """The list of conversations (a modal); Enter resumes, ``f`` forks."""

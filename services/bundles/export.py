@@ -10,7 +10,7 @@ from services.bundles.archive import FileEntry, Progress
 from services.bundles.manifest import KIND, MANIFEST_NAME, SIGNATURE_NAME, BundleError, Manifest, mime_type
 from services.bundles.writer import atomic_output, walk_tree, write_archive
 from services.hashing import file_sha256
-from services.workspace_paths import LEASE_FILES, QUARANTINE_DIR, SQLITE_SIDE_SUFFIXES, WorkspacePaths
+from services.workspace_paths import CACHE_DIR, LEASE_FILES, QUARANTINE_DIR, SQLITE_SIDE_SUFFIXES, WorkspacePaths
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 _SKIP_TOP = set(LEASE_FILES)
 _QUARANTINE = QUARANTINE_DIR  # imported authority the operator has not trusted: it is not this workspace's
 _SKIP_SUFFIXES = (*SQLITE_SIDE_SUFFIXES, ".lock")
+_DERIVED = CACHE_DIR  # derived stores (the conversation search index): rebuilt from the transcripts
 
 
 @dataclass
@@ -116,6 +117,8 @@ def export_workspace(
     def skip(rel: str, folder: bool) -> str | None:
         if folder and rel == _QUARANTINE:
             return "settings quarantined since the import, never trusted here"
+        if folder and rel == _DERIVED:
+            return ""  # derived: rebuilt from the transcripts on first use, nothing to say
         return "" if not folder and _skipped(rel) else None
 
     walk = walk_tree(root, KIND, skip)

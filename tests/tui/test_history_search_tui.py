@@ -1,0 +1,105 @@
+"""``/history search QUERY`` opens the hits of every conversation (conversation, date, turn, role, a
+highlighted snippet); Enter opens the hit's conversation, ``f`` forks it after the hit's turn.
+Hostile text in a hit is shown as text."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from app.aries_app import AriesApp
+from screens.history_search import HistorySearchScreen
+from services.workspaces import WorkspaceManager
+from tests.tui.helpers import Messages, command, panes_show, until
+from widgets.messages import ConversationStarted
+from widgets.transcript.pane import TranscriptPane
+
+SIZE = (120, 36)
+HOSTILE = "\x1b]52;c;aGVsbG8=\x07 \u202egnirts [bold red]loud[/]"
+
+
+def seeded() -> tuple[str, str]:
+    """Workspace ``birds``: one conversation about a kestrel (turn 2), another about owls."""
+    workspace = WorkspaceManager().create("birds")[0]
+    kestrel = workspace.new_transcript()
+    for n, (question, answer) in enumerate([("hello", "hi"), (f"the kestrel {HOSTILE} hovers", "It does.")], 1):
+        turn = f"{kestrel.conversation_id}-t{n:04d}"
+        kestrel.append("user", question, turn_id=turn)
+        kestrel.append("assistant", answer, turn_id=turn, provider="offline")
+    owls = workspace.new_transcript()
+    owls.append("user", "owls hunt at night", turn_id=f"{owls.conversation_id}-t0001")
+    workspace.close()
+    return kestrel.conversation_id, owls.conversation_id
+
+
+def rows(screen: HistorySearchScreen) -> list[str]:
+    from textual.widgets import OptionList
+
+    listing = screen.query_one(OptionList)
+    prompts = [listing.get_option_at_index(n).prompt for n in range(listing.option_count)]
+    return [p.plain if isinstance(p, Text) else str(p) for p in prompts]
+
+
+async def test_search_lists_the_hit_and_enter_opens_its_conversation() -> None:
+    kestrel, owls = seeded()
+    app, messages = AriesApp("birds", conversation=owls), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)  # the conversation signal's news
+        await command(pilot, "/history search kestrel --role user")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        screen = app.screen
+        assert isinstance(screen, HistorySearchScreen)
+        assert [(h.conversation_id, h.turn, h.role) for h in screen.result.hits] == [(kestrel, 2, "user")]
+        (row,) = rows(screen)
+        assert "turn 2 · user" in row and kestrel in row
+        assert "\x1b" not in row and "\u202e" not in row and "[bold red]loud[/]" in row  # shown as text
+        mark = messages.mark()
+        await pilot.press("enter")
+        await messages.wait_for(pilot, ConversationStarted, since=mark)
+        assert app.session is not None and app.session.conversation.conversation_id == kestrel
+
+
+async def test_f_forks_after_the_hit_turn() -> None:
+    kestrel, owls = seeded()
+    app, messages = AriesApp("birds", conversation=owls), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)  # the conversation signal's news
+        await command(pilot, "/history search hello")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        mark = messages.mark()
+        await pilot.press("f")
+        await messages.wait_for(pilot, ConversationStarted, since=mark)
+        assert app.session is not None
+        forked = app.session.conversation
+        assert forked.conversation_id not in (kestrel, owls)
+        turns = {e.get("turn_id") for e in forked.read().entries if e.get("role") == "user"}
+        assert len(turns) == 1  # the hit was in turn 1: the fork holds turn 1 only
+        shown = [str(e["content"]) for e in app.screen_stack[0].query_one(TranscriptPane).entries()]
+        assert shown[:2] == ["hello", "hi"]
+
+
+async def test_nothing_found_and_a_bad_query_are_one_line() -> None:
+    seeded()
+    app, messages = AriesApp("birds", conversation="new"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)  # the conversation signal's news
+        mark = messages.mark()
+        await command(pilot, "/history search albatross")
+        await until(
+            pilot,
+            lambda: (
+                any("Nothing found" in str(e.get("content")) for e in app.session.conversation.read().entries)
+                if app.session
+                else False
+            ),
+            messages=messages,
+        )
+        await command(pilot, "/history search kestrel --since soon")
+        note = await messages.notified(pilot, "--since", since=mark)
+        assert "not a date" in note
+        assert not isinstance(app.screen, HistorySearchScreen)
