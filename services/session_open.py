@@ -84,10 +84,13 @@ class SurfaceRules:
     """Holds the workspace's lease while open (taken before the repair)."""
     check_config: bool = False
     """Reads ``workspace.yaml`` on open, so that a broken one is refused before anything else."""
+    holds: bool = False
+    """Holds the conversation it shows while open (``services.conversation.hold``): a second writer of
+    it is refused. ``ask`` holds its conversation for the duration of its turn instead."""
 
 
 RULES: dict[Surface, SurfaceRules] = {
-    Surface.TUI: SurfaceRules(source="operator", interactive=True, lease=True, check_config=True),
+    Surface.TUI: SurfaceRules(source="operator", interactive=True, lease=True, check_config=True, holds=True),
     Surface.CLI: SurfaceRules(source="cli", interactive=False, lease=False),
     Surface.ASK: SurfaceRules(source="cli", interactive=False, lease=False),
     Surface.PLAN: SurfaceRules(source="plan", interactive=False, lease=False),
@@ -238,6 +241,7 @@ def open_session(
             approver=approver,
             lease=taken.lease,
             conversation=None if conversation == "new" else conversation,
+            holds=rules.holds,
             policy_file=policy_file,
             mode=mode,
             profile=profile,
