@@ -36,6 +36,9 @@ serve     cli       no           no     no      refused (``-w`` needed)   last
   per-step approver) or, without one, the call is denied (rule ``approval.no_approver``).
 * *lease*: only the TUI holds the workspace's lease while open (``aries -w W`` a second time is
   refused); the one-shot commands repair only when no live Aries holds it, and only report otherwise.
+* *holds*: the TUI holds the conversation it shows (``services.conversation.hold``; ``/new``,
+  ``/resume``, ``/fork`` move the hold); ``ask`` holds its turn's conversation for the turn
+  (``services.pipe.headless``). A second writer of one conversation is refused with the holder's pid.
 * The TUI also reads ``workspace.yaml`` at once (a broken file is one line before the screen changes,
   not a traceback later); the other surfaces read it when a setting is first needed.
 * ``aries serve`` opens a session of its own (surface ``serve``) and its viewer uses that session's
