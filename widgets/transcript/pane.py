@@ -246,9 +246,11 @@ class TranscriptPane(VerticalScroll):
         needle = query.casefold()
         blocks = list(self.query(SHOWN))
         self._found = [b for b in blocks if needle and needle in searchable_text(b).casefold()]
+        from widgets.transcript.streaming import RecordedAnswer
+
         for block in blocks:
             block.set_class(block in self._found, "-find-match")
-            if isinstance(block, TranscriptEntry):
+            if isinstance(block, TranscriptEntry | RecordedAnswer):
                 block.highlight(query if block in self._found else "")
         self._found_at = len(self._found) - 1 if self._found else None
         self._show_found()

@@ -131,12 +131,22 @@ class StreamingAnswer(Vertical):
 
 class RecordedAnswer(StreamingAnswer):
     """A recorded answer (``--continue``, ``/resume``, ``/fork``, a pane shown afresh) rendered as the
-    streamed one was when its turn ended: Markdown, its citation links and row, its usage line."""
+    streamed one was when its turn ended: Markdown, its citation links and row, its usage line; the label
+    gives the time it was written. The find bar's highlight shows the text plainly, matches marked."""
 
     def __init__(self, entry: dict[str, Any]) -> None:
         super().__init__(str(entry.get("turn_id") or ""), str(entry.get("model") or entry.get("provider") or "?"))
         self.entry = entry
         self.text = str(entry.get("content", ""))
+        self._stamp = neutralize(str(entry.get("timestamp", ""))[11:19], single_line=True)
+        self._found = Static("", classes="found", markup=False)
+        self._found.display = False
+
+    def compose(self) -> Any:
+        yield self._label
+        yield self._markdown
+        yield self._found
+        yield self._usage
 
     async def on_mount(self) -> None:
         citations = self.entry.get("citations")
@@ -146,3 +156,13 @@ class RecordedAnswer(StreamingAnswer):
             [str(handle) for handle in citations] if isinstance(citations, list) else [],
             usage if isinstance(usage, dict) else None,
         )
+        self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {self._stamp}"))
+
+    def highlight(self, query: str) -> None:
+        """Show ``query`` highlighted (the text plainly, in place of the Markdown); none: the Markdown again."""
+        if query:
+            text = Text(neutralize(self.text))
+            text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
+            self._found.update(text)
+        self._found.display = bool(query)
+        self._markdown.display = not query
