@@ -110,6 +110,28 @@ class ConversationHold:
         return f"ConversationHold({self.conversation_id!r}, purpose={self.purpose!r}, pid={self.pid}, {state})"
 
 
+def held_elsewhere(transcripts_dir: Path, conversation_id: str) -> dict[str, Any] | None:
+    """The holder record when a live process other than this one holds the conversation (no lock
+    taken: a write-time check; a record left by a dead holder does not count)."""
+    from services.leases import pid_alive
+
+    if not (Path(transcripts_dir) / HOLDS_DIR).is_dir():
+        return None
+    record = holder_record(transcripts_dir, conversation_id)
+    if record is None or record.get("pid") == os.getpid() or not pid_alive(record.get("pid")):
+        return None
+    return record
+
+
+def check_writer(transcripts_dir: Path, conversation_id: str) -> None:
+    """Raise :class:`ConversationBusy` when another live Aries holds the conversation: a surface that
+    does not hold what it writes (a one-shot ``tool call``, a plan run on the last conversation) never
+    appends between the holder's entries."""
+    record = held_elsewhere(transcripts_dir, conversation_id)
+    if record is not None:
+        raise ConversationBusy(busy_message(conversation_id, record), conversation=conversation_id, holder=record)
+
+
 def hold_conversation(transcripts_dir: Path, conversation_id: str, *, purpose: str) -> ConversationHold:
     """Hold ``conversation_id`` now or raise :class:`ConversationBusy` naming the holder's pid.
 
@@ -147,6 +169,8 @@ __all__ = [
     "ConversationBusy",
     "ConversationHold",
     "busy_message",
+    "check_writer",
+    "held_elsewhere",
     "hold_conversation",
     "holder_record",
 ]

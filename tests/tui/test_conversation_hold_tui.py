@@ -16,8 +16,9 @@ import pytest
 
 from app.aries_app import AriesApp
 from app.cli._common import EXIT_CONVERSATION_BUSY
-from services.conversation.hold import hold_conversation
-from services.transcripts import SUFFIX, read_transcript
+from services.conversation import Conversation
+from services.conversation.hold import ConversationBusy, hold_conversation
+from services.transcripts import SUFFIX, Transcript, read_transcript
 from services.workspaces import WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
 from tests.pipe.test_ask_cli import aries, model_env, one_line
@@ -132,6 +133,11 @@ def test_a_sigkilled_holder_does_not_block(aries_home: Path, tmp_path: Path) -> 
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         refused = aries("-w", "talk", "ask", "-c", "hi", home=aries_home)
         assert refused.returncode == 5 and f"(pid {child.pid})" in one_line(refused.stderr)
+        # A writer that does not hold (a one-shot command's tool call, a plan) is refused at its write.
+        before = (holds / f"{conversation}{SUFFIX}").read_bytes()
+        with pytest.raises(ConversationBusy, match=f"pid {child.pid}"):
+            Conversation(Transcript(holds, conversation)).notice("an interleaved entry")
+        assert (holds / f"{conversation}{SUFFIX}").read_bytes() == before
     finally:
         child.kill()
         child.wait()
