@@ -146,3 +146,16 @@ def test_a_sigkilled_holder_does_not_block(aries_home: Path, tmp_path: Path) -> 
     allowed = aries("-w", "talk", "ask", "-c", "hi", home=aries_home)  # the offline model answers
     assert allowed.returncode == 0, allowed.stderr
     assert not record.exists()
+
+
+async def test_the_tui_opened_on_a_conversation_being_written_starts_a_new_one(aries_home: Path) -> None:
+    root, conversation = seeded()
+    with hold_conversation(root / "transcripts", conversation, purpose="ask"):
+        app, messages = AriesApp("talk", conversation="last"), Messages()
+        async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+            await app.ready()
+            await panes_show(pilot)
+            note = await messages.notified(pilot, "is open in another Aries")
+            assert f"pid {os.getpid()}" in note
+            assert app.session is not None and app.session.conversation.conversation_id != conversation
+            assert app.session.hold is not None and app.session.hold.conversation_id != conversation
