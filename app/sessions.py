@@ -75,9 +75,17 @@ class ActiveSession:
         choice, self._initial_conversation = self._initial_conversation, None
         try:
             session = Session.open(workspace, surface=Surface.TUI, lease=lease, conversation=choice or "last")
-        except AriesError as exc:  # an unknown --conversation: say so, and open the last one
+        except AriesError as exc:  # an unknown --conversation, or one held elsewhere: say so, open another
+            from services.conversation.hold import ConversationBusy
+
             self.host.report_error(exc.message, "conversation")
-            session = Session.open(workspace, surface=Surface.TUI, lease=lease)
+            held = isinstance(exc, ConversationBusy)
+            try:
+                session = Session.open(
+                    workspace, surface=Surface.TUI, lease=lease, conversation="new" if held else "last"
+                )
+            except ConversationBusy:  # the last one is being written by `ask -c`: start a new one
+                session = Session.open(workspace, surface=Surface.TUI, lease=lease, conversation="new")
         self.session = session
         self.hub.open(session)  # the panes follow it from now
         self.subscribe(session)

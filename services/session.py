@@ -38,6 +38,7 @@ from services.inforce import SHIPPED_POLICY, WORKSPACE_POLICY, InForce, Operator
 
 if TYPE_CHECKING:
     from services.context.tools import ContextToolBackend
+    from services.conversation.hold import ConversationHold
     from services.leases import WorkspaceLease
     from services.policy import Policy
     from services.profiles import ActiveProfile
@@ -63,6 +64,7 @@ class Session:
         lease: WorkspaceLease | None = None,
         profile: str | None = None,
         conversation: str | None = "last",
+        holds: bool = False,
     ) -> None:
         self.workspace = workspace
         self.source = source
@@ -77,16 +79,21 @@ class Session:
         self.approver: Approver | None = approver
         if approver is None and interactive:
             self.approver = self.approvals.ask
+        # ``holds``: this session is the one writer of the conversation it has (the TUI): it holds it
+        # (``services.conversation.hold``) and a second writer is refused with this process's pid.
+        self._holds = holds
+        self.hold: ConversationHold | None = None
         # ``last``: the conversation written to most recently; None: a new one (its file appears with
         # its first entry); else an id (or a unique start of one) to continue.
         if conversation is None:
-            self.conversation = Conversation(workspace.new_transcript())
+            self.conversation = self._held(Conversation(workspace.new_transcript()))
         elif conversation == "last":
-            self.conversation = Conversation(workspace.latest_transcript())
+            self.conversation = self._held(Conversation(workspace.latest_transcript()))
         else:
             from services.conversation.history import resolve as resolve_conversation
 
-            self.conversation = Conversation(workspace.transcript(resolve_conversation(workspace, conversation)))
+            transcript = workspace.transcript(resolve_conversation(workspace, conversation))
+            self.conversation = self._held(Conversation(transcript))
         self._gateway: ToolGateway | None = None
         self._context_backend: ContextToolBackend | None = None
         self._engine: RetrievalEngine | None = None
@@ -388,8 +395,22 @@ class Session:
             self.conversation.notice(f"Session grant revoked: {grant['tool_id']} {grant['pattern']}.", title="grants")
         return grant
 
+    def _held(self, conversation: Conversation) -> Conversation:
+        """``conversation``, held by this session when it holds what it writes: the new hold is taken
+        first (``ConversationBusy`` leaves the current conversation and its hold as they were), then the
+        previous one is released."""
+        if not self._holds or (self.hold is not None and self.hold.conversation_id == conversation.conversation_id):
+            return conversation
+        from services.conversation.hold import hold_conversation
+
+        hold = hold_conversation(self.workspace.transcripts_dir, conversation.conversation_id, purpose=self.source)
+        previous, self.hold = self.hold, hold
+        if previous is not None:
+            previous.release()
+        return conversation
+
     def new_conversation(self) -> Conversation:
-        self.conversation = Conversation(self.workspace.new_transcript())
+        self.conversation = self._held(Conversation(self.workspace.new_transcript()))
         return self.conversation
 
     def open_conversation(self, reference: str) -> Conversation:
@@ -397,7 +418,7 @@ class Session:
         its earlier turns, new turns append to it with the same id scheme."""
         from services.conversation.history import resolve
 
-        self.conversation = Conversation(self.workspace.transcript(resolve(self.workspace, reference)))
+        self.conversation = self._held(Conversation(self.workspace.transcript(resolve(self.workspace, reference))))
         return self.conversation
 
     # -- closing --------------------------------------------------------------------------------
@@ -451,8 +472,12 @@ class Session:
                         engine, self._engine = self._engine, None
                         engine.close()
             finally:
-                if self.lease is not None:
-                    self.lease.release()
+                try:
+                    if self.hold is not None:
+                        self.hold.release()
+                finally:
+                    if self.lease is not None:
+                        self.lease.release()
 
     @classmethod
     def open(cls, where: Workspace | str | None, *, surface: Surface, **options: Unpack[OpenOptions]) -> Session:

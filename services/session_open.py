@@ -36,6 +36,9 @@ serve     cli       no           no     no      refused (``-w`` needed)   last
   per-step approver) or, without one, the call is denied (rule ``approval.no_approver``).
 * *lease*: only the TUI holds the workspace's lease while open (``aries -w W`` a second time is
   refused); the one-shot commands repair only when no live Aries holds it, and only report otherwise.
+* *holds*: the TUI holds the conversation it shows (``services.conversation.hold``; ``/new``,
+  ``/resume``, ``/fork`` move the hold); ``ask`` holds its turn's conversation for the turn
+  (``services.pipe.headless``). A second writer of one conversation is refused with the holder's pid.
 * The TUI also reads ``workspace.yaml`` at once (a broken file is one line before the screen changes,
   not a traceback later); the other surfaces read it when a setting is first needed.
 * ``aries serve`` opens a session of its own (surface ``serve``) and its viewer uses that session's
@@ -84,10 +87,13 @@ class SurfaceRules:
     """Holds the workspace's lease while open (taken before the repair)."""
     check_config: bool = False
     """Reads ``workspace.yaml`` on open, so that a broken one is refused before anything else."""
+    holds: bool = False
+    """Holds the conversation it shows while open (``services.conversation.hold``): a second writer of
+    it is refused. ``ask`` holds its conversation for the duration of its turn instead."""
 
 
 RULES: dict[Surface, SurfaceRules] = {
-    Surface.TUI: SurfaceRules(source="operator", interactive=True, lease=True, check_config=True),
+    Surface.TUI: SurfaceRules(source="operator", interactive=True, lease=True, check_config=True, holds=True),
     Surface.CLI: SurfaceRules(source="cli", interactive=False, lease=False),
     Surface.ASK: SurfaceRules(source="cli", interactive=False, lease=False),
     Surface.PLAN: SurfaceRules(source="plan", interactive=False, lease=False),
@@ -238,6 +244,7 @@ def open_session(
             approver=approver,
             lease=taken.lease,
             conversation=None if conversation == "new" else conversation,
+            holds=rules.holds,
             policy_file=policy_file,
             mode=mode,
             profile=profile,

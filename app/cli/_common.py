@@ -48,6 +48,9 @@ EXIT_USAGE = 2
 """Bad flags or input (``services.errors.InvalidInput``, ``ConfigError`` and ``InvalidName`` carry it too)."""
 EXIT_DENIED = 3
 """A policy refusal of a governed call."""
+EXIT_CONVERSATION_BUSY = 5
+"""The conversation is held by another Aries (the TUI that shows it): ``ask -c`` is refused with
+the holder's pid (``services.conversation.hold.ConversationBusy`` carries it)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT)."""
 EXIT_BROKEN_PIPE = 141

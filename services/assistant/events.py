@@ -92,6 +92,7 @@ class UsageReport:
     elapsed_ms: float
     steps: int
     prompt_tokens_estimated: int = 0  # Aries' own count of the last request, for a server that gives none
+    completion_tokens_estimated: int = 0  # the output counted by Aries where the server gave no count
 
 
 @dataclass(frozen=True)

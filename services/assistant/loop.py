@@ -161,6 +161,7 @@ class _Turn:
     streamed: str = ""  # the current step's text so far
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    completion_estimated: int = 0  # Aries' own count of the text of steps whose server gave no count
     native_calls: int = 0  # tool calls the model returned natively
     text_calls: int = 0  # tool calls read from its text and handed to the gateway
 
@@ -384,6 +385,7 @@ class TurnLoop:
             output_schema=context.schema,
         )
         finish = "stop"
+        counted = 0
         async for event in self.provider.stream(request):
             if isinstance(event, ModelText):
                 turn.streamed += event.text
@@ -393,9 +395,14 @@ class TurnLoop:
             elif isinstance(event, Usage):
                 turn.prompt_tokens += event.prompt_tokens
                 turn.completion_tokens += event.completion_tokens
+                counted += event.completion_tokens
                 context.window.calibration.observe(fitted.estimated, event.prompt_tokens)
             elif isinstance(event, ModelDone):
                 finish = event.finish_reason
+        if not counted and turn.streamed:  # the server did not count its output (llama-cpp-python's stream)
+            from services.models.tokens import estimate_tokens
+
+            turn.completion_estimated += estimate_tokens(turn.streamed)
         return finish
 
     @staticmethod
@@ -504,6 +511,8 @@ class TurnLoop:
         if counted and not turn.prompt_tokens and "prompt_tokens_estimated" in outcome.context:
             # the server did not count (llama-cpp-python's stream): say what was estimated
             outcome.usage["prompt_tokens_estimated"] = outcome.context["prompt_tokens_estimated"]
+        if counted and turn.completion_estimated:  # some step's output was not counted by the server
+            outcome.usage["completion_tokens_estimated"] = turn.completion_tokens + turn.completion_estimated
         self.session.conversation.record(
             AssistantAnswer(
                 text=outcome.text,
@@ -519,7 +528,13 @@ class TurnLoop:
         estimated = int(outcome.context.get("prompt_tokens_estimated") or 0) if counted else 0
         self._emit(
             UsageReport(
-                outcome.turn_id, turn.prompt_tokens, turn.completion_tokens, elapsed_ms, outcome.steps, estimated
+                outcome.turn_id,
+                turn.prompt_tokens,
+                turn.completion_tokens,
+                elapsed_ms,
+                outcome.steps,
+                estimated,
+                int(outcome.usage.get("completion_tokens_estimated") or 0),
             )
         )
         self._emit(Done(outcome.turn_id, outcome.text, outcome.citations))

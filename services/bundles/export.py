@@ -9,8 +9,16 @@ from typing import TYPE_CHECKING
 from services.bundles.archive import FileEntry, Progress
 from services.bundles.manifest import KIND, MANIFEST_NAME, SIGNATURE_NAME, BundleError, Manifest, mime_type
 from services.bundles.writer import atomic_output, walk_tree, write_archive
+from services.conversation.hold import HOLDS_DIR
 from services.hashing import file_sha256
-from services.workspace_paths import CACHE_DIR, LEASE_FILES, QUARANTINE_DIR, SQLITE_SIDE_SUFFIXES, WorkspacePaths
+from services.workspace_paths import (
+    CACHE_DIR,
+    LEASE_FILES,
+    QUARANTINE_DIR,
+    SQLITE_SIDE_SUFFIXES,
+    TRANSCRIPTS_DIR,
+    WorkspacePaths,
+)
 
 if TYPE_CHECKING:
     from services.workspaces import Workspace
@@ -21,6 +29,7 @@ _SKIP_TOP = set(LEASE_FILES)
 _QUARANTINE = QUARANTINE_DIR  # imported authority the operator has not trusted: it is not this workspace's
 _SKIP_SUFFIXES = (*SQLITE_SIDE_SUFFIXES, ".lock")
 _DERIVED = CACHE_DIR  # derived stores (the conversation search index): rebuilt from the transcripts
+_HOLDS = f"{TRANSCRIPTS_DIR}/{HOLDS_DIR}/"  # who holds a conversation now: this machine's processes only
 
 
 @dataclass
@@ -35,7 +44,7 @@ class ExportReport:
 
 def _skipped(rel: str) -> bool:
     name = rel.rsplit("/", 1)[-1]
-    if rel in _SKIP_TOP or name.endswith(_SKIP_SUFFIXES):
+    if rel in _SKIP_TOP or name.endswith(_SKIP_SUFFIXES) or rel.startswith(_HOLDS):
         return True
     return name.startswith(".") and name.endswith(".tmp")
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from services.conversation.events import ConversationEvent, Notice
+from services.conversation.hold import check_writer
 from services.transcripts import ReadResult, Transcript
 
 Subscriber = Callable[[dict[str, Any], ConversationEvent], object]
@@ -65,6 +66,9 @@ class Conversation:
         return unsubscribe
 
     def record(self, event: ConversationEvent) -> dict[str, Any]:
+        """Append ``event``'s entry and tell the subscribers; ``ConversationBusy`` when another live
+        Aries holds this conversation (``services.conversation.hold``): one writer at a time."""
+        check_writer(self.transcript.directory, self.transcript.conversation_id)
         entry = self.transcript.append(event.role, event.content, **event.to_fields())
         with self._lock:
             if _is_dialogue(entry):

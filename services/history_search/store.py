@@ -47,7 +47,7 @@ from services.errors import AriesError
 from services.history_search.documents import SearchDocument, documents_for
 from services.retrieval.store_locks import IndexLocks
 from services.transcripts import SUFFIX
-from services.workspace_paths import CACHE_DIR
+from services.workspace_paths import CACHE_DIR, TRANSCRIPTS_DIR
 
 if TYPE_CHECKING:
     import tantivy
@@ -117,7 +117,7 @@ class HistoryIndex:
 
     def __init__(self, root: Path, transcripts_dir: Path | None = None) -> None:
         self.root = Path(root)
-        self.transcripts_dir = Path(transcripts_dir) if transcripts_dir else self.root / "transcripts"
+        self.transcripts_dir = Path(transcripts_dir) if transcripts_dir else self.root / TRANSCRIPTS_DIR
         self.directory = self.root / CACHE_DIR / NAME
         self.meta_path = self.directory / "meta.json"
         self.offsets_path = self.directory / "offsets.json"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +180,35 @@ async def ask(
     its earlier turns (within its context window) and the turn continues its ids.
 
     ``cloud`` is the operator's yes for the bridge's ``ask`` mode (``--cloud``, or the request's
-    ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says."""
+    ``settings.cloud_allowed``); ``auto`` mode needs no yes, ``off`` sends nothing whatever it says.
+
+    The conversation is held for the turn: while another Aries (the TUI) holds it, the turn is refused
+    before anything is sent or written (``ConversationBusy``, exit code 5, naming the holder's pid)."""
+    _use_conversation(session, conversation)
+    with _hold(session):
+        return await _run_turn(session, request, provider, approver, k, model_label, cloud)
+
+
+def _hold(session: Session) -> AbstractContextManager[object]:
+    """The turn's conversation held for the turn (one writer at a time: ``services.conversation.hold``),
+    unless the session already holds it; ``ConversationBusy`` (exit 5) names the holder's pid."""
+    from services.conversation.hold import hold_conversation
+
+    conversation_id = session.conversation.conversation_id
+    if session.hold is not None and session.hold.conversation_id == conversation_id:
+        return nullcontext()
+    return hold_conversation(session.workspace.transcripts_dir, conversation_id, purpose="ask")
+
+
+async def _run_turn(
+    session: Session,
+    request: AskRequest,
+    provider: ModelProvider,
+    approver: HeadlessApprover,
+    k: int,
+    model_label: str | None,
+    cloud: bool,
+) -> AskResult:
     from services.assistant import Decided, ToolFinished, TurnLoop
     from services.bridge import headless_approver
 
@@ -192,7 +221,6 @@ async def ask(
         elif isinstance(event, ToolFinished):
             finished.append(event)
 
-    _use_conversation(session, conversation)
     watched = _Watched(provider)
     loop = TurnLoop(
         session,

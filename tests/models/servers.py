@@ -64,6 +64,7 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int | None = None  # default: the number of pieces plus calls
     done_marker: bool = True  # OpenAI: end with ``data: [DONE]``
+    usage_chunk: bool = True  # OpenAI: the usage chunk when asked (llama-cpp-python's stream never sends one)
     location: str | None = None  # with a 3xx status: the redirect target
     raw_lines: list[str] | None = None  # send exactly these lines (each + "\n") as the stream body
 
@@ -451,7 +452,7 @@ class ScriptedServer:
         lines += [(self._chunk(model, {"tool_calls": [delta]}), reply) for delta in self._call_deltas(reply)]
         lines.append((self._chunk(model, {}, finish), reply))
         options = body.get("stream_options") or {}
-        if options.get("include_usage"):
+        if options.get("include_usage") and reply.usage_chunk:
             lines.append((self._chunk(model, None, usage=self._usage(reply)), reply))
         if reply.done_marker:
             lines.append(("data: [DONE]\n\n", reply))

@@ -22,7 +22,16 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, Static
 
-from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, SessionChanged, TurnEvent
+from widgets.messages import (
+    ConversationEntry,
+    ConversationStarted,
+    HitsFound,
+    IndexDropped,
+    IngestEnded,
+    IngestProgress,
+    SessionChanged,
+    TurnEvent,
+)
 from widgets.safe import clean, plain
 from widgets.signals import RetrievalNews, SessionSignals, follow_sessions
 
@@ -63,6 +72,12 @@ def _source_cell(hit: dict[str, Any]) -> Text:
         text.append(f" · {clean(where, single_line=True)}", style="dim")
     text.truncate(SOURCE_WIDTH, overflow="ellipsis")
     return text
+
+
+def last_injected(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last retrieval entry of a conversation's turns (the set a turn injected), or None."""
+    found = [e for e in entries if e.get("kind") == "retrieval" and e.get("index") is not None and e.get("turn_id")]
+    return found[-1] if found else None
 
 
 class ContextPane(Vertical):
@@ -245,6 +260,7 @@ class ContextPane(Vertical):
         signals.changed.subscribe(self, self._session_changed)
         signals.retrieval.subscribe(self, self._retrieval)
         signals.turn.subscribe(self, self._turn_event)
+        signals.conversation.subscribe(self, self._conversation)
         session = signals.session
         self.reset()
         self.set_workspace(signals.name)
@@ -282,6 +298,20 @@ class ContextPane(Vertical):
         rows = int(getattr(tables[0], "row_count", 0)) if tables else 0
         if message.workspace == self.workspace and rows == 0:
             self.show_last(message.record, workspace=message.workspace)
+
+    def _conversation(self, message: ConversationStarted | ConversationEntry) -> None:
+        """``/new``: empty; ``/resume``, ``/fork``: the reopened conversation's last injected set (its
+        handles, in order, from the transcript), or empty when it has none — never the rows of the
+        conversation left."""
+        if not isinstance(message, ConversationStarted):
+            return
+        last = last_injected(message.entries)
+        if last is None:
+            self.reset("Nothing retrieved yet in this conversation.")
+            return
+        hits = [{"rank": n, "handle": handle} for n, handle in enumerate(last.get("handles") or [], 1)]
+        turn = clean(str(last.get("turn_id") or "?"), single_line=True)
+        self.show_results(f"injected for: {last.get('query', '')}  ·  index {last.get('index')}  ·  turn {turn}", hits)
 
     def _retrieval(self, message: RetrievalNews) -> None:
         if isinstance(message, HitsFound):

@@ -122,11 +122,16 @@ def searchable_text(widget: Widget) -> str:
 
 
 def entry_widget(entry: dict[str, Any]) -> Widget:
-    """The widget for one transcript entry: a ``ToolCallBlock`` for tool calls, else a ``TranscriptEntry``."""
+    """The widget for one transcript entry: a ``ToolCallBlock`` for tool calls, a ``RecordedAnswer`` for a
+    local answer of a turn (rendered as its stream was), else a ``TranscriptEntry``."""
     if entry.get("role") == "tool":
         from widgets.transcript.tool_call import ToolCallBlock  # on first use: tables, diffs, syntax
 
         return ToolCallBlock(entry)
+    if entry.get("role") == "assistant" and entry.get("provenance", "local") != "cloud" and entry.get("turn_id"):
+        from widgets.transcript.streaming import RecordedAnswer  # as the streamed answer ended: links, usage
+
+        return RecordedAnswer(entry)
     return TranscriptEntry(entry)
 
 
@@ -189,7 +194,8 @@ class TranscriptPane(VerticalScroll):
 
     def entries(self) -> list[dict[str, Any]]:
         """The entries shown, in order (messages and tool calls alike)."""
-        return [widget.entry for widget in self.query("TranscriptEntry, ToolCallBlock")]  # type: ignore[attr-defined]
+        shown = self.query("TranscriptEntry, ToolCallBlock, RecordedAnswer")
+        return [widget.entry for widget in shown]  # type: ignore[attr-defined]
 
     def add_entry(self, entry: dict[str, Any]) -> None:
         self._empty.display = False
@@ -240,9 +246,11 @@ class TranscriptPane(VerticalScroll):
         needle = query.casefold()
         blocks = list(self.query(SHOWN))
         self._found = [b for b in blocks if needle and needle in searchable_text(b).casefold()]
+        from widgets.transcript.streaming import RecordedAnswer
+
         for block in blocks:
             block.set_class(block in self._found, "-find-match")
-            if isinstance(block, TranscriptEntry):
+            if isinstance(block, TranscriptEntry | RecordedAnswer):
                 block.highlight(query if block in self._found else "")
         self._found_at = len(self._found) - 1 if self._found else None
         self._show_found()
@@ -318,6 +326,7 @@ class TranscriptPane(VerticalScroll):
                 "elapsed_ms": event.elapsed_ms,
                 "steps": event.steps,
                 "prompt_tokens_estimated": event.prompt_tokens_estimated,
+                "completion_tokens_estimated": event.completion_tokens_estimated,
             }
         elif isinstance(event, Done):
             answer = await self._answer_block(event.turn_id, message.model_label)

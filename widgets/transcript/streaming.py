@@ -118,9 +118,51 @@ class StreamingAnswer(Vertical):
             tokens_in = f"{usage.get('prompt_tokens', 0)} tokens in"
             if not usage.get("prompt_tokens") and usage.get("prompt_tokens_estimated"):
                 tokens_in = f"≈{usage['prompt_tokens_estimated']} tokens in (estimated: the server did not count)"
+            tokens_out = f"{usage.get('completion_tokens', 0)} out"
+            if usage.get("completion_tokens_estimated"):
+                tokens_out = f"≈{usage['completion_tokens_estimated']} out"
             self._usage.update(
                 Text(
-                    f"{tokens_in} · {usage.get('completion_tokens', 0)} out · "
+                    f"{tokens_in} · {tokens_out} · "
                     f"{usage.get('elapsed_ms', 0) / 1000:.1f} s · {usage.get('steps', 0)} step(s)"
                 )
             )
+
+
+class RecordedAnswer(StreamingAnswer):
+    """A recorded answer (``--continue``, ``/resume``, ``/fork``, a pane shown afresh) rendered as the
+    streamed one was when its turn ended: Markdown, its citation links and row, its usage line; the label
+    gives the time it was written. The find bar's highlight shows the text plainly, matches marked."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        super().__init__(str(entry.get("turn_id") or ""), str(entry.get("model") or entry.get("provider") or "?"))
+        self.entry = entry
+        self.text = str(entry.get("content", ""))
+        self._stamp = neutralize(str(entry.get("timestamp", ""))[11:19], single_line=True)
+        self._found = Static("", classes="found", markup=False)
+        self._found.display = False
+
+    def compose(self) -> Any:
+        yield self._label
+        yield self._markdown
+        yield self._found
+        yield self._usage
+
+    async def on_mount(self) -> None:
+        citations = self.entry.get("citations")
+        usage = self.entry.get("usage")
+        await self.finish(
+            self.text,
+            [str(handle) for handle in citations] if isinstance(citations, list) else [],
+            usage if isinstance(usage, dict) else None,
+        )
+        self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {self._stamp}"))
+
+    def highlight(self, query: str) -> None:
+        """Show ``query`` highlighted (the text plainly, in place of the Markdown); none: the Markdown again."""
+        if query:
+            text = Text(neutralize(self.text))
+            text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
+            self._found.update(text)
+        self._found.display = bool(query)
+        self._markdown.display = not query
