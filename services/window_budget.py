@@ -73,7 +73,7 @@ class ContextBreakdown:
     passages: int = 0
     brought_back: int = 0
     history: int = 0
-    left_out: bool = False  # the request left something out to fit
+    left_out: bool = False  # earlier turns or passages were left out to fit (the window is full)
 
     @property
     def used(self) -> int:

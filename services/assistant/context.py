@@ -256,7 +256,9 @@ class ContextFitter:
             estimated=decided.total,
             limit=self.calibration.scale(limit),
         )
-        fitted.breakdown = decided.breakdown(self.calibration.factor, self.window, self.reserve, any(fitted.left_out()))
+        # full: earlier turns or passages had to go (tool schemas too large for a small window always do)
+        crowded = bool(fitted.left_out_turns or fitted.left_out_handles)
+        fitted.breakdown = decided.breakdown(self.calibration.factor, self.window, self.reserve, crowded)
         return fitted
 
 

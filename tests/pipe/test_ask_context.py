@@ -28,8 +28,9 @@ def test_ask_json_gives_the_context_breakdown(demo: Path, aries_home: Path, olla
     assert parts["free"] == 4096 - parts["used"]
     assert parts["system_and_profile"] > 0 and parts["current_message"] > 0 and parts["passages"] > 0
     assert parts["history"] == 0 and parts["pins"] == 0 and parts["brought_back"] == 0
-    # 4,096 tokens hold the thirteen tool schemas (≈4,700) only without room for the rest: left out.
-    assert parts["tool_definitions"] == 0 and parts["left_out"] is True
+    # 4,096 tokens cannot hold the thirteen tool schemas (≈4,700): left out, which does not make it full.
+    assert parts["tool_definitions"] == 0 and parts["left_out"] is False
+    assert context["left_out"]["tools"] == 13 and context["left_out"]["turns"] == 0
     # The same breakdown is recorded with the turn's answer in the transcript.
     transcript = Path(response["logs_ref"].split("#")[0])
     answers = [json.loads(line) for line in transcript.read_text().splitlines() if '"role": "assistant"' in line]
