@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from textual.command import Provider
 
     from services.session import Session
+    from services.window_budget import ContextBreakdown
     from services.workspaces import Workspace, WorkspaceManager
 
 
@@ -66,6 +67,7 @@ class AriesApp(App[int]):
         self.signals = SessionHub(self)  # the active session's signals, which the panes follow
         self.active = ActiveSession(self, self.commands, self.signals, conversation=conversation)  # last, new, an id
         self.settled = Event()  # the first workspace open and the deferred start-up work done
+        self.meter: ContextBreakdown | None = None  # the active session's last model request (header, /usage)
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -135,18 +137,22 @@ class AriesApp(App[int]):
         self.active.new_conversation(reference)
 
     def header_text(self) -> str:
-        """Only what is in force: workspace, profile, model provider, approval mode, policy file."""
+        """The context meter of the last request, then only what is in force: workspace, profile, model
+        provider, approval mode, policy file."""
         from widgets.header import session_line
 
         if self.session is None:
             return ""
-        return session_line(self.session, self.commands.model_label(), self.commands.serving())
+        model = self.commands.model_label()
+        meter = self.meter.meter() if self.meter is not None and model != "offline" else ""  # offline: no window
+        return session_line(self.session, model, self.commands.serving(), meter)
 
     # -- what the App itself follows of the active session (the panes follow it themselves) ----------
     def _session_opened(self, signals: SessionSignals) -> None:
         signals.changed.subscribe(self, self._show_header)
         signals.approvals.subscribe(self, self._approvals_changed)
         signals.turn.subscribe(self, self._turn_heard)
+        self.meter = None  # a new session: no request sent yet
         self._show_header()
         self.commands.profiles.check_in_background()  # a broken profile says so (deferred start-up work)
 
@@ -157,10 +163,13 @@ class AriesApp(App[int]):
         self.commands.approvals.changed(message.session)  # a decided call's modal closes
 
     def _turn_heard(self, message: TurnEvent) -> None:
-        from services.assistant.events import Cancelled, Failed
+        from services.assistant.events import Cancelled, ContextMeasured, Failed
 
         if isinstance(message.event, Cancelled | Failed):  # the modal of its waiting call closes
             self.commands.approvals.close_modal_of(message.event.turn_id)
+        elif isinstance(message.event, ContextMeasured):
+            self.meter = message.event.breakdown
+            self._show_header()
 
     def publish(self, message: PaneMessage) -> None:
         """News for the panes of the active session (thread-safe: ``app.host.Host.publish``)."""

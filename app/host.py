@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker, WorkType
 
     from services.session import Session
+    from services.window_budget import ContextBreakdown
     from services.workspaces import WorkspaceManager
     from widgets.signals import PaneMessage
 
@@ -31,6 +32,9 @@ T = TypeVar("T")
 
 
 class Host(Protocol):
+    meter: ContextBreakdown | None
+    """The active session's last model request, part by part (the header's meter; ``/usage``)."""
+
     @property
     def session(self) -> Session | None:
         """The active session (None only before the first workspace opens, and while switching)."""

@@ -441,6 +441,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "copy",
         "Copy the last answer to the clipboard (OSC 52: your terminal must allow it; inside tmux, set-clipboard on).",
     ),
+    _bare(
+        "usage",
+        "How the last model request shared the context window: system and profile, pins, history, brought-back "
+        "turns, passages, tool definitions, free.",
+    ),
     _bare("replay", "Pick a stored conversation and read it as it was (read-only)."),
     _bare("runs", "Plan runs of this workspace and their timelines."),
     _bare("quit", "Leave Aries."),

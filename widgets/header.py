@@ -5,10 +5,16 @@ nothing is shown for what is not in force). The line is rendered as plain, neutr
 does not fit (80 columns) the header shows its compact form (``compact``: the values without their
 labels, ``demo · default · offline · guide · default policy``), and only what still does
 not fit is cut, with an ellipsis.
+
+After each model request the line starts with the context meter (``ctx 1,420/2,048``, from the
+request's :class:`~services.window_budget.ContextBreakdown`): first, so that 80 columns keep it;
+coloured as the window fills and, past 75 % of the prompt's room, with a word as well (``high``,
+``full``), never colour alone.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from textual.content import Content
@@ -58,14 +64,28 @@ def compact(line: str) -> str:
     return " · ".join(parts)
 
 
-def session_line(session: Session, model: str, serving: str = "") -> str:
-    """The App's subtitle: what ``session`` has in force (workspace, profile, ``model``, approval mode,
-    policy file) and, while it runs, where the web viewer serves (``serving``)."""
+def session_line(session: Session, model: str, serving: str = "", meter: str = "") -> str:
+    """The App's subtitle: the context meter of the last request (``meter``, when one was sent), what
+    ``session`` has in force (workspace, profile, ``model``, approval mode, policy file) and, while it
+    runs, where the web viewer serves (``serving``)."""
     policy = "workspace policy" if session.policy_path is not None else "default policy"
     profile = session.profile_name + (" (broken)" if session.profile_broken else "")
     name = session.workspace.name + (f" ({session.trust.label}: /trust)" if session.trust.needs_review else "")
     line = subtitle(workspace=name, profile=profile, model=model, mode=session.mode)
+    line = f"{meter} · {line}" if meter else line
     return f"{line} · {policy}" + (f" · {serving}" if serving else "")
+
+
+METER = re.compile(r"^ctx [\d,]+/[\d,]+(?: (high|full))?(?= · |$)")
+METER_STYLES = {None: "", "high": "bold $warning", "full": "bold $error"}
+"""The meter at the start of the line, and its style by the word it carries."""
+
+
+def meter_style(sub: Content) -> Content:
+    """``sub`` with its leading context meter coloured by its level (unchanged without one)."""
+    found = METER.match(sub.plain)
+    style = METER_STYLES[found.group(1)] if found else ""
+    return sub.stylize(style, 0, found.end()) if found and style else sub
 
 
 class WorkbenchHeader(Header):
@@ -79,7 +99,7 @@ class WorkbenchHeader(Header):
         room = self.size.width - HEADER_MARGIN - title.cell_length - 3
         if self.size.width and sub.cell_length > room:
             sub = Content(compact(clean(self.screen_sub_title, single_line=True)))
-        return Content.assemble(title, (" — ", "dim"), sub.stylize("dim"))
+        return Content.assemble(title, (" — ", "dim"), meter_style(sub.stylize("dim")))
 
     def on_resize(self) -> None:
         for title in self.query("HeaderTitle"):

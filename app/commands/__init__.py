@@ -244,6 +244,7 @@ HANDLERS: dict[str, Handler] = {
     "resume": lambda c, parsed: c.conversations.resume(parsed.name),
     "fork": lambda c, parsed: c.conversations.fork(parsed.turns),
     "copy": lambda c, parsed: c.conversations.copy(),
+    "usage": lambda c, parsed: c.assistant.usage(),
     "replay": lambda c, parsed: c.history.replay(),
     "runs": lambda c, parsed: c.history.runs(),
     "quit": lambda c, parsed: c.workspace.quit_later(),

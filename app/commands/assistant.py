@@ -126,6 +126,19 @@ class AssistantController:
             config = BridgeConfig()  # the turn's cloud step reports the bad configuration itself
         return modal_approver(self.host.push_screen, config)
 
+    def usage(self) -> None:
+        """``/usage``: how the last request shared the window, part by part, as a transcript notice —
+        the one heard in this session, else the last one recorded in the conversation."""
+        from services.window_budget import recorded
+
+        session = self.host.require_session()
+        breakdown = self.host.meter or recorded(session.conversation.read().entries)
+        if breakdown is None:
+            self.host.say("No request has been sent to a model in this conversation yet.", "usage")
+            return
+        lines = ["The last request to the model, as Aries counts it (tokens):", *breakdown.lines()]
+        self.host.say("\n".join(lines), "usage")
+
     def cancel(self) -> bool:
         if self.worker is None:
             return False

@@ -11,6 +11,7 @@ runs and replay differ only in the approver and the renderer.
 from services.assistant.events import (
     Cancelled,
     CloudResult,
+    ContextMeasured,
     Decided,
     Done,
     Failed,
@@ -28,6 +29,7 @@ from services.assistant.loop import TurnLoop, TurnOutcome
 __all__ = [
     "Cancelled",
     "CloudResult",
+    "ContextMeasured",
     "Decided",
     "Done",
     "Failed",

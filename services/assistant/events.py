@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.window_budget import ContextBreakdown
 
 
 class Phase(StrEnum):
@@ -96,6 +99,15 @@ class UsageReport:
 
 
 @dataclass(frozen=True)
+class ContextMeasured:
+    """A request was sent: how it shared the window (after every model call; the TUI's meter)."""
+
+    turn_id: str
+    step: int
+    breakdown: ContextBreakdown
+
+
+@dataclass(frozen=True)
 class Failed:
     turn_id: str
     error_type: str
@@ -146,6 +158,7 @@ LoopEvent = (
     | Decided
     | ToolFinished
     | UsageReport
+    | ContextMeasured
     | Failed
     | Cancelled
     | SchemaInvalid

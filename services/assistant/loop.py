@@ -64,6 +64,7 @@ from services.assistant.context import (
 from services.assistant.events import (
     Cancelled,
     CloudResult,
+    ContextMeasured,
     Decided,
     Done,
     Failed,
@@ -367,6 +368,8 @@ class TurnLoop:
                 attempt += 1
                 continue
             self._note_request(turn.outcome, context.window, fitted)
+            if fitted.breakdown is not None:
+                self._emit(ContextMeasured(turn.outcome.turn_id, step, fitted.breakdown))
             return calls, finish
 
     async def _stream(self, turn: _Turn, context: _Context, step: int, fitted: Fitted, calls: list[ToolCall]) -> str:
@@ -415,6 +418,8 @@ class TurnLoop:
             "passages": list(fitted.left_out_handles),
             "tools": len(fitted.left_out_tools),
         }
+        if fitted.breakdown is not None:  # the one budget's account, part by part (services.window_budget)
+            outcome.context["breakdown"] = fitted.breakdown.to_dict()
 
     def _classify(self, turn: _Turn, context: _Context, step: int, calls: list[ToolCall], finish: str) -> StepResult:
         """What the streamed reply is: tool calls (native, or read from the text's trailing call block
@@ -507,6 +512,8 @@ class TurnLoop:
             outcome.usage["native_tool_calls"] = turn.native_calls
         if turn.text_calls:
             outcome.usage["text_tool_calls"] = turn.text_calls
+        if "breakdown" in outcome.context:  # the last request's share of the window, recorded with the turn
+            outcome.usage["context"] = outcome.context["breakdown"]
         counted = self.provider.name != "offline"  # the offline provider has no model to count for
         if counted and not turn.prompt_tokens and "prompt_tokens_estimated" in outcome.context:
             # the server did not count (llama-cpp-python's stream): say what was estimated

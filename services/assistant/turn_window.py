@@ -137,6 +137,7 @@ class TurnWindow:
                 left_out_passages=fitted.left_out_handles,
                 left_out_tools=fitted.left_out_tools,
                 reason=reason,
+                breakdown=fitted.breakdown,
                 turn_id=turn_id,
             )
         )

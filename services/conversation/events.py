@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.window_budget import ContextBreakdown
+
 
 @dataclass(frozen=True, kw_only=True)
 class _Event:
@@ -181,7 +183,8 @@ class ContextReport(_Event):
     the retrieved passages not sent (whole, by handle), ``left_out_tools`` the tool schemas not
     offered; ``window`` and ``window_source`` (config, learned, provider, default) say against what,
     ``prompt_tokens`` is the request as estimated, ``reason`` why it was fitted again (a server's
-    overflow error)."""
+    overflow error), ``breakdown`` the request part by part (written as ``breakdown``; an older entry
+    has none)."""
 
     window: int
     window_source: str
@@ -191,6 +194,7 @@ class ContextReport(_Event):
     left_out_passages: list[str] = field(default_factory=list)
     left_out_tools: list[str] = field(default_factory=list)
     reason: str | None = None
+    breakdown: ContextBreakdown | None = None
     role = "notice"
 
     @property
@@ -228,6 +232,8 @@ class ContextReport(_Event):
         )
         if self.reason:
             fields["reason"] = self.reason
+        if self.breakdown is not None:
+            fields["breakdown"] = self.breakdown.to_dict()
         return fields
 
 

@@ -151,18 +151,23 @@ def test_the_start_of_what_is_sent_moves_in_blocks() -> None:
     assert firsts[-1] > firsts[0] and changes <= len(firsts) // DROP_BLOCK + 1
 
 
-def test_passages_go_whole_lowest_ranked_first_and_before_them_the_tools() -> None:
+def test_the_tools_come_before_the_passages_and_passages_go_whole_lowest_ranked_first() -> None:
+    """The one budget's order (issue 30): the tool definitions, then the passages by rank, then history."""
     tool = ToolSchema("big_tool", "d " * 300, {"type": "object", "properties": {}})
     hits = [hit(1), hit(2), hit(3)]
     fitter = ContextFitter("system", "q", hits, turns(3), window=400, reserve=50)
     fitted = fitter.fit([], [tool], tools_tokens([tool]))
-    assert fitted.left_out_tools == ["big_tool"] and fitted.tools == []
+    assert fitted.tools == [tool] and fitted.left_out_tools == []
     assert fitted.left_out_turns == [t.turn_id for t in turns(3)]
-    assert [h["handle"] for h in fitted.kept_hits] == ["docs:0001", "docs:0002"]
-    assert fitted.left_out_handles == ["docs:0003"]
+    assert [h["handle"] for h in fitted.kept_hits] == ["docs:0001"]
+    assert fitted.left_out_handles == ["docs:0002", "docs:0003"]
     user = fitted.messages[-1].content
-    assert "passage 1 " in user and "passage 2 " in user and "passage 3" not in user
-    assert user.count("<<<end untrusted>>>") == 2  # whole blocks only, never a cut one
+    assert "passage 1 " in user and "passage 2" not in user
+    assert user.count("<<<end untrusted>>>") == 1  # whole blocks only, never a cut one
+    # Without the tools, the passages take their room: the next one by rank, whole.
+    bare = fitter.fit([], [], 0)
+    assert [h["handle"] for h in bare.kept_hits] == ["docs:0001", "docs:0002"]
+    assert bare.messages[-1].content.count("<<<end untrusted>>>") == 2
 
 
 def test_history_comes_back_when_the_tools_are_left_out() -> None:
