@@ -154,7 +154,8 @@ class AriesApp(App[int]):
         signals.turn.subscribe(self, self._turn_heard)
         self.meter = None  # a new session: no request sent yet
         self._show_header()
-        self.commands.profiles.check_in_background()  # a broken profile says so (deferred start-up work)
+        if signals.session.profile_may_set():  # a broken profile says so (deferred start-up work)
+            self.commands.profiles.check_in_background()
 
     def _show_header(self, _: SessionChanged | None = None) -> None:
         self.sub_title = self.header_text()

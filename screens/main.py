@@ -27,7 +27,6 @@ from textual.widgets import Input, Static
 
 from widgets.approvals.pane import ApprovalsPane
 from widgets.artifacts.pane import ArtifactsPane
-from widgets.commands import complete, suggestions
 from widgets.context.pane import ContextPane
 from widgets.header import WorkbenchHeader
 from widgets.keybar import KeyBar
@@ -77,7 +76,7 @@ class MainScreen(Screen[None]):
             yield RunStatus(id="run-status")
             yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
-            yield PromptInput(suggestions(), completer=self._complete, id="prompt")
+            yield PromptInput(_command_names, completer=self._complete, id="prompt")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -242,6 +241,8 @@ class MainScreen(Screen[None]):
         """Tab: a slash command's words, or the ``@path`` being typed (files under the policy's roots)."""
         head, _, word = line.rpartition(" ")
         if not word.startswith("@"):
+            from widgets.commands import complete
+
             commands = getattr(self.app, "commands", None)  # the App's registry: run-time commands too
             if commands is None:
                 return complete(line)
@@ -286,6 +287,13 @@ class MainScreen(Screen[None]):
     @property
     def run_status(self) -> RunStatus:
         return self.query_one(RunStatus)
+
+
+def _command_names() -> list[str]:
+    """The slash commands the prompt suggests (the grammar is imported when the first ``/`` is typed)."""
+    from widgets.commands import suggestions
+
+    return suggestions()
 
 
 def _shown(widget: Widget) -> bool:

@@ -15,8 +15,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from widgets.command_spec import CommandRegistry, CommandSpec
-from widgets.commands import COMMANDS, CommandError
 
 if TYPE_CHECKING:
     from app.commands.approvals import ApprovalsController
@@ -34,6 +32,7 @@ if TYPE_CHECKING:
     from app.commands.workspace import WorkspaceController
     from app.host import AppHost
     from services.session import Session
+    from widgets.command_spec import CommandRegistry, CommandSpec
 
 
 class Commands:
@@ -41,9 +40,18 @@ class Commands:
 
     def __init__(self, host: AppHost) -> None:
         self.host = host
-        self.registry: CommandRegistry[Handler] = CommandRegistry()
+
+    @cached_property
+    def registry(self) -> CommandRegistry[Handler]:
+        """The built-in commands, then those registered at run time: made on first use (a line run, a
+        Tab, the palette, F1), so that the first frame does not pay for building the grammar."""
+        from widgets.command_spec import CommandRegistry
+        from widgets.commands import COMMANDS
+
+        registry: CommandRegistry[Handler] = CommandRegistry()
         for spec in COMMANDS:
-            self.registry.register(spec, HANDLERS[spec.handler], builtin=True)
+            registry.register(spec, HANDLERS[spec.handler], builtin=True)
+        return registry
 
     def register(self, spec: CommandSpec, handler: Handler) -> bool:
         """Add a command at run time (workspace commands); False when a built-in holds its name."""
@@ -52,6 +60,8 @@ class Commands:
     def run(self, line: str) -> None:
         """Run ``/name args…``: its handler with the typed object; a typed error or a misuse is one
         error notification (a misuse with the command's usage)."""
+        from widgets.commands import CommandError
+
         try:
             spec, handler, parsed = self.registry.parse(line)
         except CommandError as exc:

@@ -23,7 +23,7 @@ from typing import ClassVar
 from textual import events, on
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.suggester import SuggestFromList
+from textual.suggester import Suggester
 from textual.widgets import Input
 
 from widgets.signals import SessionSignals, follow_sessions
@@ -31,6 +31,23 @@ from widgets.signals import SessionSignals, follow_sessions
 Completer = Callable[[str], tuple[str, list[str]]]
 CHIP_LINES = 5
 CHIP_CHARS = 1_000
+
+
+class _SlashSuggester(Suggester):
+    """Suggests a slash command's name as it is typed. The names are asked for when the first ``/`` is
+    typed: the grammar they come from is not worth importing before the first frame."""
+
+    def __init__(self, names: Callable[[], list[str]]) -> None:
+        super().__init__(case_sensitive=False)
+        self._names = names
+        self._names_casefolded: list[tuple[str, str]] | None = None
+
+    async def get_suggestion(self, value: str) -> str | None:  # ``value`` comes casefolded
+        if not value.startswith("/"):
+            return None
+        if self._names_casefolded is None:
+            self._names_casefolded = [(name.casefold(), name) for name in self._names()]
+        return next((name for folded, name in self._names_casefolded if folded.startswith(value)), None)
 
 
 def _no_completion(line: str) -> tuple[str, list[str]]:
@@ -106,14 +123,14 @@ class PromptInput(Input):
 
     def __init__(
         self,
-        commands: list[str],
+        commands: Callable[[], list[str]],
         *,
         completer: Completer | None = None,
         id: str | None = None,  # noqa: A002
     ) -> None:
         super().__init__(
             placeholder="Message the assistant, or /command (try /help).  Tab completes a command.",
-            suggester=SuggestFromList(commands, case_sensitive=False),
+            suggester=_SlashSuggester(commands),
             id=id,
         )
         self.completer: Completer = completer or _no_completion
