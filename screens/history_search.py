@@ -66,12 +66,13 @@ class HistorySearchScreen(ModalScreen[Chosen | None]):
         head.append(clean(f"  {hit.conversation_id}", single_line=True), style="dim")
         snippet = Text(no_wrap=True, overflow="ellipsis")
         snippet.append("  ")
+        text = hit.snippet.replace("\r\n", " \n").replace("\n", " ").replace("\t", " ")  # one line, same offsets
         cursor = 0
         for start, end in hit.highlights:
-            snippet.append(clean(hit.snippet[cursor:start], single_line=True))
-            snippet.append(clean(hit.snippet[start:end], single_line=True), style="bold reverse")
+            snippet.append(clean(text[cursor:start], single_line=True))
+            snippet.append(clean(text[start:end], single_line=True), style="bold reverse")
             cursor = end
-        snippet.append(clean(hit.snippet[cursor:], single_line=True))
+        snippet.append(clean(text[cursor:], single_line=True))
         return Option(Text.assemble(head, "\n", snippet), id=str(number))
 
     def on_mount(self) -> None:

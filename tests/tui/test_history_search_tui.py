@@ -103,3 +103,22 @@ async def test_nothing_found_and_a_bad_query_are_one_line() -> None:
         note = await messages.notified(pilot, "--since", since=mark)
         assert "not a date" in note
         assert not isinstance(app.screen, HistorySearchScreen)
+
+
+def test_a_multi_line_snippet_is_one_line_with_its_highlight_in_place() -> None:
+    """A hit's snippet spans lines of the message: it is shown on one line (no visible ``\\n``), the
+    highlighted word where the index said, and an escape from the transcript still made visible."""
+    from services.history_search.query import Hit
+
+    text = "first line\nthe kestrel\r\nhunts\x1b[2J"
+    start = text.index("kestrel")
+    hit = Hit("c-1", "m-1", "2026-11-27T04:00:00", 3, "assistant", "message", "", 1.0, text, [(start, start + 7)])
+    option = HistorySearchScreen._option(0, hit)
+    prompt = option.prompt
+    assert isinstance(prompt, Text)
+    shown = prompt.plain.split("\n", 1)[1]
+    assert "\\n" not in shown and "\\r" not in shown
+    assert "first line the kestrel  hunts" in shown
+    assert "\x1b" not in shown
+    highlighted = [prompt.plain[span.start : span.end] for span in prompt.spans if "reverse" in str(span.style)]
+    assert highlighted == ["kestrel"]
