@@ -63,7 +63,12 @@ _root_snapshots_in_repo()
 
 @pytest.fixture(autouse=True)
 def suite_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A clean environment and a still TUI (no cursor blink, a stopped status clock), for every test."""
+    """A clean environment and a still TUI (no cursor blink, a stopped status clock), for every test;
+    nothing learned of model servers by an earlier test in this process (a calibration would move the
+    token estimate, and with it the context meter a snapshot shows)."""
+    from services.assistant.turn_window import forget_servers
+
+    forget_servers()
     for name in list(os.environ):
         if name.startswith(CLEARED) and not name.startswith(KEPT):
             monkeypatch.delenv(name)

@@ -29,12 +29,17 @@ def _steady(value: Any) -> Any:
 
 
 def _tool_outputs(lines: list[str]) -> list[str]:
-    """The tool results of a transcript as text; ``meta.bytes`` (the size of the output, which holds
-    the workspace's path and so differs between machines) is left out: ``data`` holds what it counts."""
+    """The tool results of a transcript as text. Left out, as they differ between machines and not
+    between versions: ``meta.bytes`` (the size of the output, which holds the workspace's path; ``data``
+    holds what it counts) and a shell call's ``meta.sandbox.os`` (the OS sandbox this machine has:
+    bubblewrap, or Landlock where bwrap is missing, with its own notes; the limits stay compared)."""
     entries = [json.loads(line) for line in lines if line.strip()]
     outputs = [_steady(e["output"]) for e in entries if e.get("role") == "tool"]
     for output in outputs:
         output["meta"].pop("bytes", None)
+        sandbox = output["meta"].get("sandbox")
+        if isinstance(sandbox, dict):
+            sandbox.pop("os", None)
     return [json.dumps(output, ensure_ascii=False) for output in outputs]
 
 

@@ -35,6 +35,13 @@ _CALIBRATIONS: dict[str, Calibration] = {}  # per provider, URL and model: the e
 _SAID: dict[str, tuple[float, int | None]] = {}  # what a provider said of its window, and when
 
 
+def forget_servers() -> None:
+    """Forget what this process learned of model servers (each one's calibration of the token estimate
+    and what it said of its window): a fresh start, as a new process has (tests begin each one so)."""
+    _CALIBRATIONS.clear()
+    _SAID.clear()
+
+
 class TurnWindow:
     """The window of one turn of ``provider`` (``model_label`` names it in settings and notices)."""
 

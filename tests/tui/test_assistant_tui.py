@@ -34,6 +34,26 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
+    return _workspace(tmp_path)
+
+
+@pytest.fixture
+def steady_workspace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """The same workspace under one fixed path (``<tmp>/aries-tui-snapshot``), for a snapshot that shows
+    the context meter: the paths in a tool's output reach the model and are counted, and pytest's own
+    ``tmp_path`` differs between runs (its number, ``popen-gw0`` under xdist). One test uses it."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.gettempdir()) / "aries-tui-snapshot"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir()
+    monkeypatch.setenv("ARIES_HOME", str(base / "home"))
+    yield _workspace(base)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _workspace(tmp_path: Path) -> Workspace:
     workspace, _ = WorkspaceManager().create("demo")
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -293,13 +313,14 @@ def _turn_until(condition: Any) -> Any:
 
 
 def test_snapshot_a_streamed_answer_with_a_citation_and_a_tool_block(
-    frozen_time: None, snap_compare: Any, server: ScriptedServer, workspace: Workspace
+    frozen_time: None, snap_compare: Any, server: ScriptedServer, steady_workspace: Workspace
 ) -> None:
     """You should see the question, the retrieval line, a collapsed fs:read_text block (ok, notes.txt),
     and the streamed answer "Writes **wait** for the operator (docs:…)" with the handle as a link, a
     "cited (Tab, Enter opens):" row naming the handle, and the usage line (tokens in and out, 0.0 s,
     2 steps); the Context pane lists the injected chunk; the header starts with the context meter of
-    the last request (ctx 4,007/8,192)."""
+    the last request (ctx 3,992/8,192)."""
+    workspace = steady_workspace
     _fixed_conversation(workspace)
     handle = str(workspace.setting("test_handle"))
     server.add(
