@@ -14,8 +14,9 @@ Importing this package loads neither detect-secrets nor aiohttp (they load on fi
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from services.lazy import lazy_names
 
 if TYPE_CHECKING:
     from services.bridge.allowlist import check_outbound
@@ -49,13 +50,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'services.bridge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"services.bridge.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOME)
 
 
 __all__ = [

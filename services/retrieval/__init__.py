@@ -13,8 +13,9 @@ ebooklib and numpy are imported inside the functions that use them.  Start with
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from services.lazy import lazy_names
 
 if TYPE_CHECKING:
     from services.retrieval.engine import RetrievalEngine, derive_index_name, parse_handle
@@ -50,13 +51,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)
 
 
 __all__ = [
