@@ -50,6 +50,7 @@ __all__ = [
     "TRANSCRIPTS_DIR",
     "WORKSPACE_FILE",
     "CACHE_DIR",
+    "TRUST_DIR",
     "IndexPaths",
     "WorkspacePaths",
 ]
@@ -65,6 +66,8 @@ CONTEXT_DIR = "context"
 LOGS_DIR = "logs"
 PROMPT_HISTORY_FILE = "prompt_history.json"
 QUARANTINE_DIR = ".quarantine"
+TRUST_DIR = ".trust"
+"""Beside the workspaces (``<workspaces>/.trust/NAME.json``): the operator's trust records, one per name."""
 CACHE_DIR = "cache"
 """Derived stores (the conversation search index): rebuilt from the workspace's records, never exported."""
 LOCK_FILE = ".aries.lock"

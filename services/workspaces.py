@@ -35,7 +35,7 @@ from services.leases import (
 )
 from services.names import validate_name
 from services.transcripts import Problem, Transcript, by_recency, iter_problems, list_conversations
-from services.workspace_paths import SUBDIRS, WorkspacePaths
+from services.workspace_paths import SUBDIRS, TRUST_DIR, WorkspacePaths
 from services.workspace_paths import WORKSPACE_FILE as WORKSPACE_FILE
 from services.workspace_settings import DEFAULT_SETTINGS, plain_settings
 
@@ -314,9 +314,13 @@ class WorkspaceManager:
         return (self.path_for(name) / WORKSPACE_FILE).is_file()
 
     def create(self, name: str) -> tuple[Workspace, OpenReport]:
-        """Create ``name`` (or repair it if it exists). Nothing is created for a bad name."""
+        """Create ``name`` (or repair it if it exists). Nothing is created for a bad name. A trust record
+        left by a deleted folder of this name concerns a workspace that is gone: a new folder starts
+        without one (the folder's inode, which the record also names, may be reused at once)."""
         path = self.path_for(name)
         self.root.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            (self.root / TRUST_DIR / f"{name}.json").unlink(missing_ok=True)
         workspace = Workspace(path, name)
         return workspace, workspace.recover()
 

@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.trust.authority import QUARANTINE_DIR, Authority, in_force, merged, pending, restore
-from services.workspace_paths import POLICY_FILE, PROFILES_DIR, WORKSPACE_FILE
+from services.workspace_paths import POLICY_FILE, PROFILES_DIR, TRUST_DIR, WORKSPACE_FILE
 
-TRUST_DIR = ".trust"
 PENDING_FINGERPRINT = "trusting"
 """Written before a trust's files move back, so a crash in between leaves ``changed``, never an
 unrecorded authority in force."""
