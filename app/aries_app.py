@@ -1,7 +1,7 @@
 """The Aries App: owns the active session and the signals its panes follow.
 
 Everything a workspace holds — policy in force, gateway, engine, conversation, approval queue — is
-one headless ``services.session.Session``. The App opens and closes sessions and owns their signals
+one headless ``services.session.session.Session``. The App opens and closes sessions and owns their signals
 (``widgets.signals.SessionHub``): what a session, a controller or a worker reports is published there
 (``publish``, thread-safe) and the panes subscribe to it themselves; the App forwards no message to a
 pane (``tests/test_signals.py``). Slash commands go to the controllers of ``app.commands`` (each built
@@ -35,9 +35,9 @@ from widgets.signals import PaneMessage, SessionHub, SessionSignals, follow_sess
 if TYPE_CHECKING:
     from textual.command import Provider
 
-    from services.session import Session
-    from services.window_budget import ContextBreakdown
-    from services.workspaces import Workspace, WorkspaceManager
+    from services.models.window_budget import ContextBreakdown
+    from services.session.session import Session
+    from services.workspace.manager import Workspace, WorkspaceManager
 
 
 def _palette() -> type[Provider]:
@@ -72,7 +72,7 @@ class AriesApp(App[int]):
     @property
     def manager(self) -> WorkspaceManager:
         if self._manager is None:
-            from services.workspaces import WorkspaceManager
+            from services.workspace.manager import WorkspaceManager
 
             self._manager = WorkspaceManager()
         return self._manager

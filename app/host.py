@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.worker import Worker, WorkType
 
-    from services.session import Session
-    from services.window_budget import ContextBreakdown
-    from services.workspaces import WorkspaceManager
+    from services.models.window_budget import ContextBreakdown
+    from services.session.session import Session
+    from services.workspace.manager import WorkspaceManager
     from widgets.signals import PaneMessage
 
 T = TypeVar("T")

@@ -12,11 +12,11 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
 
         raise InvalidInput("--continue and --conversation need a workspace (-w NAME): an ephemeral one keeps nothing")
     if workspace is not None:
-        from services.names import validate_name
+        from services.text.names import validate_name
 
         validate_name(workspace)
-        from services.leases import WorkspaceBusy, open_elsewhere
-        from services.workspaces import Workspace, WorkspaceManager
+        from services.workspace.leases import WorkspaceBusy, open_elsewhere
+        from services.workspace.manager import Workspace, WorkspaceManager
 
         manager = WorkspaceManager()
         if manager.path_for(workspace).is_dir():

@@ -19,9 +19,9 @@ from widgets.messages import ApprovalsChanged, ConversationEntry, ConversationSt
 if TYPE_CHECKING:
     from app.commands import Commands
     from app.host import Host
-    from services.leases import WorkspaceLease
-    from services.session import Session
-    from services.workspaces import Workspace
+    from services.session.session import Session
+    from services.workspace.leases import WorkspaceLease
+    from services.workspace.manager import Workspace
     from widgets.signals import SessionHub
 
 
@@ -43,7 +43,7 @@ class ActiveSession:
             if name:
                 await self.open(name, create=create)
             if self.session is None:
-                from services.session_open import Surface, take
+                from services.session.opening import Surface, take
 
                 ephemeral = take(None, surface=Surface.TUI)  # a throw-away workspace, leased like any other
                 await self.activate(ephemeral.workspace, ephemeral.warnings, ephemeral.lease)
@@ -67,8 +67,8 @@ class ActiveSession:
         return True
 
     async def activate(self, workspace: Workspace, warnings: list[str], lease: WorkspaceLease | None = None) -> None:
-        from services.session import Session
-        from services.session_open import Surface
+        from services.session.opening import Surface
+        from services.session.session import Session
 
         if self.session is not None:
             await self.close("the workspace was switched")

@@ -70,7 +70,7 @@ async def _ask_all(workspace_name: str, questions: list[tuple[str, str]]) -> dic
 def measure(dataset: Path, queries: int, distractors: int) -> dict[str, Any]:
     from services.retrieval import RetrievalEngine
     from services.retrieval.evaluation import load_beir
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     data = load_beir(dataset)
     chosen = sorted(data.qrels, key=lambda q: (len(q), q))[:queries]

@@ -41,8 +41,8 @@ async def _measure(iterations: int, protocol: str) -> dict[str, Any]:
     from services.assistant import TurnLoop
     from services.models.base import ChatMessage, ModelRequest
     from services.models.config import make_provider, resolve_model
-    from services.session import Session
-    from services.workspaces import WorkspaceManager
+    from services.session.session import Session
+    from services.workspace.manager import WorkspaceManager
     from tests.models.servers import Call, Reply, ScriptedServer
 
     server = ScriptedServer(protocol).start()

@@ -24,7 +24,7 @@ REPO = Path(os.environ.get("ARIES_REPO") or Path(__file__).resolve().parents[1])
 
 CHECK = r"""
 import json
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from services.retrieval import RetrievalEngine
 ws, _ = WorkspaceManager().open("rw")
 with RetrievalEngine(ws) as engine:

@@ -160,7 +160,7 @@ def main() -> int:
     from services.context.tree import ContextTree
     from services.context.uri import AxiomUri
     from services.retrieval import RetrievalEngine, RetrievalSettings
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="aries-bench-context-") as tmp:

@@ -43,7 +43,7 @@ COLD = """
 import sys, time
 from pathlib import Path
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 ws = Workspace(Path(sys.argv[1]), "bench")
 with RetrievalEngine(ws, RetrievalSettings.from_env()) as engine:
     hits = engine.query(sys.argv[2], k=10, index="scifact").hits
@@ -63,7 +63,7 @@ def run_one(backend: str, dataset: Path, limit_docs: int | None, work: Path) -> 
     from services.retrieval.chunking import ChunkConfig
     from services.retrieval.embedders import cache_tag, create_embedder, preload
     from services.retrieval.evaluation import build_index, index_key, load_beir, run_queries, select_subset
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
     load_1 = os.getloadavg()[0]
     settings = RetrievalSettings.from_env()

@@ -129,7 +129,7 @@ def main() -> int:
             flush=True,
         )
     if args.run_file:
-        from services.atomic import atomic_write_text
+        from services.files.atomic import atomic_write_text
 
         atomic_write_text(Path(args.run_file), json.dumps(results, indent=2) + "\n")
     return 0

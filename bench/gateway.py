@@ -29,7 +29,7 @@ async def _measure(iterations: int, tool_name: str, with_transcript: bool) -> di
     from services.policy import parse_policy
     from services.tools.gateway import ToolGateway
     from services.tools.registry import ToolContext, issue_capability, revoke_capability
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
     with tempfile.TemporaryDirectory(prefix="aries-bench-") as tmp:
         workspace = Workspace(Path(tmp) / "ws", "bench")

@@ -62,7 +62,7 @@ def _sentence(rng: random.Random, words: list[str], n: int) -> str:
 
 def _write_conversations(args: tuple[Path, int, int, int]) -> int:
     from services.conversation import AssistantAnswer, Conversation, ToolCallRecord, UserMessage
-    from services.transcripts import Transcript
+    from services.workspace.transcripts import Transcript
 
     transcripts, first, last, messages = args
     words = _words()
@@ -143,7 +143,7 @@ def run(conversations: int, messages: int, jobs: int) -> dict[str, Any]:
     from services.conversation import Conversation, UserMessage
     from services.history_search.query import search
     from services.history_search.store import HistoryIndex
-    from services.transcripts import Transcript
+    from services.workspace.transcripts import Transcript
 
     report: dict[str, Any] = {"conversations": conversations, "messages_each": messages}
     with tempfile.TemporaryDirectory(prefix="aries-history-bench-") as tmp:

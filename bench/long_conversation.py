@@ -65,7 +65,7 @@ def run(turns: int, max_tokens: int, configure: bool) -> dict[str, Any]:
                 settings["context_window"] = 2048
             sys.path.insert(0, str(ROOT))
             os.environ["ARIES_HOME"] = str(home)
-            from services.workspaces import WorkspaceManager
+            from services.workspace.manager import WorkspaceManager
 
             workspace = WorkspaceManager().open("bench")[0]
             workspace.update(models={"openai:gemma": settings})

@@ -46,7 +46,7 @@ import json, os, statistics, sys, time
 from pathlib import Path
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.fusion import fuse
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 root, queries_file, name = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 queries = json.loads(queries_file.read_text())

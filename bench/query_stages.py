@@ -42,7 +42,7 @@ def main() -> int:
     from services.retrieval import RetrievalEngine, RetrievalSettings
     from services.retrieval.fusion import fuse
     from services.retrieval.store_lexical import FIELD_BOOSTS
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     workspace, _ = WorkspaceManager().open("scale")
     engine = RetrievalEngine(workspace, RetrievalSettings.from_env())

@@ -37,7 +37,7 @@ def main() -> int:
     os.environ["AXIOMME_EMBEDDER"] = args.embedder
     from services.retrieval import RetrievalEngine, RetrievalSettings
     from services.retrieval.embedders import SentenceTransformerEmbedder
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
     with tempfile.TemporaryDirectory(prefix="aries-bench-ingest-") as tmp:
         root = Path(tmp) / "corpus"

@@ -49,7 +49,7 @@ def main() -> int:
         run_queries,
         select_subset,
     )
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
     settings = RetrievalSettings.from_env()
     embedder = create_embedder(settings)

@@ -193,7 +193,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def _engine(home: Path, chroma_url: str | None) -> Any:
     from services.retrieval import RetrievalEngine, RetrievalSettings
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     os.environ["ARIES_HOME"] = str(home)
     manager = WorkspaceManager()

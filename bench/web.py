@@ -83,7 +83,7 @@ def main() -> int:
     from services.retrieval import RetrievalEngine
     from services.retrieval.settings import RetrievalSettings
     from services.web.viewer import ViewerServer
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     rng = random.Random(SEED)
     docs = home / "docs"

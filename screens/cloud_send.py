@@ -22,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from services.bridge import Approve
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 from widgets.safe import plain
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z_]+)#\d+\]")

@@ -66,7 +66,7 @@ class ReplayScreen(Screen[None]):
         self.query_one("#replay-transcript").focus()
 
     def _show(self, path: str) -> None:
-        from services.transcripts import read_transcript
+        from services.workspace.transcripts import read_transcript
 
         entries = read_transcript(Path(path)).entries
         self.query_one("#replay-transcript", TranscriptPane).load(entries, subtitle=Path(path).stem)

@@ -99,7 +99,7 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
 
     def action_create(self) -> None:
         from services.errors import InvalidName
-        from services.names import validate_name
+        from services.text.names import validate_name
 
         name = self.query_one(Input).value.strip()
         try:

@@ -7,7 +7,7 @@ It prints ``T <message_id> <content>`` after each transcript append returns and
 import os
 import sys
 
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 
 def main() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.answers import NO_INDEX_REPLY, answer_from_index, offline_answer
 from services.errors import ConfigError
+from services.models.answers import NO_INDEX_REPLY, answer_from_index, offline_answer
 from services.retrieval.relevance import (
     DEFAULT_MIN_BM25,
     DEFAULT_MIN_KEYWORD,
@@ -68,7 +68,7 @@ def test_only_relevant_passages_are_quoted_and_none_is_said_plainly() -> None:
 
 
 def test_threshold_settings_env_then_workspace_then_default(aries_home: Path) -> None:
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     workspace, _ = WorkspaceManager().create("demo")
     assert relevance_for(workspace, {}) == Relevance(DEFAULT_MIN_SCORE, DEFAULT_MIN_KEYWORD, DEFAULT_MIN_BM25)
@@ -97,7 +97,7 @@ DOCS = {
 def indexed(tmp_path: Path, aries_home: Path) -> Iterator[object]:
     from services.retrieval import RetrievalEngine
     from services.retrieval.settings import RetrievalSettings
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     docs = tmp_path / "docs"
     docs.mkdir()

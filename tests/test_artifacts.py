@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from services.artifacts import ArtifactRegistry
 from services.errors import CorruptFile, InvalidInput, NotFound
+from services.workspace.artifacts import ArtifactRegistry
 
 
 def test_add_records_metadata_and_stores_content(tmp_path: Path) -> None:

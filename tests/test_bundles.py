@@ -23,7 +23,7 @@ import zstandard
 from services.bundles.export import export_workspace
 from services.bundles.importer import import_bundle
 from services.bundles.manifest import BundleError, BundleLimits
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 
 def aries(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -111,10 +111,10 @@ def test_artifact_add_from_outside_the_roots_is_refused_and_audited_like_the_tui
     ``--policy`` that allows the folder lets it in."""
     import asyncio
 
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
     from services.conversation import Conversation
-    from services.session import Session
-    from services.workspaces import WorkspaceManager
+    from services.session.session import Session
+    from services.workspace.manager import WorkspaceManager
 
     aries("workspace", "new", "demo", home=aries_home)
     secret = tmp_path / "outside" / "id_rsa"
@@ -177,7 +177,7 @@ def test_a_closed_pipe_ends_quietly(aries_home: Path) -> None:
     (as ``head`` is once it has its line), so every write meets a closed pipe."""
     import shutil
 
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     manager = WorkspaceManager()
     template, _ = manager.create("ws0000")
@@ -250,10 +250,10 @@ def test_hostile_names_and_text_are_inert_in_every_listing(aries_home: Path, tmp
 def test_the_index_made_active_by_the_cli_is_seen_by_an_open_workspace(aries_home: Path, tmp_path: Path) -> None:
     """The TUI keeps one Workspace open while the CLI indexes beside it: it must not say
     "no index is in use" when the CLI has just made one active."""
-    from services.answers import NO_INDEX_REPLY, answer_from_index
+    from services.models.answers import NO_INDEX_REPLY, answer_from_index
     from services.retrieval import RetrievalEngine
     from services.retrieval.settings import RetrievalSettings
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     workspace, _ = WorkspaceManager().create("demo")
     engine = RetrievalEngine(workspace, RetrievalSettings.from_env({"AXIOMME_EMBEDDER": "hash"}))

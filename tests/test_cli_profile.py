@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from services.profiles.audit import switches
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.test_cli import aries
 
 

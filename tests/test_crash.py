@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from services.transcripts import read_transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import read_transcript
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 KILLS = 50

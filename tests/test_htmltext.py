@@ -1,4 +1,4 @@
-"""HTML to text: one walk (services.htmltext) behind the retrieval loaders and builtin:web:extract."""
+"""HTML to text: one walk (services.text.htmltext) behind the retrieval loaders and builtin:web:extract."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.htmltext import HtmlTooDeep, HtmlTooLarge, html_sections, html_to_text
+from services.text.htmltext import HtmlTooDeep, HtmlTooLarge, html_sections, html_to_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ PAGE = """<!doctype html><html><head><title> A  page </title><style>p { color: r
 
 
 def test_one_html_parser_in_the_services() -> None:
-    """Only services/htmltext.py subclasses html.parser.HTMLParser (the loaders and the web tool share it)."""
+    """Only services/text/htmltext.py subclasses html.parser.HTMLParser (the loaders and the web tool share it)."""
     found = []
     for path in sorted((ROOT / "services").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -31,7 +31,7 @@ def test_one_html_parser_in_the_services() -> None:
                 for b in node.bases
             ):
                 found.append(path.relative_to(ROOT).as_posix())
-    assert found == ["services/htmltext.py"]
+    assert found == ["services/text/htmltext.py"]
 
 
 def test_sections_split_at_headings_with_their_path() -> None:

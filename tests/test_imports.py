@@ -64,8 +64,8 @@ ROWS = [
             "app.cli.desktop",
             "services.desktop",
             "app.palette",
-            "services.session",
-            "services.leases",
+            "services.session.session",
+            "services.workspace.leases",
             "app.commands.serve",
             "services.web",
             *HEAVY,
@@ -76,8 +76,8 @@ ROWS = [
     ("import app.cli.serve, services.web.viewer, services.web.documents", [*HEAVY, "nh3", "markdown_it", "textual"]),
     ("import services.retrieval, services.retrieval.engine, services.retrieval.evaluation", [*HEAVY, *UI]),
     (
-        "import services.session, services.assistant, services.conversation, services.tools.gateway, "
-        "services.policy, services.audit\n"
+        "import services.session.session, services.assistant, services.conversation, services.tools.gateway, "
+        "services.policy, services.audit.log\n"
         "from services.tools.builtin import default_registry\n"
         "assert len(default_registry().list()) == 16",
         ["aiohttp", *UI],
@@ -93,9 +93,9 @@ ROWS = [
     # Start-up opens a workspace and reads its settings before the first frame: no pydantic there.
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
-        "from services.workspaces import WorkspaceManager\nws, _ = WorkspaceManager().create('w')\n"
+        "from services.workspace.manager import WorkspaceManager\nws, _ = WorkspaceManager().create('w')\n"
         "assert ws.setting('approval_mode') is None and ws.profile == 'default'\n"
-        "from services.workspaces import ephemeral_workspace\ne = ephemeral_workspace()\n"
+        "from services.workspace.manager import ephemeral_workspace\ne = ephemeral_workspace()\n"
         "assert e.setting('model') == 'offline'",
         ["pydantic", *HEAVY],
     ),
@@ -105,12 +105,12 @@ ROWS = [
     (
         "import os, tempfile\nos.environ['ARIES_HOME'] = tempfile.mkdtemp()\n"
         "os.environ['ARIES_MODEL'] = 'ollama:llama3.2'\n"
-        "from services.workspaces import WorkspaceManager\nfrom services.session import Session\n"
+        "from services.workspace.manager import WorkspaceManager\nfrom services.session.session import Session\n"
         "from services.models.config import resolve_model\n"
         "ws, _ = WorkspaceManager().create('w')\ns = Session(ws)\n"
         "assert s.policy_path is None and s.mode == 'guide' and s.model_setting() == 'offline'\n"
         "assert resolve_model(s.model_setting(), os.environ).label == 'ollama:llama3.2'\ns.close()",
-        ["pydantic", "services.retrieval", "services.answers", "services.profiles.model", *HEAVY],
+        ["pydantic", "services.retrieval", "services.models.answers", "services.profiles.model", *HEAVY],
     ),
     # … and in the TUI: the modules loaded when the header first shows the workspace.
     (
@@ -131,7 +131,7 @@ ROWS = [
         "        assert 'model ollama:llama3.2' in app.sub_title, app.sub_title\n"
         "asyncio.run(main())\n"
         "bad = sorted(m for m in seen if m.split('.')[0] in ('pydantic', 'ruamel', 'torch', 'chromadb', 'tantivy')"
-        " or m.startswith(('services.retrieval', 'services.answers', 'services.profiles.model')))\n"
+        " or m.startswith(('services.retrieval', 'services.models.answers', 'services.profiles.model')))\n"
         "assert seen and not bad, bad",
         [],
     ),

@@ -1,4 +1,4 @@
-"""What is in force (``services.inforce``): the approval mode's precedence against an independent table,
+"""What is in force (``services.session.inforce``): the approval mode's precedence against an independent table,
 for every trust state × workspace mode × profile mode × policy mode × operator override, on real
 workspaces; the trust review lists the approval mode exactly when trusting changes it; a change
 replaces the value and denies what waited only when it narrows or replaces something."""
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from services.approval_mode import MODE_NAMES, SHIPPED_MODE, ApprovalMode
-from services.inforce import InForce, Operator, resolve
+from services.session.inforce import InForce, Operator, resolve
 from services.trust.authority import quarantine
 from services.trust.records import record_import, review_authority, trust, workspace_trust
 from services.trust.review import describe
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 STATES = ("own", "untrusted", "trusted", "changed")
 LEVEL = (None, *MODE_NAMES)  # unset, or each mode
@@ -144,7 +144,7 @@ def test_a_value_replaces_another_only_when_it_narrows_or_replaces_something(wor
 
 
 def test_a_session_replaces_its_value_on_each_change(workspace: Workspace) -> None:
-    from services.session import Session
+    from services.session.session import Session
 
     with Session(workspace, interactive=False) as session:
         before = session.in_force
@@ -173,7 +173,7 @@ async def test_a_change_that_replaces_nothing_keeps_the_waiting_call(workspace: 
     waiting for approval stays; ``/policy mode`` then replaces the mode and denies it."""
     import asyncio
 
-    from services.session import Session
+    from services.session.session import Session
 
     (workspace.root / "policy.yaml").write_text(
         "version: 1\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: enabled}\n"

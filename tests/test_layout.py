@@ -1,6 +1,6 @@
 """The workspace layout has one owner, and each store owns its SQL.
 
-* ``services/workspace_paths.py`` spells every file and folder name of a workspace; the names are
+* ``services/workspace/paths.py`` spells every file and folder name of a workspace; the names are
   what Aries has always written (an upgrade keeps meaning), and no other product module spells them.
 * ``services/trust/`` and ``services/bundles/`` hold no SQL at all (each store exports its own import
   check and accessors), no module outside ``services/retrieval/`` runs SQL on an index manifest, and
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from services.workspace_paths import IndexPaths, WorkspacePaths
+from services.workspace.paths import IndexPaths, WorkspacePaths
 
 REPO = Path(__file__).resolve().parent.parent
 PRODUCT = ("services", "app", "widgets", "screens")
-OWNER = "services/workspace_paths.py"
+OWNER = "services/workspace/paths.py"
 
 LAYOUT_NAMES = (
     "workspace.yaml",
@@ -144,10 +144,10 @@ def test_every_name_is_what_aries_has_always_written(tmp_path: Path) -> None:
 
 
 def test_a_workspace_and_its_stores_use_the_layout(tmp_path: Path) -> None:
-    from services.prompt_history import FILE_NAME
+    from services.history_search.prompt_history import FILE_NAME
     from services.retrieval.store_locks import LOCKS_DIR
     from services.retrieval.store_manifest import MANIFEST
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     workspace, _ = WorkspaceManager(tmp_path).create("w")
     assert workspace.paths == WorkspacePaths(workspace.root)
@@ -232,7 +232,7 @@ def test_the_sql_scan_leaves_other_tables() -> None:
 # -- the rules ------------------------------------------------------------------------------------------
 def test_no_product_module_spells_the_layout() -> None:
     offenders = _literal_offenders()
-    assert offenders - PENDING_LITERALS == set(), "use services.workspace_paths (Workspace.paths)"
+    assert offenders - PENDING_LITERALS == set(), "use services.workspace.paths (Workspace.paths)"
     assert PENDING_LITERALS - offenders == set(), "fixed: remove it from PENDING_LITERALS"
 
 

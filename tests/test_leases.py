@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.leases import WorkspaceBusy, acquire_lease, lease_holder
-from services.workspaces import WorkspaceManager, mark_closed, mark_open, session_marker
+from services.workspace.leases import WorkspaceBusy, acquire_lease, lease_holder
+from services.workspace.manager import WorkspaceManager, mark_closed, mark_open, session_marker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from services.leases import acquire_lease
-    from services.workspaces import WorkspaceManager
+    from services.workspace.leases import acquire_lease
+    from services.workspace.manager import WorkspaceManager
     workspace, _ = WorkspaceManager().open(sys.argv[1])
     lease = acquire_lease(workspace, purpose="tui")
     print("held", flush=True)

@@ -1,7 +1,7 @@
 import pytest
 
 from services.errors import InvalidName
-from services.names import validate_name
+from services.text.names import validate_name
 
 BAD = [
     "",

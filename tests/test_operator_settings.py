@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.inforce import Operator, resolve
-from services.operator_settings import (
+from services.session.inforce import Operator, resolve
+from services.settings.operator import (
     LastingGrant,
     Notifications,
     OperatorSettings,
@@ -21,7 +21,7 @@ from services.operator_settings import (
     settings_path,
     update_settings,
 )
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,8 +74,8 @@ def test_a_corrupt_file_is_one_line_and_never_overwritten(aries_home: Path, text
 
 WRITER = """
 import sys
-from services.operator_settings import update_settings
-from services.operator_settings import LastingGrant, WorkspaceIdentity
+from services.settings.operator import update_settings
+from services.settings.operator import LastingGrant, WorkspaceIdentity
 for n in range(int(sys.argv[2])):
     grant = LastingGrant(workspace=WorkspaceIdentity(path=sys.argv[1]), tool_id=f"t{n}")
     update_settings(lambda s: s.model_copy(update={"grants": [*s.grants, grant]}))

@@ -16,7 +16,7 @@ import pytest
 from services.errors import ConfigError
 from services.plans.plan import parse_plan
 from services.policy import BoundPolicy, parse_policy
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ import pytest
 
 from services.errors import ConfigError
 from services.profiles import ProfileError, list_profiles, load_profile, parse_profile
-from services.session import Session
-from services.workspaces import Workspace, WorkspaceManager, ephemeral_workspace
+from services.session.session import Session
+from services.workspace.manager import Workspace, WorkspaceManager, ephemeral_workspace
 
 GOOD = """\
 name: mine

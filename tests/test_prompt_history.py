@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.prompt_history import FILE_NAME, PromptHistory, redact_secrets
-from services.workspaces import WorkspaceManager
+from services.history_search.prompt_history import FILE_NAME, PromptHistory, redact_secrets
+from services.workspace.manager import WorkspaceManager
 
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

@@ -14,7 +14,7 @@ from typing import Any
 
 from services.plans.runner import VOLATILE
 from services.tools.outputs import output_of
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.replay_fixture import FIXTURE, lay_out, load, page_routes, recorded_transcript
 from tests.test_plans import aries
 

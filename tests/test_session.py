@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from services.conversation import Conversation
-from services.session import SHIPPED_POLICY, Session
+from services.session.session import SHIPPED_POLICY, Session
 from services.tools.calls import ApprovalDecision
 from services.tools.session_doctor import session_doctor
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 DISABLE_FS = "version: 1\nmode: guide\nproviders: {builtin: {enabled: true}}\ntool_classes: {fs: disabled}\n"
 
@@ -86,7 +86,7 @@ async def test_closing_denies_and_records_a_waiting_call(workspace: Workspace) -
     assert "the workspace was switched" in result.error.message
     assert not (workspace.root / "a.txt").exists()
     # The audit row and the transcript event were written before the audit store closed.
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
 
     with AuditStore.for_workspace(workspace.root) as audit:
         rows = [c for c in audit.calls(limit=10) if c["tool_name"] == "builtin:fs:write_text"]
@@ -104,7 +104,7 @@ async def test_closing_cancels_and_records_a_running_call(workspace: Workspace) 
         encoding="utf-8",
     )
     session = Session(workspace, approver=lambda request: ApprovalDecision.once())
-    # a new workspace sets no approval mode: the policy file's applies (services.inforce's precedence)
+    # a new workspace sets no approval mode: the policy file's applies (services.session.inforce's precedence)
     assert session.mode == "commander"
     assert session.in_force.mode_source == f"policy file {workspace.root / 'policy.yaml'}"
     call = asyncio.create_task(session.call_tool("builtin:shell:run", {"argv": ["sleep", "30"]}))
@@ -112,7 +112,7 @@ async def test_closing_cancels_and_records_a_running_call(workspace: Workspace) 
     await session.aclose("Aries quit")
     with pytest.raises(asyncio.CancelledError):
         await call
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
 
     with AuditStore.for_workspace(workspace.root) as audit:
         rows = [c for c in audit.calls(limit=10) if c["tool_name"] == "builtin:shell:run"]

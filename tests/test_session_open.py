@@ -1,5 +1,5 @@
 """One ``Session.open()`` for every surface (issue 29, item 8): no surface builds a ``Session`` itself,
-and the surfaces differ exactly where ``services.session_open.RULES`` (and its docstring's table) says:
+and the surfaces differ exactly where ``services.session.opening.RULES`` (and its docstring's table) says:
 the audit source, who approves, the lease, creating, and the conversation opened."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from services.errors import ConfigError, InvalidInput, NotFound
-from services.leases import WorkspaceBusy, lease_holder
-from services.session import Session
-from services.session_open import RULES, Surface, close_session, open_session, take
-from services.workspaces import WorkspaceManager
+from services.session.opening import RULES, Surface, close_session, open_session, take
+from services.session.session import Session
+from services.workspace.leases import WorkspaceBusy, lease_holder
+from services.workspace.manager import WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("app", "services", "screens", "widgets")
@@ -42,7 +42,7 @@ def _name(call: ast.Call) -> str:
 
 def test_no_product_module_builds_a_session_itself() -> None:
     """``Session(…)`` appears nowhere in the product: every surface goes through ``Session.open``
-    (``services/session_open.py`` builds it from the class it is handed)."""
+    (``services/session/opening.py`` builds it from the class it is handed)."""
     offenders = [
         f"{path.relative_to(REPO)}:{call.lineno}"
         for top in PRODUCT
@@ -75,7 +75,7 @@ def test_the_rules_are_the_documented_table() -> None:
         "plan": ("plan", False, False),
         "serve": ("cli", False, False),
     }
-    import services.session_open as module
+    import services.session.opening as module
 
     doc = module.__doc__ or ""
     for surface, rules in RULES.items():  # the docstring's table has one row per surface, as the rules say
@@ -186,7 +186,7 @@ def test_a_workspace_needing_review_is_said_once_where_asked() -> None:
 
 
 def test_open_session_builds_from_the_class_it_is_given() -> None:
-    """``session_open`` never imports ``services.session`` (no import circle): ``Session.open`` hands
+    """``session_open`` never imports ``services.session.session`` (no import circle): ``Session.open`` hands
     it the class, and a subclass gets its own kind back."""
 
     class Recorded(Session):
@@ -197,8 +197,8 @@ def test_open_session_builds_from_the_class_it_is_given() -> None:
     assert type(session) is Recorded
     close_session(session)
     source = (REPO / "services" / "session_open.py").read_text(encoding="utf-8")
-    assert "services.session " not in source and "services.session\n" not in source
-    assert "from services.session import" not in source
+    assert "services.session.session " not in source and "services.session.session\n" not in source
+    assert "from services.session.session import" not in source
 
 
 def test_the_cli_needs_a_workspace_where_it_says_so() -> None:

@@ -1,4 +1,4 @@
-"""The shared staging folders (services.staging) as workspace-bundle imports use them.
+"""The shared staging folders (services.files.staging) as workspace-bundle imports use them.
 
 A ``--force`` import swaps the old workspace out and the new one in with two renames; a SIGKILL
 between them leaves the old workspace inside the staging folder. The next start must put it back,
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.staging import StagingArea
-from services.workspaces import STAGING_PREFIX, WorkspaceManager
+from services.files.staging import StagingArea
+from services.workspace.manager import STAGING_PREFIX, WorkspaceManager
 
 
 def test_a_workspace_moved_aside_by_a_killed_force_import_comes_back_at_the_next_start(tmp_path: Path) -> None:

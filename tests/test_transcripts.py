@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from services.errors import InvalidInput, NotFound
-from services.transcripts import Transcript, read_transcript
+from services.workspace.transcripts import Transcript, read_transcript
 
 
 def test_append_and_replay_without_context(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.workspace_check import check_workspace
-from services.workspaces import Workspace, WorkspaceManager
+from services.session.workspace_check import check_workspace
+from services.workspace.manager import Workspace, WorkspaceManager
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(180)

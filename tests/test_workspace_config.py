@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from services.config import env_settings
-from services.env_settings import EnvSettings
 from services.errors import ConfigError
-from services.workspaces import Workspace, WorkspaceManager
+from services.settings.config import env_settings
+from services.settings.env import EnvSettings
+from services.workspace.manager import Workspace, WorkspaceManager
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -109,7 +109,7 @@ def test_environment_settings_are_typed(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_every_workspace_setting_is_documented() -> None:
-    from services.workspace_config import RetrievalConfig, WorkspaceConfig, WorkspaceSettings
+    from services.workspace.config import RetrievalConfig, WorkspaceConfig, WorkspaceSettings
 
     for model in (WorkspaceConfig, WorkspaceSettings, RetrievalConfig):
         for name, info in model.model_fields.items():

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from services.errors import ConfigError, InvalidName, NotFound
-from services.workspaces import WorkspaceManager, ephemeral_workspace, mark_closed, mark_open, session_marker
+from services.workspace.manager import WorkspaceManager, ephemeral_workspace, mark_closed, mark_open, session_marker
 
 
 def tree(path: Path) -> list[str]:
@@ -18,7 +18,7 @@ def test_new_creates_the_layout(aries_home: Path) -> None:
     for sub in ("transcripts", "artifacts", "indexes"):
         assert (workspace.root / sub).is_dir()
     assert workspace.profile == "default"
-    # no approval mode is written: unset, the profile's or the policy file's applies (services.inforce)
+    # no approval mode is written: unset, the profile's or the policy file's applies (services.session.inforce)
     assert workspace.setting("approval_mode") is None and "approval_mode" not in workspace.meta_path.read_text()
     assert manager.list() == ["demo"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from services.errors import ConfigError
+from services.files.yamlio import MAX_YAML_NODES, load_yaml, parse_yaml_text
 from services.policy import load_policy
-from services.yamlio import MAX_YAML_NODES, load_yaml, parse_yaml_text
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,7 +7,7 @@ labels, ``demo · default · offline · guide · default policy``), and only wha
 not fit is cut, with an ellipsis.
 
 After each model request the line starts with the context meter (``ctx 1,420/2,048``, from the
-request's :class:`~services.window_budget.ContextBreakdown`): first, so that 80 columns keep it;
+request's :class:`~services.models.window_budget.ContextBreakdown`): first, so that 80 columns keep it;
 coloured as the window fills and, past 75 % of the prompt's room, with a word as well (``high``,
 ``full``), never colour alone.
 """
@@ -23,7 +23,7 @@ from textual.widgets import Header
 from widgets.safe import clean
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
 
 
 def subtitle(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from services.assistant.events import LoopEvent
     from services.conversation.events import ConversationEvent
     from services.retrieval.models import ProgressEvent
-    from services.session import Session
+    from services.session.session import Session
 
 
 @dataclass

@@ -4,7 +4,7 @@ Textual parses ``str`` as markup in ``Static``, ``Label``, ``DataTable`` cells, 
 prompts and notifications. A message containing ``[/x]`` then raises a ``MarkupError`` and takes the
 App down, and ``[link=…]`` or ``[bold red]`` changes what the operator sees. Build widgets' content
 with these helpers instead of interpolating into markup strings: the text is shown literally, and
-control, escape and bidi characters are made visible by ``services.textsafe.neutralize``.
+control, escape and bidi characters are made visible by ``services.text.textsafe.neutralize``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 from textual.content import Content
 
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 ELLIPSIS = "…"
 

@@ -49,7 +49,7 @@ from widgets.messages import (
 if TYPE_CHECKING:
     from textual.dom import DOMNode
 
-    from services.session import Session
+    from services.session.session import Session
 
 T = TypeVar("T")
 

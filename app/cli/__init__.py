@@ -9,7 +9,7 @@ The package (see docs/ARCHITECTURE.md, "The command line"):
 * :mod:`app.cli._common` — what every command shares: the one terminal writer (``out``, ``warn``,
   ``print_json``, ``print_table``: text from files, tools, models and the network is made inert),
   the error exits (``fail``: one line ``aries: <message>``, the error's exit code) and
-  ``open_session`` (every command reaches its workspace through ``services.session.Session``);
+  ``open_session`` (every command reaches its workspace through ``services.session.session.Session``);
 * one module per command (``workspace``, ``artifact``, ``rag``, ``tool`` …). None imports this
   module back.
 

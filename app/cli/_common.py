@@ -4,7 +4,7 @@ to a workspace.
 **The terminal writer.** Every command prints through this module, never with ``print``,
 ``sys.stdout.write`` or ``json.dumps`` of its own (``tests/test_cli_escapes.py`` checks both the
 source and the bytes): text that came from documents, file names, tool output, models, the network
-or transcripts is made inert on the way (``services.textsafe.neutralize``: C0/C1 controls, escape
+or transcripts is made inert on the way (``services.text.textsafe.neutralize``: C0/C1 controls, escape
 sequences and bidi controls are shown as visible escapes such as ``\\x1b`` and ``<U+202E>``).
 
 * :func:`out` — stdout, newlines and tabs kept (``single_line`` for names and one-line summaries);
@@ -24,7 +24,7 @@ which ends the command quietly with :data:`EXIT_BROKEN_PIPE`.
 for every failure (``tool``, ``desktop``) passes it.
 
 **The one way to a workspace.** :func:`open_session` opens the ``-w`` workspace (or an ephemeral
-one) as a :class:`services.session.Session`, the same core the TUI, ``ask`` and plan runs use: the
+one) as a :class:`services.session.session.Session`, the same core the TUI, ``ask`` and plan runs use: the
 workspace's policy, approval mode, profile, audit store, transcript and retrieval engine.
 """
 
@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -66,7 +66,7 @@ POLICY_HELP = (
 
 def safe(text: object, *, single_line: bool = False) -> str:
     """Untrusted text (document, file name, tool output, transcript) made inert for a terminal."""
-    from services.textsafe import neutralize
+    from services.text.textsafe import neutralize
 
     return neutralize(str(text), single_line=single_line)
 
@@ -202,8 +202,8 @@ def open_session(
     **options: Any,
 ) -> Iterator[Session]:
     """The ``-w`` workspace (``name`` when the command names it otherwise) as a non-interactive
-    :class:`~services.session.Session` of ``surface`` (``cli``, ``plan``, ``serve``: its audit
-    ``source``, see ``services.session_open.RULES``), opened by ``Session.open``; closed with its
+    :class:`~services.session.session.Session` of ``surface`` (``cli``, ``plan``, ``serve``: its audit
+    ``source``, see ``services.session.opening.RULES``), opened by ``Session.open``; closed with its
     workspace on exit.
 
     Without a workspace name: ``need`` refuses (``InvalidInput(need)``); otherwise an ephemeral
@@ -211,8 +211,8 @@ def open_session(
     need review is said once on stderr. ``options`` go to ``Session.open`` (``policy_file``, ``mode``,
     ``approver``, ``profile``, ``conversation``)."""
     from services.errors import InvalidInput
-    from services.session import Session
-    from services.session_open import Surface, close_session
+    from services.session.opening import Surface, close_session
+    from services.session.session import Session
 
     wanted = name if name is not None else getattr(args, "workspace", None)
     if not wanted:

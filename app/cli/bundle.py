@@ -80,7 +80,7 @@ def _key(given: Path | None, variable: str) -> Path | None:
 def cmd_export(args: argparse.Namespace) -> int:
     from app import __version__
     from services.bundles.export import export_workspace
-    from services.leases import acquire_lease
+    from services.workspace.leases import acquire_lease
 
     with open_session(args, name=args.name) as session:
         lease = acquire_lease(session.workspace, purpose="export")  # nothing writes the workspace meanwhile
@@ -110,7 +110,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     import os
 
     from services.bundles.importer import import_bundle, rebuild_indexes
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     report = import_bundle(
         args.bundle,

@@ -112,7 +112,7 @@ def handle_find(args: argparse.Namespace) -> int:
 
 def _logged(retriever: Any, kind: str, target: Any, run: Any) -> Any:
     """The call, as one row of the workspace's context request log."""
-    from services.audit_db import AUDIT_FILE
+    from services.audit.db import AUDIT_FILE
     from services.context.requests import log_retrieval
 
     return log_retrieval(retriever.engine.workspace.root / AUDIT_FILE, kind, target, run)

@@ -63,7 +63,7 @@ def _register_search(actions: Any) -> None:
 def _workspace(args: argparse.Namespace) -> Any:
     """The named workspace, read as it is (no repair: a live Aries may hold it)."""
     from services.errors import InvalidInput, NotFound
-    from services.workspaces import Workspace, WorkspaceManager
+    from services.workspace.manager import Workspace, WorkspaceManager
 
     name = getattr(args, "workspace", None)
     if not name:

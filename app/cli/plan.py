@@ -211,8 +211,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from services.plans.runner import replay, verify_stored
-    from services.session import Session
-    from services.session_open import Surface
+    from services.session.opening import Surface
+    from services.session.session import Session
 
     with open_session(args, surface="plan", need=NEED_WORKSPACE) as session:
         workspace = session.workspace

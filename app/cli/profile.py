@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli._common import EXIT_USAGE, fail, open_session, out, print_json, usage
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
 
 
 def register(subparsers: Any) -> None:

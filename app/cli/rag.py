@@ -515,7 +515,7 @@ def handle_last(args: argparse.Namespace) -> int:
 def handle_eval_rag(args: argparse.Namespace) -> int:
     """Metrics of bm25, dense and hybrid, with the run environment; exit 1 when the run is not ok
     (a strict-mode embedder failure, recorded as ``embedding_strict_error``, or a failed gate)."""
-    from services.atomic import atomic_write_text
+    from services.files.atomic import atomic_write_text
     from services.retrieval.eval_run import evaluate_run
     from services.retrieval.evaluation import METHODS, METRICS
     from services.retrieval.settings import RetrievalSettings

@@ -50,10 +50,10 @@ def _lines(review: Any) -> list[str]:
 
 def cmd_trust(args: argparse.Namespace) -> int:
     from services.errors import InvalidInput
-    from services.leases import acquire_lease
     from services.trust.records import review_authority, trust, workspace_trust
     from services.trust.review import review
-    from services.workspaces import WorkspaceManager
+    from services.workspace.leases import acquire_lease
+    from services.workspace.manager import WorkspaceManager
 
     workspace, _ = WorkspaceManager().open(args.name)
     state = workspace_trust(workspace.root)

@@ -1,7 +1,7 @@
 """``aries workspace new|open|list|close`` (export and import: :mod:`app.cli.bundle`).
 
 These commands manage workspaces themselves (create, check, list, clear a stale open record), so
-they use ``services.workspaces`` directly; every command that works *in* a workspace goes through
+they use ``services.workspace.manager`` directly; every command that works *in* a workspace goes through
 ``open_session``."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _report_dict(report: Any) -> dict[str, Any]:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     workspace, report = WorkspaceManager().create(args.name)
     if args.json:
@@ -97,9 +97,9 @@ def cmd_open(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """``workspace open NAME --check``: recover what is safe to, run every check, report; 1 if one fails."""
     from services.errors import AriesError
-    from services.leases import WorkspaceBusy, clear_stale, open_elsewhere
-    from services.workspace_check import check_workspace
-    from services.workspaces import WorkspaceManager, session_marker
+    from services.session.workspace_check import check_workspace
+    from services.workspace.leases import WorkspaceBusy, clear_stale, open_elsewhere
+    from services.workspace.manager import WorkspaceManager, session_marker
 
     workspace, report = WorkspaceManager().open(args.name)
     holder = open_elsewhere(workspace)
@@ -147,8 +147,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
-    from services.leases import open_elsewhere
-    from services.workspaces import Workspace, WorkspaceManager, held_lease
+    from services.workspace.leases import open_elsewhere
+    from services.workspace.manager import Workspace, WorkspaceManager, held_lease
 
     manager = WorkspaceManager()
     rows = []
@@ -188,8 +188,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    from services.leases import WorkspaceBusy, clear_stale, lease_holder, open_elsewhere
-    from services.workspaces import WorkspaceManager
+    from services.workspace.leases import WorkspaceBusy, clear_stale, lease_holder, open_elsewhere
+    from services.workspace.manager import WorkspaceManager
 
     workspace, report = WorkspaceManager().open(args.name)
     holder = open_elsewhere(workspace) or lease_holder(workspace)

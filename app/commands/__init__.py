@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from app.commands.trust import TrustController
     from app.commands.workspace import WorkspaceController
     from app.host import AppHost
-    from services.session import Session
+    from services.session.session import Session
     from widgets.command_spec import CommandRegistry, CommandSpec
 
 
@@ -94,7 +94,7 @@ class Commands:
         if kind == "profile":
             return [entry.name for entry in self.profiles.entries()]
         if kind == "conversation":  # a stored conversation's id: its transcript's name
-            from services.transcripts import SUFFIX
+            from services.workspace.transcripts import SUFFIX
 
             return [path.name.removesuffix(SUFFIX) for path in session.workspace.conversations()]
         if kind == "path":

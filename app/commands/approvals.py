@@ -12,7 +12,7 @@ from widgets.messages import StatusWaiting, call_status_key
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.session import Session
+    from services.session.session import Session
     from services.tools.calls import ApprovalDecision
 
 

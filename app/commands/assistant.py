@@ -36,18 +36,18 @@ class AssistantController:
         return self.worker is not None
 
     def operator_model(self) -> str | None:
-        """The operator's ``ARIES_MODEL``, as what is in force holds it (``services.inforce``)."""
+        """The operator's ``ARIES_MODEL``, as what is in force holds it (``services.session.inforce``)."""
         session = self.host.session
         if session is not None:
             return session.in_force.operator.model
-        from services.inforce import Operator
+        from services.session.inforce import Operator
 
         return Operator.for_session().model
 
     def model_setting(self) -> str:
         """The model in force (``InForce.model``): ``ARIES_MODEL``, else the workspace's ``model``
         setting, else the profile's default model, as a ``provider:model`` label."""
-        from services.inforce import Operator
+        from services.session.inforce import Operator
 
         session = self.host.session
         in_force = session.in_force if session is not None else None
@@ -118,7 +118,7 @@ class AssistantController:
         """The bridge's ``ask`` approval: the modal showing exactly the redacted text."""
         from screens.cloud_send import modal_approver
         from services.assistant.cloud import bridge_for
-        from services.bridge_config import BridgeConfig
+        from services.workspace.bridge_config import BridgeConfig
 
         try:
             config = bridge_for(session)
@@ -129,7 +129,7 @@ class AssistantController:
     def usage(self) -> None:
         """``/usage``: how the last request shared the window, part by part, as a transcript notice —
         the one heard in this session, else the last one recorded in the conversation."""
-        from services.window_budget import recorded
+        from services.models.window_budget import recorded
 
         session = self.host.require_session()
         breakdown = self.host.meter or recorded(session.conversation.read().entries)

@@ -172,7 +172,7 @@ class ContextController:
         session = self.host.require_session()
 
         def load() -> dict[str, Any]:
-            from services.audit_db import AUDIT_FILE
+            from services.audit.db import AUDIT_FILE
             from services.context.traces import TraceStore
 
             store = TraceStore(session.workspace.root / AUDIT_FILE)
@@ -196,7 +196,7 @@ class ContextController:
         key = f"context-{kind}"
 
         def retrieve() -> Any:
-            from services.audit_db import AUDIT_FILE
+            from services.audit.db import AUDIT_FILE
             from services.context.requests import log_retrieval
             from services.context.search import ContextRetriever
 

@@ -9,7 +9,7 @@ from app.host import run_task
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.session import Session
+    from services.session.session import Session
 
 
 class HistoryController:
@@ -20,7 +20,7 @@ class HistoryController:
         self.host.run_worker(self._replay(), group="history", exit_on_error=False)
 
     async def _replay(self) -> None:
-        from services.transcripts import summarize
+        from services.workspace.transcripts import summarize
 
         session = self.host.require_session()
         paths = session.workspace.conversations()

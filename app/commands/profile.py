@@ -16,7 +16,7 @@ from widgets.messages import SessionChanged
 if TYPE_CHECKING:
     from app.host import Host
     from services.profiles import ProfileEntry
-    from services.session import Session
+    from services.session.session import Session
 
 
 class ProfileController:

@@ -22,7 +22,7 @@ MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), 
 if TYPE_CHECKING:
     from app.host import Host
     from services.retrieval.models import IndexInfo, IngestReport, ProgressEvent
-    from services.session import Session
+    from services.session.session import Session
 
 
 class RagController:
@@ -267,7 +267,7 @@ INGEST_LINES_PER_KIND = 200
 
 def _ingest_summary(report: IngestReport, active: str | None) -> str:
     """The transcript's account of an ingest; ``active``: the index queries go to now."""
-    from services.textsafe import neutralize
+    from services.text.textsafe import neutralize
 
     state = "cancelled" if report.cancelled else "done"
     lines = [

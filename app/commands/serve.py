@@ -21,7 +21,7 @@ from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.session import Session
+    from services.session.session import Session
     from services.web.viewer import ViewerServer
 
 

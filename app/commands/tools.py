@@ -18,7 +18,7 @@ from widgets.messages import ArtifactsChanged, SessionChanged
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.session import Session
+    from services.session.session import Session
     from services.tools.results import ToolResult
 
 
@@ -113,7 +113,7 @@ class ToolController:
         return result
 
     async def _undo(self, call_id: str | None) -> ToolResult | None:
-        from services.textsafe import neutralize
+        from services.text.textsafe import neutralize
         from services.tools.undo import RESTORE_ID, undo_arguments
 
         try:

@@ -11,8 +11,8 @@ from widgets.commands import Action, Named, WorkspaceImport
 if TYPE_CHECKING:
     from app.commands.bundle import BundleController
     from app.host import AppHost
-    from services.leases import WorkspaceLease
-    from services.workspaces import Workspace, WorkspaceManager
+    from services.workspace.leases import WorkspaceLease
+    from services.workspace.manager import Workspace, WorkspaceManager
 
 
 def take_workspace(
@@ -20,12 +20,12 @@ def take_workspace(
 ) -> tuple[Workspace, list[str], WorkspaceLease | None]:
     """Open (or create) ``name`` for the TUI: ``(workspace, warnings, lease)``, or an ``AriesError``.
 
-    ``services.session_open.take`` with the TUI's rules: the workspace's lease is taken first (opening
+    ``services.session.opening.take`` with the TUI's rules: the workspace's lease is taken first (opening
     repairs temp files and torn lines, which must never happen under another live Aries); a second
     Aries on the same workspace is refused with the holder's pid; a broken ``workspace.yaml`` is one
     line here, not a traceback later. The session is then made with ``Session.open(workspace,
     surface=Surface.TUI, lease=lease)`` once the current one is closed."""
-    from services.session_open import Surface, take
+    from services.session.opening import Surface, take
 
     taken = take(name, surface=Surface.TUI, create=create, manager=manager)
     return taken.workspace, taken.warnings, taken.lease

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
 
 MAX_BYTES = 12_000
 """About 3,000 tokens: a file attached whole still leaves room in the default 8,192-token window

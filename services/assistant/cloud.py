@@ -26,8 +26,8 @@ from services.errors import AriesError
 
 if TYPE_CHECKING:
     from services.bridge import Approve, CloudReply
-    from services.bridge_config import BridgeConfig
-    from services.session import Session
+    from services.session.session import Session
+    from services.workspace.bridge_config import BridgeConfig
 
 
 @dataclass
@@ -62,7 +62,7 @@ so it never counts as more than an even chance; 0 when the cloud did not answer.
 def bridge_for(session: Session) -> BridgeConfig:
     """The bridge configuration in force: the active profile's ``cloud`` block when it has one, else
     the workspace setting ``cloud`` (a mode name, or a mapping), else off."""
-    from services.bridge_config import BridgeConfig, bridge_config
+    from services.workspace.bridge_config import BridgeConfig, bridge_config
 
     profile = session.profile()
     if profile is not None and profile.cloud is not None:

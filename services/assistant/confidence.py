@@ -1,7 +1,7 @@
 """``confidence.local``: how well the local retrieval supports an answer, in 0…1.
 
 The inputs are the passages the turn injected (those that passed the relevance threshold,
-``services.answers.Relevance``) and the answer's use of them::
+``services.models.answers.Relevance``) and the answer's use of them::
 
     strength(h) = max(dense(h), keyword(h))
         dense(h)   = clamp(dense_score, 0, 1)           if dense_score   >= min_score,   else 0

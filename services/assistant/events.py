@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from services.window_budget import ContextBreakdown
+    from services.models.window_budget import ContextBreakdown
 
 
 class Phase(StrEnum):

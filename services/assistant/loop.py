@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from services.models.toolnames import ToolNameMap
     from services.models.window import ModelWindow
     from services.profiles import ActiveProfile
-    from services.session import Session
+    from services.session.session import Session
     from services.tools.calls import Approver
     from services.tools.gateway import ToolGateway
 
@@ -418,7 +418,7 @@ class TurnLoop:
             "passages": list(fitted.left_out_handles),
             "tools": len(fitted.left_out_tools),
         }
-        if fitted.breakdown is not None:  # the one budget's account, part by part (services.window_budget)
+        if fitted.breakdown is not None:  # the one budget's account, part by part (services.models.window_budget)
             outcome.context["breakdown"] = fitted.breakdown.to_dict()
 
     def _classify(self, turn: _Turn, context: _Context, step: int, calls: list[ToolCall], finish: str) -> StepResult:
@@ -625,8 +625,8 @@ class TurnLoop:
     ) -> tuple[list[dict[str, Any]], str | None]:
         """The chunks to inject: the index in use (or the profile's), queried (audited by the engine),
         then only those that pass the relevance threshold (recorded in the same audit row)."""
-        from services.config import env_settings
         from services.retrieval.relevance import relevance_for
+        from services.settings.config import env_settings
 
         spec = profile.retrieval if profile is not None else None
         k = self.k or (spec.k if spec is not None else DEFAULT_K)

@@ -24,7 +24,7 @@ from services.assistant.text_calls import MAX_TEXT_RETRIES, TextCallError, TextC
 if TYPE_CHECKING:
     from services.models.base import ToolCall
     from services.models.toolnames import ToolNameMap
-    from services.session import Session
+    from services.session.session import Session
 
 
 def text_calls_setting(session: Session, label: str) -> bool | None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from services.models.base import ContextOverflow, ModelOptions, ModelProvider
     from services.models.tokens import Calibration
     from services.models.window import ModelWindow
-    from services.session import Session
+    from services.session.session import Session
 
 MAX_REFITS = 2  # a step is fitted again at most this often after a server's overflow error
 MIN_REFIT_WINDOW = 256

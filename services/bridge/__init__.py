@@ -1,7 +1,7 @@
 """The redacting cloud bridge: off by default; a question leaves the machine only sanitized,
 allowlisted, approved (``ask``) or below the confidence threshold (``auto``), and logged by hash.
 
-- :mod:`services.bridge_config` (beside this package, below the workspace configuration):
+- :mod:`services.workspace.bridge_config` (beside this package, below the workspace configuration):
   :class:`BridgeConfig` (the ``settings.cloud`` block)
 - :mod:`~services.bridge.sanitizer` + :mod:`~services.bridge.detectors`: redaction (detect-secrets)
 - :mod:`~services.bridge.allowlist`: generic questions only

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from services.bridge.errors import QueryRefused
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]+#\d+\]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")

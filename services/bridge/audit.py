@@ -10,7 +10,7 @@ redaction counts per kind, the outcome and how long it took.  ``status``:
     declined  ``ask`` mode and the operator (or a headless run without ``--cloud``) said no
 
 Like :mod:`services.retrieval.audit`, this module only creates and touches its own table in the
-shared file (checked on open by :mod:`services.audit_db`).
+shared file (checked on open by :mod:`services.audit.db`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import AUDIT_FILE, OwnTable
+from services.audit.db import AUDIT_FILE, OwnTable
 from services.clock import utc_now
-from services.sqlite_check import TableCheck
+from services.sqlite.check import TableCheck
 
 CLOUD_CALLS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS cloud_calls (
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS cloud_calls (
 )
 """
 IMPORT_CHECK = TableCheck(CLOUD_CALLS_SCHEMA, frozenset({("cloud_calls", "redactions")}))
-"""The table as an import of ``audit.db`` checks it (services.audit_db.check_imported)."""
+"""The table as an import of ``audit.db`` checks it (services.audit.db.check_imported)."""
 
 
 class CloudAudit(OwnTable):

@@ -36,9 +36,9 @@ from services.bridge.allowlist import check_outbound
 from services.bridge.audit import CloudAudit
 from services.bridge.errors import CloudNotConfigured, QueryRefused
 from services.bridge.sanitizer import Sanitized, sanitize
-from services.bridge_config import BridgeConfig
 from services.errors import AriesError
 from services.hashing import sha256_tagged
+from services.workspace.bridge_config import BridgeConfig
 
 Approve = Callable[[str], Awaitable[bool]]
 

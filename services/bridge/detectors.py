@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 
 Span = tuple[int, int]
 Detector = Callable[[str], Iterator[Span]]

@@ -18,10 +18,10 @@ import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
-from services.atomic import atomic_write_text
 from services.bridge.client import CloudReply
 from services.conversation import AssistantAnswer, Conversation
 from services.errors import InvalidInput
+from services.files.atomic import atomic_write_text
 
 CLOUD_INDEX = "cloud"
 CLOUD_DIR = "cloud"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from services.bridge import detectors as d
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 
 KINDS: tuple[str, ...] = (
     "private_key",

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.bundles.archive import FileEntry, Progress
+from services.archive.reader import FileEntry, Progress
+from services.archive.writer import atomic_output, walk_tree, write_archive
 from services.bundles.manifest import KIND, MANIFEST_NAME, SIGNATURE_NAME, BundleError, Manifest, mime_type
-from services.bundles.writer import atomic_output, walk_tree, write_archive
 from services.conversation.hold import HOLDS_DIR
 from services.hashing import file_sha256
-from services.workspace_paths import (
+from services.workspace.paths import (
     CACHE_DIR,
     LEASE_FILES,
     QUARANTINE_DIR,
@@ -21,7 +21,7 @@ from services.workspace_paths import (
 )
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 # What a bundle never carries: who holds the workspace, SQLite's side files (the databases are
 # checkpointed first), lock files and the temp files of interrupted writes.
@@ -53,7 +53,7 @@ def _checkpoint(root: Path) -> None:
     """Fold every SQLite write-ahead log into its database, so the ``.db`` files are whole."""
     import sqlite3
 
-    from services.sqlite_check import checkpoint
+    from services.sqlite.check import checkpoint
 
     for path in sorted(root.rglob("*")):
         if path.name.endswith("-wal") and path.is_file() and not path.is_symlink():

@@ -2,11 +2,11 @@
 
 Staging happens in ``<workspaces>/.import-<token>/`` beside the workspaces (the same filesystem, so
 the final step is one ``rename``), guarded by ``.import-<token>.lock`` that the importer holds (see
-:mod:`services.staging`). A refusal or a crash at any point leaves no workspace: the importer removes
+:mod:`services.files.staging`). A refusal or a crash at any point leaves no workspace: the importer removes
 its staging folder, and a staging folder whose lock nobody holds (its importer was killed) is removed
-by the next start (:func:`services.workspaces.clean_stale_imports`), which also puts back a workspace
+by the next start (:func:`services.workspace.manager.clean_stale_imports`), which also puts back a workspace
 that ``--force`` had moved aside when the crash came. Every member is checked by the shared reader of
-:mod:`services.bundles.archive` (the same one context packages use).
+:mod:`services.archive.reader` (the same one context packages use).
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.bundles.archive import ArchiveReader, open_archive
+from services.archive.reader import ArchiveReader, open_archive
 from services.bundles.manifest import KIND, SIGNATURE_NAME, BundleError, BundleLimits, Manifest
 from services.clock import utc_now
 from services.errors import AlreadyExists, NotFound
+from services.files.staging import StagingArea
 from services.hashing import sha256_hex
-from services.names import validate_name
-from services.staging import StagingArea
-from services.workspace_paths import QUARANTINE_DIR, WorkspacePaths
-from services.workspaces import STAGING_PREFIX, clean_stale_imports
+from services.text.names import validate_name
+from services.workspace.manager import STAGING_PREFIX, clean_stale_imports
+from services.workspace.paths import QUARANTINE_DIR, WorkspacePaths
 
 if TYPE_CHECKING:
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
 Progress = Callable[[int, int, str], None]
 _FREE_MARGIN = 64 << 20
@@ -186,8 +186,8 @@ def _refuse_reserved(manifest: Manifest) -> None:
 
 def _rename_workspace(staging: Path, name: str) -> None:
     """The imported ``workspace.yaml`` names the workspace it now is (comments kept)."""
-    from services.atomic import atomic_write_text
-    from services.yamlio import dump_yaml, load_yaml
+    from services.files.atomic import atomic_write_text
+    from services.files.yamlio import dump_yaml, load_yaml
 
     meta_file = WorkspacePaths(staging).settings
     if not meta_file.is_file():
@@ -202,8 +202,8 @@ def _move_into_place(staging: StagingArea, destination: Path, name: str) -> bool
     """One rename makes the workspace appear; an existing one (``--force``) is swapped out first."""
     if not destination.exists():
         return staging.install(destination)
-    from services.leases import acquire_lease
-    from services.workspaces import Workspace
+    from services.workspace.leases import acquire_lease
+    from services.workspace.manager import Workspace
 
     lease = acquire_lease(Workspace(destination, name), purpose="import --force")  # never under a live Aries
     try:

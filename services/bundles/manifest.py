@@ -13,13 +13,12 @@ canonical JSON, and the compression level is fixed: the same workspace exports t
 
 from __future__ import annotations
 
-import mimetypes
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
-from services.bundles import archive
-from services.bundles.archive import ArchiveKind, FileEntry
+from services.archive import reader as archive
+from services.archive.mime import mime_type
+from services.archive.reader import ArchiveKind, FileEntry
 from services.errors import AriesError
 
 FORMAT = "aries-bundle"
@@ -28,7 +27,7 @@ MANIFEST_NAME, _ = archive.FORMATS[FORMAT]
 SIGNATURE_NAME = "aries-bundle.sig"
 
 BundleLimits = archive.ArchiveLimits
-"""Caps checked while a bundle is read (see :class:`services.bundles.archive.ArchiveLimits`)."""
+"""Caps checked while a bundle is read (see :class:`services.archive.reader.ArchiveLimits`)."""
 
 __all__ = [
     "FORMAT",
@@ -105,21 +104,3 @@ class Manifest:
 def check_member_path(path: str) -> str:
     """Refuse a member path that could land outside the workspace or is not plainly relative."""
     return archive.check_member_path(path, KIND)
-
-
-_MIME = mimetypes.MimeTypes(filenames=())  # the built-in table only: the same answer on every machine
-_EXTRA_MIME = {
-    ".ndjson": "application/x-ndjson",
-    ".db": "application/vnd.sqlite3",
-    ".sqlite3": "application/vnd.sqlite3",
-    ".yaml": "application/yaml",
-    ".yml": "application/yaml",
-    ".md": "text/markdown",
-}
-
-
-def mime_type(path: str) -> str:
-    suffix = PurePosixPath(path).suffix.lower()
-    if suffix in _EXTRA_MIME:
-        return _EXTRA_MIME[suffix]
-    return _MIME.guess_type(path, strict=False)[0] or "application/octet-stream"

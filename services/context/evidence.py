@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.context.errors import ContextError, InvalidUri
 from services.context.uri import SCOPES, AxiomUri, parse_uri
+from services.files.atomic import atomic_write_text
 from services.hashing import sha256_hex
 
 if TYPE_CHECKING:

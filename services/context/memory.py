@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.atomic import atomic_write_text
 from services.context.errors import ContextError
+from services.files.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     from services.models.base import ModelProvider

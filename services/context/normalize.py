@@ -58,7 +58,7 @@ def normalize_query(text: str, *, enabled: bool = True, aliases: Mapping[str, tu
 
 def load_aliases(path: Path) -> dict[str, tuple[str, ...]]:
     """The folded alias table of ``path`` (empty when the file does not exist)."""
-    from services.yamlio import load_yaml
+    from services.files.yamlio import load_yaml
 
     if not path.is_file():
         return {}

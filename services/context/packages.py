@@ -1,6 +1,6 @@
 """Context packages: a context tree exported to one file, and imported back safely (FR-006).
 
-A package is an Aries archive (:mod:`services.bundles.archive`, the same machinery as workspace
+A package is an Aries archive (:mod:`services.archive.reader`, the same machinery as workspace
 bundles, with a format of its own)::
 
     aries-context-package.json   the manifest: format ``aries-context-package`` version 1, the label
@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from services.bundles.archive import FORMATS, ArchiveKind, ArchiveLimits, FileEntry, Progress, open_archive
-from services.bundles.archive import check_member_path as _check_path
-from services.bundles.archive import file_entries as _file_entries
-from services.bundles.manifest import mime_type
-from services.bundles.writer import atomic_output, walk_tree, write_archive
+from services.archive.mime import mime_type
+from services.archive.reader import FORMATS, ArchiveKind, ArchiveLimits, FileEntry, Progress, open_archive
+from services.archive.reader import check_member_path as _check_path
+from services.archive.reader import file_entries as _file_entries
+from services.archive.writer import atomic_output, walk_tree, write_archive
 from services.context.errors import ContextError
+from services.files.staging import StagingArea, clean_stale_staging
 from services.hashing import file_sha256
-from services.staging import StagingArea, clean_stale_staging
 
 PACKAGE_FORMAT = "aries-context-package"
 PACKAGE_FORMAT_VERSION = 1
@@ -131,7 +131,7 @@ class PackageManifest:
 
     @classmethod
     def from_bytes(cls, raw: bytes, limits: ArchiveLimits) -> PackageManifest:
-        from services.bundles.archive import load_manifest_json
+        from services.archive.reader import load_manifest_json
 
         data = load_manifest_json(raw, KIND)
         files = _file_entries(data.get("files"), limits, KIND)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from services.audit_db import CONTEXT_REQUESTS_SCHEMA, open_audit_db
+from services.audit.db import CONTEXT_REQUESTS_SCHEMA, open_audit_db
 from services.clock import utc_now
 
 

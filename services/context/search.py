@@ -56,7 +56,7 @@ from services.context.settings import ContextSettings
 from services.context.traces import Budget, Trace, TraceStore
 from services.context.uri import CORE_SCOPES, AxiomUri, parse_uri
 from services.errors import InvalidInput
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 __all__ = ["ContextRetriever"]
 
@@ -94,7 +94,7 @@ class ContextRetriever:
     ) -> None:
         from pathlib import Path
 
-        from services.audit_db import AUDIT_FILE
+        from services.audit.db import AUDIT_FILE
 
         self.tree = tree
         self.engine = engine

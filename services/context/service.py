@@ -4,7 +4,7 @@
 "context")``.  Every surface (CLI, TUI, tools) goes through it:
 
 * The tool session (URL fetches) is ``session=`` or, made on first use and closed with the service,
-  ``session_factory()`` (the CLI passes one; this package cannot import :mod:`services.session`).
+  ``session_factory()`` (the CLI passes one; this package cannot import :mod:`services.session.session`).
 * :meth:`ContextService.add` stages a local file/folder or a fetched URL under ``axiom://temp``
   (:mod:`services.context.ingest`), moves it into place with one rename
   (:meth:`ContextTree.finalize`) only when it is complete, and enqueues a ``tiers`` and an ``index``
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from services.audit_db import AUDIT_FILE
+from services.audit.db import AUDIT_FILE
 from services.context.errors import ResourceNotFound, WrongKind
 from services.context.ingest import (
     AddReport,
@@ -56,20 +56,20 @@ from services.context.settings import ContextSettings
 from services.context.tiers import ABSTRACT, OVERVIEW, synthesize_tiers
 from services.context.tree import ContextTree, Entry
 from services.context.uri import AxiomUri
-from services.crashpoints import crash_point
-from services.workspace_paths import WorkspacePaths
+from services.files.crashpoints import crash_point
+from services.workspace.paths import WorkspacePaths
 
 if TYPE_CHECKING:
     from services.context.packages import PackageReport
     from services.context.session_commit import CommitReport
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 Indexer = Callable[[ContextTree], object]
 
 
 class ToolSession(Protocol):
-    """What this service needs of a :class:`services.session.Session`: its engine, its governed tool
-    calls (a URL fetch), and closing.  A protocol, because ``services.session`` imports this package."""
+    """What this service needs of a :class:`services.session.session.Session`: its engine, its governed tool
+    calls (a URL fetch), and closing.  A protocol, because ``services.session.session`` imports this package."""
 
     def engine(self) -> Any: ...
 
@@ -166,7 +166,7 @@ class ContextService:
         if self._session is not None:
             return self._session
         if self._own_session is None:
-            # Made by the caller: services.session imports this package (the context tools), so
+            # Made by the caller: services.session.session imports this package (the context tools), so
             # this one may not import it back (import-linter: no cycles between sibling packages).
             if self._session_factory is None:
                 raise IngestError("adding a URL needs a tool session (the policy decides the fetch); none was given")

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, remove_stale_temp_files
 from services.context.errors import ContextError
 from services.context.memory import check_memory_files, write_memories
 from services.context.memory_types import CATEGORIES, MEMORY_DIR, SCOPES, Memory, SessionMessage
-from services.crashpoints import crash_point
+from services.files.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, remove_stale_temp_files
+from services.files.crashpoints import crash_point
 from services.hashing import sha256_hex
 
 META = "meta.json"

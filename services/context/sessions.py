@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.atomic import atomic_write_text, fsync_dir
 from services.clock import utc_now
 from services.context import session_commit as _commit
 from services.context.errors import ContextError
@@ -45,7 +44,8 @@ from services.context.session_commit import (
     tail_index,
 )
 from services.errors import InvalidName
-from services.names import validate_name
+from services.files.atomic import atomic_write_text, fsync_dir
+from services.text.names import validate_name
 
 ROLES = ("user", "assistant", "tool", "system")
 MAX_CONTENT_CHARS = 1_000_000
@@ -83,7 +83,7 @@ class MessageTooLarge(InvalidMessage):
 
 
 def validate_session_id(session_id: str) -> str:
-    """A session id: a safe single name (``services.names`` rules) of ASCII letters, digits, ``._-``."""
+    """A session id: a safe single name (``services.text.names`` rules) of ASCII letters, digits, ``._-``."""
     try:
         validate_name(session_id, "session")
     except InvalidName as exc:

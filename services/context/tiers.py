@@ -24,7 +24,7 @@ Caps (tiers stay small whatever the folder holds): :data:`PREFIX_BYTES` read per
 :data:`MAX_ENTRIES` entries described per overview (the rest are counted), titles cut at
 :data:`MAX_TITLE_CHARS`, sentences at :data:`MAX_SENTENCE_CHARS`, the abstract at
 :data:`MAX_ABSTRACT_CHARS`, :data:`SENTENCES_PER_FILE` candidate sentences per file.  All text taken
-from files goes through :func:`services.textsafe.neutralize` (single line).
+from files goes through :func:`services.text.textsafe.neutralize` (single line).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from services.context.tree import ContextTree, Entry
 from services.context.uri import INTERNAL_SCOPES, AxiomUri
 from services.errors import ConfigError
 from services.hashing import sha256_hex
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 ABSTRACT = ".abstract.md"
 OVERVIEW = ".overview.md"

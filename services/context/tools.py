@@ -3,7 +3,7 @@
 The tool *specs* (ids, class ``context``, tier READ_ONLY, schemas) are in
 :mod:`services.tools.context`, so the builtin registry, the profiles and ``aries tool list`` know
 them; this module does the work, because it needs the retrieval engine and ``services.tools`` may
-not import ``services.retrieval``.  :class:`services.session.Session` builds one
+not import ``services.retrieval``.  :class:`services.session.session.Session` builds one
 :class:`ContextToolBackend` per gateway (``ToolGateway(backends={"context": …})``) on the session's
 own engine, and the gateway hands it to each call after the policy (and the profile) allowed it.
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import MISSING
 
-from services.audit_db import AUDIT_FILE
+from services.audit.db import AUDIT_FILE
 from services.context.requests import RequestLog
 from services.context.search import ContextRetriever
 from services.context.search_types import SearchFilter
@@ -30,7 +30,7 @@ from services.context.settings import ContextSettings
 from services.context.traces import Budget
 from services.context.tree import ContextTree
 from services.tools.args import ContextFindArgs, ContextSearchArgs, given
-from services.workspace_paths import WorkspacePaths
+from services.workspace.paths import WorkspacePaths
 
 if TYPE_CHECKING:
     from services.context.search_types import RetrievalResult

@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from services.audit_db import CONTEXT_TRACES_SCHEMA, OwnTable
+from services.audit.db import CONTEXT_TRACES_SCHEMA, OwnTable
 from services.clock import utc_now
 from services.context.errors import ContextError
 from services.errors import InvalidInput, NotFound

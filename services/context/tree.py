@@ -11,7 +11,7 @@ Safety:
   Writes and removals check the folder they change (the entry itself is replaced or unlinked, never
   followed);
 * every write is checked by :func:`services.context.scopes.check_write` and is atomic
-  (:func:`services.atomic.atomic_write_bytes`): a reader sees the old or the new file;
+  (:func:`services.files.atomic.atomic_write_bytes`): a reader sees the old or the new file;
 * whole resources are built in a staging folder under ``temp`` (:meth:`ContextTree.stage`) and moved
   into place with one rename (:meth:`ContextTree.finalize`), so a half-written resource is never
   visible outside ``temp``.  A staging folder is guarded by a lock file (``temp/.staging-<id>.lock``)
@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from services.atomic import atomic_write_bytes, fsync_dir, remove_stale_temp_files
 from services.context.errors import (
     DirectoryNotEmpty,
     InvalidUri,
@@ -49,6 +48,7 @@ from services.context.errors import (
 )
 from services.context.scopes import ACTORS, Actor, check_write
 from services.context.uri import SCOPES, AxiomUri
+from services.files.atomic import atomic_write_bytes, fsync_dir, remove_stale_temp_files
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.window_budget import ContextBreakdown
+from services.models.window_budget import ContextBreakdown
 
 
 @dataclass(frozen=True, kw_only=True)

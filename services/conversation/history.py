@@ -1,6 +1,6 @@
 """A workspace's conversations: list them, find one, fork one from an earlier turn.
 
-Reopening is :meth:`services.session.Session.open_conversation`: the writer reads the transcript
+Reopening is :meth:`services.session.session.Session.open_conversation`: the writer reads the transcript
 once (its turns and their dialogue), so the model sees the earlier turns (within its context
 window, see :mod:`services.assistant.context`) and new turns continue the same ids
 (``<conversation>-t<N+1>``, message ids ``<conversation>-<seq+1>``).
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput, NotFound
-from services.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
+from services.workspace.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 FIRST_PROMPT_CHARS = 200
 LAST = "last"

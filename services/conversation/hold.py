@@ -5,7 +5,7 @@ A conversation is appended to by one process at a time. The TUI holds the conver
 conversation for the duration of its turn; a second writer is refused with :class:`ConversationBusy`
 naming the holder's pid, so two histories never interleave in one file.
 
-The hold is the workspace lease's approach (``services.leases``) for one conversation: an OS file
+The hold is the workspace lease's approach (``services.workspace.leases``) for one conversation: an OS file
 lock (``filelock``, ``flock`` on POSIX) on ``transcripts/.holds/<id>.lock`` plus a holder record
 ``transcripts/.holds/<id>.json`` (pid, purpose, since) that says *who* holds it. The kernel releases
 the lock when the holder exits, however it exits, so a SIGKILLed holder never blocks a conversation:
@@ -22,9 +22,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.errors import AriesError
+from services.files.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -113,7 +113,7 @@ class ConversationHold:
 def held_elsewhere(transcripts_dir: Path, conversation_id: str) -> dict[str, Any] | None:
     """The holder record when a live process other than this one holds the conversation (no lock
     taken: a write-time check; a record left by a dead holder does not count)."""
-    from services.leases import pid_alive
+    from services.workspace.leases import pid_alive
 
     if not (Path(transcripts_dir) / HOLDS_DIR).is_dir():
         return None

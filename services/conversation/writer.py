@@ -1,7 +1,7 @@
 """The one writer of a conversation: events in, NDJSON lines out, subscribers told.
 
 ``Conversation.record(event)`` appends the event's entry to the transcript (one fsynced line,
-see ``services.transcripts``) and then calls every subscriber with that same entry and the typed
+see ``services.workspace.transcripts``) and then calls every subscriber with that same entry and the typed
 event it was written from, in the writer's thread. A subscriber that raises is dropped from nothing
 and breaks nothing: its error is kept in ``subscriber_errors`` (the record is on disk either way).
 The TUI subscribes and publishes them on the session's signals (thread-safe); headless callers
@@ -18,7 +18,7 @@ from typing import Any
 
 from services.conversation.events import ConversationEvent, Notice
 from services.conversation.hold import check_writer
-from services.transcripts import ReadResult, Transcript
+from services.workspace.transcripts import ReadResult, Transcript
 
 Subscriber = Callable[[dict[str, Any], ConversationEvent], object]
 

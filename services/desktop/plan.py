@@ -72,7 +72,7 @@ class DesktopPlan:
 
     def render(self) -> str:
         """The plan as plain text: one numbered line per step, its arguments as JSON below it."""
-        from services.textsafe import neutralize
+        from services.text.textsafe import neutralize
 
         lines = [f"Plan for: {self.request}"]
         for n, step in enumerate(self.steps, 1):

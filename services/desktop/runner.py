@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from services.desktop.plan import DesktopError, DesktopPlan, PlanStep, StepRef
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
     from services.tools.calls import Approver
     from services.tools.results import ToolResult
 
@@ -47,7 +47,7 @@ class DesktopRun:
 
     def summary(self) -> str:
         """One line per step run, and why the run stopped, as plain neutralised text."""
-        from services.textsafe import neutralize
+        from services.text.textsafe import neutralize
 
         lines = []
         for outcome in self.outcomes:

@@ -42,17 +42,17 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import atomic_write_text
 from services.errors import AriesError
+from services.files.atomic import atomic_write_text
 from services.history_search.documents import SearchDocument, documents_for
 from services.retrieval.store_locks import IndexLocks
-from services.transcripts import SUFFIX
-from services.workspace_paths import CACHE_DIR, TRANSCRIPTS_DIR
+from services.workspace.paths import CACHE_DIR, TRANSCRIPTS_DIR
+from services.workspace.transcripts import SUFFIX
 
 if TYPE_CHECKING:
     import tantivy
 
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 FORMAT = 1
 """Changes whenever the schema or what goes into a document changes: a mismatch rebuilds the index."""
@@ -272,7 +272,7 @@ class HistoryIndex:
         return True
 
     def _catch_up(self, budget_s: float | None, progress: Progress | None, cancel: threading.Event | None) -> Coverage:
-        from services.prompt_history import redact_secrets
+        from services.history_search.prompt_history import redact_secrets
 
         index = self._open()
         offsets = self._offsets() if index is not None else None

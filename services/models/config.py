@@ -64,7 +64,7 @@ def parse_spec(spec: str, where: str) -> tuple[str, str]:
         known = ", ".join(PROVIDERS)
         raise UnknownProvider(f"{where}: unknown model provider {provider!r} in {spec!r} (known: {known})")
     if provider == "offline":
-        from services.models.offline import OFFLINE_MODEL  # it brings services.answers: not at start-up
+        from services.models.offline import OFFLINE_MODEL  # it brings services.models.answers: not at start-up
 
         return provider, model or OFFLINE_MODEL
     if not model:

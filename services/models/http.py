@@ -26,7 +26,7 @@ from services.models.base import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 if TYPE_CHECKING:
     import aiohttp

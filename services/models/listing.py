@@ -16,7 +16,7 @@ from services.errors import AriesError
 from services.models.base import ModelProvider, ProviderError
 from services.models.config import ENV_OLLAMA_HOST, ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, openai_base_url
 from services.models.http import Timeouts
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 LIST_TIMEOUTS = Timeouts(connect=2.0, first_byte=5.0, idle=5.0, listing=5.0)
 

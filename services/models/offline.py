@@ -1,4 +1,4 @@
-"""The ``offline`` provider: today's extractive answer (:func:`services.answers.offline_answer`).
+"""The ``offline`` provider: today's extractive answer (:func:`services.models.answers.offline_answer`).
 
 It needs no model and no network: it answers the last user message with the retrieved passages
 (``ModelRequest.retrieved``) under their citation handles, clearly labelled.  The text is streamed
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator
 
-from services.answers import PASSAGE_CHARS, Answer, offline_answer
+from services.models.answers import PASSAGE_CHARS, Answer, offline_answer
 from services.models.base import Done, ModelEvent, ModelRequest, TextDelta, Usage
 
 OFFLINE_MODEL = "offline"

@@ -99,7 +99,7 @@ def cache_key(provider: str, url: str, model: str) -> str:
 
 
 def _cache_path() -> Path:
-    from services.config import aries_home
+    from services.settings.config import aries_home
 
     return aries_home() / "cache" / CACHE_FILE
 
@@ -128,7 +128,7 @@ def learned(key: str) -> dict[str, Any] | None:
 
 def remember(key: str, window: int, factor: float) -> None:
     """Keep what a server said (this process at once; the cache file atomically, best effort)."""
-    from services.atomic import atomic_write_text
+    from services.files.atomic import atomic_write_text
 
     entry = {"window": int(window), "factor": round(float(factor), 4)}
     with _LOCK:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from services.assistant import LoopEvent, TurnOutcome
     from services.models.base import ModelEvent, ModelProvider, ModelRequest
-    from services.session import Session
+    from services.session.session import Session
     from services.tools.calls import ApprovalDecision, ApprovalRequest
 
 EXIT_OK = 0
@@ -146,9 +146,9 @@ def open_session(
 ) -> Session:
     """``Session.open`` of the ``ask`` surface: a non-interactive session of the named workspace (an
     ephemeral one without a name), on its last conversation, a new one (``conversation=None``) or the
-    one named. Close it with ``services.session_open.close_session`` (the workspace too)."""
-    from services.session import Session
-    from services.session_open import Surface
+    one named. Close it with ``services.session.opening.close_session`` (the workspace too)."""
+    from services.session.opening import Surface
+    from services.session.session import Session
 
     return Session.open(
         workspace_name,
@@ -371,7 +371,7 @@ def run_ask(
 
     from services.assistant.loop import DEFAULT_K
     from services.models.config import make_provider, resolve_model
-    from services.session_open import close_session
+    from services.session.opening import close_session
 
     environ = dict(os.environ if env is None else env)
     approver = HeadlessApprover(check_tool_ids(approve))

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from services.errors import AriesError
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
 
 PROBE_SECONDS = 2.0
 LAST_CALLS = 10
@@ -71,8 +71,8 @@ async def model_status(setting: Any, env: Mapping[str, str]) -> tuple[dict[str, 
 
 def last_calls(session: Session, limit: int = LAST_CALLS) -> list[dict[str, Any]]:
     """The audit store's last ``limit`` tool calls, oldest first (none when it does not exist yet)."""
-    from services.audit import AuditStore
-    from services.audit_db import AUDIT_FILE
+    from services.audit.db import AUDIT_FILE
+    from services.audit.log import AuditStore
 
     if not (session.workspace.root / AUDIT_FILE).is_file():
         return []
@@ -85,7 +85,7 @@ def last_calls(session: Session, limit: int = LAST_CALLS) -> list[dict[str, Any]
 def cloud_status(session: Session, limit: int = 5) -> dict[str, Any]:
     """The bridge in force and its last ``limit`` calls (newest first)."""
     from services.assistant.cloud import bridge_for
-    from services.audit_db import AUDIT_FILE
+    from services.audit.db import AUDIT_FILE
     from services.bridge import CloudAudit
 
     workspace = session.workspace

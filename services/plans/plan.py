@@ -70,7 +70,7 @@ def resolve_tool(name: str) -> tuple[str, dict[str, str]]:
 
 
 def parse_plan(text: str, *, source: str = "<plan>", known_tools: set[str] | None = None) -> Plan:
-    from services.yamlio import line_of, parse_yaml_text
+    from services.files.yamlio import line_of, parse_yaml_text
 
     tree = parse_yaml_text(text, source=source)
     if not isinstance(tree, dict):

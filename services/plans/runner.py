@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.audit_db import AUDIT_FILE, PLAN_RUNS_SCHEMA, open_audit_db
+from services.audit.db import AUDIT_FILE, PLAN_RUNS_SCHEMA, open_audit_db
 from services.clock import utc_now
 from services.errors import AriesError, ConfigError, NotFound
 from services.hashing import content_hash
 from services.plans.plan import Plan, parse_plan
-from services.workspace_paths import POLICY_FILE
+from services.workspace.paths import POLICY_FILE
 
 if TYPE_CHECKING:
-    from services.session import Session
+    from services.session.session import Session
     from services.tools.calls import ApprovalDecision, ApprovalRequest
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 VOLATILE = frozenset({"process_id", "cleaned_up", "duration_ms", "elapsed_ms", "fetched_at", "date", "call_id"})
 
@@ -175,7 +175,7 @@ async def run_plan(
 
 def stored_run(workspace: Workspace, run_id: str) -> dict[str, Any]:
     """The run row, its plan and policy text, and its steps with their stored outputs."""
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
 
     db = _db(workspace)
     try:

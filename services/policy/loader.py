@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import MISSING
 
 from services.errors import ConfigError
+from services.files.yamlio import line_at, plain
 from services.hashing import content_hash
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
 from services.policy.model import PATH_OPS, ShellSandbox
 from services.policy.network import NetworkRules
-from services.yamlio import line_at, plain
 
 if TYPE_CHECKING:
     from services.policy.document import DenyExtensions, DenyGlob, Executables, PolicyDocument, ToolOverride
@@ -198,7 +198,7 @@ class Policy:
 
 
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
-    from services.yamlio import parse_yaml_text
+    from services.files.yamlio import parse_yaml_text
 
     tree = parse_yaml_text(text, source=source)
     if not isinstance(tree, dict):
@@ -207,7 +207,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     from services.policy.capsule import capsule_to_policy, is_capsule
 
     if is_capsule(tree):  # the capsule format, translated onto the shipped default (see its module)
-        from services.yamlio import line_of
+        from services.files.yamlio import line_of
 
         data = capsule_to_policy(tree, default_policy().data, source=source, line_of=line_of)
         tree = None

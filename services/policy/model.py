@@ -12,13 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.approval_mode import MODE_NAMES
 from services.errors import AriesError, InvalidInput
-from services.workspace_paths import INTERNAL
+from services.workspace.paths import INTERNAL
 
 MODES = MODE_NAMES  # declared in services.approval_mode
 PATH_OPS = ("read", "write", "list")
 MAX_PATH_CHARS = 4096
 MAX_COMPONENT_BYTES = 255
-WORKSPACE_INTERNAL = INTERNAL  # the workspace's own records (services.workspace_paths): no tool writes them
+WORKSPACE_INTERNAL = INTERNAL  # the workspace's own records (services.workspace.paths): no tool writes them
 
 PathOp = Literal["read", "write", "list"]
 Action = Literal["allow", "deny", "confirm"]

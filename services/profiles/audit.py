@@ -1,7 +1,7 @@
 """The ``profile_switches`` table of ``<workspace>/audit.db``: one row per profile switch.
 
 The database is shared with the tool audit and the retrieval audit; like ``services.retrieval.audit``
-this module only creates and touches its own table (after the checks of :mod:`services.audit_db`).
+this module only creates and touches its own table (after the checks of :mod:`services.audit.db`).
 A switch is rare, so each write opens and closes its own connection.
 """
 
@@ -11,13 +11,13 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.audit_db import AUDIT_FILE, describe_sqlite_error, open_audit_db
+from services.audit.db import AUDIT_FILE, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
-from services.sqlite_check import TableCheck
+from services.sqlite.check import TableCheck
 
 if TYPE_CHECKING:
     from services.profiles.loader import ActiveProfile
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 PROFILE_SWITCHES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS profile_switches (
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS profile_switches (
 )
 """
 IMPORT_CHECK = TableCheck(PROFILE_SWITCHES_SCHEMA, frozenset({("profile_switches", "tools")}))
-"""The table as an import of ``audit.db`` checks it (services.audit_db.check_imported)."""
+"""The table as an import of ``audit.db`` checks it (services.audit.db.check_imported)."""
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import ConfigError, InvalidName
-from services.names import validate_name
-from services.workspace_paths import PROFILES_DIR
+from services.text.names import validate_name
+from services.workspace.paths import PROFILES_DIR
 
 if TYPE_CHECKING:
-    from services.bridge_config import BridgeConfig
     from services.profiles.model import ModelSpec, RetrievalSpec
+    from services.workspace.bridge_config import BridgeConfig
 
 DEFAULT_PROFILE = "default"
 WORKSPACE_PROFILES = PROFILES_DIR  # <workspace>/profiles/NAME.yaml
@@ -138,7 +138,7 @@ def load_profile_file(path: Path, *, origin: str = "workspace") -> ActiveProfile
 
 
 def _fail(source: str, tree: Any, loc: Sequence[Any], reason: str) -> ProfileError:
-    from services.yamlio import line_at
+    from services.files.yamlio import line_at
 
     line = line_at(tree, list(loc)) if tree is not None else None
     field_name = ".".join(str(p) for p in loc) or "(top level)"
@@ -172,8 +172,8 @@ def parse_profile(
     """Parse and check one profile document; ProfileError with file:line: field: reason."""
     from pydantic import ValidationError
 
+    from services.files.yamlio import parse_yaml_text, plain
     from services.profiles.model import Profile
-    from services.yamlio import parse_yaml_text, plain
 
     try:
         tree = parse_yaml_text(text, source=source)

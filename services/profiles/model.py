@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.approval_mode import ApprovalMode
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 
 
 class ToolsSpec(BaseModel):
@@ -30,7 +30,7 @@ class ToolsSpec(BaseModel):
     """A policy file this profile binds (relative to the profile file); null: the workspace's."""
     mode: ApprovalMode | None = None
     """The approval mode under this profile (below the operator's choice and the workspace's
-    ``approval_mode``, above the policy file's: ``services.inforce``); null: the policy file's."""
+    ``approval_mode``, above the policy file's: ``services.session.inforce``); null: the policy file's."""
 
 
 class RetrievalSpec(BaseModel):

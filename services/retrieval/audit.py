@@ -21,8 +21,8 @@ by time like the AUTOINCREMENT ids before them, and distinct between processes.
 The database file is shared with other services (tool calls, plan runs), so this module
 only ever creates and touches its own table.  WAL mode lets readers (``/rag last`` in the
 TUI, the CLI) run while another process writes.  Opening runs the checks of
-:mod:`services.audit_db` (integrity, schema version); every SQLite failure is one
-:class:`~services.audit_db.AuditStoreError` line.  Where the workspace cannot be written (a
+:mod:`services.audit.db` (integrity, schema version); every SQLite failure is one
+:class:`~services.audit.db.AuditStoreError` line.  Where the workspace cannot be written (a
 read-only file system, ``chmod a-w``) it is opened read-only: the entries are read, none is
 written (:meth:`RetrievalAudit.unwritable` says why; the engine answers the query unaudited).
 """
@@ -40,12 +40,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import AuditStoreError, OwnTable, describe_sqlite_error, open_audit_db
+from services.audit.db import AuditStoreError, OwnTable, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
 from services.retrieval.models import RetrievalRecord
 from services.retrieval.readonly import why_unwritable
-from services.sqlite_check import TableCheck
-from services.sqlite_readonly import writable
+from services.sqlite.check import TableCheck
+from services.sqlite.readonly import writable
 
 FLUSH_INTERVAL_S = 0.25
 """A recorded retrieval is committed within this long (the most a crash of the machine may lose)."""
@@ -149,7 +149,7 @@ CREATE TABLE IF NOT EXISTS retrievals (
 )
 """
 IMPORT_CHECK = TableCheck(RETRIEVALS_SCHEMA, frozenset({("retrievals", "params"), ("retrievals", "results")}))
-"""The table as an import of ``audit.db`` checks it (services.audit_db.check_imported)."""
+"""The table as an import of ``audit.db`` checks it (services.audit.db.check_imported)."""
 
 
 class RetrievalAudit(OwnTable):
@@ -328,7 +328,7 @@ class RetrievalAudit(OwnTable):
     def record_threshold(self, audit_id: int, threshold: dict[str, Any]) -> None:
         """Add the relevance threshold an answer applied to entry ``audit_id`` (``params.threshold``).
 
-        ``threshold`` is what :meth:`services.answers.Relevance.to_dict` gives: the limits and
+        ``threshold`` is what :meth:`services.models.answers.Relevance.to_dict` gives: the limits and
         the handles that passed them.
         """
         with self._cond:

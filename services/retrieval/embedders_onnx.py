@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import atomic_write_text, fsync_dir
+from services.files.atomic import atomic_write_text, fsync_dir
 from services.hashing import sha256_hex
 from services.retrieval.errors import EmbedderError, OnnxExportError
 
@@ -107,7 +107,7 @@ def cache_key(version: str | None = None) -> str:
 
 
 def default_cache_root() -> Path:
-    from services.config import aries_home
+    from services.settings.config import aries_home
 
     return aries_home() / "cache" / "onnx"
 

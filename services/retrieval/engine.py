@@ -23,9 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Self
 
-from services.audit_db import AUDIT_FILE, AuditStoreError
+from services.audit.db import AUDIT_FILE, AuditStoreError
 from services.errors import InvalidInput, InvalidName
-from services.names import validate_name
 from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
 from services.retrieval.cut import cut, keyword_screen, live_reader
@@ -42,9 +41,10 @@ from services.retrieval.settings import RetrievalSettings
 from services.retrieval.store import IndexStore
 from services.retrieval.store_check import Consistency
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
+from services.text.names import validate_name
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 DenseAnswer = tuple[list[tuple[str, float]], list[str]]
 """Dense hits (chunk id, similarity) and the warnings of a keyword-only answer."""

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.errors import AriesError, InvalidInput, InvalidName
-from services.names import validate_name
 from services.retrieval.embedders import Embedder
 from services.retrieval.engine_spaces import SPACE_KEYS, VectorSpaces
 from services.retrieval.errors import IndexBusy, IndexNotFound, IndexStorageError, IngestError
@@ -27,9 +26,10 @@ from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, IndexLocks, Wai
 from services.retrieval.store_manifest import MANIFEST, read_index_info
 from services.retrieval.store_vectors import VectorHealth
 from services.retrieval.store_writer import recover
+from services.text.names import validate_name
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 ProgressCallback = Callable[[ProgressEvent], None]
 MAX_K = 1000

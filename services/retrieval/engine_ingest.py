@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from services.clock import format_ts
 from services.errors import NotFound
 from services.hashing import sha256_hex
-from services.names import validate_name
 from services.retrieval.chunking import ChunkConfig, chunk_document, default_counter
 from services.retrieval.engine_indexes import Indexes, ProgressCallback, derive_index_name, file_issue
 from services.retrieval.errors import (
@@ -42,6 +41,7 @@ from services.retrieval.models import Document, FileIssue, IngestReport, Progres
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S, WaitCancelled
 from services.retrieval.store_manifest import FileRecord
 from services.retrieval.store_writer import writing
+from services.text.names import validate_name
 
 if TYPE_CHECKING:
     from services.retrieval.embedders import Embedder

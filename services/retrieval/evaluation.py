@@ -383,7 +383,7 @@ class ExactDense:
 
 
 def default_cache_dir() -> Path:
-    from services.config import aries_home
+    from services.settings.config import aries_home
 
     return aries_home() / "cache" / "eval"
 

@@ -1,14 +1,14 @@
 """The HTML / XHTML loader: visible text split by headings (also used for EPUB chapters), through
-:mod:`services.htmltext`; its bounds become the loader's typed errors."""
+:mod:`services.text.htmltext`; its bounds become the loader's typed errors."""
 
 from __future__ import annotations
 
-from services.htmltext import HtmlTooDeep, HtmlTooLarge
-from services.htmltext import html_sections as _html_sections
 from services.retrieval.errors import FileTooLarge, NestingTooDeep
 from services.retrieval.loaders_text import clean_title, decode_text, join_segments
 from services.retrieval.models import Document
 from services.retrieval.settings import LoaderLimits
+from services.text.htmltext import HtmlTooDeep, HtmlTooLarge
+from services.text.htmltext import html_sections as _html_sections
 
 
 def html_sections(

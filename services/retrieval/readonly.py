@@ -6,7 +6,7 @@ What each part does there (see :mod:`services.retrieval.store`):
 * the store lock (:mod:`services.retrieval.store_locks`): a reader whose lock file cannot be
   created or opened because of this takes no lock (nobody can write there either); a lock
   file that exists is opened read-only and locked as usual (``flock`` needs no write access);
-* the manifest (SQLite, WAL) is opened read-only by :func:`services.sqlite_readonly.connect_readonly`;
+* the manifest (SQLite, WAL) is opened read-only by :func:`services.sqlite.readonly.connect_readonly`;
 * Tantivy takes a lock file to open its index: when it cannot, the keyword index is rebuilt
   in memory from the manifest (same chunks, so the same BM25 answers);
 * the embedded Chroma store writes to its own SQLite file when it opens, so it does not open:
@@ -15,7 +15,7 @@ What each part does there (see :mod:`services.retrieval.store`):
   and the first such query of an engine says so (see :mod:`services.retrieval.engine`).
 
 Any other error is never swallowed: these fallbacks apply only when the folder is not
-writable (:func:`services.sqlite_readonly.writable`).
+writable (:func:`services.sqlite.readonly.writable`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from services.retrieval.errors import IndexStorageError
 from services.retrieval.faults import DENIED, READ_ONLY, diagnose, storage_error
-from services.sqlite_readonly import writable
+from services.sqlite.readonly import writable
 
 FOLDER_NOT_WRITABLE = "its folder cannot be written (permission denied)"
 

@@ -1,6 +1,6 @@
 """The relevance threshold: which retrieved passages count as relevant to a question.
 
-Used by the offline answer (:mod:`services.answers`), the turn loop (what is injected) and
+Used by the offline answer (:mod:`services.models.answers`), the turn loop (what is injected) and
 ``confidence.local``; the engine ranks the passages that pass it first before it cuts at ``k``
 (:mod:`services.retrieval.cut`) and records the threshold in force with every query
 (``params.threshold`` of the retrieval audit row).
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 DEFAULT_MIN_SCORE = 0.30
 """Minimum dense (cosine) similarity for a passage to count as relevant."""
@@ -122,7 +122,7 @@ def relevance_for(workspace: Workspace | None = None, environ: Mapping[str, str]
 
     A bad value raises :class:`~services.errors.ConfigError` naming the variable or file:line.
     """
-    from services.config import env_settings
+    from services.settings.config import env_settings
 
     min_score: float | None = env_settings(environ).min_score
     min_keyword: float | None = None

@@ -85,7 +85,7 @@ from services.retrieval.store_manifest import (
     open_manifest,
 )
 from services.retrieval.store_vectors import OK, VectorHealth, check_vectors, dense_search, open_chroma, unopenable
-from services.sqlite_readonly import writable
+from services.sqlite.readonly import writable
 
 if TYPE_CHECKING:
     import tantivy

@@ -25,13 +25,13 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import fsync_dir
+from services.files.atomic import fsync_dir
 from services.retrieval.ingest import Cancelled, embed_chunks
 from services.retrieval.models import Chunk
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.retrieval.store_vectors import CHROMA_BATCH, open_chroma
 from services.retrieval.store_writer import recover, writing
-from services.workspace_paths import CHROMA_DIR
+from services.workspace.paths import CHROMA_DIR
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.retrieval.models import Chunk
-from services.workspace_paths import TANTIVY_DIR
+from services.workspace.paths import TANTIVY_DIR
 
 if TYPE_CHECKING:
     import tantivy

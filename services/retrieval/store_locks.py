@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import atomic_write_text
 from services.clock import utc_now
+from services.files.atomic import atomic_write_text
 from services.retrieval.errors import IndexBusy
-from services.workspace_paths import INDEX_LOCKS_DIR
+from services.workspace.paths import INDEX_LOCKS_DIR
 
 if TYPE_CHECKING:
     from filelock import FileLock

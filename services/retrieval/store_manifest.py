@@ -18,8 +18,8 @@ from typing import Any
 
 from services.clock import utc_now
 from services.retrieval.models import Chunk
-from services.sqlite_check import StoreRefused, TableCheck, check_sqlite
-from services.workspace_paths import MANIFEST_FILE
+from services.sqlite.check import StoreRefused, TableCheck, check_sqlite
+from services.workspace.paths import MANIFEST_FILE
 
 SCHEMA_VERSION = 2
 """2 added ``failures``; a version-1 manifest is migrated when it is opened (the table is created)."""
@@ -273,7 +273,7 @@ class Manifest:
 
 def read_index_info(directory: Path) -> dict[str, Any] | None:
     """Meta, roots and counts of the index in ``directory``, read without opening Tantivy or Chroma."""
-    from services.sqlite_readonly import UnreadableWal, connect_readonly
+    from services.sqlite.readonly import UnreadableWal, connect_readonly
 
     path = Path(directory) / MANIFEST
     if not path.is_file():
@@ -313,7 +313,7 @@ def open_manifest(path: Path, name: str, *, read_only: bool) -> sqlite3.Connecti
         return db
     from services.retrieval.errors import IndexStorageError
     from services.retrieval.readonly import why_unwritable
-    from services.sqlite_readonly import UnreadableWal, connect_readonly
+    from services.sqlite.readonly import UnreadableWal, connect_readonly
 
     try:
         return connect_readonly(path, timeout=30)
@@ -371,7 +371,7 @@ def initial_meta(name: str, chroma_url: str | None) -> dict[str, object]:
 
 def create_manifest(directory: Path, name: str, chroma_url: str | None) -> None:
     """Build a new index's manifest in a temporary folder and rename it into place (atomic)."""
-    from services.atomic import fsync_dir
+    from services.files.atomic import fsync_dir
 
     parent = directory.parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -411,7 +411,7 @@ IMPORT_CHECK = TableCheck(SCHEMA, frozenset({("meta", "value")}))
 
 
 def check_imported(path: Path, rel: str) -> None:
-    """Refuse (:class:`~services.sqlite_check.StoreRefused`, naming ``rel``) a manifest that arrived in
+    """Refuse (:class:`~services.sqlite.check.StoreRefused`, naming ``rel``) a manifest that arrived in
     a bundle unless it is what Aries writes: a whole SQLite database without triggers or views, the
     tables and column types of :data:`SCHEMA`, and a schema version this Aries reads."""
     check_sqlite(path, rel, [IMPORT_CHECK], required=REQUIRED_TABLES)

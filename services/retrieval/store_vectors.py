@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from services.retrieval.errors import IndexCorrupt, VectorStoreUnavailable
 from services.retrieval.settings import parse_chroma_url
-from services.workspace_paths import CHROMA_DIR
+from services.workspace.paths import CHROMA_DIR
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

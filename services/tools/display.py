@@ -3,7 +3,7 @@
 ``result_text(result)`` (also ``ToolResult.display_text()``) is what the TUI, the CLI and the model
 adapter show or send: the text a tool produced (file text, command output, a fetched page's preview,
 extracted text), a listing or match list one entry per line, a patch summary, or the typed error with
-its rule.  Everything goes through ``services.textsafe.neutralize``: an escape sequence, a bidi
+its rule.  Everything goes through ``services.text.textsafe.neutralize``: an escape sequence, a bidi
 control or a NUL byte in a file, in command output or on a web page is shown as a visible escape
 (``\\x1b``, ``<U+202E>``) and never reaches the terminal or the model raw.  Names (paths, titles, URLs)
 are neutralised as single lines, so a newline in a file name cannot forge a line of output.
@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 
 class _Error(Protocol):

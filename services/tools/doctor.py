@@ -118,7 +118,7 @@ def mcp_checks(policy: Policy, gateway: Callable[[], Any]) -> list[Check]:
     ``gateway`` returns the session's gateway; it is only asked for when MCP is enabled.
     """
     from services.policy.mcp import mcp_settings
-    from services.textsafe import neutralize
+    from services.text.textsafe import neutralize
 
     settings = mcp_settings(policy.data)
     if not settings.enabled:
@@ -142,7 +142,7 @@ def mcp_checks(policy: Policy, gateway: Callable[[], Any]) -> list[Check]:
 def _end_to_end(policy: Policy) -> Check:
     from services.policy import parse_policy
     from services.tools.gateway import ToolGateway
-    from services.workspaces import ephemeral_workspace
+    from services.workspace.manager import ephemeral_workspace
 
     workspace = ephemeral_workspace()
     try:

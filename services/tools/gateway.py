@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.errors import InvalidInput
 from services.policy import BoundPolicy, Policy, PolicyDecision, default_policy
 from services.tools.calls import Approver, ToolCallRequest, new_id
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from services.conversation import Conversation
     from services.tools.mcp_client import McpHub
     from services.tools.processes import ProcessManager
-    from services.transcripts import Transcript
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
+    from services.workspace.transcripts import Transcript
 
     Recorder = Conversation | Transcript
 

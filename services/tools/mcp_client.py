@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from services.policy.mcp import McpServerConfig, McpSettings
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 from services.tools.mcp_procs import new_group_leader, process_alive, resolve_command
 from services.tools.results import ToolInternalError, ToolTimeout
 

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from services.policy.mcp import McpServerConfig, tool_tier
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 from services.tools.mcp_client import McpHub, McpServerError
 from services.tools.registry import ToolContext, ToolSpec, guard_impl
 from services.tools.results import ToolOutput

@@ -44,12 +44,12 @@ from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, issue_c
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
 
 if TYPE_CHECKING:
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
     from services.conversation import Conversation
     from services.policy import BoundPolicy
     from services.tools.processes import ProcessManager
-    from services.transcripts import Transcript
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
+    from services.workspace.transcripts import Transcript
 
     Recorder = Conversation | Transcript
 

@@ -14,7 +14,7 @@ from services.tools.results import ToolResult
 
 if TYPE_CHECKING:
     from services.conversation import Conversation
-    from services.transcripts import Transcript
+    from services.workspace.transcripts import Transcript
 
     Recorder = Conversation | Transcript
 

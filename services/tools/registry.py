@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from services.errors import InvalidInput, NotFound
 from services.policy import Resource, RiskTier
 from services.policy.model import ToolPermissionDenied
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from pydantic import BaseModel
 
     from services.policy import BoundPolicy, Limits, PathGuard
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 _T = TypeVar("_T")
 

@@ -12,7 +12,7 @@ deadline, e.g. ``limits.tool_timeout_s``, never a measured wall-clock time).
 
 ``data`` stays byte-faithful (it is what the audit store keeps); what a terminal shows or a model
 is sent is ``ToolResult.display_text()``: one plain-text rendering, passed through
-``services.textsafe.neutralize``, that the TUI, the CLI and the model adapter all use.
+``services.text.textsafe.neutralize``, that the TUI, the CLI and the model adapter all use.
 """
 
 from __future__ import annotations

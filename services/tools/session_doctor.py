@@ -1,6 +1,6 @@
 """The self-check of one session (``aries tool doctor``, ``/doctor``): the tool runtime against the
 policy in force, its MCP servers and one check per index of the workspace. Functions over a
-:class:`~services.session.Session` (they read it, never change what is in force)."""
+:class:`~services.session.session.Session` (they read it, never change what is in force)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class _Indexes(Protocol):
 
 
 class Session(Protocol):
-    """What the doctor reads of a ``services.session.Session`` (a protocol: ``services.tools`` does not
+    """What the doctor reads of a ``services.session.session.Session`` (a protocol: ``services.tools`` does not
     import the session, which imports retrieval)."""
 
     @property

@@ -24,9 +24,9 @@ from services.errors import InvalidInput
 from services.hashing import sha256_hex
 
 if TYPE_CHECKING:
-    from services.artifacts import Artifact
     from services.policy import ResolvedPath
     from services.tools.registry import ToolContext
+    from services.workspace.artifacts import Artifact
 
 __all__ = ["before_write", "link", "store", "store_change", "unified_diff"]
 

@@ -32,7 +32,7 @@ from services.tools.results import ToolOutput
 from services.tools.schemas import FS_RESTORE_OUT
 
 if TYPE_CHECKING:
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
     from services.policy import ResolvedPath
 
 TOOLS: list[ToolSpec] = []
@@ -124,7 +124,7 @@ def _plan(ctx: ToolContext, args: FsRestoreArgs) -> tuple[Plan, list[str], str]:
     diffs of the files that changed since the call (empty: the restore may go ahead)."""
     if ctx.workspace is None:
         raise InvalidInput("undo needs a workspace (the snapshots live there)")
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
 
     call_id = args.call_id
     with AuditStore.for_workspace(ctx.workspace.root) as audit:

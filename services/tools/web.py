@@ -7,7 +7,7 @@ deadline for connect, headers and body of every hop, ``ctx.cancel`` honoured (th
 aborted and its connection closed), and typed failures (``NetworkError``, ``Timeout``).  Bodies are
 capped (``truncated``) and stored as artifacts with their provenance; the citation handle is
 ``web:<artifact id>``.  A fetch or search that is cancelled or times out stores nothing.
-``extract`` turns a stored HTML artifact into text deterministically (``services.htmltext``) and
+``extract`` turns a stored HTML artifact into text deterministically (``services.text.htmltext``) and
 touches no network (READ_ONLY).
 """
 
@@ -23,9 +23,9 @@ from pydantic import MISSING
 
 from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
-from services.htmltext import html_to_text
 from services.policy import Resource, RiskTier, SearchEndpointUse, UrlUse
 from services.policy.model import PolicyDenied
+from services.text.htmltext import html_to_text
 from services.tools import schemas, snapshots
 from services.tools.args import WebExtractArgs, WebFetchArgs, WebSearchArgs, given
 from services.tools.outputs import WebExtractOutput, WebFetchOutput, WebRedirect, WebSearchOutput, WebSearchResult
@@ -34,7 +34,7 @@ from services.tools.results import ToolInternalError, ToolOutput, ToolTimeout
 from services.tools.webclient import http_get
 
 if TYPE_CHECKING:
-    from services.artifacts import Artifact
+    from services.workspace.artifacts import Artifact
 
 TOOLS: list[ToolSpec] = []
 _PREVIEW_CHARS = 2000

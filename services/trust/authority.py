@@ -30,7 +30,7 @@ from typing import Any
 
 from services.errors import ConfigError
 from services.hashing import sha256_hex
-from services.workspace_paths import (
+from services.workspace.paths import (
     AUDIT_FILE,
     INDEXES_DIR,
     MANIFEST_FILE,
@@ -39,7 +39,7 @@ from services.workspace_paths import (
     WORKSPACE_FILE,
     WorkspacePaths,
 )
-from services.workspace_paths import QUARANTINE_DIR as QUARANTINE_DIR  # authority waiting for review
+from services.workspace.paths import QUARANTINE_DIR as QUARANTINE_DIR  # authority waiting for review
 
 WHOLE_META = f"{WORKSPACE_FILE}.whole"
 """In ``.quarantine/``: a ``workspace.yaml`` that could not be parsed, quarantined whole."""
@@ -109,7 +109,7 @@ class Authority:
     default_mode: str | None = None
     """``settings.approval_mode`` when it says the default (``guide``): not authority (neither
     fingerprinted nor quarantined, so workspaces that always wrote it keep their trust), yet it decides
-    the approval mode over a profile's or a policy's (``services.inforce``); the review needs it."""
+    the approval mode over a profile's or a policy's (``services.session.inforce``); the review needs it."""
 
     def empty(self) -> bool:
         return (
@@ -185,7 +185,7 @@ class Authority:
 
 # -- workspace.yaml ----------------------------------------------------------------------------
 def _plain(node: Any) -> Any:
-    from services.yamlio import plain
+    from services.files.yamlio import plain
 
     return plain(node)
 
@@ -220,7 +220,7 @@ def authority_part(meta: Any) -> dict[str, Any]:
 
 def _read_meta(root: Path) -> tuple[Any, str | None]:
     """``(parsed workspace.yaml or None, the parse error or None)``."""
-    from services.yamlio import load_yaml
+    from services.files.yamlio import load_yaml
 
     path = root / WORKSPACE_FILE
     if not path.is_file():
@@ -322,8 +322,8 @@ def quarantine(root: Path) -> Authority:
     Used on a folder nobody uses yet (an import's staging folder), after its stores were checked
     (:mod:`services.trust.stores`). Returns what was moved; nothing is left behind when nothing was.
     """
-    from services.atomic import atomic_write_text
-    from services.yamlio import write_yaml
+    from services.files.atomic import atomic_write_text
+    from services.files.yamlio import write_yaml
 
     folder = root / QUARANTINE_DIR
     folder.mkdir()
@@ -350,7 +350,7 @@ def quarantine(root: Path) -> Authority:
             moved.settings = part
             atomic_write_text(folder / WORKSPACE_FILE, json.dumps(part, indent=2, sort_keys=True, default=str) + "\n")
             write_yaml(root / WORKSPACE_FILE, _without(meta, part))
-    from services.audit_db import plan_run_ids
+    from services.audit.db import plan_run_ids
     from services.retrieval.store_manifest import take_roots
 
     for name, database in _manifests(root):
@@ -411,7 +411,7 @@ def merged(current: Authority, waiting: Authority | None) -> Authority:
 def restore(root: Path) -> None:
     """Put the quarantined authority of ``root`` back in force (the operator trusted it), piece by
     piece, each step atomic; ``.quarantine`` is removed last."""
-    from services.yamlio import write_yaml
+    from services.files.yamlio import write_yaml
 
     folder = root / QUARANTINE_DIR
     if not folder.is_dir():

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.trust.authority import QUARANTINE_DIR, Authority, in_force, merged, pending, restore
-from services.workspace_paths import POLICY_FILE, PROFILES_DIR, TRUST_DIR, WORKSPACE_FILE
+from services.workspace.paths import POLICY_FILE, PROFILES_DIR, TRUST_DIR, WORKSPACE_FILE
 
 PENDING_FINGERPRINT = "trusting"
 """Written before a trust's files move back, so a crash in between leaves ``changed``, never an
@@ -143,7 +143,7 @@ def _folder_id(workspace_root: Path) -> list[int] | None:
 def write_record(workspace_root: Path, record: TrustRecord, *, folder: Path | None = None) -> None:
     """Write ``record`` (for the folder ``folder``, default ``workspace_root``: an import writes it for
     its staging folder, which a rename then makes the workspace)."""
-    from services.atomic import atomic_write_text
+    from services.files.atomic import atomic_write_text
 
     record.folder = _folder_id(folder or workspace_root)
     path = record_path(workspace_root)

@@ -22,7 +22,7 @@ from typing import Any
 from services.approval_mode import MODE_NAMES, ApprovalMode, approval_mode
 from services.errors import ConfigError
 from services.trust.authority import WHOLE_META, Authority
-from services.workspace_paths import POLICY_FILE
+from services.workspace.paths import POLICY_FILE
 
 MAX_VALUE = 160
 
@@ -56,8 +56,8 @@ def _names(values: Any) -> list[str]:
 
 
 def _plain_yaml(text: str, source: str) -> Any:
-    from services.yamlio import parse_yaml_text
-    from services.yamlio import plain as _plain
+    from services.files.yamlio import parse_yaml_text
+    from services.files.yamlio import plain as _plain
 
     return _plain(parse_yaml_text(text, source=source))
 
@@ -272,7 +272,7 @@ def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
 
 def _mode_lines(authority: Authority) -> list[ReviewLine]:
     """The approval mode trusting puts in force, when it differs from the mode in force without the
-    workspace's settings (``services.inforce``'s table: the same precedence, the same answer)."""
+    workspace's settings (``services.session.inforce``'s table: the same precedence, the same answer)."""
     before = approval_mode(None, None, _profile_mode(authority, trusted=False), None)[0]
     after, level = approval_mode(*_mode_levels(authority))
     if after == before:
@@ -298,7 +298,7 @@ def _mode_levels(authority: Authority) -> tuple[None, ApprovalMode | None, Appro
 
 def _profile_mode(authority: Authority, *, trusted: bool) -> ApprovalMode | None:
     """The active profile's mode: the workspace's profile when ``trusted``, else the shipped profile it
-    names (or ``default``), as ``services.inforce.resolve`` chooses."""
+    names (or ``default``), as ``services.session.inforce.resolve`` chooses."""
     from services.profiles.loader import SUFFIX, parse_profile, shipped_dir
 
     name = authority.settings.get("profile") if WHOLE_META not in authority.settings else None
@@ -319,7 +319,7 @@ def _mode_or_none(value: Any) -> ApprovalMode | None:
 
 
 def _cloud_line(value: Any) -> str:
-    from services.bridge_config import bridge_config
+    from services.workspace.bridge_config import bridge_config
 
     try:
         return f"cloud bridge: {_short(bridge_config(value).describe().removeprefix('cloud: '))}"

@@ -10,7 +10,7 @@ On import (:func:`check_imported_stores`, run on the staging folder before the w
   SQLite side files (``-wal``, ``-shm``, ``-journal``) are refused: an export checkpoints the databases
   and never carries them, and SQLite would replay them into a database after it was checked. Any
   failure **refuses the import**, naming the file and the reason. Each store runs its own check
-  (``services.audit_db.check_imported`` with the tables of the stores that share ``audit.db``;
+  (``services.audit.db.check_imported`` with the tables of the stores that share ``audit.db``;
   ``services.retrieval.store_manifest.check_imported``): this module holds no SQL.
 * **Keyword (Tantivy) and vector (Chroma) stores are never read from a bundle.** They are derived from
   the manifest (which holds every chunk's text), so an imported index keeps only its checked
@@ -26,15 +26,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from services.sqlite_check import StoreRefused as StoreRefused
-from services.workspace_paths import AUDIT_FILE, SQLITE_SIDE_SUFFIXES, WorkspacePaths
+from services.sqlite.check import StoreRefused as StoreRefused
+from services.workspace.paths import AUDIT_FILE, SQLITE_SIDE_SUFFIXES, WorkspacePaths
 
 REBUILT = "its keyword and vector stores are rebuilt from its manifest (never read from a bundle)"
 
 
 def _check_audit(path: Path, rel: str) -> None:
     """``audit.db``: the tables of every store that writes one (each exports its own check)."""
-    from services.audit_db import check_imported
+    from services.audit.db import check_imported
     from services.bridge.audit import IMPORT_CHECK as CLOUD
     from services.profiles.audit import IMPORT_CHECK as SWITCHES
     from services.retrieval.audit import IMPORT_CHECK as RETRIEVALS

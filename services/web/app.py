@@ -308,7 +308,7 @@ async def _content(request: web.Request) -> str:
 
 def _save_locked(state: ViewerState, doc: Document, data: bytes, expected: str) -> dict[str, Any]:
     """On the writer thread, with ``doc`` held: etag check, atomic write, the test delay, the reindex."""
-    from services.crashpoints import crash_point
+    from services.files.crashpoints import crash_point
 
     documents = state.documents
     current = etag_of(documents.read(doc))

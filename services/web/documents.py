@@ -15,7 +15,7 @@ Kinds come from the extension: markdown (``.md``, ``.markdown``), json and yaml 
 are editable (full-document replace); jsonl, xml and txt are shown read-only; pdf, html (``.html``,
 ``.htm``) and epub are shown read-only as the text indexing extracts from them (the same loaders, in
 the loader sandbox), page by page or section by section (:meth:`DocumentSet.extracted`).  An id is checked before
-anything is opened: an index name by :func:`services.names.validate_name`, a relative path by
+anything is opened: an index name by :func:`services.text.names.validate_name`, a relative path by
 :meth:`PathGuard.check_syntax` plus no ``.``/``..``/empty/hidden names (:class:`BadDocumentId`, 400), an
 ``axiom://`` id by :func:`services.context.uri.parse_uri`; then the real path must be a regular file
 inside its root (a link out of it is :class:`DocumentNotFound`, 404).  Files are opened without
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.atomic import atomic_write_bytes
 from services.errors import AriesError
+from services.files.atomic import atomic_write_bytes
 from services.hashing import sha256_hex
 from services.web.errors import (
     BadDocumentId,
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from services.context.service import ContextService
     from services.context.uri import AxiomUri
     from services.retrieval.engine import RetrievalEngine
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 KINDS: dict[str, str] = {
     ".md": "markdown",
@@ -291,7 +291,7 @@ class DocumentSet:
         raise BadDocumentId("bad document id: expected rag/<index>/<path> or axiom://<scope>/<path>")
 
     def _resolve_rag(self, rest: str) -> Document:
-        from services.names import validate_name
+        from services.text.names import validate_name
 
         index, _, rel = rest.partition("/")
         try:
@@ -426,7 +426,7 @@ class DocumentSet:
                 self.readonly_indexes[name] = consistency.summary()
         replayed: list[str] = []
         if self.pending_dir.is_dir():
-            from services.atomic import remove_stale_temp_files
+            from services.files.atomic import remove_stale_temp_files
 
             remove_stale_temp_files(self.pending_dir)
             for marker in sorted(self.pending_dir.glob("*.json")):

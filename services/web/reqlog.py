@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from services.clock import utc_now
-from services.workspace_paths import WorkspacePaths
+from services.workspace.paths import WorkspacePaths
 
 LOG_NAME = "web.ndjson"
 

@@ -147,7 +147,7 @@ class ViewerServer:
         from services.web.app import ViewerState
         from services.web.documents import DocumentSet
         from services.web.reqlog import WebRequestLog
-        from services.workspaces import WORKSPACE_FILE
+        from services.workspace.manager import WORKSPACE_FILE
 
         root = self.workspace_path
         if not (root / WORKSPACE_FILE).is_file():
@@ -164,7 +164,7 @@ class ViewerServer:
     def _own_engine(self, root: Path) -> RetrievalEngine:
         """No engine was given: one of its own on ``root``, closed with the viewer (then its workspace)."""
         from services.retrieval import RetrievalEngine
-        from services.workspaces import Workspace
+        from services.workspace.manager import Workspace
 
         workspace = Workspace(root, root.name)
         self._closers.append(workspace.close)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from services.models.config import make_provider, resolve_model
-from services.session import Session
-from services.workspaces import Workspace, WorkspaceManager
+from services.session.session import Session
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.models.servers import ScriptedServer
 
 DOCS = {

@@ -14,9 +14,9 @@ from services.assistant.attachments import (
     describe,
     mentions,
 )
-from services.audit import AuditStore
-from services.session import Session
-from services.workspaces import Workspace
+from services.audit.log import AuditStore
+from services.session.session import Session
+from services.workspace.manager import Workspace
 
 
 def test_mentions_are_words_starting_with_at_not_addresses() -> None:

@@ -14,8 +14,8 @@ from services.assistant import ContextMeasured, LoopEvent, TurnLoop
 from services.assistant.context import ContextFitter
 from services.models.base import ToolSchema
 from services.models.tokens import REQUEST_OVERHEAD, Calibration, message_tokens, tools_tokens
-from services.session import Session
-from services.window_budget import PARTS, ContextBreakdown, Ranked, recorded, share
+from services.models.window_budget import PARTS, ContextBreakdown, Ranked, recorded, share
+from services.session.session import Session
 from tests.assistant.conftest import provider_for
 from tests.assistant.test_context_window import configure, hit, turns
 from tests.models.servers import Reply, ScriptedServer

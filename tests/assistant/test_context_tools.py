@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from services.assistant import TurnLoop
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.context.service import ContextService
-from services.session import Session
+from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest
 from services.tools.gateway import ToolGateway
 from tests.assistant.conftest import provider_for

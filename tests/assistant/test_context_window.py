@@ -24,7 +24,7 @@ from services.assistant.context import (
 from services.models.base import ChatMessage, ModelOptions, ToolSchema
 from services.models.tokens import Calibration, estimate_tokens, message_tokens, tools_tokens
 from services.models.window import CACHE_FILE, forget_all, overflow_numbers
-from services.session import Session
+from services.session.session import Session
 from tests.assistant.conftest import provider_for
 from tests.models.servers import Call, Reply, ScriptedServer
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from services.assistant import Cancelled, Done, Failed, LoopEvent, TextDelta, ToolFinished, TurnLoop
-from services.audit import AuditStore
-from services.session import Session
+from services.audit.log import AuditStore
+from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest, approve_all
 from tests.assistant.conftest import provider_for
 from tests.models.servers import Call, Reply, ScriptedServer

@@ -11,7 +11,7 @@ from services.assistant import Cancelled, LoopEvent, TextDelta, TurnLoop
 from services.assistant.events import Phase
 from services.models.offline import OfflineProvider
 from services.models.tokens import tools_tokens
-from services.session import Session
+from services.session.session import Session
 from services.tools.builtin import BuiltinProvider
 from services.tools.calls import approve_all
 from services.tools.registry import ToolRegistry

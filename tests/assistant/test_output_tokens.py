@@ -10,9 +10,9 @@ from services.assistant import TurnLoop, UsageReport
 from services.models.http import Timeouts
 from services.models.openai_compat import OpenAICompatProvider
 from services.models.tokens import estimate_tokens
-from services.session import Session
-from services.transcripts import read_transcript
-from services.workspaces import WorkspaceManager
+from services.session.session import Session
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.models.servers import Reply, ScriptedServer
 
 ANSWER = "Bergen is on the west coast of Norway, between seven mountains."

@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from services.assistant import Done, LoopEvent, SchemaInvalid, TurnLoop
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.profiles.audit import switches
-from services.session import Session
+from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest
 from tests.assistant.conftest import provider_for
 from tests.models.servers import Call, Reply, ScriptedServer

@@ -12,7 +12,7 @@ import pytest
 
 from services.assistant import TurnLoop
 from services.assistant.text_calls import FORMATS, MAX_TEXT_RETRIES
-from services.session import Session
+from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest, approve_all
 from tests.assistant.conftest import provider_for
 from tests.assistant.test_loop import audit_rows, model_messages, names, run, tool_entries

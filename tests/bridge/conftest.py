@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 from tests.models.servers import Recorded, Reply, ScriptedServer
 
 CORPUS = Path(__file__).parent / "corpus"

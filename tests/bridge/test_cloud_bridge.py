@@ -20,8 +20,8 @@ from services.bridge import (
     headless_approver,
     maybe_ask_cloud,
 )
-from services.bridge_config import BridgeConfig
 from services.hashing import sha256_tagged
+from services.workspace.bridge_config import BridgeConfig
 from tests.bridge.conftest import ENV, RecordingCloud, config_for, must_not_redact, must_redact
 
 REDACT = must_redact()

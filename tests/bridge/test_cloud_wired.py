@@ -16,7 +16,7 @@ import pytest
 
 from services.bridge import CloudAudit
 from services.pipe.request import RESPONSE_SCHEMA, AskRequest, schema_errors
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.bridge.conftest import (
     CORPUS_HOSTS,
     CORPUS_PROJECTS,
@@ -160,7 +160,7 @@ def test_a_profile_turns_the_bridge_on_and_a_bad_block_is_one_error(
 async def _corpus_turns(root: Path, questions: list[str], **flags: Any) -> list[dict[str, Any]]:
     from services.models.offline import OfflineProvider
     from services.pipe.headless import HeadlessApprover, ask
-    from services.session import Session
+    from services.session.session import Session
 
     approver = HeadlessApprover()
     responses = []

@@ -13,9 +13,9 @@ from services.conversation import Conversation
 from services.errors import ConfigError
 from services.hashing import sha256_tagged
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.transcripts import Transcript
-from services.workspace_config import validate_config
-from services.workspaces import WorkspaceManager
+from services.workspace.config import validate_config
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import Transcript
 
 
 def _reply(request_id: str, text: str) -> CloudReply:

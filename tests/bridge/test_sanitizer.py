@@ -9,7 +9,7 @@ import pytest
 
 from services.bridge import QueryRefused, check_outbound, sanitize
 from services.bridge.sanitizer import KINDS
-from services.bridge_config import BridgeConfig
+from services.workspace.bridge_config import BridgeConfig
 from tests.bridge.conftest import CORPUS_HOSTS, CORPUS_PROJECTS, must_not_redact, must_redact
 
 CONFIG = BridgeConfig(hostnames=CORPUS_HOSTS, projects=CORPUS_PROJECTS)

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.browser.conftest import CONFIG, NOTES, ROWS, OpenPage, screenshot
 from tests.browser.pages import editor_value, open_document, state, type_into_editor, wait_preview, wait_state
 

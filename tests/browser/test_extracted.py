@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.browser.conftest import OpenPage, screenshot
 from tests.browser.pages import editor_value, open_document, state
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.browser.conftest import NOTES, REPO_ROOT, OpenPage, screenshot
 from tests.browser.pages import editor_value, open_document, type_into_editor, wait_preview, wait_state
 

@@ -15,7 +15,7 @@ from services.context.tree import ContextTree
 from services.context.uri import AxiomUri
 from services.retrieval import RetrievalEngine
 from services.retrieval.settings import RetrievalSettings
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 NESTED = {
     "animals/mammals/llamas/grazing.md": "# Grazing\n\nLlamas graze on the altiplano grass at high altitude.\n",

@@ -15,7 +15,7 @@ from services.context.tree import ContextTree
 from services.context.uri import AxiomUri
 from services.retrieval import RetrievalEngine
 from services.retrieval.settings import RetrievalSettings
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.context.ctx_fixtures import NESTED
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from services.bundles.archive import ArchiveLimits
+from services.archive.reader import ArchiveLimits
 from services.bundles.importer import import_bundle
 from services.bundles.manifest import BundleError
 from services.context.packages import (
@@ -32,8 +32,8 @@ from services.context.packages import (
     export_tree,
     import_tree,
 )
-from services.staging import StagingArea
-from services.workspaces import WorkspaceManager
+from services.files.staging import StagingArea
+from services.workspace.manager import WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from services.context.errors import ResourceNotFound
 from services.context.requests import RequestLog
 from services.context.service import ContextService
 from services.context.uri import parse_uri
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 
 def test_each_operation_is_one_row_with_outcome_and_counts(aries_home: Path, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.audit_db import AUDIT_FILE
+from services.audit.db import AUDIT_FILE
 from services.context.errors import InvalidUri
 from services.context.index import NotContextSource
 from services.context.search import ContextRetriever

@@ -19,9 +19,9 @@ from services.context.ingest import NothingToAdd, UnsupportedSource, UrlRefused
 from services.context.service import ContextService
 from services.context.tiers import ABSTRACT, OVERVIEW
 from services.context.uri import AxiomUri, parse_uri
-from services.session import Session
+from services.session.session import Session
 from services.tools.calls import approve_all
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tools.conftest import policy_data
 
 pytestmark = pytest.mark.timeout(240)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import desktop as cli_desktop
-from services.audit import AuditStore
-from services.workspaces import WorkspaceManager
+from services.audit.log import AuditStore
+from services.workspace.manager import WorkspaceManager
 from tests.tools.conftest import policy_data
 
 pytestmark = pytest.mark.timeout(90)
@@ -155,7 +155,7 @@ def test_with_a_model_the_request_is_one_turn_of_the_loop(
 ) -> None:
     from services.assistant import TurnLoop
     from services.models.config import make_provider, resolve_model
-    from services.session import Session
+    from services.session.session import Session
     from tests.models.servers import Call, Reply, ScriptedServer
 
     server = ScriptedServer("ollama").start()

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.desktop import DesktopRun, parse_request, run_desktop_plan
-from services.session import Session
+from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest
 from tests.tools.conftest import LoopbackServer, Sandbox, policy_data
 from tests.tools.test_golden import normalize

@@ -15,7 +15,7 @@ from services.bundles.importer import import_bundle
 from services.conversation import AssistantAnswer, Conversation, UserMessage
 from services.history_search.query import search
 from services.history_search.store import HistoryIndex
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 
 def _members(bundle: Path) -> list[str]:

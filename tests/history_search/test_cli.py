@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from services.conversation import AssistantAnswer, Conversation, UserMessage
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.test_cli_escapes import raw_problems
 
 REPO = Path(__file__).resolve().parents[2]

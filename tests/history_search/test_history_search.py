@@ -17,7 +17,7 @@ from services.conversation import AssistantAnswer, Conversation, ToolCallRecord,
 from services.errors import InvalidInput
 from services.history_search.query import Filters, search
 from services.history_search.store import HistoryIndex
-from services.transcripts import Transcript
+from services.workspace.transcripts import Transcript
 
 REPO = Path(__file__).resolve().parents[2]
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
@@ -223,7 +223,7 @@ def test_a_search_answers_partial_while_another_process_indexes(root: Path) -> N
 WRITE_MANY = """
 import sys
 from services.conversation import Conversation, UserMessage
-from services.transcripts import Transcript
+from services.workspace.transcripts import Transcript
 talk = Conversation(Transcript(sys.argv[1], "c-w"))
 for n in range(int(sys.argv[2])):
     talk.record(UserMessage(text=f"cormorant number w{n:04d}", turn_id=talk.new_turn()))

@@ -7,8 +7,8 @@ import string
 
 import pytest
 
-from services.answers import NO_INDEX_REPLY, offline_answer
 from services.models import ChatMessage, Done, ModelProvider, ModelRequest, TextDelta, ToolNameMap, Usage
+from services.models.answers import NO_INDEX_REPLY, offline_answer
 from services.models.offline import OfflineProvider
 from services.models.toolnames import VALID_NAME
 from tests.models.helpers import collect, text_of

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.pipe.request import ERROR_SCHEMA, INGEST_SCHEMA, RESPONSE_SCHEMA, schema_errors
 from tests.models.servers import Call, Reply, ScriptedServer
 
@@ -93,8 +93,8 @@ def provider_name(root: Path, tool_id: str) -> str:
     """The name the model is offered for ``tool_id`` under the workspace's policy (as the loop maps it)."""
     from services.assistant import TurnLoop
     from services.models.offline import OfflineProvider
-    from services.session import Session
-    from services.workspaces import Workspace
+    from services.session.session import Session
+    from services.workspace.manager import Workspace
 
     with Session(Workspace(root, "demo"), interactive=False) as session:
         _, names = TurnLoop(session, OfflineProvider()).offered_tools()

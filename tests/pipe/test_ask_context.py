@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from services.models.window_budget import PARTS, ContextBreakdown
 from services.pipe.request import RESPONSE_SCHEMA
-from services.window_budget import PARTS, ContextBreakdown
 from tests.models.servers import Reply, ScriptedServer
 from tests.pipe.test_ask_cli import QUESTION, aries, demo, model_env, ollama, valid
 

@@ -20,9 +20,9 @@ from services.assistant import TurnLoop
 from services.conversation.history import fork, list_summaries, resolve
 from services.errors import InvalidInput, NotFound
 from services.models.config import make_provider, resolve_model
-from services.session import Session
-from services.transcripts import read_transcript
-from services.workspaces import Workspace, WorkspaceManager
+from services.session.session import Session
+from services.workspace.manager import Workspace, WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.models.servers import Reply, ScriptedServer
 from tests.pipe.test_ask_cli import aries, model_env, one_line
 

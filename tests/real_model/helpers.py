@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 PROFILE = """\
 name: realtest

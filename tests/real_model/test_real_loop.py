@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from services.assistant import TurnLoop
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.models.base import ModelOptions
 from services.models.config import make_provider, resolve_model
 from services.models.tokens import estimate_tokens
 from services.models.window import CACHE_FILE, forget_all
-from services.session import Session
+from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest
 from tests.real_model.helpers import real_workspace
 from tests.real_model.llama_server import LlamaServer

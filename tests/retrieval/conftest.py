@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "eval" / "scifact"

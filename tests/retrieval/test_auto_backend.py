@@ -28,7 +28,7 @@ from services.retrieval.embedders import (
 from services.retrieval.embedders_onnx import FIX, PREPARING, cache_key
 from services.retrieval.errors import IndexMismatch
 from services.retrieval.settings import NEW_INDEX_BACKEND
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 from .conftest import REPO
 
@@ -41,7 +41,7 @@ SERVE = textwrap.dedent(
     """
     import json, sys
     from services.retrieval import RetrievalEngine
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
     home, docs, query = sys.argv[1:4]
     ws, _ = WorkspaceManager(home).open("w")
     out = {}

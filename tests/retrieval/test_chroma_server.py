@@ -15,7 +15,7 @@ import pytest
 
 from services.retrieval import RetrievalEngine
 from services.retrieval.errors import VectorStoreUnavailable
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

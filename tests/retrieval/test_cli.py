@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,7 +21,7 @@ import pytest
 
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.store_locks import IndexLocks
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]  # minutes on a loaded 2-core machine
 
@@ -66,7 +66,7 @@ def _open(home: Path) -> tuple[Workspace, RetrievalEngine]:
 
 READER = r"""
 import sys, time
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from services.retrieval import RetrievalEngine
 from services.errors import AriesError
 ws, _ = WorkspaceManager().open("rw")
@@ -320,7 +320,7 @@ def test_two_cli_writers_creating_the_same_index_at_once(tmp_path: Path) -> None
 KILL_SCRIPT = r"""
 import sys
 import services.retrieval.ingest as ingest
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from services.retrieval import RetrievalEngine
 ingest.FLUSH_FILES = int(sys.argv[2])   # many small batches: more moments to be killed in
 ws, _ = WorkspaceManager().open("rw")

@@ -15,7 +15,7 @@ import pytest
 from services.retrieval import RetrievalEngine
 from services.retrieval.store import IndexStore
 from services.retrieval.store_writer import writing
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 from .builders import make_pdf
 
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 INGEST_SCRIPT = r"""
 import json, sys
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from services.retrieval import RetrievalEngine
 ws, _ = WorkspaceManager().create("det")
 with RetrievalEngine(ws) as engine:
@@ -89,7 +89,7 @@ def test_ingest_is_identical_in_two_processes(tmp_path: Path) -> None:
 KILL_SCRIPT = r"""
 import sys
 import services.retrieval.ingest as ingest
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from services.retrieval import RetrievalEngine
 ingest.FLUSH_FILES = 1
 ws, _ = WorkspaceManager().create("crash")
@@ -147,7 +147,7 @@ def test_killed_ingest_leaves_no_half_indexed_file(tmp_path: Path, workspace: Wo
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL, "the ingest finished before it could be killed"
 
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
 
     crashed, _ = WorkspaceManager(home / "workspaces").open("crash")
     with RetrievalEngine(crashed) as engine:

@@ -26,7 +26,7 @@ import pytest
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.errors import IndexStorageError
 from services.retrieval.store_locks import IndexLocks
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[2]
 QUERIES = ["lighthouse keeper storms", "orchard apples frost", "word7 topic3", "river barges cargo"]

@@ -28,7 +28,7 @@ from services.retrieval.embedders_http import (
 )
 from services.retrieval.embedders_lite import SemanticLiteEmbedder
 from services.retrieval.errors import EmbedderError
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.loopback import LoopbackServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -19,7 +19,7 @@ from services.retrieval.errors import (
     NoActiveIndex,
     UnsupportedType,
 )
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 from .builders import make_epub, make_pdf, make_raw_epub
 

@@ -22,7 +22,7 @@ from services.retrieval.errors import IndexCorrupt
 from services.retrieval.ingest import Cancelled
 from services.retrieval.models import ProgressEvent
 from services.tools.session_doctor import session_doctor
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.retrieval.builders import make_pdf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def test_damaged_vector_store_is_detected_searched_around_and_rebuilt(
 def test_repair_is_explicit_cancellable_and_checked_by_doctor_and_workspace_check(
     workspace: Workspace, docs: Path
 ) -> None:
-    from services.workspace_check import check_workspace
+    from services.session.workspace_check import check_workspace
 
     fresh = _build(workspace, docs)
     _damage(workspace.indexes_dir / "docs", "deleted")
@@ -129,7 +129,7 @@ def test_repair_is_explicit_cancellable_and_checked_by_doctor_and_workspace_chec
 
 
 def test_session_doctor_reports_a_damaged_index(workspace: Workspace, docs: Path) -> None:
-    from services.session import Session
+    from services.session.session import Session
 
     _build(workspace, docs)
     _damage(workspace.indexes_dir / "docs", "deleted")

@@ -18,8 +18,8 @@ import pytest
 
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.audit import pending_report
-from services.workspace_check import check_workspace
-from services.workspaces import WorkspaceManager
+from services.session.workspace_check import check_workspace
+from services.workspace.manager import WorkspaceManager
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUERIER = """
 import sys
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 workspace, _ = WorkspaceManager().open("w")
 engine = RetrievalEngine(workspace, RetrievalSettings(embedder="hash"))
 words = ["lighthouse", "orchard", "river", "granite", "keeper", "apples", "barges", "quartz"]
@@ -42,7 +42,7 @@ while True:
 INGESTER = """
 import sys
 from services.retrieval import RetrievalEngine, RetrievalSettings
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 workspace, _ = WorkspaceManager().open("w")
 engine = RetrievalEngine(workspace, RetrievalSettings(embedder="hash"))
 def progress(event):

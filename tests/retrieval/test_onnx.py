@@ -36,7 +36,7 @@ from services.retrieval.embedders_onnx import (
     package_version,
 )
 from services.retrieval.errors import EmbedderError, IndexMismatch
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 from .conftest import REPO
 from .test_chunking import ADVERSARIAL
@@ -159,7 +159,7 @@ def test_no_torch_on_the_onnx_path(tmp_path: Path, docs: Path, onnx_cache: Path)
         f"""
         import sys
         from services.retrieval import RetrievalEngine
-        from services.workspaces import WorkspaceManager
+        from services.workspace.manager import WorkspaceManager
         ws, _ = WorkspaceManager({str(tmp_path / "ws")!r}).create("t")
         with RetrievalEngine(ws) as engine:
             engine.index_add({str(docs)!r})

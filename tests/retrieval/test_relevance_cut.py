@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from services.answers import answer_from_index
 from services.assistant import TurnLoop
+from services.models.answers import answer_from_index
 from services.models.offline import OfflineProvider
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.relevance import Relevance
-from services.session import Session
-from services.workspaces import Workspace
+from services.session.session import Session
+from services.workspace.manager import Workspace
 
 QUESTION = "what is kestrelwing"
 WORDS = (

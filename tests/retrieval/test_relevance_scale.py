@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from services.answers import answer_from_index
+from services.models.answers import answer_from_index
 from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.relevance import Relevance, keyword_share, term_weight
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 NOTE = "The lighthouse keeper logged every storm that passed the northern cape during the winter of 1893.\n"
 

@@ -26,7 +26,7 @@ from services.retrieval.embedders import HashEmbedder, cache_tag, create_embedde
 from services.retrieval.embedders_lite import LITE_DIM, VERSION, SemanticLiteEmbedder, normalize_text, stem
 from services.retrieval.errors import EmbedderError, IndexMismatch
 from services.retrieval.eval_run import evaluate_run, release_gate, run_environment
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.loopback import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]

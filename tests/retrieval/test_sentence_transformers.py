@@ -17,7 +17,7 @@ from services.retrieval.embedders import (
     model_loaded,
 )
 from services.retrieval.models import Document, Segment
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 from .test_chunking import ADVERSARIAL
 

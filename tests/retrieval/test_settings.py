@@ -135,8 +135,8 @@ def test_spec_defaults_of_semantic_model_http() -> None:
 
 
 def test_process_environment_knows_the_new_values() -> None:
-    """``services.env_settings`` (the typed view of every variable) accepts and refuses alike."""
-    from services.env_settings import env_settings
+    """``services.settings.env`` (the typed view of every variable) accepts and refuses alike."""
+    from services.settings.env import env_settings
 
     assert env_settings({"AXIOMME_EMBEDDER": "Semantic-Lite"}).embedder == "semantic-lite"
     assert env_settings({"AXIOMME_EMBEDDER_STRICT": "on"}).embedder_strict == "on"

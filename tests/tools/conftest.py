@@ -19,7 +19,7 @@ import pytest
 from services.policy import Policy, parse_policy
 from services.tools.calls import approve_all
 from services.tools.gateway import ToolGateway
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 from tests.loopback import LoopbackServer
 
 __all__ = ["PAGE", "SENTINEL", "LoopbackServer", "Sandbox", "make_policy", "policy_data"]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from services.audit import AuditStore, explain
+from services.audit.log import AuditStore, explain
 from services.hashing import content_hash
 from services.tools.calls import ApprovalDecision
 from services.tools.doctor import doctor

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from services.audit import AuditStore
-from services.audit_db import SCHEMA_VERSION, AuditStoreError
+from services.audit.db import SCHEMA_VERSION, AuditStoreError
+from services.audit.log import AuditStore
 from services.errors import AriesError
 from services.tools.calls import ApprovalDecision
 from services.tools.gateway import ToolGateway
@@ -166,8 +166,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from services.audit import AuditStore
-    from services.audit_db import AuditStoreError
+    from services.audit.log import AuditStore
+    from services.audit.db import AuditStoreError
     mode, mount = sys.argv[1], Path(sys.argv[2])
     path = mount / "audit.db"
     def record(store, n, pad):

@@ -101,8 +101,8 @@ def test_call_errors(policy_file: Path, tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_call_in_a_named_workspace_is_audited(policy_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from services.audit import AuditStore
-    from services.workspaces import WorkspaceManager
+    from services.audit.log import AuditStore
+    from services.workspace.manager import WorkspaceManager
 
     workspace, _ = WorkspaceManager().create("proj")
     code, _, _ = _run(["-w", "proj", "tool", "call", "builtin:fs:list_dir", "--policy", str(policy_file)], capsys)

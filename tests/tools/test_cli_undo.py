@@ -13,8 +13,8 @@ import pytest
 from app.cli import tool as cli_tool
 from app.commands.tools import explain_decision
 from services.conversation import Conversation
-from services.session import Session
-from services.workspaces import Workspace, WorkspaceManager
+from services.session.session import Session
+from services.workspace.manager import Workspace, WorkspaceManager
 
 pytestmark = pytest.mark.timeout(60)
 

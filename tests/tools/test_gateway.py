@@ -478,7 +478,7 @@ def test_a_failing_audit_write_is_flagged_on_the_result(test_gateway: ToolGatewa
 
 
 def test_a_failing_transcript_is_flagged_on_the_result(sandbox: Sandbox, gateway: ToolGateway) -> None:
-    from services.transcripts import Transcript
+    from services.workspace.transcripts import Transcript
 
     blocker = sandbox.base / "not-a-directory"
     blocker.write_text("x")

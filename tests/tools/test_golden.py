@@ -19,7 +19,7 @@ import pytest
 
 from services.tools.calls import ApprovalDecision, ApprovalRequest
 from services.tools.gateway import ToolGateway
-from services.transcripts import Transcript
+from services.workspace.transcripts import Transcript
 from tests.tools.conftest import LoopbackServer, Sandbox, make_policy
 
 pytestmark = pytest.mark.timeout(60)

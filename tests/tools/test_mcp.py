@@ -255,7 +255,7 @@ def test_no_server_or_child_is_left_after_aries_crashes(sandbox: Sandbox, tmp_pa
         "from pathlib import Path\n"
         "from services.policy import parse_policy\n"
         "from services.tools.gateway import ToolGateway\n"
-        "from services.workspaces import Workspace\n"
+        "from services.workspace.manager import Workspace\n"
         "base = Path(sys.argv[1])\n"
         "policy = parse_policy((base / 'policy.json').read_text(), source='p')\n"
         "workspace = Workspace(base / 'crash-ws', 'crash')\n"

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from services.audit import AuditStore
-from services.audit_db import SCHEMA_VERSION
+from services.audit.db import SCHEMA_VERSION
+from services.audit.log import AuditStore
 from services.tools.calls import deny_all
 from services.tools.gateway import ToolGateway
 from services.tools.undo import RESTORE_ID, last_undoable, undo_arguments
-from services.transcripts import Transcript
+from services.workspace.transcripts import Transcript
 from tests.tools.conftest import PAGE, LoopbackServer, Sandbox, make_policy
 
 

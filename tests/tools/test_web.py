@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from services.htmltext import html_to_text
+from services.text.htmltext import html_to_text
 from services.tools.gateway import ToolGateway
 from tests.tools.conftest import PAGE, LoopbackServer, Sandbox, make_policy
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.bundles.export import export_workspace
-from services.workspaces import Workspace
+from services.workspace.manager import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,7 +120,7 @@ def write(folder: Path, rel: str, text: str) -> None:
 
 
 def settings(folder: Path, top: dict[str, object] | None = None, **values: object) -> None:
-    from services.yamlio import load_yaml, write_yaml
+    from services.files.yamlio import load_yaml, write_yaml
 
     meta = load_yaml(folder / "workspace.yaml")
     for key, value in (top or {}).items():
@@ -430,9 +430,9 @@ def make_bundle(base: Path, tmp: Path, case: Case, canary: Canary) -> Path:
 def raw_export(folder: Path, dest: Path) -> None:
     """Every regular file of ``folder`` in a bundle of Aries's format (manifest first, sorted members,
     sizes and SHA-256 in the manifest), without the exporter's own leaving-out."""
-    from services.bundles.archive import FileEntry
+    from services.archive.reader import FileEntry
+    from services.archive.writer import atomic_output, write_archive
     from services.bundles.manifest import KIND, MANIFEST_NAME, Manifest, mime_type
-    from services.bundles.writer import atomic_output, write_archive
     from services.hashing import file_sha256
 
     files = sorted(

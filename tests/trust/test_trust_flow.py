@@ -14,10 +14,10 @@ import pytest
 
 from services.bundles.export import export_workspace
 from services.bundles.importer import import_bundle
-from services.session import Session
+from services.session.session import Session
 from services.trust.authority import QUARANTINE_DIR
 from services.trust.records import PENDING_FINGERPRINT, read_record, record_path, trust, workspace_trust, write_record
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.trust.hostile import aries
 
 EVIL_POLICY = """version: 1

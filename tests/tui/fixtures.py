@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.transcripts import Transcript
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
+from services.workspace.transcripts import Transcript
 
 CONVERSATION = "c-20260101-090000-00000001"
 

@@ -8,8 +8,8 @@ from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
-from services.transcripts import read_transcript
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.tui.helpers import Messages, settle, until
 from widgets.approvals.pane import ApprovalsPane
 
@@ -248,7 +248,7 @@ async def test_doctor_and_policy_mode_from_the_prompt() -> None:
 
 
 def audit_rows(workspace: Workspace, tool: str) -> list[dict]:
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
 
     with AuditStore.for_workspace(workspace.root) as audit:
         return [c for c in audit.calls(limit=50) if c["tool_name"] == tool]

@@ -13,8 +13,8 @@ from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
-from services.audit import AuditStore
-from services.workspaces import Workspace, WorkspaceManager
+from services.audit.log import AuditStore
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
 from tests.tui.helpers import settle, until
 from widgets.status import RunStatus
@@ -291,7 +291,7 @@ def frozen_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _fixed_conversation(workspace: Workspace) -> None:
-    from services.transcripts import Transcript
+    from services.workspace.transcripts import Transcript
     from tests.tui.fixtures import CONVERSATION
 
     Transcript(workspace.transcripts_dir, CONVERSATION).append(

@@ -8,7 +8,7 @@ from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
 from screens.confirm import ConfirmScreen
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 SIZE = (160, 48)
 

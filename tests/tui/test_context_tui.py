@@ -21,7 +21,7 @@ from services.context.scopes import can_write
 from services.context.tiers import synthesize_tiers
 from services.context.tree import ContextTree
 from services.context.uri import AxiomUri, parse_uri
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.tui.helpers import Messages, palette_offers, settle, until
 from widgets.context_tree.preview import PREVIEW_BYTES, VIEWER_BYTES, ContextPreview
 from widgets.context_tree.trace import TraceView, render_trace

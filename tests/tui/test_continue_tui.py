@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.aries_app import AriesApp
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages, panes_show, settle
 from widgets.transcript.pane import TranscriptPane
 

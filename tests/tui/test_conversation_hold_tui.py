@@ -18,8 +18,8 @@ from app.aries_app import AriesApp
 from app.cli._common import EXIT_CONVERSATION_BUSY
 from services.conversation import Conversation
 from services.conversation.hold import ConversationBusy, hold_conversation
-from services.transcripts import SUFFIX, Transcript, read_transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import SUFFIX, Transcript, read_transcript
 from tests.models.servers import Reply, ScriptedServer
 from tests.pipe.test_ask_cli import aries, model_env, one_line
 from tests.tui.helpers import Messages, command, panes_show, settle

@@ -12,8 +12,8 @@ import pytest
 
 from app.aries_app import AriesApp
 from screens.conversations import ConversationsScreen
-from services.transcripts import SUFFIX, read_transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import SUFFIX, read_transcript
 from tests.models.servers import Reply, ScriptedServer
 from tests.tui.helpers import Messages, command, panes_show, settle, until
 from widgets.messages import ConversationStarted

@@ -9,7 +9,7 @@ from textual.widgets import Input, Static
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from screens.confirm import ConfirmScreen
-from services.transcripts import read_transcript
+from services.workspace.transcripts import read_transcript
 from tests.tui.helpers import Messages
 from tests.tui.test_approvals import SIZE, make_workspace, wait_for_pending, wait_for_tools
 
@@ -101,7 +101,7 @@ async def test_desktop_request_that_cannot_be_planned_is_one_notification() -> N
 
 async def test_desktop_with_a_model_is_one_turn_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a model configured no plan is parsed: the request is a turn, its tool call governed as usual."""
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
     from tests.models.servers import Call, Reply, ScriptedServer
     from tests.tui.test_assistant_tui import tool_name
 

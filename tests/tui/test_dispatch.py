@@ -40,7 +40,7 @@ async def test_a_misuse_and_a_failed_task_are_one_line_each() -> None:
     """Through the App: a misuse is one error line with the generated usage; blocking work run by
     ``run_task`` that fails with a typed error is one error line titled by its command."""
     from app.aries_app import AriesApp
-    from services.workspaces import WorkspaceManager
+    from services.workspace.manager import WorkspaceManager
     from tests.tui.helpers import Messages
     from tests.tui.helpers import command as typed
 

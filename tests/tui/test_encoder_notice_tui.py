@@ -9,7 +9,7 @@ import pytest
 
 from app.aries_app import AriesApp
 from services.retrieval.embedders_onnx import FIX, PREPARING, cache_key
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages, settle
 
 pytestmark = pytest.mark.slow  # the real embedding model

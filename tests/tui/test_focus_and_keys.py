@@ -8,7 +8,7 @@ from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from screens.confirm import ConfirmScreen
 from screens.help import HelpScreen
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import settle, until
 from tests.tui.test_approvals import wait_for_pending
 from widgets.approvals.pane import ApprovalsPane

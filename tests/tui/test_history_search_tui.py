@@ -8,7 +8,7 @@ from rich.text import Text
 
 from app.aries_app import AriesApp
 from screens.history_search import HistorySearchScreen
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages, command, panes_show, until
 from widgets.messages import ConversationStarted
 from widgets.transcript.pane import TranscriptPane

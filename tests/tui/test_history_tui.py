@@ -12,11 +12,11 @@ from app.aries_app import AriesApp
 from screens.audit_row import AuditRowScreen
 from screens.replay import ReplayScreen
 from screens.runs import RunsScreen
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.plans.plan import parse_plan
 from services.plans.runner import run_plan
-from services.session import Session
-from services.workspaces import WorkspaceManager
+from services.session.session import Session
+from services.workspace.manager import WorkspaceManager
 from widgets.transcript.pane import TranscriptPane
 
 SIZE = (160, 48)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from app.aries_app import AriesApp
 from services.retrieval.store_locks import IndexLocks
-from services.transcripts import read_transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.tui.helpers import Messages, settle
 
 SIZE = (160, 48)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.aries_app import AriesApp
-from services.transcripts import read_transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.tui.helpers import Messages
 from tests.tui.test_retrieval_tui import SIZE, settle
 

@@ -22,8 +22,8 @@ from screens.approval import ApprovalScreen
 from screens.chunk_viewer import ChunkViewer
 from screens.confirm import ConfirmScreen
 from screens.workspace_switcher import WorkspaceSwitcher
-from services.textsafe import neutralize
-from services.workspaces import WorkspaceManager
+from services.text.textsafe import neutralize
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages
 from tests.tui.test_approvals import wait_for_pending
 from widgets.prompt.input import PromptInput

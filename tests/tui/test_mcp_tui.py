@@ -75,7 +75,7 @@ async def test_doctor_shows_the_mcp_servers() -> None:
 
 
 def _entries(app: AriesApp) -> list[dict]:
-    from services.transcripts import read_transcript
+    from services.workspace.transcripts import read_transcript
 
     assert app.session is not None
     return read_transcript(app.session.conversation.transcript.path).entries

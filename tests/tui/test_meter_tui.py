@@ -9,8 +9,8 @@ from typing import Any
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
-from services.window_budget import ContextBreakdown
-from services.workspaces import Workspace
+from services.models.window_budget import ContextBreakdown
+from services.workspace.manager import Workspace
 from tests.models.servers import Reply, ScriptedServer
 from tests.tui.helpers import settle, until
 from tests.tui.test_assistant_tui import (
@@ -28,7 +28,7 @@ __all__ = ["frozen_time", "server", "workspace"]  # the fixtures, used by name
 
 def fixed_conversation(workspace: Workspace) -> None:
     """The conversation's id and first line fixed (the snapshot shows them)."""
-    from services.transcripts import Transcript
+    from services.workspace.transcripts import Transcript
     from tests.tui.fixtures import CONVERSATION
 
     Transcript(workspace.transcripts_dir, CONVERSATION).append(

@@ -10,9 +10,9 @@ from textual.widgets import Input, Static
 from app.aries_app import AriesApp
 from screens.help import HelpScreen
 from screens.workspace_switcher import WorkspaceSwitcher
-from services.answers import NO_INDEX_REPLY
-from services.transcripts import read_transcript
-from services.workspaces import WorkspaceManager
+from services.models.answers import NO_INDEX_REPLY
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.tui.fixtures import workspace_with_transcript
 from tests.tui.helpers import Messages, followed, palette_offers, settle, until
 from widgets.artifacts.pane import ArtifactsPane

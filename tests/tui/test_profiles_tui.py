@@ -16,9 +16,9 @@ from textual.pilot import Pilot
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from screens.profile_viewer import ProfileViewer
-from services.audit import AuditStore
+from services.audit.log import AuditStore
 from services.profiles import load_profile
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
 from tests.tui.helpers import command as typed
 from tests.tui.helpers import palette_offers, settle, until

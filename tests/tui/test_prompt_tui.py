@@ -8,8 +8,8 @@ from textual import events
 from textual.widgets import Input
 
 from app.aries_app import AriesApp
-from services.prompt_history import PromptHistory
-from services.workspaces import WorkspaceManager
+from services.history_search.prompt_history import PromptHistory
+from services.workspace.manager import WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
 from tests.tui.helpers import Messages, panes_show, settle, until
 from widgets.messages import TurnEvent

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import DataTable, Markdown, Static
 
 from app.aries_app import AriesApp
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages, command, panes_show, settle, until
 from widgets.context.pane import ContextPane
 from widgets.messages import ConversationStarted

@@ -11,8 +11,8 @@ from textual.widgets import DataTable
 from app.aries_app import AriesApp
 from screens.chunk_viewer import ChunkViewer
 from screens.confirm import ConfirmScreen
-from services.transcripts import read_transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import read_transcript
 from tests.retrieval.builders import make_epub, make_pdf
 from tests.tui.helpers import Messages, until
 

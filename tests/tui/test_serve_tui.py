@@ -13,7 +13,7 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages, palette_offers, until
 from tests.tui.helpers import command as typed
 

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
 from services.tools.calls import ApprovalDecision
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.tui.helpers import Messages
 from tests.tui.test_approvals import wait_for_pending
 

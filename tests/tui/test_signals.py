@@ -16,7 +16,7 @@ import pytest
 from textual.widgets import Label, Static
 
 from app.aries_app import AriesApp
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import panes_show, until
 from widgets.artifacts.pane import ArtifactsPane
 from widgets.context.pane import ContextPane

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.aries_app import AriesApp
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
 
 SIZE = (160, 48)

@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.fixtures import workspace_with_transcript
 from tests.tui.helpers import settle, until
 from tests.tui.test_approvals import wait_for_pending

@@ -9,8 +9,8 @@ from typing import Any
 from textual.pilot import Pilot
 
 from app.aries_app import AriesApp
-from services.transcripts import Transcript
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
+from services.workspace.transcripts import Transcript
 from tests.tui.helpers import until
 
 SIZE = (160, 48)

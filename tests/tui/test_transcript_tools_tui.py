@@ -9,7 +9,7 @@ from textual.widgets import Input
 
 from app.aries_app import AriesApp
 from screens.chunk_viewer import ChunkViewer
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
 from tests.tui.helpers import Messages, panes_show, until
 from tests.tui.test_assistant_tui import server, workspace  # noqa: F401 - fixtures

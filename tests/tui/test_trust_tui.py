@@ -11,7 +11,7 @@ from app.aries_app import AriesApp
 from screens.trust import TrustScreen
 from services.bundles.export import export_workspace
 from services.bundles.importer import import_bundle
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 SIZE = (160, 48)
 

@@ -10,7 +10,7 @@ from textual.app import App
 from textual.widgets import Static
 
 from app.aries_app import AriesApp
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 from tests.tui.helpers import Messages, palette_offers, until
 from widgets.context.pane import ContextPane
 from widgets.header import WorkbenchHeader, subtitle

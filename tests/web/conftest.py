@@ -14,7 +14,7 @@ from services.context.uri import AxiomUri
 from services.retrieval import RetrievalEngine
 from services.retrieval.settings import RetrievalSettings
 from services.web.documents import DocumentSet
-from services.workspaces import Workspace, WorkspaceManager
+from services.workspace.manager import Workspace, WorkspaceManager
 
 TOKEN = "test-token-0123456789"
 FILES = {

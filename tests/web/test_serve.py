@@ -25,7 +25,7 @@ from services.retrieval import RetrievalEngine
 from services.retrieval.settings import RetrievalSettings
 from services.web.errors import ViewerError
 from services.web.viewer import ViewerServer
-from services.workspaces import WorkspaceManager
+from services.workspace.manager import WorkspaceManager
 
 REPO = Path(__file__).resolve().parents[2]
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)/#token=([A-Za-z0-9_-]+)")

@@ -21,7 +21,7 @@ from widgets.safe import clean, plain
 from widgets.signals import SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
-    from services.artifacts import Artifact, ArtifactRegistry
+    from services.workspace.artifacts import Artifact, ArtifactRegistry
 
 PREVIEW_BYTES = 16 * 1024
 
@@ -36,7 +36,7 @@ def human_size(size: int) -> str:
 
 
 def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
-    from services.artifacts import is_text_mime
+    from services.workspace.artifacts import is_text_mime
 
     header = Text()
     header.append(clean(artifact.name, single_line=True), style="bold")

@@ -38,7 +38,7 @@ from widgets.signals import RetrievalNews, SessionSignals, follow_sessions
 if TYPE_CHECKING:
     from textual.widgets import DataTable
 
-    from services.session import Session
+    from services.session.session import Session
 
 
 COLUMNS = ("#", "handle", "source · page/section", "fused", "bm25", "dense")

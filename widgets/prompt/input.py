@@ -1,6 +1,6 @@
 """The prompt: one line for messages and slash commands. Tab completes a command; Tab again cycles.
 
-Up and Down walk the workspace's prompt history (``services.prompt_history``: read in a thread the
+Up and Down walk the workspace's prompt history (``services.history_search.prompt_history``: read in a thread the
 first time the prompt is used — a key typed, Up pressed — never at start-up, so an idle workbench
 does not pay for its parser; each sent line recorded, secrets redacted, by a thread worker that
 posts the new history back): Up from the line being written keeps it as a draft (an Up pressed
@@ -268,7 +268,7 @@ class PromptInput(Input):
         as ``HistoryLoaded``."""
 
         def work() -> None:
-            from services.prompt_history import PromptHistory
+            from services.history_search.prompt_history import PromptHistory
 
             store = PromptHistory.for_root(root)
             self.post_message(self.HistoryLoaded(store.prompts() if record is None else store.record(record), root))

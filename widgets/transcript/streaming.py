@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Markdown, Static
 
-from services.textsafe import neutralize
+from services.text.textsafe import neutralize
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt

@@ -1,4 +1,4 @@
-"""How every surface opens a workspace's :class:`~services.session.Session`: ``Session.open(…)``.
+"""How every surface opens a workspace's :class:`~services.session.session.Session`: ``Session.open(…)``.
 
 One entry point, ``Session.open(workspace_or_name, *, surface=Surface.X, …)`` (a thin classmethod
 delegating to :func:`open_session`), does the steps that used to be written once per surface:
@@ -59,10 +59,10 @@ from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from services.leases import WorkspaceLease
     from services.tools.calls import Approver
     from services.trust.records import TrustState
-    from services.workspaces import Workspace, WorkspaceManager
+    from services.workspace.leases import WorkspaceLease
+    from services.workspace.manager import Workspace, WorkspaceManager
 
 
 class Surface(StrEnum):
@@ -104,7 +104,7 @@ Warn = Callable[[str], None]
 
 
 class OpenedSession(Protocol):
-    """What this module needs of the session it builds (``services.session.Session``)."""
+    """What this module needs of the session it builds (``services.session.session.Session``)."""
 
     @property
     def workspace(self) -> Workspace: ...
@@ -169,12 +169,12 @@ def take(
     """Steps 1–3: find (or create) ``name`` — an ephemeral workspace for ``None`` —, take its lease
     where ``surface`` holds one (``lease`` overrides), then repair it. An ``AriesError`` (no such
     workspace, another live Aries holds it, a broken ``workspace.yaml``) leaves nothing held."""
-    from services.leases import acquire_lease
+    from services.workspace.leases import acquire_lease
 
     rules = RULES[surface]
     leased = rules.lease if lease is None else lease
     if name is None:
-        from services.workspaces import ephemeral_workspace
+        from services.workspace.manager import ephemeral_workspace
 
         ephemeral = ephemeral_workspace()
         try:
@@ -182,7 +182,7 @@ def take(
         except BaseException:
             ephemeral.close()
             raise
-    from services.workspaces import Workspace, WorkspaceManager
+    from services.workspace.manager import Workspace, WorkspaceManager
 
     manager = manager if manager is not None else WorkspaceManager()
     held: WorkspaceLease | None = None
@@ -224,7 +224,7 @@ def open_session(
     on_warning: Warn | None = None,
 ) -> S:
     """The steps of the module docstring; ``factory`` is the session class (``Session.open`` passes
-    itself, so that this module never imports ``services.session``).
+    itself, so that this module never imports ``services.session.session``).
 
     ``where`` is a name, ``None`` (ephemeral) or a workspace already taken (:func:`take`; then
     ``lease`` may be the lease taken with it, handed to the session, which releases it last).

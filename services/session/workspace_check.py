@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
-from services.workspace_paths import AUDIT_FILE, CHROMA_DIR, POLICY_FILE, TANTIVY_DIR, WORKSPACE_FILE
+from services.workspace.paths import AUDIT_FILE, CHROMA_DIR, POLICY_FILE, TANTIVY_DIR, WORKSPACE_FILE
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ def _guarded(name: str, check: Callable[[], str]) -> CheckResult:
 
 
 def _workspace_yaml(workspace: Workspace) -> str:
-    from services.workspace_config import validate_config
-    from services.yamlio import load_yaml
+    from services.files.yamlio import load_yaml
+    from services.workspace.config import validate_config
 
     config = validate_config(load_yaml(workspace.meta_path), workspace.meta_path)
     settings = config.settings
@@ -60,7 +60,7 @@ def _policy_yaml(path: Path) -> str:
 
 
 def _audit_db(workspace: Workspace) -> str:
-    from services.audit import AuditStore
+    from services.audit.log import AuditStore
     from services.retrieval.audit import pending_report
 
     path = workspace.paths.audit_db
@@ -75,7 +75,7 @@ def _audit_db(workspace: Workspace) -> str:
 
 
 def _transcripts(workspace: Workspace) -> str:
-    from services.transcripts import iter_problems, list_conversations
+    from services.workspace.transcripts import iter_problems, list_conversations
 
     problems = list(iter_problems(workspace.transcripts_dir, repair=False))
     if problems:

@@ -1,6 +1,6 @@
 """What is in force in one session, as one immutable value: trust → profile → policy → mode → model.
 
-``resolve(workspace, operator)`` makes an :class:`InForce`; :class:`~services.session.Session` holds
+``resolve(workspace, operator)`` makes an :class:`InForce`; :class:`~services.session.session.Session` holds
 one and, on every change (``/policy mode``, ``/policy reload``, ``/profile use``, trusting the
 workspace, ``/model use``), builds a new one and rebinds the gateway. Nothing is cached and reset by
 hand: the value is replaced whole. ``old.replaces(new)`` says whether the change narrows or replaces
@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from services.approval_mode import ApprovalMode, approval_mode, parse_mode
 from services.errors import ConfigError
-from services.workspace_paths import POLICY_FILE
+from services.workspace.paths import POLICY_FILE
 
 if TYPE_CHECKING:
-    from services.operator_settings import OperatorSettings
     from services.policy import Policy
     from services.profiles import ActiveProfile
+    from services.settings.operator import OperatorSettings
     from services.trust.records import TrustState
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 WORKSPACE_POLICY = POLICY_FILE  # a workspace's own tool policy, at its root
 SHIPPED_POLICY = "shipped default (profiles/policy-default.yaml)"
@@ -136,10 +136,10 @@ class InForce:
     # -- the operator's side --------------------------------------------------------------------
     @cached_property
     def operator_settings(self) -> OperatorSettings:
-        """The operator's settings store, outside every workspace (``services.operator_settings``:
+        """The operator's settings store, outside every workspace (``services.settings.operator``:
         theme, notifications, lasting grants), read on first use. OperatorSettingsError (one line)
         when the file does not read."""
-        from services.operator_settings import load_settings
+        from services.settings.operator import load_settings
 
         return load_settings()
 

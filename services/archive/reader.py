@@ -3,7 +3,7 @@
 Workspace bundles (:mod:`services.bundles`) and context packages (:mod:`services.context.packages`)
 are both written and read here: the member-path rules, the manifest's file list, deterministic tar
 writing, hashing, the caps, and the reader that checks every member while it streams into a
-staging folder (:mod:`services.staging`). Each format is an :class:`ArchiveKind` (its manifest
+staging folder (:mod:`services.files.staging`). Each format is an :class:`ArchiveKind` (its manifest
 name, format id, error class and the noun its messages use).
 """
 

@@ -1,6 +1,6 @@
-"""The environment, typed: :class:`EnvSettings` and :func:`env_settings` (see :mod:`services.config`).
+"""The environment, typed: :class:`EnvSettings` and :func:`env_settings` (see :mod:`services.settings.config`).
 
-A module of its own so that finding the data root (``services.config``) never imports pydantic:
+A module of its own so that finding the data root (``services.settings.config``) never imports pydantic:
 start-up needs the one and not the other.
 """
 
@@ -56,7 +56,7 @@ class EnvSettings(BaseModel):
     chroma_url: str | None = Field(None, alias="AXIOMME_CHROMA_URL")
     """``http://host:port`` of a Chroma server; unset: the embedded client."""
     min_score: float | None = Field(None, alias="AXIOMME_MIN_SCORE", ge=-1.0, le=1.0)
-    """Relevance threshold of the offline answer (see :mod:`services.answers`); unset: its default."""
+    """Relevance threshold of the offline answer (see :mod:`services.models.answers`); unset: its default."""
 
     @field_validator("embedder_strict")
     @classmethod

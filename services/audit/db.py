@@ -1,6 +1,6 @@
 """The audit database file: its schemas, its version, the one way it is opened
 (:func:`open_audit_db`: the checks, WAL, the caller's own tables) and the one error type every
-SQLite failure on it becomes.  Shared by :mod:`services.audit` (tool calls), the plan runs
+SQLite failure on it becomes.  Shared by :mod:`services.audit.log` (tool calls), the plan runs
 (:mod:`services.plans.runner`), the retrievals, the cloud calls, the profile switches and the
 context requests and traces, which keep their own tables in the same file.
 """
@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from services.errors import AriesError
-from services.sqlite_check import StoreRefused, TableCheck, check_sqlite
-from services.sqlite_readonly import UnreadableWal, connect_readonly
-from services.workspace_paths import AUDIT_FILE as AUDIT_FILE
+from services.sqlite.check import StoreRefused, TableCheck, check_sqlite
+from services.sqlite.readonly import UnreadableWal, connect_readonly
+from services.workspace.paths import AUDIT_FILE as AUDIT_FILE
 
 SCHEMA_VERSION = 2
 """The audit tables' schema version, kept in ``PRAGMA user_version`` (0: a file from before
@@ -125,7 +125,7 @@ IMPORT_CHECKS = (
 
 
 def check_imported(path: Path, rel: str, others: Sequence[TableCheck]) -> None:
-    """Refuse (:class:`~services.sqlite_check.StoreRefused`, naming ``rel``) an ``audit.db`` that arrived
+    """Refuse (:class:`~services.sqlite.check.StoreRefused`, naming ``rel``) an ``audit.db`` that arrived
     in a bundle unless it is what Aries writes: a whole SQLite database without triggers or views, the
     tables of this module and of ``others`` (the other stores' :class:`TableCheck`) with the column types
     Aries writes, and a schema version this Aries reads."""
@@ -210,9 +210,9 @@ def open_audit_db(
     (``PRAGMA quick_check``), set WAL, and create the caller's own ``tables`` (each a ``CREATE TABLE
     IF NOT EXISTS`` statement; other services' tables are left alone).
 
-    ``migrate_tables`` (the tool audit store, :mod:`services.audit`) creates or migrates the audit
+    ``migrate_tables`` (the tool audit store, :mod:`services.audit.log`) creates or migrates the audit
     tables of :data:`SCHEMA`; ``readonly`` opens the file without writing anything (it must exist;
-    on a read-only file system too, :func:`services.sqlite_readonly.connect_readonly`);
+    on a read-only file system too, :func:`services.sqlite.readonly.connect_readonly`);
     ``rows`` gives :class:`sqlite3.Row` rows; ``timeout`` is how long a write waits for another
     process's lock.  The connection autocommits (``BEGIN`` for a transaction) and may be shared by
     threads under the caller's lock.  Every SQLite or OS failure is one :class:`AuditStoreError`.

@@ -18,11 +18,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.approval_mode import MODE_NAMES, ApprovalMode
-from services.bridge_config import MODES as CLOUD_MODES
-from services.bridge_config import BridgeConfig
 from services.errors import ConfigError, InvalidName
-from services.names import validate_name
-from services.yamlio import line_of
+from services.files.yamlio import line_of
+from services.text.names import validate_name
+from services.workspace.bridge_config import MODES as CLOUD_MODES
+from services.workspace.bridge_config import BridgeConfig
 
 
 class RetrievalConfig(BaseModel):
@@ -65,7 +65,7 @@ class WorkspaceSettings(BaseModel):
     """``provider:model`` used for answers; ``offline`` answers with the retrieved passages."""
     approval_mode: ApprovalMode | None = None
     """How tool calls are approved (guide, commander, strict); unset: the profile's, else the policy
-    file's (``services.inforce``)."""
+    file's (``services.session.inforce``)."""
     active_index: str | None = None
     """The retrieval index in use (a name under ``indexes/``), or none."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)

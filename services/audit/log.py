@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from services.audit_db import AUDIT_FILE, describe_sqlite_error, open_audit_db
+from services.audit.db import AUDIT_FILE, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
 from services.hashing import canonical_json
 

@@ -3,7 +3,7 @@
 Generic: this module knows no table of Aries.  Each store exports the :class:`TableCheck` of its own
 tables (its schema and the text columns where it keeps JSON) and its file's import check runs
 :func:`check_sqlite` with them (``services.retrieval.store_manifest.check_imported`` for an index
-manifest; ``services.audit_db.check_imported`` for ``audit.db``, whose tables come from several stores).
+manifest; ``services.audit.db.check_imported`` for ``audit.db``, whose tables come from several stores).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading an SQLite database where nothing can be written: a read-only file system or a folder
 this user cannot write.  Used for an index's manifest (:mod:`services.retrieval.readonly`) and for
-``audit.db`` (:func:`services.audit_db.open_audit_db`).
+``audit.db`` (:func:`services.audit.db.open_audit_db`).
 """
 
 from __future__ import annotations

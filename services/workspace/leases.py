@@ -19,17 +19,17 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from services.atomic import atomic_write_text
 from services.clock import utc_now
 from services.errors import AriesError
-from services.workspace_paths import LOCK_FILE, SESSION_FILE
+from services.files.atomic import atomic_write_text
+from services.workspace.paths import LOCK_FILE, SESSION_FILE
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
 
 
 class Leased(Protocol):
-    """What a lease needs of a workspace (``services.workspaces.Workspace`` is one): its name, for
+    """What a lease needs of a workspace (``services.workspace.manager.Workspace`` is one): its name, for
     messages, and its folder, which holds the lock file and the holder record."""
 
     @property

@@ -2,7 +2,7 @@
 
 A workspace root holds ``workspace.yaml`` (name, created_at, active profile and settings, ruamel.yaml
 round trip), ``transcripts/``, ``artifacts/`` and ``indexes/``; every name a workspace folder holds is
-spelled once, in :mod:`services.workspace_paths` (``Workspace.paths``).
+spelled once, in :mod:`services.workspace.paths` (``Workspace.paths``).
 
 Every operation is idempotent: creating an existing workspace repairs missing parts and
 changes nothing else; opening after a crash removes temp files of interrupted writes and
@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.artifacts import ArtifactRegistry
-from services.atomic import remove_stale_temp_files
 from services.clock import utc_now
 from services.errors import CorruptFile, NotFound
-from services.leases import (
+from services.files.atomic import remove_stale_temp_files
+from services.text.names import validate_name
+from services.workspace.artifacts import ArtifactRegistry
+from services.workspace.leases import (
     WorkspaceBusy,
     WorkspaceLease,
     acquire_lease,
@@ -33,11 +34,10 @@ from services.leases import (
     open_elsewhere,
     pid_alive,
 )
-from services.names import validate_name
-from services.transcripts import Problem, Transcript, by_recency, iter_problems, list_conversations
-from services.workspace_paths import SUBDIRS, TRUST_DIR, WorkspacePaths
-from services.workspace_paths import WORKSPACE_FILE as WORKSPACE_FILE
-from services.workspace_settings import DEFAULT_SETTINGS, plain_settings
+from services.workspace.paths import SUBDIRS, TRUST_DIR, WorkspacePaths
+from services.workspace.paths import WORKSPACE_FILE as WORKSPACE_FILE
+from services.workspace.settings import DEFAULT_SETTINGS, plain_settings
+from services.workspace.transcripts import Problem, Transcript, by_recency, iter_problems, list_conversations
 
 __all__ = [
     "Workspace",
@@ -52,7 +52,7 @@ __all__ = [
 
 
 if TYPE_CHECKING:
-    from services.workspace_config import WorkspaceConfig
+    from services.workspace.config import WorkspaceConfig
 
 FORMAT_VERSION = 1
 EPHEMERAL_NAME = "(ephemeral)"
@@ -128,13 +128,13 @@ class Workspace:
         return (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def _read_meta(self) -> Any:
-        from services.yamlio import load_yaml
+        from services.files.yamlio import load_yaml
 
         data = load_yaml(self.meta_path)
         self._config = None
         self._plain = plain_settings(data)
         if self._plain is None:  # not the everyday shape: the full (pydantic) check names file:line
-            from services.workspace_config import validate_config
+            from services.workspace.config import validate_config
 
             self._config = validate_config(data, self.meta_path)  # ConfigError with file:line and field
         return data
@@ -144,7 +144,7 @@ class Workspace:
         """``workspace.yaml``, validated (unknown keys kept in ``model_extra``)."""
         self.meta  # noqa: B018 - re-reads the file (and so the config) if it changed on disk
         if self._config is None:
-            from services.workspace_config import validate_config
+            from services.workspace.config import validate_config
 
             self._config = validate_config(self.meta, self.meta_path)
         return self._config
@@ -173,8 +173,8 @@ class Workspace:
         """
         import copy
 
-        from services.workspace_config import validate_config
-        from services.yamlio import write_yaml
+        from services.files.yamlio import write_yaml
+        from services.workspace.config import validate_config
 
         meta = copy.deepcopy(self.meta)
         if profile is not None:
@@ -213,7 +213,7 @@ class Workspace:
     # -- lifecycle -----------------------------------------------------------------
     def ensure_layout(self) -> OpenReport:
         """Create whatever is missing; change nothing that exists."""
-        from services.yamlio import write_yaml
+        from services.files.yamlio import write_yaml
 
         report = OpenReport()
         report.created = not self.root.exists()
@@ -290,7 +290,7 @@ def clean_stale_imports(root: Path) -> list[str]:
 
     A workspace that ``--force`` had moved aside when the import was killed is put back first.
     """
-    from services.staging import clean_stale_staging
+    from services.files.staging import clean_stale_staging
 
     return clean_stale_staging(root, STAGING_PREFIX)
 
@@ -300,7 +300,7 @@ class WorkspaceManager:
 
     def __init__(self, root: Path | None = None) -> None:
         if root is None:
-            from services.config import workspaces_root  # pydantic is imported only when needed
+            from services.settings.config import workspaces_root  # pydantic is imported only when needed
 
             root = workspaces_root()
         self.root = Path(root)

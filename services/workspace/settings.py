@@ -7,14 +7,14 @@ from typing import Any
 
 from services.approval_mode import MODE_NAMES
 from services.errors import AriesError
-from services.names import validate_name
+from services.text.names import validate_name
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "model": "offline",
     "active_index": None,
 }
 """What a new ``workspace.yaml`` says. No ``approval_mode``: unset, the profile's or the policy file's
-mode applies (``services.inforce``); a file that has one keeps it."""
+mode applies (``services.session.inforce``); a file that has one keeps it."""
 
 
 def plain_settings(data: Any) -> dict[str, Any] | None:

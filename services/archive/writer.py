@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from services.atomic import fsync_dir
-from services.bundles.archive import COMPRESSION_LEVEL, ArchiveKind, FileEntry, Progress, path_problem
+from services.archive.reader import COMPRESSION_LEVEL, ArchiveKind, FileEntry, Progress, path_problem
+from services.files.atomic import fsync_dir
 from services.hashing import HashingReader
 
 

@@ -4,12 +4,12 @@ What belongs to the person at the keyboard rather than to a workspace (which may
 or untrusted): the theme, how Aries notifies, and — as the next issues add them — lasting grants,
 each keyed by the identity of the workspace it was given for. A workspace can never write here.
 
-The file is a versioned pydantic model (``format``), written atomically (``services.atomic``) under a
+The file is a versioned pydantic model (``format``), written atomically (``services.files.atomic``) under a
 file lock, so two Aries processes changing it do not lose each other's change. A file that does not
 read is reported in one line (:class:`OperatorSettingsError`, naming it) and never overwritten: the
 operator fixes or removes it.
 
-Reached from what is in force (``services.inforce.InForce.settings``): the operator's side of it.
+Reached from what is in force (``services.session.inforce.InForce.settings``): the operator's side of it.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ class OperatorSettings(BaseModel):
 
 
 def settings_path(home: Path | None = None) -> Path:
-    """``$ARIES_HOME/settings.json`` (``services.config.aries_home``)."""
-    from services.config import aries_home
+    """``$ARIES_HOME/settings.json`` (``services.settings.config.aries_home``)."""
+    from services.settings.config import aries_home
 
     return (home or aries_home()) / SETTINGS_FILE
 
@@ -118,7 +118,7 @@ def update_settings(
     written atomically. A file that does not read raises OperatorSettingsError and is left untouched."""
     from filelock import FileLock, Timeout
 
-    from services.atomic import atomic_write_text
+    from services.files.atomic import atomic_write_text
 
     path = path or settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,23 +32,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from services.approval_mode import ApprovalMode, parse_mode
-from services.approvals import ApprovalQueue
 from services.conversation import Conversation, Notice
-from services.inforce import SHIPPED_POLICY, WORKSPACE_POLICY, InForce, Operator, resolve
+from services.session.approvals import ApprovalQueue
+from services.session.inforce import SHIPPED_POLICY, WORKSPACE_POLICY, InForce, Operator, resolve
 
 if TYPE_CHECKING:
     from services.context.tools import ContextToolBackend
     from services.conversation.hold import ConversationHold
-    from services.leases import WorkspaceLease
     from services.policy import Policy
     from services.profiles import ActiveProfile
     from services.retrieval import RetrievalEngine
-    from services.session_open import OpenOptions, Surface
+    from services.session.opening import OpenOptions, Surface
     from services.tools.calls import Approver
     from services.tools.gateway import ToolGateway
     from services.tools.results import ToolResult
     from services.trust.records import TrustState
-    from services.workspaces import Workspace
+    from services.workspace.leases import WorkspaceLease
+    from services.workspace.manager import Workspace
 
 
 class Session:
@@ -109,7 +109,7 @@ class Session:
             loaded = load_profile(profile, first.profiles_root)  # unknown or broken: ProfileError
             self._in_force = replace(first, loaded_profile=loaded)
 
-    # -- what is in force: one value (``services.inforce``), replaced whole on every change ---------
+    # -- what is in force: one value (``services.session.inforce``), replaced whole on every change ---------
     @property
     def in_force(self) -> InForce:
         if self._in_force is None:
@@ -481,8 +481,8 @@ class Session:
 
     @classmethod
     def open(cls, where: Workspace | str | None, *, surface: Surface, **options: Unpack[OpenOptions]) -> Session:
-        """Every surface's way to a session (find, lease, repair, conversation): ``services.session_open``."""
-        from services.session_open import open_session
+        """Every surface's way to a session (find, lease, repair, conversation): ``services.session.opening``."""
+        from services.session.opening import open_session
 
         return open_session(cls, where, surface=surface, **options)
 

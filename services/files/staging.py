@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from types import TracebackType
 
-from services.atomic import atomic_write_text, fsync_dir
+from services.files.atomic import atomic_write_text, fsync_dir
 
 TREE = "tree"
 OLD = "old"

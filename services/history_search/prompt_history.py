@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.atomic import atomic_write_text
-from services.workspace_paths import PROMPT_HISTORY_FILE
+from services.files.atomic import atomic_write_text
+from services.workspace.paths import PROMPT_HISTORY_FILE
 
 if TYPE_CHECKING:
-    from services.workspaces import Workspace
+    from services.workspace.manager import Workspace
 
 FILE_NAME = PROMPT_HISTORY_FILE
 CAP = 500

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.atomic import atomic_write_text
 from services.errors import ConfigError
+from services.files.atomic import atomic_write_text
 
 MAX_YAML_BYTES = 1_000_000
 MAX_YAML_NODES = 50_000

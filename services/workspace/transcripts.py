@@ -178,7 +178,7 @@ class Transcript:
             finally:
                 os.close(fd)
             if created:
-                from services.atomic import fsync_dir
+                from services.files.atomic import fsync_dir
 
                 fsync_dir(self.directory)
             self._seq = seq

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.env_settings import EnvSettings
+    from services.settings.env import EnvSettings
 
 ENV_HOME = "ARIES_HOME"
 ENV_MIN_SCORE = "AXIOMME_MIN_SCORE"
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
-    """The environment as :class:`EnvSettings` (``services.env_settings``; imports pydantic on first use)."""
-    from services.env_settings import env_settings as typed
+    """The environment as :class:`EnvSettings` (``services.settings.env``; imports pydantic on first use)."""
+    from services.settings.env import env_settings as typed
 
     return typed(environ)
 

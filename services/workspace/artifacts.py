@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.atomic import atomic_write_text, fsync_dir
 from services.clock import utc_now
 from services.errors import CorruptFile, InvalidInput, NotFound, TooLarge
+from services.files.atomic import atomic_write_text, fsync_dir
 from services.hashing import BLOCK, HashingReader, file_sha256
-from services.workspace_paths import WorkspacePaths
+from services.workspace.paths import WorkspacePaths
 
 MANIFEST = "registry.json"
 MANIFEST_VERSION = 1

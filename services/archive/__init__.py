@@ -1,0 +1,3 @@
+"""Archives below both bundles and context packages: the reader that refuses hostile members, the
+deterministic writer, MIME types.
+"""

@@ -1,0 +1,3 @@
+"""The audit store: the SQLite database (db) and the append-only log of decisions and calls over it
+(log).
+"""
