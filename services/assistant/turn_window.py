@@ -53,8 +53,10 @@ class TurnWindow:
 
     async def open(self, options: ModelOptions) -> tuple[ModelWindow, ModelOptions]:
         """The window this turn is fitted to (see :mod:`services.models.window`) and the options with
-        the model's configured ``max_tokens`` and, for Ollama, the ``num_ctx`` that makes the server use
-        that same window."""
+        an output cap — the model's configured ``max_tokens``, else the answer's share of the window
+        (:func:`~services.assistant.context.answer_reserve`: an eighth, 64 to 2,048 tokens), so that no
+        model can ramble until the window is full — and, for Ollama, the ``num_ctx`` that makes the
+        server use that same window."""
         from services.models.tokens import Calibration
         from services.models.window import DEFAULT_WINDOW, ModelWindow, learned
 
@@ -78,6 +80,8 @@ class TurnWindow:
             window = ModelWindow(DEFAULT_WINDOW, "default", calibration)
         if window.source != "default" and options.context_window is None:
             options = dataclasses.replace(options, context_window=window.tokens)  # Ollama's num_ctx
+        if options.max_tokens is None:  # every request carries an output cap: the answer's share of the window
+            options = dataclasses.replace(options, max_tokens=answer_reserve(window.tokens, None))
         return window, options
 
     def key(self) -> str:
@@ -152,6 +156,9 @@ class TurnWindow:
 
     def cut_short(self, turn_id: str, step: int, options: ModelOptions, window: int) -> None:
         limit = f"max_tokens {options.max_tokens}" if options.max_tokens else f"the context window ({window} tokens)"
+        settings = model_settings(self.session.workspace, self.model_label)
+        if options.max_tokens and (settings is None or settings.max_tokens is None):
+            limit += f", the default share of the window; settings.models.{self.model_label}.max_tokens raises it"
         self.session.conversation.record(
             Notice(
                 text=f"The model stopped at its length limit ({limit}) in step {step}: the answer may be cut short.",

@@ -414,3 +414,33 @@ def test_the_offered_schemas_have_no_huge_bounds_and_the_gateway_keeps_them(sess
 async def test_a_path_beyond_the_registry_bound_is_still_refused(session: Session) -> None:
     result = await session.call_tool("builtin:fs:read_text", {"path": "a" * 9000})
     assert not result.ok and result.error is not None and result.error.type == "InvalidInput"
+
+
+async def test_every_request_carries_an_output_cap_even_when_none_is_configured(
+    session: Session, server: ScriptedServer
+) -> None:
+    """Issue 33 item 2: a small model cannot ramble until the window is full — with no ``max_tokens``
+    configured the request asks for at most the answer's share of the window (an eighth of it)."""
+    configure(session, server, context_window=2048)
+    server.add(Reply(text="a short answer"))
+    loop = TurnLoop(session, provider_for(server))  # type: ignore[arg-type]
+    outcome = await loop.run("a question")
+    await loop.provider.aclose()
+    assert outcome.error is None, outcome.error
+    (body,) = server.chat_requests()
+    cap = body["max_tokens"] if server.kind == "openai" else body["options"]["num_predict"]
+    assert cap == 2048 // 8
+
+
+async def test_the_default_cap_says_how_to_raise_it_when_an_answer_reaches_it(
+    session: Session, openai_only: ScriptedServer
+) -> None:
+    configure(session, openai_only, context_window=1024)
+    openai_only.add(Reply(text="blah " * 20, finish_reason="length"))
+    loop = TurnLoop(session, provider_for(openai_only))  # type: ignore[arg-type]
+    await loop.run("ramble")
+    await loop.provider.aclose()
+    notices = [e for e in session.conversation.read().entries if e.get("title") == "length"]
+    assert len(notices) == 1
+    assert "max_tokens 128, the default share of the window" in notices[0]["content"]
+    assert "settings.models." in notices[0]["content"]
