@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli._common import out, positive_int, print_json, workspace_option
+from app.cli._common import out, positive_int, print_json, warn, workspace_option
 
 
 def register(subparsers: Any) -> None:
@@ -77,15 +77,19 @@ def _workspace(args: argparse.Namespace) -> Any:
 
 def handle_history(args: argparse.Namespace) -> int:
     from services.conversation.history import list_summaries
+    from services.workspace.transcripts import iter_problems
 
     workspace = _workspace(args)
     summaries = list_summaries(workspace)
+    for problem in iter_problems(workspace.transcripts_dir):  # never skipped without a word
+        warn(f"{problem} (skipped; the other lines are read)")
     if args.json:
         print_json([summary.to_dict() for summary in summaries])
         return 0
     if not summaries:
         out(f"no conversations in workspace {workspace.name} yet", single_line=True)
         return 0
+    out(f"{'CONVERSATION':<26}  {'UPDATED':16}  {'TURNS':>10}  {'MODEL':<24}  FIRST PROMPT", single_line=True)
     for summary in summaries:
         when = (summary.updated_at or "")[:16].replace("T", " ")
         model = summary.model or "-"

@@ -300,6 +300,7 @@ def handle_index_list(args: argparse.Namespace) -> int:
         if not infos:
             out("no indexes; add one with: aries -w NAME rag index add PATH")
             return 0
+        out(f"  {'INDEX (* in use)':<24} {'FILES':>12} {'CHUNKS':>15}  {'STATUS':<16} EMBEDDER", single_line=True)
         for info in infos:
             mark = "*" if info.active else " "
             out(

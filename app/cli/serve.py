@@ -1,6 +1,6 @@
 """``aries serve``: the local web viewer and editor of a workspace's documents (services.web).
 
-    aries serve -w NAME [--host 127.0.0.1|::1|localhost] [--port P] [--no-open]
+    aries serve -w NAME [--host 127.0.0.1|::1|localhost] [--port P]
 
 Opens the workspace's session (``Session.open``, surface ``serve``: the viewer serves with its
 retrieval engine, closed after the viewer stopped), reconciles first (progress on stderr), then
@@ -24,14 +24,16 @@ def register(subparsers: Any) -> None:
         help="the local web viewer/editor of the workspace's documents (127.0.0.1 only)",
         description=(
             "Serve the documents of the workspace's rag indexes and context tree on a loopback address. "
-            "Prints a URL with a per-start token; Ctrl+C stops."
+            "Prints a URL with a per-start token (no browser is opened: open it yourself); Ctrl+C stops."
         ),
     )
     workspace_option(serve)
     serve.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (default), ::1 or localhost; nothing else")
     serve.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     serve.add_argument(
-        "--no-open", action="store_true", help="do not open a browser (the default: the URL is only printed)"
+        "--no-open",
+        action="store_true",
+        help=argparse.SUPPRESS,  # accepted for old scripts: no browser is ever opened
     )
     serve.set_defaults(func=handle_serve)
 

@@ -24,7 +24,9 @@ from app.cli._common import (
     err,
     fail,
     open_session,
+    out,
     print_json,
+    print_table,
     usage,
     warn,
 )
@@ -37,6 +39,7 @@ def register(subparsers: Any) -> None:
 
     listing = tool_sub.add_parser("list", help="list the registered tools and whether the policy enables them")
     listing.add_argument("--policy", metavar="FILE", help=POLICY_HELP)
+    listing.add_argument("--json", action="store_true", help="print the list as JSON (with the MCP servers' status)")
     listing.set_defaults(func=handle_list)
 
     call = tool_sub.add_parser("call", help="run one tool call through the policy gateway; prints the JSON result")
@@ -76,10 +79,33 @@ def handle_list(args: argparse.Namespace) -> int:
             failed = gateway.registry.load_all()  # starts the enabled MCP servers to list their tools
             tools = describe_tools(gateway.registry, policy)
             servers = [{**s, "error": failed.get(f"mcp:{s['name']}", s["error"])} for s in gateway.mcp_status()]
-            print_json({"policy": session.policy_source, "mode": session.mode, "tools": tools, "mcp_servers": servers})
+            if args.json:
+                print_json(
+                    {"policy": session.policy_source, "mode": session.mode, "tools": tools, "mcp_servers": servers}
+                )
+                return EXIT_OK
+            _print_tools(session.policy_source, session.mode, tools, servers)
     except AriesError as exc:
         return fail(exc, EXIT_ERROR)
     return EXIT_OK
+
+
+def _print_tools(policy: str, mode: str, tools: list[dict[str, Any]], servers: list[dict[str, Any]]) -> None:
+    """The human form of ``tool list``: a table of the tools, then each MCP server's state."""
+    rows = [
+        (tool["id"], "yes" if tool["enabled"] else "no", str(tool.get("tier") or "-"), _first_sentence(tool))
+        for tool in tools
+    ]
+    print_table(f"tools (policy: {policy}; mode: {mode})", ["TOOL", "ENABLED", "TIER", "WHAT IT DOES"], rows)
+    for server in servers:
+        error = f" ({server['error']})" if server.get("error") else ""
+        out(f"mcp server {server['name']}: {server.get('state', '?')}{error}", single_line=True)
+
+
+def _first_sentence(tool: dict[str, Any]) -> str:
+    description = str(tool.get("description") or "")
+    head, dot, _ = description.partition(". ")
+    return head + dot.strip() if len(head) < 100 else head[:99] + "…"
 
 
 def handle_call(args: argparse.Namespace) -> int:

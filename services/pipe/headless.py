@@ -238,6 +238,13 @@ async def _run_turn(
     return result
 
 
+def _has_conversation(session: Session) -> bool:
+    """Whether the session's workspace holds a stored conversation (a new session's has no file yet)."""
+    from services.workspace.transcripts import by_recency
+
+    return bool(by_recency(session.workspace.transcripts_dir))
+
+
 def _use_conversation(session: Session, conversation: str | None) -> None:
     """The turn's conversation: a new one (``None``), else the stored one named (``last``, an id)."""
     current = session.conversation
@@ -376,6 +383,10 @@ def run_ask(
     environ = dict(os.environ if env is None else env)
     approver = HeadlessApprover(check_tool_ids(approve))
     session = open_session(workspace, approver, profile=profile, conversation=conversation, on_warning=on_warning)
+    if conversation == "last" and not _has_conversation(session):  # as `llm -c` does: start one, and say so
+        conversation = None
+        if on_warning is not None:
+            on_warning(f"workspace {session.workspace.name} has no conversation yet: this starts a new one")
     try:
         config = resolve_model(session.authority_setting("model"), environ)
         provider = make_provider(config)

@@ -253,6 +253,9 @@ def open_session(
         if taken.owned:
             taken.release()
         raise
+    if on_warning is not None:
+        for warning in taken.warnings:  # a damaged line of a transcript: which file, which line
+            on_warning(warning)
     if on_warning is not None and not taken.workspace.ephemeral and session.trust.needs_review:
         on_warning(f"workspace {taken.workspace.name} is {session.trust.label}: {session.trust.reason}")
     return session

@@ -37,7 +37,7 @@ def policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_tool_list(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(["tool", "list"], capsys)
+    code, out, _ = _run(["tool", "list", "--json"], capsys)
     assert code == 0 and len(out["tools"]) == 16 and out["mode"] == "guide"
     enabled = {t["id"]: t["enabled"] for t in out["tools"]}
     assert enabled["builtin:fs:read_text"] and not enabled["builtin:web:fetch"]

@@ -119,7 +119,7 @@ def test_cli_tool_list_and_doctor_show_the_servers_and_leave_no_process(tmp_path
     policy = tmp_path / "policy.yaml"
     policy.write_text(json.dumps(data))
 
-    listing = _cli(["tool", "list", "--policy", str(policy)], tmp_path / "home")
+    listing = _cli(["tool", "list", "--json", "--policy", str(policy)], tmp_path / "home")
     assert listing.returncode == 0, listing.stderr
     out = json.loads(listing.stdout)
     tools = {t["id"]: t for t in out["tools"]}
@@ -160,7 +160,7 @@ def test_a_bare_server_command_is_found_beside_aries_python(tmp_path: Path) -> N
     home = tmp_path / "home"
     env = {**os.environ, "ARIES_HOME": str(home), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     listing = subprocess.run(
-        [sys.executable, "-m", "app", "tool", "list", "--policy", str(policy)],
+        [sys.executable, "-m", "app", "tool", "list", "--json", "--policy", str(policy)],
         capture_output=True,
         text=True,
         env=env,
