@@ -91,7 +91,21 @@ class AriesApp(App[int]):
 
         self._remove_notices = add_listener(told)
         follow_sessions(self, self._session_opened)
+        self._end_on_hangup()
         self.call_after_refresh(self._open_initial)
+
+    def _end_on_hangup(self) -> None:
+        """The terminal closed (SIGHUP) or the process was asked to end (SIGTERM): close the session as
+        a quit does, so that the workspace is not left marked open as after a crash."""
+        import asyncio
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, lambda: self.run_worker(self.quit_now(), group="hangup", exclusive=True))
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such signal
+                return
 
     async def _open_initial(self) -> None:
         await self.active.open_initial(self._initial, create=self._create)
@@ -104,7 +118,19 @@ class AriesApp(App[int]):
 
     async def on_unmount(self) -> None:
         getattr(self, "_remove_notices", lambda: None)()  # set in on_mount
+        self._forget_hangup()
         await self.active.close("Aries quit")
+
+    def _forget_hangup(self) -> None:
+        import asyncio
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                return
 
     # -- the session -------------------------------------------------------------------------------
     @property
