@@ -20,13 +20,22 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
 
         manager = WorkspaceManager()
         if manager.path_for(workspace).is_dir():
-            holder = open_elsewhere(Workspace(manager.path_for(workspace), workspace))
+            found = Workspace(manager.path_for(workspace), workspace)
+            holder = open_elsewhere(found)
             if holder:  # a live Aries holds it: say so here, before the screen is taken over
                 raise WorkspaceBusy(
                     f"workspace {workspace} is open in another Aries (pid {holder.get('pid', '?')}, "
                     f"{holder.get('purpose', '?')}); close it there, or use `aries workspace close {workspace}` "
                     "if that process is gone"
                 )
+            if conversation not in ("new", "last"):  # an unknown id: one line here, not a toast over another
+                from services.conversation.history import resolve
+
+                resolve(found, conversation)
+        elif conversation not in ("new", "last"):
+            from services.errors import NotFound
+
+            raise NotFound(f"no workspace named {workspace!r}, so no conversation {conversation!r} in it")
     from app.aries_app import AriesApp
 
     app = AriesApp(workspace, create=create, conversation=conversation)

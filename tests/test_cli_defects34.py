@@ -65,3 +65,16 @@ def test_listings_print_a_header_row_and_tool_list_is_a_table(aries_home: Path) 
 def test_serve_documents_no_option_that_changes_nothing(aries_home: Path) -> None:
     shown = aries("serve", "--help", home=aries_home)
     assert shown.returncode == 0 and "--no-open" not in shown.stdout
+
+
+def test_an_unknown_conversation_is_refused_before_the_screen_opens(aries_home: Path) -> None:
+    """`aries -w W --conversation nope` said so in a toast over the last conversation; now one line and the
+    exit code `history fork nope` has, with no escape sequence (the screen never opened)."""
+    assert aries("workspace", "new", "demo", home=aries_home).returncode == 0
+    fork = aries("-w", "demo", "history", "fork", "nope", home=aries_home)
+    tui = aries("-w", "demo", "--conversation", "nope", home=aries_home)
+    assert tui.returncode == fork.returncode != 0
+    assert tui.stderr.strip().splitlines() == [
+        "aries: no conversation 'nope' in workspace demo; the list: aries history (in the workbench: /history)"
+    ]
+    assert "\x1b" not in tui.stdout + tui.stderr
