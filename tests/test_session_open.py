@@ -196,7 +196,7 @@ def test_open_session_builds_from_the_class_it_is_given() -> None:
     session = open_session(Recorded, "w", surface=Surface.CLI)
     assert type(session) is Recorded
     close_session(session)
-    source = (REPO / "services" / "session_open.py").read_text(encoding="utf-8")
+    source = (REPO / "services" / "session" / "opening.py").read_text(encoding="utf-8")
     assert "services.session.session " not in source and "services.session.session\n" not in source
     assert "from services.session.session import" not in source
 

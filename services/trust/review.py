@@ -116,6 +116,28 @@ def _mcp_lines(data: dict[str, Any]) -> list[ReviewLine]:
             extra = f" with ${', $'.join(map(str, raw['env']))} passed on" if raw.get("env") else ""
             cwd = f" in {_short(raw['cwd'])}" if raw.get("cwd") else ""
             lines.append(ReviewLine(0, f"MCP server `{name}` runs `{_short(command)}`{cwd}{extra}{state}"))
+        lines += _mcp_tier_lines(name, raw)
+    return lines
+
+
+def _mcp_tier_lines(name: str, raw: dict[str, Any]) -> list[ReviewLine]:
+    """A server's ``tier:`` and per-tool tiers below the default change how its calls are approved (a
+    READ_ONLY tool runs unasked in guide mode): each is a line of the review."""
+    from services.policy.mcp import DEFAULT_TIER
+
+    lines = []
+    if raw.get("tier") is not None and str(raw["tier"]) != str(DEFAULT_TIER):
+        lines.append(
+            ReviewLine(
+                1,
+                f"MCP server `{name}`: its tools count as {_short(raw['tier'])} "
+                f"(default: {DEFAULT_TIER}), which changes how their calls are approved",
+            )
+        )
+    tools = raw.get("tools") if isinstance(raw.get("tools"), dict) else {}
+    for tool, tier in sorted(tools.items()):
+        if str(tier) != str(DEFAULT_TIER):
+            lines.append(ReviewLine(1, f"MCP tool `{name}:{tool}` counts as {_short(tier)} (default: {DEFAULT_TIER})"))
     return lines
 
 
@@ -132,7 +154,7 @@ def _switch_lines(data: dict[str, Any], default: dict[str, Any]) -> list[ReviewL
         value, base = classes.get(name, "disabled"), base_classes.get(name, "disabled")
         if str(value) != str(base):
             enables = str(value) in ("enabled", "True", "true")
-            risk = 0 if enables and (name in ("shell", "web") or name.startswith("mcp")) else 1
+            risk = 0 if enables and (name in ("shell", "web") or name.startswith("mcp")) else 1 if enables else 2
             lines.append(ReviewLine(risk, f"tool class {name}: {_short(value)} (default: {base})"))
     for tool, rule in sorted((data.get("tools") or {}).items()):
         lines.append(ReviewLine(1, f"tool {tool}: {_short(rule)}"))

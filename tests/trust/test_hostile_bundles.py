@@ -58,7 +58,7 @@ def _env(canary: Canary) -> dict[str, str]:
 
 def _probe(home: Path, canary: Canary, run_id: str) -> list[dict[str, object]]:
     commands = [
-        ["-w", NAME, "tool", "list"],
+        ["-w", NAME, "tool", "list", "--json"],
         ["-w", NAME, "tool", "doctor"],
         ["-w", NAME, "tool", "call", "builtin:fs:read_text", "--args", '{"path": "/etc/hostname"}'],
         [

@@ -1,0 +1,39 @@
+"""The trust review's lines: what widens is said as widening, what narrows is not (issue 34 item 7), and
+every setting that changes how calls are approved is in it — an MCP server's ``tier:`` (issue 31 item 7)."""
+
+from __future__ import annotations
+
+from services.trust.review import ReviewLine, _policy_lines
+
+POLICY = """\
+version: 1
+tool_classes: {shell: disabled, fs: disabled}
+providers:
+  mcp:
+    enabled: true
+    servers:
+      clock: {command: python, args: [-m, clock], tier: READ_ONLY, tools: {get_time: READ_ONLY}}
+"""
+
+
+def _lines() -> list[ReviewLine]:
+    return _policy_lines(POLICY)
+
+
+def test_a_disabled_tool_class_is_not_listed_as_widening() -> None:
+    narrowing = [line for line in _lines() if line.text.startswith("tool class")]
+    assert {"tool class fs", "tool class shell"} <= {line.text.split(":")[0] for line in narrowing}
+    assert all(": disabled (default: enabled)" in line.text and line.risk == 2 for line in narrowing), narrowing
+
+
+def test_an_mcp_servers_tier_is_in_the_review_as_changing_approval() -> None:
+    texts = {line.text: line.risk for line in _lines()}
+    assert texts["MCP server `clock` runs `python -m clock`"] == 0
+    tier = [text for text in texts if text.startswith("MCP server `clock`: its tools count as READ_ONLY")]
+    assert len(tier) == 1 and texts[tier[0]] == 1
+    assert texts["MCP tool `clock:get_time` counts as READ_ONLY (default: WRITE_DESTRUCTIVE)"] == 1
+
+
+def test_the_default_tier_adds_no_line() -> None:
+    plain = POLICY.replace("tier: READ_ONLY, tools: {get_time: READ_ONLY}", "tier: WRITE_DESTRUCTIVE")
+    assert not [line for line in _policy_lines(plain) if "counts as" in line.text]
