@@ -286,8 +286,7 @@ class AriesApp(App[int]):
 
     @on(Input.Submitted, "#prompt")
     async def _prompt_submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        event.input.value = ""
+        text = event.value.strip()  # the prompt emptied itself when it sent it (PromptInput.action_submit)
         if not text:
             return
         await self.ready()  # typed in the first instant: runs once the workspace is open

@@ -176,6 +176,26 @@ async def test_ctrl_x_cancels_only_the_running_turn_and_says_how_many_remain(
         assert [c for r, c in said(app) if r == "user"] == ["go", "next one"]
 
 
+async def test_lines_typed_faster_than_the_app_handles_them_stay_apart(
+    server: ScriptedServer, workspace: Workspace
+) -> None:
+    """Keys that arrive in one burst (a terminal under tmux, a busy App): each Enter ends its own line.
+    Enter used to be a binding run once the key had bubbled up to the App — after the keys behind it
+    had reached the prompt — so both lines were sent as "onetwo"."""
+    from textual import events
+
+    server.add(Reply(text="a long answer that stalls", chunk_size=5, stall_after=2))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: bool(app.screen.query("StreamingAnswer")), what="the answer streaming")
+        for key in [*"one", "enter", *"two", "enter"]:  # posted at once, none waited for
+            app.post_message(events.Key(key, "\r" if key == "enter" else key))
+        await until(pilot, lambda: len(strip(app).queued) == 2, what="two queued lines")
+        assert strip(app).queued == ("one", "two") and prompt_value(app) == ""
+
+
 async def test_a_workspace_switch_drops_the_queue(server: ScriptedServer, workspace: Workspace) -> None:
     WorkspaceManager().create("other")
     server.add(Reply(text="a long answer that stalls", chunk_size=5, stall_after=2))
