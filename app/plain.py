@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from typing import IO, TYPE_CHECKING, Any
 
 from services.errors import AriesError
@@ -128,10 +129,11 @@ class PlainSession:
             f"Aries plain mode: workspace {session.workspace.name}, model {self._model_label()}. "
             "Type a message, or /help; /quit or the end of input leaves."
         )
+        lines = read_lines(stdin)
         try:
             while not self.quitting:
-                line = await asyncio.to_thread(stdin.readline)
-                if not line:
+                line = await lines.get()
+                if line is None:
                     break
                 text = line.strip()
                 if not text:
@@ -301,6 +303,27 @@ class PlainSession:
                 "error: plain mode's /rag has index list, use, query, show and last; "
                 f"build indexes with: aries -w {self.session.workspace.name} rag index add PATH"
             )
+
+
+def read_lines(stdin: IO[str]) -> asyncio.Queue[str | None]:
+    """The lines of ``stdin`` as they come (``None`` at its end), read by a daemon thread: a thread of
+    the loop's executor blocked in ``readline`` would keep Ctrl+C from ending the process."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def hand(line: str | None) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        except RuntimeError:  # the loop is closed: nobody reads any more
+            pass
+
+    def read() -> None:
+        for line in iter(stdin.readline, ""):
+            hand(line)
+        hand(None)
+
+    threading.Thread(target=read, name="plain-stdin", daemon=True).start()
+    return queue
 
 
 def _listed() -> str:

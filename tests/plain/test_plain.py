@@ -187,3 +187,30 @@ def test_no_terminal_refuses_and_counts() -> None:
     assert decision.choice == "deny" and "no terminal (/dev/tty)" in (decision.reason or "")
     assert approver.refused == 1
     assert question(_request("x")).endswith("Choice [1-3, Enter denies]: ")  # type: ignore[arg-type]
+
+
+def test_ctrl_c_ends_a_plain_session_waiting_for_input(aries_home: Path) -> None:
+    """SIGINT while the session waits for a line: exit 130 at once (the line reader never holds the
+    process), the workspace released (a new session opens it)."""
+    import signal
+
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "app", "-w", "demo", "--plain"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ARIES_HOME": str(aries_home)},
+        start_new_session=True,
+    )
+    try:
+        assert waiting.stdout is not None and waiting.stdout.readline().startswith(b"Aries plain mode")
+        waiting.send_signal(signal.SIGINT)
+        assert waiting.wait(15) == 130
+        assert waiting.stderr is not None and waiting.stderr.read().decode().strip() == "aries: interrupted"
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+        assert waiting.stdin is not None
+        waiting.stdin.close()
+    again = aries("-w", "demo", "--plain", home=aries_home, stdin="/quit\n")
+    assert again.returncode == 0, again.stderr
