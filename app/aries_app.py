@@ -226,7 +226,11 @@ class AriesApp(App[int]):
         self.commands.rag.preparing(message)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A worker that died of an unexpected error says so (typed errors are reported where raised)."""
+        """A worker that died of an unexpected error says so (typed errors are reported where raised);
+        a turn's end sends what was typed ahead of it."""
+        over = (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED)
+        if event.worker.group == "turn" and event.state in over:
+            self.call_later(self.commands.turn_ended)
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             error = event.worker.error
             self.log.error(f"worker {event.worker.name} failed", error)
@@ -287,7 +291,10 @@ class AriesApp(App[int]):
             self.report_error(exc.message, "Context")
 
     def action_focus_prompt(self) -> None:
+        """Esc: back to the prompt; at the prompt, a queued message back to edit, or removed."""
         if isinstance(self.screen, MainScreen):
+            if self.commands.queued() and self.screen.take_back(self.commands.typeahead.escape):
+                return
             self.screen.focus_prompt()
 
     def action_cancel(self) -> None:
@@ -305,12 +312,8 @@ class AriesApp(App[int]):
 
     @on(Input.Submitted, "#prompt")
     async def _prompt_submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        event.input.value = ""
+        text = event.value.strip()  # the prompt emptied itself when it sent it (PromptInput.action_submit)
         if not text:
             return
         await self.ready()  # typed in the first instant: runs once the workspace is open
-        if text.startswith("/"):
-            self.commands.run(text)
-        else:  # a turn of the headless loop (services.assistant), rendered as it streams
-            self.commands.assistant.ask(text)
+        self.commands.submit(text)  # a command, or a turn of the headless loop; queued while a turn runs

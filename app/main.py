@@ -3,6 +3,24 @@
 from __future__ import annotations
 
 
+def refuse_without_terminal(workspace: str | None) -> None:
+    """The full-screen workbench needs a terminal on both stdin and stdout: without one it would write
+    escape sequences into a pipe and wait for keys that never come. One line instead, naming what
+    works there (``--plain``, ``aries ask``), exit code 2."""
+    import sys
+
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return
+    from services.errors import InvalidInput
+
+    which = "stdin" if not sys.stdin.isatty() else "stdout"
+    name = workspace or "W"
+    raise InvalidInput(
+        f"no terminal ({which} is not one): the workbench needs one; for a line-by-line session use "
+        f"`aries -w {name} --plain`, for one answer `aries -w {name} ask QUESTION`"
+    )
+
+
 def run(workspace: str | None, *, create: bool = True, conversation: str = "new") -> int:
     """Open the workbench on ``workspace`` (ephemeral without one); a bad name, or a workspace that a
     live Aries holds, is refused here, before the screen is taken over.  ``conversation``: ``new`` (the
@@ -15,6 +33,8 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
         from services.text.names import validate_name
 
         validate_name(workspace)
+    refuse_without_terminal(workspace)
+    if workspace is not None:
         from services.workspace.leases import WorkspaceBusy, open_elsewhere
         from services.workspace.manager import Workspace, WorkspaceManager
 

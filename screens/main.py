@@ -15,6 +15,7 @@ wait, keep it); when the approval queue empties while it had the focus, the prom
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from widgets.context.pane import ContextPane
 from widgets.header import WorkbenchHeader
 from widgets.keybar import KeyBar
 from widgets.prompt.input import PromptInput
+from widgets.prompt.queued import QueuedLines
 from widgets.safe import clean
 from widgets.status import RunStatus
 from widgets.tabs import PaneTabs
@@ -77,6 +79,7 @@ class MainScreen(Screen[None]):
             yield FindBar(id="find")
             yield Static("", id="completions", markup=False)
             yield PromptInput(_command_names, completer=self._complete, id="prompt")
+            yield QueuedLines(id="queued")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -123,6 +126,24 @@ class MainScreen(Screen[None]):
     def focus_prompt(self) -> None:
         editor = self._editor()
         (editor if editor is not None and editor.is_open else self.query_one(PromptInput)).focus()
+
+    def take_back(self, escape: Callable[[str], str | None]) -> bool:
+        """Esc at the one-line prompt with lines typed ahead (``app.commands.typeahead``): ``escape``
+        gets the prompt's text and gives the new one (a queued line to edit, or nothing), or None when
+        the queue has nothing to do with this Esc."""
+        prompt = self.query_one(PromptInput)
+        if self.focused is not prompt:
+            return False
+        text = escape(prompt.value)
+        if text is None:
+            return False
+        if "\n" in text:  # a multi-line message is edited in the multi-line editor
+            prompt.value = ""
+            prompt.expanding = True
+            prompt.post_message(PromptInput.Expand(text))
+        else:
+            prompt.value, prompt.cursor_position = text, len(text)
+        return True
 
     # -- the multi-line editor (mounted on first use: TextArea stays out of start-up) ----------------
     def _editor(self) -> PromptEditor | None:

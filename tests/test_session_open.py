@@ -23,6 +23,7 @@ OPENERS = {
     Surface.ASK: ("services/pipe/headless.py",),
     Surface.PLAN: ("app/cli/plan.py",),
     Surface.SERVE: ("app/cli/serve.py",),
+    Surface.PLAIN: ("app/plain.py",),
 }
 
 
@@ -74,6 +75,7 @@ def test_the_rules_are_the_documented_table() -> None:
         "ask": ("cli", False, False),
         "plan": ("plan", False, False),
         "serve": ("cli", False, False),
+        "plain": ("operator", False, True),
     }
     import services.session.opening as module
 

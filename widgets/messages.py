@@ -126,6 +126,15 @@ class StatusWaiting(Message, bubble=False):
     keys: frozenset[str]
 
 
+@dataclass
+class QueueChanged(Message, bubble=False):
+    """The lines typed ahead while a turn runs (oldest first), sent one by one when it ends;
+    ``editing``: the newest was taken back into the prompt (Enter queues it again, Esc removes it)."""
+
+    queued: tuple[str, ...]
+    editing: bool = False
+
+
 def call_status_key(tool_call_id: str) -> str:
     """The status item of a model's tool call (one name for the turn's rows and the approval queue's)."""
     return f"call-{tool_call_id}"

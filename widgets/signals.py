@@ -39,6 +39,7 @@ from widgets.messages import (
     IndexDropped,
     IngestEnded,
     IngestProgress,
+    QueueChanged,
     SessionChanged,
     StatusStarted,
     StatusStopped,
@@ -57,7 +58,14 @@ Conversational = ConversationStarted | ConversationEntry
 RetrievalNews = HitsFound | IndexDropped | IngestProgress | IngestEnded
 StatusNews = StatusStarted | StatusStopped | StatusWaiting
 PaneMessage = (
-    SessionChanged | Conversational | TurnEvent | ApprovalsChanged | RetrievalNews | ArtifactsChanged | StatusNews
+    SessionChanged
+    | Conversational
+    | TurnEvent
+    | ApprovalsChanged
+    | RetrievalNews
+    | ArtifactsChanged
+    | StatusNews
+    | QueueChanged
 )
 """Every message a session's signals carry (``SessionSignals.post`` routes each to its signal)."""
 
@@ -75,6 +83,7 @@ ROUTES: dict[type[Any], str] = {
     StatusStarted: "status",
     StatusStopped: "status",
     StatusWaiting: "status",
+    QueueChanged: "queue",
 }
 """The signal of ``SessionSignals`` each pane message is published on."""
 
@@ -127,6 +136,8 @@ class SessionSignals:
         self.retrieval: PaneSignal[RetrievalNews] = PaneSignal(owner, "retrieval")
         self.artifacts: PaneSignal[ArtifactsChanged] = PaneSignal(owner, "artifacts")
         self.status: PaneSignal[StatusNews] = PaneSignal(owner, "status")
+        self.queue: PaneSignal[QueueChanged] = PaneSignal(owner, "queue")
+        """The lines typed ahead while a turn runs (``app.commands.typeahead``)."""
         self._loop = asyncio.get_running_loop()  # made on the UI thread (ActiveSession.activate)
         self._thread = threading.get_ident()
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app import __version__
-from app.cli._common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, conversation_options, fail, warn
+from app.cli._common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, conversation_options, fail, warn
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,6 +47,11 @@ def build_parser(*, subcommands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aries {__version__}")
     parser.add_argument(
         "-w", "--workspace", metavar="NAME", help="open (or act on) this workspace; created if missing for the TUI"
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="no full screen: a line-by-line session on stdin/stdout (screen readers, pipes); see /help there",
     )
     conversation_options(
         parser,
@@ -83,15 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _opens_the_tui(argv: Sequence[str]) -> bool:
-    """True when ``argv`` is only ``-w/--workspace NAME``, ``-c/--continue`` and ``--conversation ID``
-    (or nothing): ``aries`` opening the TUI."""
+    """True when ``argv`` is only ``-w/--workspace NAME``, ``-c/--continue``, ``--conversation ID`` and
+    ``--plain`` (or nothing): ``aries`` opening the TUI (or its plain mode)."""
     position = 0
     while position < len(argv):
         token = argv[position]
         takes_value = token in ("-w", "--workspace", "--conversation")
         if takes_value and position + 1 < len(argv) and not argv[position + 1].startswith("-"):
             position += 2
-        elif token in ("-c", "--continue") or token.startswith(("--workspace=", "--conversation=")):
+        elif token in ("-c", "--continue", "--plain") or token.startswith(("--workspace=", "--conversation=")):
             position += 1
         elif token.startswith("-w") and len(token) > 2:
             position += 1
@@ -107,6 +112,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from services.errors import AriesError
 
     try:
+        if args.plain:
+            if args.command is not None:
+                return fail("--plain opens a line-by-line session: it takes no command", EXIT_USAGE)
+            from app.plain import run_plain
+
+            return run_plain(args.workspace, conversation=args.conversation or "new")
         if args.command is None:
             from app.main import run
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from app.commands.serve import ServeController
     from app.commands.tools import ToolController
     from app.commands.trust import TrustController
+    from app.commands.typeahead import TypeAhead
     from app.commands.workspace import WorkspaceController
     from app.host import AppHost
     from services.session.session import Session
@@ -115,10 +116,32 @@ class Commands:
         """True while a turn runs or an index is being built (Ctrl+X has something to cancel)."""
         return (self._made("assistant") and self.assistant.running) or (self._made("rag") and self.rag.ingesting)
 
+    def queued(self) -> bool:
+        """True while lines typed ahead wait, or one is back in the prompt (Esc has something to do)."""
+        return self._made("typeahead") and (len(self.typeahead) > 0 or self.typeahead.editing is not None)
+
+    def submit(self, text: str) -> None:
+        """A line from the prompt: sent now, or queued while a turn runs (``app.commands.typeahead``)."""
+        self.typeahead.submit(text)
+
+    def send(self, text: str) -> None:
+        """A line sent: a slash command runs, a message starts a turn."""
+        if text.startswith("/"):
+            self.run(text)
+        else:
+            self.assistant.ask(text)
+
+    def turn_ended(self) -> None:
+        """A turn's worker is over (answered, failed, cancelled): what was typed ahead goes next."""
+        if self._made("typeahead"):
+            self.typeahead.drain()
+
     def cancel(self) -> None:
-        """Ctrl+X: the running turn, else the index build (after the current file)."""
+        """Ctrl+X: the running turn (only: what was typed ahead stays queued), else the index build
+        (after the current file)."""
         if self._made("assistant") and self.assistant.cancel():
-            self.host.notify("Cancelling the turn…", title="assistant", timeout=3)
+            queued = self.typeahead.remaining() if self._made("typeahead") else ""
+            self.host.notify(f"Cancelling the turn…{queued}", title="assistant", timeout=6 if queued else 3)
         else:
             self.rag.cancel_ingest()
 
@@ -137,6 +160,8 @@ class Commands:
         """Before a session closes: its turn is cancelled (it must not stream into the next
         workspace), the web viewer (it served that workspace only) stops, and an index build is told
         to stop after its current file."""
+        if self._made("typeahead"):
+            self.typeahead.clear()  # typed for that session's conversation
         if self._made("assistant"):
             self.assistant.cancel()
         if self._made("serve"):
@@ -218,6 +243,12 @@ class Commands:
         from app.commands.trust import TrustController
 
         return TrustController(self.host)
+
+    @cached_property
+    def typeahead(self) -> TypeAhead:
+        from app.commands.typeahead import TypeAhead
+
+        return TypeAhead(self.host, send=self.send, busy=lambda: self._made("assistant") and self.assistant.running)
 
     @cached_property
     def workspace(self) -> WorkspaceController:

@@ -29,12 +29,16 @@ cli       cli       no           no     no      ephemeral (or refused)    last
 ask       cli       no           no     no      ephemeral                 new (``-c``: last, an id)
 plan      plan      no           no     no      refused (``-w`` needed)   last
 serve     cli       no           no     no      refused (``-w`` needed)   last
+plain     operator  no           yes    yes     ephemeral, leased         new (``-c``: last, an id)
 ========  ========  ===========  =====  ======  ========================  =======================
 
 * *interactive*: the session's approval queue (the TUI's modal) decides a call the policy wants
   confirmed; elsewhere the caller's approver does (``--approve``, ``HeadlessApprover``, a plan's
   per-step approver) or, without one, the call is denied (rule ``approval.no_approver``).
-* *lease*: only the TUI holds the workspace's lease while open (``aries -w W`` a second time is
+* *plain*: ``aries -w W --plain`` (``app.plain``) is the TUI's session without the screen: the same
+  lease, hold and audit source; its approver asks on ``/dev/tty`` (``services.pipe.tty_approval``) or,
+  with no terminal, refuses.
+* *lease*: only the TUI (and its plain mode) holds the workspace's lease while open (``aries -w W`` a second time is
   refused); the one-shot commands repair only when no live Aries holds it, and only report otherwise.
 * *holds*: the TUI holds the conversation it shows (``services.conversation.hold``; ``/new``,
   ``/resume``, ``/fork`` move the hold); ``ask`` holds its turn's conversation for the turn
@@ -73,6 +77,7 @@ class Surface(StrEnum):
     ASK = "ask"
     PLAN = "plan"
     SERVE = "serve"
+    PLAIN = "plain"
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ RULES: dict[Surface, SurfaceRules] = {
     Surface.ASK: SurfaceRules(source="cli", interactive=False, lease=False),
     Surface.PLAN: SurfaceRules(source="plan", interactive=False, lease=False),
     Surface.SERVE: SurfaceRules(source="cli", interactive=False, lease=False),
+    Surface.PLAIN: SurfaceRules(source="operator", interactive=False, lease=True, check_config=True, holds=True),
 }
 
 Warn = Callable[[str], None]

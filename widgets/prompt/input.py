@@ -235,10 +235,16 @@ class PromptInput(Input):
             event.stop()
             event.prevent_default()
             self.action_expand()
+        elif event.key == "enter":  # here, in order: as a binding it would run once the key had bubbled
+            event.stop()  # up to the App, after the keys typed behind it (type-ahead while a turn streams)
+            event.prevent_default()
+            await self.action_submit()
 
     async def action_submit(self) -> None:
-        """Enter: what is sent is the text with every pasted chip expanded."""
+        """Enter: what is sent is the text with every pasted chip expanded; the prompt is emptied at
+        once, so that what is typed next is the next line."""
         self.post_message(self.Submitted(self, self.expanded(), None))
+        self.value = ""
 
     def submit_text(self, text: str) -> None:
         """Submit ``text`` (the multi-line editor's) as if typed here. Call it with ``call_later``: a
