@@ -33,7 +33,6 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
         from services.text.names import validate_name
 
         validate_name(workspace)
-    refuse_without_terminal(workspace)
     if workspace is not None:
         from services.workspace.leases import WorkspaceBusy, open_elsewhere
         from services.workspace.manager import Workspace, WorkspaceManager
@@ -56,6 +55,7 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
             from services.errors import NotFound
 
             raise NotFound(f"no workspace named {workspace!r}, so no conversation {conversation!r} in it")
+    refuse_without_terminal(workspace)  # after the arguments' own errors, before the screen is taken
     from app.aries_app import AriesApp
 
     app = AriesApp(workspace, create=create, conversation=conversation)

@@ -134,8 +134,8 @@ def _mcp_tier_lines(name: str, raw: dict[str, Any]) -> list[ReviewLine]:
                 f"(default: {DEFAULT_TIER}), which changes how their calls are approved",
             )
         )
-    tools = raw.get("tools") if isinstance(raw.get("tools"), dict) else {}
-    for tool, tier in sorted(tools.items()):
+    tools = raw.get("tools")
+    for tool, tier in sorted(tools.items() if isinstance(tools, dict) else ()):
         if str(tier) != str(DEFAULT_TIER):
             lines.append(ReviewLine(1, f"MCP tool `{name}:{tool}` counts as {_short(tier)} (default: {DEFAULT_TIER})"))
     return lines
