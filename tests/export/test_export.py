@@ -228,3 +228,48 @@ async def test_an_ambiguous_start_of_an_id_is_bad_input(workspace: Workspace, ar
     await write_conversation(workspace)
     done = aries(aries_home, "-w", "share", "history", "export", "c-")
     assert done.returncode == 2 and b"names 2 conversations" in done.stderr
+
+
+async def test_a_turn_records_its_passages_and_the_export_shows_them(workspace: Workspace) -> None:
+    """The real turn loop against a scripted Ollama server: the retrieval entry keeps the passages'
+    text, and the export cites from it even after the document changed and the index was rebuilt."""
+    from services.assistant import TurnLoop
+    from services.models.config import make_provider, resolve_model
+    from services.retrieval import RetrievalEngine
+    from tests.models.servers import Reply, ScriptedServer
+
+    server = ScriptedServer("ollama").start()
+    session = Session(workspace, interactive=False, conversation=None)
+    try:
+        handle = str(session.engine().query("kestrelwing", k=1).hits[0].handle)
+        server.add(Reply(text=f"It hovers over the meadow [{handle}]."))
+        provider = make_provider(resolve_model(None, {"ARIES_MODEL": "ollama:llama3.2:3b", "OLLAMA_HOST": server.url}))
+        loop = TurnLoop(session, provider)
+        outcome = await loop.run("what does the kestrelwing do?")
+        await provider.aclose()
+        conversation_id = session.conversation.conversation_id
+    finally:
+        await session.aclose()
+        server.stop()
+    assert outcome.citations == [handle]
+    entries = [json.loads(line) for line in (workspace.transcripts_dir / f"{conversation_id}.ndjson").open()]
+    retrieval = next(e for e in entries if e.get("kind") == "retrieval")
+    passage = next(p for p in retrieval["passages"] if p["handle"] == handle)
+    assert set(passage) == {"handle", "source_path", "page", "section", "text"}
+    assert "hovers over the meadow" in passage["text"] and passage["source_path"] == "kestrels.md"
+    docs = tmp_docs(workspace)
+    (docs / "kestrels.md").write_text("# Kestrels\n\nRewritten since.\n", encoding="utf-8")
+    with RetrievalEngine(workspace) as engine:
+        engine.index_add(str(docs), "docs")
+    text = export_conversation(workspace, conversation_id, "md").data.decode("utf-8")
+    cited = text.split("**Citations:**")[1]
+    assert "as the turn saw it (recorded with the turn)" in cited and "hovers over the meadow" in cited
+    assert "Rewritten since" not in text
+
+
+def tmp_docs(workspace: Workspace) -> Path:
+    from services.retrieval.store_manifest import read_index_info
+
+    info = read_index_info(workspace.root / "indexes" / "docs")
+    assert info is not None
+    return Path(info["roots"][0])
