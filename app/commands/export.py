@@ -5,9 +5,10 @@ Why a folder of its own and not the artifact registry: an export is a document t
 someone, found by the conversation's name and replaced by the next export of it (the same
 conversation gives the same bytes), not a content-addressed record of what a tool stored, and writing
 it is not a tool call (no policy decision, no audit row). ``exports/`` is one of the workspace's own
-folders that no tool may write (``services.workspace.paths.INTERNAL``), so a file there that looks
-like an export is one. The path is said in a notification, not in a transcript notice: a notice would
-change the conversation it has just exported.
+folders that no tool may write (``services.workspace.paths.INTERNAL``: a model cannot plant a page
+there) and a workspace bundle does not carry it (exports are made again from the transcripts). The
+path is said in a notification, not in a transcript notice: a notice would change the conversation it
+has just exported.
 """
 
 from __future__ import annotations

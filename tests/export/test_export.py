@@ -273,3 +273,17 @@ def tmp_docs(workspace: Workspace) -> Path:
     info = read_index_info(workspace.root / "indexes" / "docs")
     assert info is not None
     return Path(info["roots"][0])
+
+
+async def test_a_workspace_bundle_does_not_carry_its_exports(workspace: Workspace, tmp_path: Path) -> None:
+    """Exports are made again from the transcripts; a bundle never brings a document into exports/."""
+    from services.bundles.export import export_workspace
+    from services.bundles.importer import peek_manifest
+
+    conversation_id, _ = await write_conversation(workspace)
+    export = export_conversation(workspace, conversation_id, "html")
+    write_export(export, export_path(workspace, export))
+    bundle = export_workspace(workspace, tmp_path / "share.tar.zst", aries_version="test")
+    names = [entry.path for entry in peek_manifest(Path(bundle.path)).files]
+    assert any(name.startswith("transcripts/") for name in names)
+    assert not any(name.startswith("exports") for name in names), names
