@@ -163,7 +163,6 @@ def handle_search(args: argparse.Namespace) -> int:
 def handle_export(args: argparse.Namespace) -> int:
     """The document on stdout (its text is already inert: no control or bidi character is left in it),
     or in ``-o FILE``, said on stderr."""
-    import sys
     from pathlib import Path
 
     from app.cli._common import err, fail
@@ -178,9 +177,7 @@ def handle_export(args: argparse.Namespace) -> int:
             return fail(f"cannot write {args.output}: {exc.strerror or exc}")
         err(f"wrote {path} ({len(export.data)} bytes, conversation {export.conversation_id})")
         return 0
-    sys.stdout.flush()
-    sys.stdout.buffer.write(export.data)
-    sys.stdout.buffer.flush()
+    out(export.data.decode("utf-8"), end="")  # already inert: the writer leaves it byte for byte
     return 0
 
 
