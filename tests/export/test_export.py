@@ -287,3 +287,29 @@ async def test_a_workspace_bundle_does_not_carry_its_exports(workspace: Workspac
     names = [entry.path for entry in peek_manifest(Path(bundle.path)).files]
     assert any(name.startswith("transcripts/") for name in names)
     assert not any(name.startswith("exports") for name in names), names
+
+
+async def test_a_damaged_index_or_audit_store_is_said_not_fatal(workspace: Workspace) -> None:
+    """Older turns whose index cannot be read, and an audit store that cannot be read: the export still
+    comes out, and says so in a line each."""
+    session = Session(workspace, interactive=False, conversation=None)
+    try:
+        live = str(session.engine().query("kestrelwing", k=1).hits[0].handle)
+        conversation = session.conversation
+        turn = conversation.new_turn()
+        conversation.record(UserMessage(text="kestrelwing?", turn_id=turn, step=0))
+        await session.call_tool("builtin:fs:read_text", {"path": "notes.txt"}, source="assistant", turn_id=turn)
+        conversation.record(AssistantAnswer(text=f"[{live}]", provider="offline", citations=[live], turn_id=turn))
+        conversation_id = conversation.conversation_id
+    finally:
+        await session.aclose()
+    for path in (workspace.root / "indexes" / "docs").glob("manifest.db*"):
+        path.unlink()
+    (workspace.root / "indexes" / "docs" / "manifest.db").write_bytes(b"not a database" * 100)
+    for path in workspace.root.glob("audit.db*"):
+        path.unlink()
+    (workspace.root / "audit.db").write_bytes(b"not a database either" * 100)
+    text = export_conversation(workspace, conversation_id, "md").data.decode("utf-8")
+    assert "index docs could not be read (" in text
+    assert "The audit store could not be read (" in text and "the transcript (no audit row found)" in text
+    assert "**Rule:** `mode.guide.read_only`" in text  # the transcript's record of the decision
