@@ -313,3 +313,43 @@ async def test_a_damaged_index_or_audit_store_is_said_not_fatal(workspace: Works
     assert "index docs could not be read (" in text
     assert "The audit store could not be read (" in text and "the transcript (no audit row found)" in text
     assert "**Rule:** `mode.guide.read_only`" in text  # the transcript's record of the decision
+
+
+def test_an_imported_bundle_that_carries_exports_has_them_dropped(tmp_path: Path) -> None:
+    """A crafted bundle cannot plant a page in exports/ (where the workbench writes its own)."""
+    import hashlib
+    import io
+    import tarfile
+
+    import zstandard
+
+    from services.bundles.importer import import_bundle
+    from services.workspace.manager import WorkspaceManager
+
+    files = [
+        ("workspace.yaml", b"format_version: 1\nname: carried\n"),
+        ("transcripts/c-x.ndjson", b""),
+        ("exports/c-x.html", b"<script>window.__pwned = 1</script>"),
+    ]
+    manifest = {
+        "format": "aries-bundle",
+        "format_version": 1,
+        "aries_version": "test",
+        "workspace": {"name": "carried"},
+        "embedders": {},
+        "files": [
+            {"path": name, "size": len(body), "sha256": hashlib.sha256(body).hexdigest(), "mime": "text/plain"}
+            for name, body in files
+        ],
+    }
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, body in [("aries-bundle.json", json.dumps(manifest).encode()), *files]:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    bundle = tmp_path / "carried.tar.zst"
+    bundle.write_bytes(zstandard.ZstdCompressor().compress(raw.getvalue()))
+    report = import_bundle(bundle, WorkspaceManager(tmp_path / "ws"))
+    assert (tmp_path / "ws" / report.name / "transcripts" / "c-x.ndjson").is_file()
+    assert not (tmp_path / "ws" / report.name / "exports").exists()
