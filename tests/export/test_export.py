@@ -353,3 +353,17 @@ def test_an_imported_bundle_that_carries_exports_has_them_dropped(tmp_path: Path
     report = import_bundle(bundle, WorkspaceManager(tmp_path / "ws"))
     assert (tmp_path / "ws" / report.name / "transcripts" / "c-x.ndjson").is_file()
     assert not (tmp_path / "ws" / report.name / "exports").exists()
+
+
+async def test_no_tool_may_write_the_exports_folder(workspace: Workspace) -> None:
+    """exports/ is one of the workspace's own folders: a model's write there is refused, approved or not."""
+    from services.tools.calls import approve_all
+
+    session = Session(workspace, interactive=False, conversation=None)
+    try:
+        args = {"path": "exports/c-x.html", "text": "<script>window.__pwned = 1</script>"}
+        result = await session.call_tool("builtin:fs:write_text", args, approver=approve_all, source="assistant")
+    finally:
+        await session.aclose()
+    assert not result.ok and result.error is not None and result.error.type == "PolicyDenied", result.to_dict()
+    assert not (workspace.root / "exports" / "c-x.html").exists()
