@@ -209,6 +209,11 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         c(*W, "history", "fork", "last", "--turn", "1", shows=False),
         c(*W, "history", "fork", H),
     ],
+    ("history", "export"): [
+        c(*W, "history", "export", "last"),
+        c(*W, "history", "export", "last", "--format", "html"),
+        c(*W, "history", "export", H),
+    ],
     ("history", "search"): [
         c(*W, "history", "search", "llamas"),
         c(*W, "history", "search", "graze", "--json", "--role", "user"),

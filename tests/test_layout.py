@@ -127,6 +127,7 @@ def test_every_name_is_what_aries_has_always_written(tmp_path: Path) -> None:
         paths.context: "context",
         paths.logs: "logs",
         paths.prompt_history: "prompt_history.json",
+        paths.exports: "exports",
         paths.quarantine: ".quarantine",
         paths.lock_file: ".aries.lock",
         paths.session_file: ".aries-session.json",
@@ -187,6 +188,7 @@ def test_the_tools_may_not_write_the_workspace_records() -> None:
         "artifacts",
         "indexes",
         "cache",  # the derived conversation search index (issue 32): no tool writes it either
+        "exports",  # conversations exported as documents (issue 32): no tool plants one
     }
 
 

@@ -70,6 +70,8 @@ class Arg:
             return text
         try:
             return self.convert(text)
+        except CommandError:  # a converter that says what is wrong itself
+            raise
         except ValueError as exc:
             raise CommandError(f"{self.metavar} is a number, not '{text}'.") from exc
 

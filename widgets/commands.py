@@ -116,6 +116,19 @@ class HistorySearch:
 
 
 @dataclass(frozen=True)
+class HistoryExport:
+    """``/history export [md|html]``: the open conversation as a document."""
+
+    fmt: str = "md"
+
+
+def _export_format(text: str) -> str:
+    if text not in ("md", "html"):
+        raise CommandError(f"the export format is md or html, not '{text}'.")
+    return text
+
+
+@dataclass(frozen=True)
 class Fork:
     turns: int | None = None
 
@@ -402,7 +415,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "history",
         "List this workspace's conversations (date, turns, model, first prompt); Enter resumes one, f forks it. "
-        "search QUERY: every conversation's messages, tool calls and results, attached files.",
+        "search QUERY: every conversation's messages, tool calls and results, attached files. export [md|html]: "
+        "this conversation as a document in the workspace's exports/ folder.",
         (
             Form((), into=Bare),
             Form(
@@ -414,6 +428,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
                     Opt(("--since",), "since", "DATE", help="from this date on (YYYY-MM-DD)", wants="a date"),
                 ),
                 into=HistorySearch,
+            ),
+            Form(
+                ("export",),
+                (Arg("fmt", "md|html", choices=("md", "html"), optional=True, default="md", convert=_export_format),),
+                into=HistoryExport,
             ),
         ),
         "history",

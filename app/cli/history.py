@@ -3,11 +3,13 @@
     aries -w W history [--json]
     aries -w W history fork ID [--turn N] [--json]
     aries -w W history search QUERY [--json] [--limit N] [--role R] [--tool T] [--since DATE]
+    aries -w W history export ID [--format md|html] [-o FILE]
 
 Continue one with ``aries -w W ask --conversation ID …`` (or ``--continue`` for the last one), or
 open it in the workbench with ``aries -w W --conversation ID`` (``--continue``). The work is in
 ``services.conversation.history``; nothing here writes except ``fork`` (a new transcript) and ``search``
-(the derived search index, ``services.history_search``, caught up before it answers).
+(the derived search index, ``services.history_search``, caught up before it answers) and ``export -o``
+(the file named, ``services.export``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,21 @@ def register(subparsers: Any) -> None:
     fork.add_argument("--json", action="store_true", help="print the new conversation as JSON")
     fork.set_defaults(func=handle_fork)
     _register_search(actions)
+    _register_export(actions)
+
+
+def _register_export(actions: Any) -> None:
+    export = actions.add_parser(
+        "export",
+        help="a conversation as a document: Markdown, or one self-contained HTML file",
+        description="Every turn, every tool call with its arguments, result, decision, rule and who approved it, "
+        "and the passages the answers cited. Secrets are redacted; the same conversation gives the same bytes.",
+    )
+    export.add_argument("conversation", metavar="ID", help="a conversation id, a unique start of one, or 'last'")
+    export.add_argument("--format", choices=("md", "html"), default="md", help="md (default) or html")
+    export.add_argument("-o", "--output", metavar="FILE", help="write FILE (replaced atomically) instead of stdout")
+    workspace_option(export)
+    export.set_defaults(func=handle_export)
 
 
 def _register_search(actions: Any) -> None:
@@ -144,6 +161,27 @@ def handle_search(args: argparse.Namespace) -> int:
         when = hit.timestamp[:16].replace("T", " ")
         what = hit.role if hit.kind == "message" else f"{hit.role} {hit.kind} {hit.tool}".rstrip()
         out(f"{hit.conversation_id}  {when:16}  turn {hit.turn:<4} {what}: {_marked(hit)}", single_line=True)
+    return 0
+
+
+def handle_export(args: argparse.Namespace) -> int:
+    """The document on stdout (its text is already inert: no control or bidi character is left in it),
+    or in ``-o FILE``, said on stderr."""
+    from pathlib import Path
+
+    from app.cli._common import err, fail
+    from services.export import export_conversation, write_export
+
+    workspace = _workspace(args)
+    export = export_conversation(workspace, args.conversation, args.format)
+    if args.output:
+        try:
+            path = write_export(export, Path(args.output))
+        except OSError as exc:  # a folder that cannot be written, a full disk: one line
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}")
+        err(f"wrote {path} ({len(export.data)} bytes, conversation {export.conversation_id})")
+        return 0
+    out(export.data.decode("utf-8"), end="")  # already inert: the writer leaves it byte for byte
     return 0
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from app.commands.context import ContextController
     from app.commands.conversation import ConversationController
     from app.commands.desktop import DesktopController
+    from app.commands.export import ExportController
     from app.commands.history import HistoryController
     from app.commands.profile import ProfileController
     from app.commands.rag import RagController
@@ -209,6 +210,12 @@ class Commands:
         return DesktopController(self.host, self.assistant)
 
     @cached_property
+    def exports(self) -> ExportController:
+        from app.commands.export import ExportController
+
+        return ExportController(self.host)
+
+    @cached_property
     def history(self) -> HistoryController:
         from app.commands.history import HistoryController
 
@@ -281,7 +288,9 @@ HANDLERS: dict[str, Handler] = {
     "serve": lambda c, parsed: c.serve.command(parsed.action),
     "trust": lambda c, parsed: c.trust.review(),
     "new": lambda c, parsed: c.host.start_conversation(),
-    "history": lambda c, parsed: c.conversations.command(parsed),
+    "history": lambda c, parsed: (
+        c.exports.export(parsed.fmt) if hasattr(parsed, "fmt") else c.conversations.command(parsed)  # /history export
+    ),
     "resume": lambda c, parsed: c.conversations.resume(parsed.name),
     "fork": lambda c, parsed: c.conversations.fork(parsed.turns),
     "copy": lambda c, parsed: c.conversations.copy(),

@@ -82,6 +82,7 @@ from services.assistant.text_turn import TextCallState, as_tool_calls, refused_n
 from services.assistant.turn_window import MAX_REFITS, TurnWindow
 from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
+from services.conversation.events import passage_record
 from services.errors import AriesError
 
 if TYPE_CHECKING:
@@ -288,8 +289,11 @@ class TurnLoop:
         outcome.hits = fitted.kept_hits
         if index is not None:
             handles = [str(h.get("handle")) for h in fitted.kept_hits]
+            passages = [passage_record(h) for h in fitted.kept_hits]  # the text as seen: an export shows it
             self.session.conversation.record(
-                RetrievalSet(query=query, index=index, handles=handles, turn_id=outcome.turn_id, step=1)
+                RetrievalSet(
+                    query=query, index=index, handles=handles, passages=passages, turn_id=outcome.turn_id, step=1
+                )
             )
         context.reported = context.windowing.report(fitted, context.window, context.fitter, outcome.turn_id, None, None)
         self._emit(Retrieved(outcome.turn_id, query, index, fitted.kept_hits, fitted.left_out_handles))

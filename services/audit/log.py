@@ -23,14 +23,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.audit.db import AUDIT_FILE, describe_sqlite_error, open_audit_db
+from services.audit.db import AUDIT_FILE, AuditStoreError, describe_sqlite_error, open_audit_db
 from services.clock import utc_now
 from services.hashing import canonical_json
 
-__all__ = ["AuditStore", "explain"]
+__all__ = ["AuditStore", "explain", "read_decisions"]
 
 
 class AuditStore:
@@ -276,6 +277,39 @@ class AuditStore:
     def journal_mode(self) -> str:
         with self._lock:
             return str(self._conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+
+def read_decisions(path: Path, call_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What the gateway decided for each of ``call_ids`` (``tool_name``, ``tier``, ``status``,
+    ``decision``, ``rule_id``, ``approved_by``, ``reason``), read without writing anything (a live
+    Aries may hold the store); a call without a result row has ``status`` None. ``{}`` when the
+    store does not exist. Raises :class:`AuditStoreError` when it cannot be read."""
+    wanted = sorted(set(call_ids))
+    if not wanted or not Path(path).is_file():
+        return {}
+    db = open_audit_db(Path(path), readonly=True, rows=True)
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            rows = db.execute(
+                "SELECT c.call_id, c.tool_name, c.tier, r.status, r.decision, r.rule_id, r.approved_by,"
+                " r.policy_decision_json FROM tool_calls c LEFT JOIN tool_results r ON r.call_id = c.call_id"
+                f" WHERE c.call_id IN ({','.join('?' * len(batch))})",
+                batch,
+            ).fetchall()
+            for row in rows:
+                data = dict(row)
+                decision = json.loads(data.pop("policy_decision_json") or "null") or {}
+                data["reason"] = decision.get("reason") if isinstance(decision, dict) else None
+                found[str(data["call_id"])] = data
+    except (sqlite3.Error, ValueError) as exc:
+        if isinstance(exc, sqlite3.Error):
+            raise describe_sqlite_error(Path(path), exc, "read") from None
+        raise AuditStoreError(f"cannot read the audit database {path}: {exc}", path=str(path)) from None
+    finally:
+        db.close()
+    return found
 
 
 def explain(decision_row: dict[str, Any] | None) -> str:

@@ -13,6 +13,7 @@ from services.conversation.hold import HOLDS_DIR
 from services.hashing import file_sha256
 from services.workspace.paths import (
     CACHE_DIR,
+    EXPORTS_DIR,
     LEASE_FILES,
     QUARANTINE_DIR,
     SQLITE_SIDE_SUFFIXES,
@@ -29,6 +30,7 @@ _SKIP_TOP = set(LEASE_FILES)
 _QUARANTINE = QUARANTINE_DIR  # imported authority the operator has not trusted: it is not this workspace's
 _SKIP_SUFFIXES = (*SQLITE_SIDE_SUFFIXES, ".lock")
 _DERIVED = CACHE_DIR  # derived stores (the conversation search index): rebuilt from the transcripts
+_EXPORTS = EXPORTS_DIR  # conversations exported as documents: made again from the transcripts, never carried
 _HOLDS = f"{TRANSCRIPTS_DIR}/{HOLDS_DIR}/"  # who holds a conversation now: this machine's processes only
 
 
@@ -126,8 +128,8 @@ def export_workspace(
     def skip(rel: str, folder: bool) -> str | None:
         if folder and rel == _QUARANTINE:
             return "settings quarantined since the import, never trusted here"
-        if folder and rel == _DERIVED:
-            return ""  # derived: rebuilt from the transcripts on first use, nothing to say
+        if folder and rel in (_DERIVED, _EXPORTS):
+            return ""  # derived: rebuilt (exported again) from the transcripts, nothing to say
         return "" if not folder and _skipped(rel) else None
 
     walk = walk_tree(root, KIND, skip)

@@ -81,13 +81,19 @@ class AssistantAnswer(_Event):
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalSet(_Event):
-    """The chunks injected for a turn (or shown for ``/rag query``), by handle."""
+    """The chunks injected for a turn (or shown for ``/rag query``), by handle.
+
+    ``passages`` are those chunks as the turn saw them (``{"handle", "source_path", "page",
+    "section", "text"}``, see :func:`passage_record`), written as ``passages`` so that an export can
+    show what an answer cited even after the index changed; an entry written before they were
+    recorded has none (the export looks the handle up and says so)."""
 
     query: str
     index: str | None
     handles: list[str]
     threshold: float | None = None
     retrieval_id: str | None = None
+    passages: list[dict[str, Any]] = field(default_factory=list)
     role = "system"
 
     @property
@@ -105,7 +111,17 @@ class RetrievalSet(_Event):
             fields["threshold"] = self.threshold
         if self.retrieval_id is not None:
             fields["retrieval_id"] = self.retrieval_id
+        if self.passages:
+            fields["passages"] = [dict(passage) for passage in self.passages]
         return fields
+
+
+PASSAGE_FIELDS = ("handle", "source_path", "page", "section", "text")
+
+
+def passage_record(hit: dict[str, Any]) -> dict[str, Any]:
+    """What a retrieval entry keeps of one hit: where it is from and its text, as the turn saw it."""
+    return {name: hit.get(name) for name in PASSAGE_FIELDS}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -46,11 +46,13 @@ def _keep_only_manifests(layout: WorkspacePaths) -> dict[str, str]:
     """Remove everything of each index but its manifest; return, for each index with one, why its
     derived stores will be rebuilt."""
     rebuild: dict[str, str] = {}
-    derived = layout.cache  # never carried by an export; a bundle's own is not read: rebuilt here
-    if derived.is_dir() and not derived.is_symlink():
-        shutil.rmtree(derived)
-    elif derived.exists() or derived.is_symlink():
-        derived.unlink()
+    # Derived: never carried by an export, and a bundle's own is not kept — the conversation search index
+    # is rebuilt here, and exports/ (documents opened in a browser as Aries' own) are made again.
+    for derived in (layout.cache, layout.exports):
+        if derived.is_dir() and not derived.is_symlink():
+            shutil.rmtree(derived)
+        elif derived.exists() or derived.is_symlink():
+            derived.unlink()
     for index in sorted(layout.indexes.iterdir()) if layout.indexes.is_dir() else []:
         if not index.is_dir():
             continue

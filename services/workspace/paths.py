@@ -13,6 +13,7 @@ A workspace root holds::
     context/                the axiom:// context tree
     logs/                   request logs (the web viewer's)
     prompt_history.json     the prompt's Up/Down history
+    exports/                conversations exported as documents (``/history export``)
     .quarantine/            imported authority waiting for the operator's review
     .aries.lock .aries-session.json   the lease (one live Aries per workspace)
 
@@ -32,6 +33,7 @@ __all__ = [
     "AUDIT_SIDE_FILES",
     "CHROMA_DIR",
     "CONTEXT_DIR",
+    "EXPORTS_DIR",
     "INDEXES_DIR",
     "INDEX_LOCKS_DIR",
     "INTERNAL",
@@ -65,6 +67,8 @@ INDEXES_DIR = "indexes"
 CONTEXT_DIR = "context"
 LOGS_DIR = "logs"
 PROMPT_HISTORY_FILE = "prompt_history.json"
+EXPORTS_DIR = "exports"
+"""Conversations exported as documents (``/history export``): written by Aries, opened by a browser."""
 QUARANTINE_DIR = ".quarantine"
 TRUST_DIR = ".trust"
 """Beside the workspaces (``<workspaces>/.trust/NAME.json``): the operator's trust records, one per name."""
@@ -98,6 +102,7 @@ INTERNAL = (
     ARTIFACTS_DIR,
     INDEXES_DIR,
     CACHE_DIR,  # derived from the transcripts: a tool's write would only skew what search and recall find
+    EXPORTS_DIR,  # what the operator opens in a browser as Aries' own export: no tool may plant one
 )
 """The workspace's own records, which no tool may write (``services.policy.model.WORKSPACE_INTERNAL``)."""
 
@@ -196,6 +201,10 @@ class WorkspacePaths:
     @property
     def cache(self) -> Path:
         return self.root / CACHE_DIR
+
+    @property
+    def exports(self) -> Path:
+        return self.root / EXPORTS_DIR
 
     @property
     def lock_file(self) -> Path:
