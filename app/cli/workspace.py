@@ -147,6 +147,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from services.errors import AriesError
+    from services.trust.records import workspace_trust
     from services.workspace.leases import open_elsewhere
     from services.workspace.manager import Workspace, WorkspaceManager, held_lease
 
@@ -159,6 +160,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         except AriesError as error:
             summary = {"name": name, "path": str(workspace.root), "error": error.message}
         summary["open"] = open_elsewhere(workspace) is not None or held_lease(workspace) is not None
+        summary["trust"] = workspace_trust(workspace.root).status
         rows.append(summary)
     if args.json:
         print_json(rows)
@@ -169,7 +171,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     cells = []
     for row in rows:
         if "error" in row:
-            cells.append([row["name"], "", "", "", "", f"error: {row['error']}", ""])
+            cells.append([row["name"], "", "", "", "", f"error: {row['error']}", "", row["trust"]])
         else:
             cells.append(
                 [
@@ -180,9 +182,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                     ", ".join(row["indexes"]) or "-",
                     row["created_at"][:19].replace("T", " "),
                     "yes" if row["open"] else "",
+                    row["trust"],
                 ]
             )
-    columns = ("name", "profile", "conversations", "artifacts", "indexes", "created", "open")
+    columns = ("name", "profile", "conversations", "artifacts", "indexes", "created", "open", "trust")
     print_table(f"Workspaces in {manager.root}", columns, cells)
     return 0
 

@@ -263,7 +263,9 @@ def open_session(
         for warning in taken.warnings:  # a damaged line of a transcript: which file, which line
             on_warning(warning)
     if on_warning is not None and not taken.workspace.ephemeral and session.trust.needs_review:
-        on_warning(f"workspace {taken.workspace.name} is {session.trust.label}: {session.trust.reason}")
+        name, reason = taken.workspace.name, session.trust.reason
+        hint = "" if f"aries workspace trust {name}" in reason else f"; review it with: aries workspace trust {name}"
+        on_warning(f"workspace {name} is {session.trust.label}: {reason}{hint}")
     return session
 
 

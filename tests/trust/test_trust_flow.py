@@ -244,3 +244,17 @@ def test_a_context_package_is_data_and_says_so(tmp_path: Path) -> None:
     with Session(WorkspaceManager(home / "workspaces").open("dst")[0], interactive=False) as session:
         assert session.policy_path is None and session.profile_name == "default"
         assert session.profile() is not None and session.profile().origin == "shipped"  # type: ignore[union-attr]
+
+
+def test_an_untrusted_workspace_says_how_to_review_it_and_the_list_shows_trust(tmp_path: Path) -> None:
+    """Issue 31 item 7: the CLI warning names `aries workspace trust NAME`; `workspace list` shows trust."""
+    bundle = _bundle(tmp_path, EVIL_POLICY.replace("CANARY", str(tmp_path / "canary")))
+    home = tmp_path / "home"
+    assert aries("workspace", "import", str(bundle), "--name", "w", home=home).returncode == 0
+    assert aries("workspace", "new", "mine", home=home).returncode == 0
+    listed = aries("-w", "w", "tool", "list", home=home)
+    warning = [line for line in listed.stderr.splitlines() if "is untrusted" in line]
+    assert len(warning) == 1 and "aries workspace trust w" in warning[0], listed.stderr
+    rows = {row["name"]: row["trust"] for row in json.loads(aries("workspace", "list", "--json", home=home).stdout)}
+    assert rows == {"w": "untrusted", "mine": "own"}
+    assert "untrusted" in aries("workspace", "list", home=home).stdout
