@@ -115,7 +115,11 @@ class Commands:
 
     def running(self) -> bool:
         """True while a turn runs or an index is being built (Ctrl+X has something to cancel)."""
-        return (self._made("assistant") and self.assistant.running) or (self._made("rag") and self.rag.ingesting)
+        return (
+            (self._made("assistant") and self.assistant.running)
+            or (self._made("tools") and self.tools.running)
+            or (self._made("rag") and self.rag.ingesting)
+        )
 
     def queued(self) -> bool:
         """True while lines typed ahead wait, or one is back in the prompt (Esc has something to do)."""
@@ -143,6 +147,8 @@ class Commands:
         if self._made("assistant") and self.assistant.cancel():
             queued = self.typeahead.remaining() if self._made("typeahead") else ""
             self.host.notify(f"Cancelling the turn…{queued}", title="assistant", timeout=6 if queued else 3)
+        elif self._made("tools") and (count := self.tools.cancel()):
+            self.host.notify(f"Cancelled {count} call(s) of yours; each is recorded as cancelled.", title="tools")
         else:
             self.rag.cancel_ingest()
 

@@ -47,6 +47,7 @@ class ApprovalsController:
         if isinstance(modal, ApprovalScreen) and modal.request.call_id not in {request.call_id for request in pending}:
             modal.dismiss(None)
         waiting = {str(r.origin["tool_call_id"]) for r in pending if r.origin.get("tool_call_id")}
+        waiting |= {r.call_id for r in pending if not r.origin.get("tool_call_id")}  # the operator's own calls
         self.host.publish(StatusWaiting(frozenset(call_status_key(c) for c in waiting)))
         self.host.call_after_refresh(self.focus_prompt_if_queue_done)
 

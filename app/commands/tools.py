@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from services.errors import AriesError
 from widgets.commands import Action, CommandError, GrantsRevoke, PolicyMode, ToolCall
-from widgets.messages import ArtifactsChanged, SessionChanged
+from widgets.messages import ArtifactsChanged, SessionChanged, call_status_key
 
 if TYPE_CHECKING:
+    from textual.worker import Worker
+
     from app.host import Host
     from services.session.session import Session
     from services.tools.results import ToolResult
@@ -76,6 +78,7 @@ def explain_decision(record: dict[str, Any]) -> str:
 class ToolController:
     def __init__(self, host: Host) -> None:
         self.host = host
+        self._running: list[Worker[Any]] = []
 
     @property
     def session(self) -> Session:
@@ -83,14 +86,31 @@ class ToolController:
 
     # -- running calls --------------------------------------------------------------------
     def call(self, tool_id: str, args: dict[str, Any]) -> None:
-        self.host.run_worker(self._run(tool_id, args), group="tools", exit_on_error=False)
+        self._running.append(self.host.run_worker(self._run(tool_id, args), group="tools", exit_on_error=False))
+
+    @property
+    def running(self) -> bool:
+        """Whether an operator's call runs or waits for approval (Ctrl+X has something to cancel)."""
+        self._running = [worker for worker in self._running if worker.is_running]
+        return bool(self._running)
+
+    def cancel(self) -> int:
+        """Ctrl+X: cancel the operator's calls that run or wait (each recorded as cancelled); how many."""
+        running = [worker for worker in self._running if worker.is_running]
+        for worker in running:
+            worker.cancel()
+        self._running = []
+        return len(running)
 
     async def _run(self, tool_id: str, args: dict[str, Any]) -> ToolResult | None:
+        from services.tools.calls import new_id
+
         session = self.session
-        key = f"tool-{id(args)}"
-        self.host.status_start(key, f"{tool_id}  {_key_argument(args)}")
+        call_id = new_id("call")  # named before it runs: the approval queue's waiting row is this row
+        key = call_status_key(call_id)
+        self.host.status_start(key, f"{tool_id}  {_key_argument(args)}", cancellable=True)
         try:
-            result = await session.call_tool(tool_id, args)
+            result = await session.call_tool(tool_id, args, call_id=call_id)
         except AriesError as exc:
             self.host.report_error(exc.message, tool_id)
             return None

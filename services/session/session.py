@@ -266,9 +266,11 @@ class Session:
         turn_step: int | None = None,
         model: str | None = None,
         from_text: bool = False,
+        call_id: str | None = None,
     ) -> ToolResult:
         """One call through the gateway, recorded in the audit store and the conversation
-        (``from_text``: a call read from the model's text, see ``ToolCallRequest.from_text``)."""
+        (``from_text``: a call read from the model's text, see ``ToolCallRequest.from_text``; ``call_id``:
+        the audit id, chosen by the caller that must name the call before it runs — the TUI's status row)."""
         gateway = self.gateway()
         task = asyncio.current_task()
         if task is not None:
@@ -285,6 +287,7 @@ class Session:
                 turn_step=turn_step,
                 model=model,
                 from_text=from_text,
+                call_id=call_id,
             )
         finally:
             if task is not None:

@@ -220,6 +220,7 @@ class ToolGateway:
         turn_step: int | None = None,
         model: str | None = None,
         from_text: bool = False,
+        call_id: str | None = None,
     ) -> ToolResult:
         request = ToolCallRequest(
             tool_id,
@@ -227,6 +228,7 @@ class ToolGateway:
             source or self.source,
             run_id,
             step_index,
+            call_id=call_id,
             turn_id=turn_id,
             tool_call_id=tool_call_id,
             turn_step=turn_step,

@@ -327,3 +327,26 @@ def notice(app: AriesApp) -> str:
     assert app.session is not None
     last = read_transcript(app.session.conversation.transcript.path).entries[-1]
     return str(last["content"]) if last["role"] == "notice" else ""
+
+
+async def test_the_operators_own_waiting_call_says_so_and_ctrl_x_cancels_it() -> None:
+    """Issue 31 item 7: `/fs write` waiting for approval said nothing but a counting timer, and Ctrl+X did
+    not cancel it. Now its row says "waiting for your approval — F4" and Ctrl+X cancels it (recorded)."""
+    from widgets.status import WAITING_NOTE, RunStatus
+
+    workspace = make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"/fs write notes.txt later", "enter")
+        await wait_for_pending(app, pilot)
+        status = app.screen.query_one(RunStatus)
+        await until(pilot, lambda: WAITING_NOTE in status.render_items().plain, what="the waiting note")
+        assert "builtin:fs:write_text" in status.render_items().plain
+        await pilot.press("ctrl+x")
+        await until(pilot, lambda: app.session is not None and app.session.approvals.pending() == [], what="no wait")
+        await until(pilot, lambda: not status.running, what="the row gone")
+        await settle(pilot)
+        assert (workspace.root / "notes.txt").read_text() == "first line\nold line\n"
+        [entry] = tool_entries(app)
+        assert entry["output"]["error"]["type"] == "Cancelled"
