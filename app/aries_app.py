@@ -232,6 +232,17 @@ class AriesApp(App[int]):
             message, title = clean(message), clean(title, single_line=True)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Every copy, Textual's own (an input's selection) too, without control, escape or bidi
+        characters (``widgets.clipboard``: the copies Aries makes say how many it removed)."""
+        from services.text.textsafe import strip_unsafe
+
+        super().copy_to_clipboard(strip_unsafe(text)[0])
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C with nothing selected: how to quit (Textual's hint is markup, shown here literally)."""
+        self.notify("Press Ctrl+Q to quit. Ctrl+C copies text selected with the mouse.", title="Quit?")
+
     def status_start(self, key: str, label: str, *, cancellable: bool = False) -> None:
         """A line above the prompt while something runs (``cancellable``: Ctrl+X cancels it)."""
         self.publish(messages.StatusStarted(key, label, cancellable))

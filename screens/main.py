@@ -213,6 +213,19 @@ class MainScreen(Screen[None]):
             if self.view == "approvals":
                 self.show_view("transcript")  # and, on a narrow screen, to the conversation
 
+    # -- copying a mouse selection (Ctrl+C) ------------------------------------------------------
+    def action_copy_text(self) -> None:
+        """Ctrl+C: the text selected with the mouse (its source lines: a wrapped paragraph as one line, a
+        code block with its indentation), sanitised (``widgets.clipboard``); nothing selected: the quit hint."""
+        from textual.actions import SkipAction
+
+        text = self.get_selected_text()
+        if not text:
+            raise SkipAction()  # on to the App's Ctrl+C: how to quit
+        from widgets.clipboard import copy_text
+
+        copy_text(self.app, text, "copy selection")
+
     # -- find (Ctrl+F) ---------------------------------------------------------------------------
     def action_find(self) -> None:
         """Ctrl+F: the find bar over the conversation (the transcript comes into view)."""
