@@ -56,6 +56,14 @@ BINDINGS: list[BindingType] = [
         id="transcript.find",
         tooltip="Find in the conversation (Enter/↓/F3 next, ↑/Shift+F3 previous, Esc closes)",
     ),
+    Binding(
+        "ctrl+g",
+        "screen.external_editor",
+        "Editor",
+        show=False,
+        id="prompt.external_editor",
+        tooltip="Write the message in $VISUAL/$EDITOR (e.g. code --wait); it comes back into the prompt",
+    ),
     Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
     Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
 ]

@@ -180,6 +180,21 @@ class MainScreen(Screen[None]):
         prompt = self._collapse("")
         prompt.call_later(prompt.submit_text, text)
 
+    def action_external_editor(self) -> None:
+        """Ctrl+G: the draft (the editor's, else the prompt's with its chips expanded) in $VISUAL/$EDITOR;
+        what it saves comes back (several lines: in the multi-line editor); a failure keeps the draft."""
+        from widgets.prompt.external import edit_in_editor
+
+        editor, prompt = self._editor(), self.query_one(PromptInput)
+        draft = editor.text if editor is not None and editor.is_open else prompt.expanded()
+        edited = edit_in_editor(self.app, draft)
+        if edited.text is None:
+            self.notify(edited.problem, title="editor", severity="warning", timeout=6)
+        elif "\n" in edited.text.strip("\n"):
+            self.post_message(PromptInput.Expand(edited.text))
+        else:
+            self._collapse(edited.text.strip("\n"))
+
     def focus_pane(self, pane: str) -> None:
         """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""
         widget = self.query_one(f"#{pane}")
