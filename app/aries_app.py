@@ -27,10 +27,12 @@ from app.settling import settle
 from screens.main import MainScreen
 from services.errors import AriesError
 from widgets import messages
+from widgets.attention import Attention
 from widgets.approvals.pane import ApprovalsPane
 from widgets.context.pane import ContextPane
 from widgets.messages import ApprovalsChanged, Preparing, SessionChanged, TurnEvent
 from widgets.signals import PaneMessage, SessionHub, SessionSignals, follow_sessions
+from widgets.themes import start_theme
 
 if TYPE_CHECKING:
     from textual.command import Provider
@@ -68,6 +70,8 @@ class AriesApp(App[int]):
         self.active = ActiveSession(self, self.commands, self.signals, conversation=conversation)  # last, new, an id
         self.settled = Event()  # the first workspace open and the deferred start-up work done
         self.meter: ContextBreakdown | None = None  # the active session's last model request (header, /usage)
+        start_theme(self)  # the operator's saved theme, before the first frame
+        self.attention = Attention(self)  # the bell on an approval wait or a long turn
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -91,6 +95,7 @@ class AriesApp(App[int]):
 
         self._remove_notices = add_listener(told)
         follow_sessions(self, self._session_opened)
+        self.attention.follow()
         self.call_after_refresh(self._open_initial)
 
     async def _open_initial(self) -> None:
