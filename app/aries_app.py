@@ -27,8 +27,8 @@ from app.settling import settle
 from screens.main import MainScreen
 from services.errors import AriesError
 from widgets import messages
-from widgets.attention import Attention
 from widgets.approvals.pane import ApprovalsPane
+from widgets.attention import Attention
 from widgets.context.pane import ContextPane
 from widgets.messages import ApprovalsChanged, Preparing, SessionChanged, TurnEvent
 from widgets.signals import PaneMessage, SessionHub, SessionSignals, follow_sessions
