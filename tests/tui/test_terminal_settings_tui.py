@@ -14,7 +14,7 @@ import pytest
 
 from app import aries_app
 from app.aries_app import AriesApp
-from services.settings.operator import SETTINGS_FILE, load_settings, settings_path, update_settings
+from services.settings.operator import SETTINGS_FILE, Notifications, load_settings, settings_path, update_settings
 from services.workspace.manager import Workspace
 from tests.models.servers import Reply, ScriptedServer
 from tests.tui.helpers import Messages, command, settle, until
@@ -98,7 +98,7 @@ async def test_a_long_turn_rings_when_it_ends_a_short_one_does_not(
 ) -> None:
     server.add(Reply(text="Quick."), Reply(text="Long enough."))
     assert await rings_after_one_turn() == 0  # under the default 5 s
-    update_settings(lambda s: s.model_copy(update={"notifications": {"long_turn_seconds": 0.0}}))
+    update_settings(lambda s: s.model_copy(update={"notifications": Notifications(long_turn_seconds=0.0)}))
     assert await rings_after_one_turn() == 1  # every turn is long now
 
 
