@@ -21,7 +21,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from app.commands import Commands
-from app.keys import BINDINGS, PALETTE_ROW
+from app.keys import BINDINGS, PALETTE_ROW, SELECTION_ROW
 from app.sessions import ActiveSession
 from app.settling import settle
 from screens.main import MainScreen
@@ -261,7 +261,7 @@ class AriesApp(App[int]):
 
         if not isinstance(self.screen, HelpScreen):
             rows = [(b.key, b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
-            self.push_screen(HelpScreen([*rows, PALETTE_ROW]))
+            self.push_screen(HelpScreen([*rows, PALETTE_ROW, SELECTION_ROW]))
 
     def action_switch_workspace(self, create: bool = False) -> None:
         self.commands.workspace.switcher()

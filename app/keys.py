@@ -70,3 +70,12 @@ BINDINGS: list[BindingType] = [
 
 PALETTE_ROW = ("ctrl+p", "Palette", "Command palette: workspace and help commands")
 """The palette's key, listed by F1 with the bindings (Textual binds it itself)."""
+
+SELECTION_ROW = (
+    "ctrl+c",
+    "Copy selection",
+    "Drag over the transcript to select, then Ctrl+C: the source text (a paragraph as written, code with its "
+    "indentation), control and bidi characters removed. Shift+drag (Option+drag on macOS): your terminal's own "
+    "selection",
+)
+"""The mouse selection's copy (Textual binds Ctrl+C itself), listed by F1 with the bindings."""

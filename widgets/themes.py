@@ -36,6 +36,9 @@ HIGH_CONTRAST = Theme(
     text_alpha=1.0,
     variables={
         "text-muted": "#E0E0E0",
+        "primary-muted": "#BDBDBD",  # the panes' borders
+        "secondary-muted": "#BDBDBD",
+        "accent-muted": "#FF66FF",
         "border": "#FFFFFF",
         "border-blurred": "#BDBDBD",
         "block-cursor-background": "#FFD700",
