@@ -27,7 +27,7 @@ TIER_COLOURS = {
     "WRITE_DESTRUCTIVE": "bold text-error",
     "EXEC_USERSPACE": "bold text-warning",
     "EXEC_PRIVILEGED": "bold text-error",
-    "NETWORK": "bold text-accent",
+    "NETWORK": "bold text-secondary",
 }
 """Each tier's colour as a theme variable (``App.theme_variables``); the tier's name is always shown with
 it, so that no meaning rests on the colour alone."""

@@ -175,3 +175,18 @@ def test_settings_file_json_is_what_start_up_reads(tmp_path: Path) -> None:
     assert saved_theme(path) == HIGH_CONTRAST.name
     path.write_text(json.dumps({"format": 1, "theme": "no-such-theme"}), encoding="utf-8")
     assert saved_theme(path) is None
+
+
+async def test_risk_colours_follow_the_theme() -> None:
+    """A tier's colour is the theme's (dark and light differ), with the fixed style only without a theme."""
+    from widgets.toolinfo import TIER_STYLES, tier_style
+
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        dark = tier_style("WRITE_DESTRUCTIVE", app.theme_variables)
+        app.theme = "textual-light"
+        await pilot.pause()
+        light = tier_style("WRITE_DESTRUCTIVE", app.theme_variables)
+    assert dark.startswith("bold #") and light.startswith("bold #") and dark != light
+    assert tier_style("WRITE_DESTRUCTIVE") == TIER_STYLES["WRITE_DESTRUCTIVE"] and tier_style("UNKNOWN", {}) == ""
