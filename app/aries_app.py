@@ -21,16 +21,18 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from app.commands import Commands
-from app.keys import BINDINGS, PALETTE_ROW
+from app.keys import BINDINGS, PALETTE_ROW, SELECTION_ROW
 from app.sessions import ActiveSession
 from app.settling import settle
 from screens.main import MainScreen
 from services.errors import AriesError
 from widgets import messages
 from widgets.approvals.pane import ApprovalsPane
+from widgets.attention import Attention
 from widgets.context.pane import ContextPane
 from widgets.messages import ApprovalsChanged, Preparing, SessionChanged, TurnEvent
 from widgets.signals import PaneMessage, SessionHub, SessionSignals, follow_sessions
+from widgets.themes import start_theme
 
 if TYPE_CHECKING:
     from textual.command import Provider
@@ -68,6 +70,8 @@ class AriesApp(App[int]):
         self.active = ActiveSession(self, self.commands, self.signals, conversation=conversation)  # last, new, an id
         self.settled = Event()  # the first workspace open and the deferred start-up work done
         self.meter: ContextBreakdown | None = None  # the active session's last model request (header, /usage)
+        start_theme(self)  # the operator's saved theme, before the first frame
+        self.attention = Attention(self)  # the bell on an approval wait or a long turn
 
     @property
     def manager(self) -> WorkspaceManager:
@@ -92,6 +96,7 @@ class AriesApp(App[int]):
         self._remove_notices = add_listener(told)
         follow_sessions(self, self._session_opened)
         self._end_on_hangup()
+        self.attention.follow()
         self.call_after_refresh(self._open_initial)
 
     def _end_on_hangup(self) -> None:
@@ -262,6 +267,17 @@ class AriesApp(App[int]):
             message, title = clean(message), clean(title, single_line=True)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Every copy, Textual's own (an input's selection) too, without control, escape or bidi
+        characters (``widgets.clipboard``: the copies Aries makes say how many it removed)."""
+        from services.text.textsafe import strip_unsafe
+
+        super().copy_to_clipboard(strip_unsafe(text)[0])
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C with nothing selected: how to quit (Textual's hint is markup, shown here literally)."""
+        self.notify("Press Ctrl+Q to quit. Ctrl+C copies text selected with the mouse.", title="Quit?")
+
     def status_start(self, key: str, label: str, *, cancellable: bool = False) -> None:
         """A line above the prompt while something runs (``cancellable``: Ctrl+X cancels it)."""
         self.publish(messages.StatusStarted(key, label, cancellable))
@@ -275,7 +291,7 @@ class AriesApp(App[int]):
 
         if not isinstance(self.screen, HelpScreen):
             rows = [(b.key, b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
-            self.push_screen(HelpScreen([*rows, PALETTE_ROW]))
+            self.push_screen(HelpScreen([*rows, PALETTE_ROW, SELECTION_ROW]))
 
     def action_switch_workspace(self, create: bool = False) -> None:
         self.commands.workspace.switcher()

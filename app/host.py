@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from services.models.window_budget import ContextBreakdown
     from services.session.session import Session
     from services.workspace.manager import WorkspaceManager
+    from widgets.attention import Attention
     from widgets.signals import PaneMessage
 
 T = TypeVar("T")
@@ -107,6 +108,11 @@ class Host(Protocol):
 
 class AppHost(Host, Protocol):
     """The App's own actions, for the workspace commands and the palette."""
+
+    theme: str
+    """The Textual theme in force (``/theme``)."""
+    attention: Attention
+    """The bell and desktop notifications (``widgets.attention``; ``/notify``)."""
 
     async def open_workspace(self, name: str, *, create: bool = False) -> bool: ...
 

@@ -56,9 +56,26 @@ BINDINGS: list[BindingType] = [
         id="transcript.find",
         tooltip="Find in the conversation (Enter/↓/F3 next, ↑/Shift+F3 previous, Esc closes)",
     ),
+    Binding(
+        "ctrl+g",
+        "screen.external_editor",
+        "Editor",
+        show=False,
+        id="prompt.external_editor",
+        tooltip="Write the message in $VISUAL/$EDITOR (e.g. code --wait); it comes back into the prompt",
+    ),
     Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
     Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
 ]
 
 PALETTE_ROW = ("ctrl+p", "Palette", "Command palette: workspace and help commands")
 """The palette's key, listed by F1 with the bindings (Textual binds it itself)."""
+
+SELECTION_ROW = (
+    "ctrl+c",
+    "Copy selection",
+    "Drag over the transcript to select, then Ctrl+C: the source text (a paragraph as written, code with its "
+    "indentation), control and bidi characters removed. Shift+drag (Option+drag on macOS): your terminal's own "
+    "selection",
+)
+"""The mouse selection's copy (Textual binds Ctrl+C itself), listed by F1 with the bindings."""

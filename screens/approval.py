@@ -7,6 +7,7 @@ optional reason) or ``None`` when closed without deciding: the call then stays i
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -22,7 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from widgets.safe import clean, plain
-from widgets.toolinfo import TIER_STYLES, key_argument  # noqa: F401 - re-exported
+from widgets.toolinfo import TIER_STYLES, key_argument, tier_style  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from services.tools.calls import ApprovalDecision, ApprovalRequest  # noqa: F401 - string annotation
@@ -49,13 +50,13 @@ def shorten_paths(request: ApprovalRequest, root: Path) -> ApprovalRequest:
     )
 
 
-def summary_table(request: ApprovalRequest) -> Table:
+def summary_table(request: ApprovalRequest, variables: Mapping[str, str] | None = None) -> Table:
     tier = str(request.tier)
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     table.add_row("tool", plain(request.tool_id, "bold", single_line=True))
-    table.add_row("risk", plain(tier, TIER_STYLES.get(tier, ""), single_line=True))
+    table.add_row("risk", plain(tier, tier_style(tier, variables), single_line=True))
     origin = getattr(request, "origin", None) or {}
     asked = request.source
     if origin.get("model"):
@@ -145,7 +146,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
                 Text.assemble("Approve ", plain(self.request.tool_id, single_line=True), "?"), id="approval-title"
             )
             with VerticalScroll(id="approval-body"):
-                yield Static(summary_table(self.request), id="approval-summary")
+                yield Static(summary_table(self.request, self.app.theme_variables), id="approval-summary")
                 yield Static(preview_renderable(self.request), id="approval-preview")
                 args = clean(json.dumps(self.request.args, indent=2, ensure_ascii=False, default=str))
                 yield Static(

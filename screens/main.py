@@ -201,6 +201,21 @@ class MainScreen(Screen[None]):
         prompt = self._collapse("")
         prompt.call_later(prompt.submit_text, text)
 
+    def action_external_editor(self) -> None:
+        """Ctrl+G: the draft (the editor's, else the prompt's with its chips expanded) in $VISUAL/$EDITOR;
+        what it saves comes back (several lines: in the multi-line editor); a failure keeps the draft."""
+        from widgets.prompt.external import edit_in_editor
+
+        editor, prompt = self._editor(), self.query_one(PromptInput)
+        draft = editor.text if editor is not None and editor.is_open else prompt.expanded()
+        edited = edit_in_editor(self.app, draft)
+        if edited.text is None:
+            self.notify(edited.problem, title="editor", severity="warning", timeout=6)
+        elif "\n" in edited.text.strip("\n"):
+            self.post_message(PromptInput.Expand(edited.text))
+        else:
+            self._collapse(edited.text.strip("\n"))
+
     def focus_pane(self, pane: str) -> None:
         """F2–F5: the pane's main widget takes the focus (its list or table, once it has one)."""
         widget = self.query_one(f"#{pane}")
@@ -233,6 +248,19 @@ class MainScreen(Screen[None]):
                 self.focus_prompt()  # the queue is done: back to typing
             if self.view == "approvals":
                 self.show_view("transcript")  # and, on a narrow screen, to the conversation
+
+    # -- copying a mouse selection (Ctrl+C) ------------------------------------------------------
+    def action_copy_text(self) -> None:
+        """Ctrl+C: the text selected with the mouse (its source lines: a wrapped paragraph as one line, a
+        code block with its indentation), sanitised (``widgets.clipboard``); nothing selected: the quit hint."""
+        from textual.actions import SkipAction
+
+        text = self.get_selected_text()
+        if not text:
+            raise SkipAction()  # on to the App's Ctrl+C: how to quit
+        from widgets.clipboard import copy_text
+
+        copy_text(self.app, text, "copy selection")
 
     # -- find (Ctrl+F) ---------------------------------------------------------------------------
     def action_find(self) -> None:

@@ -32,7 +32,7 @@ CLEARED = ("AXIOMME_", "ARIES_", "OLLAMA_", "OPENAI_", "TEXTUAL_")
 KEPT = ("ARIES_UPDATE_GOLDEN", "ARIES_CHROMIUM", "ARIES_REQUIRE_BROWSER", "TEXTUAL_SNAPSHOT")
 """How to run the suite itself (rewrite golden files, which browser, the snapshot plugin's own
 variables), not settings Aries reads: kept (prefixes)."""
-SUITE_ENV = {"TEXTUAL_ANIMATIONS": "none", "AXIOMME_EMBEDDER": "hash"}
+SUITE_ENV = {"TEXTUAL_ANIMATIONS": "none", "AXIOMME_EMBEDDER": "hash", "ARIES_NOTIFY": "off"}
 
 
 def _clean_environment() -> None:

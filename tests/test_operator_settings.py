@@ -39,13 +39,26 @@ def test_a_round_trip_keeps_every_field(aries_home: Path) -> None:
 
     def change(settings: OperatorSettings) -> OperatorSettings:
         return settings.model_copy(
-            update={"theme": "nord", "notifications": Notifications(bell=False, desktop=True), "grants": [grant]}
+            update={
+                "theme": "nord",
+                "notifications": Notifications(bell=False, desktop=True, long_turn_seconds=9),
+                "grants": [grant],
+            }
         )
 
     written = update_settings(change)
     assert load_settings() == written
     data = json.loads(settings_path().read_text(encoding="utf-8"))
-    assert data["format"] == 1 and data["theme"] == "nord" and data["notifications"] == {"bell": False, "desktop": True}
+    assert (
+        data["format"] == 1
+        and data["theme"] == "nord"
+        and data["notifications"]
+        == {
+            "bell": False,
+            "desktop": True,
+            "long_turn_seconds": 9,
+        }
+    )
     assert data["grants"][0]["tool_id"] == "builtin:fs:read_text"
     assert [p.name for p in settings_path().parent.iterdir() if p.name.startswith("settings.json")] == ["settings.json"]
 

@@ -133,6 +133,27 @@ class Fork:
     turns: int | None = None
 
 
+@dataclass(frozen=True)
+class ThemeChoice:
+    """``/theme [NAME]`` (None: list the themes)."""
+
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class NotifySetting:
+    """``/notify [bell|desktop on|off]`` (``what`` None: show the settings)."""
+
+    what: str | None = None
+    state: str | None = None
+
+
+def _theme_names() -> tuple[str, ...]:
+    from widgets.themes import theme_names
+
+    return tuple(theme_names())
+
+
 def _turns(text: str) -> int:
     if not text.isdigit():
         raise ValueError(text)
@@ -464,6 +485,30 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "usage",
         "How the last model request shared the context window: system and profile, pins, history, brought-back "
         "turns, passages, tool definitions, free.",
+    ),
+    CommandSpec(
+        "theme",
+        "List the themes (light, dark, high contrast) or use one; kept in your settings for every workspace.",
+        (Form((), (Arg("name", "NAME", "theme", optional=True, choices=_theme_names()),), into=ThemeChoice),),
+        "theme",
+    ),
+    CommandSpec(
+        "notify",
+        "Show or set how Aries calls you when a call waits for approval or a long turn ends: the bell, a desktop "
+        "notification (OSC 9/777, opt-in).",
+        (
+            Form((), into=NotifySetting),
+            *(
+                Form(
+                    (what,),
+                    (Arg("state", "on|off", choices=("on", "off")),),
+                    into=NotifySetting,
+                    preset=(("what", what),),
+                )
+                for what in ("bell", "desktop")
+            ),
+        ),
+        "notify",
     ),
     _bare("replay", "Pick a stored conversation and read it as it was (read-only)."),
     _bare("runs", "Plan runs of this workspace and their timelines."),

@@ -1,4 +1,4 @@
-"""Shared ways of naming a tool call on screen: its risk tier colour and its key argument.
+"""Shared ways of naming a tool call on screen: its risk tier colour (from the theme) and its key argument.
 
 Used by the Approvals pane, the approval modal and the transcript's tool blocks (widgets must not
 import screens, so these live here and ``screens.approval`` re-exports them).
@@ -20,6 +20,29 @@ TIER_STYLES = {
     "EXEC_PRIVILEGED": "bold red",
     "NETWORK": "bold magenta",
 }
+
+TIER_COLOURS = {
+    "READ_ONLY": "text-success",
+    "WRITE_SAFE": "text-warning",
+    "WRITE_DESTRUCTIVE": "bold text-error",
+    "EXEC_USERSPACE": "bold text-warning",
+    "EXEC_PRIVILEGED": "bold text-error",
+    "NETWORK": "bold text-secondary",
+}
+"""Each tier's colour as a theme variable (``App.theme_variables``); the tier's name is always shown with
+it, so that no meaning rests on the colour alone."""
+
+
+def tier_style(tier: str, variables: Mapping[str, str] | None = None) -> str:
+    """The Rich style of a risk tier in the theme in force (``variables``: ``App.theme_variables``);
+    without them, the fixed ``TIER_STYLES``."""
+    spec = TIER_COLOURS.get(tier)
+    if spec is None or not variables:
+        return TIER_STYLES.get(tier, "")
+    *weight, name = spec.split()
+    colour = variables.get(name, "").split(" ")[0]  # a variable may carry an alpha ("#fff 80%")
+    return " ".join([*weight, colour]) if colour.startswith("#") else TIER_STYLES.get(tier, "")
+
 
 _KEY_LISTS = ("command", "argv", "cmd", "paths")
 _KEY_SCALARS = ("url", "path", "query", "process_id", "artifact_id", "handle")
@@ -49,4 +72,4 @@ def short_tool(tool_id: Any) -> str:
     return clean(tool_id, single_line=True).removeprefix("builtin:")
 
 
-__all__ = ["TIER_STYLES", "key_argument", "key_argument_of", "short_tool"]
+__all__ = ["TIER_COLOURS", "TIER_STYLES", "key_argument", "key_argument_of", "short_tool"]

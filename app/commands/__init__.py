@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from app.commands.profile import ProfileController
     from app.commands.rag import RagController
     from app.commands.serve import ServeController
+    from app.commands.terminal import TerminalController
     from app.commands.tools import ToolController
     from app.commands.trust import TrustController
     from app.commands.typeahead import TypeAhead
@@ -246,6 +247,12 @@ class Commands:
         return ServeController(self.host)
 
     @cached_property
+    def terminal(self) -> TerminalController:
+        from app.commands.terminal import TerminalController
+
+        return TerminalController(self.host)
+
+    @cached_property
     def tools(self) -> ToolController:
         from app.commands.tools import ToolController
 
@@ -304,4 +311,6 @@ HANDLERS: dict[str, Handler] = {
     "replay": lambda c, parsed: c.history.replay(),
     "runs": lambda c, parsed: c.history.runs(),
     "quit": lambda c, parsed: c.workspace.quit_later(),
+    "theme": lambda c, parsed: c.terminal.theme(parsed.name),
+    "notify": lambda c, parsed: c.terminal.notify(parsed.what, parsed.state),
 }

@@ -55,6 +55,8 @@ class EnvSettings(BaseModel):
     """torch intra-op threads; unset: the number of CPUs."""
     chroma_url: str | None = Field(None, alias="AXIOMME_CHROMA_URL")
     """``http://host:port`` of a Chroma server; unset: the embedded client."""
+    notify: Literal["on", "off"] | None = Field(None, alias="ARIES_NOTIFY")
+    """``off``: no bell and no desktop notification, whatever ``settings.json`` says (the test suite sets it)."""
     min_score: float | None = Field(None, alias="AXIOMME_MIN_SCORE", ge=-1.0, le=1.0)
     """Relevance threshold of the offline answer (see :mod:`services.models.answers`); unset: its default."""
 
@@ -90,7 +92,7 @@ def env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         raw = env.get(name)
         if raw is not None and raw.strip():
             stripped = raw.strip()
-            if name in ("AXIOMME_RETRIEVAL_BACKEND", "AXIOMME_EMBEDDER", "AXIOMME_EMBEDDER_BACKEND"):
+            if name in ("AXIOMME_RETRIEVAL_BACKEND", "AXIOMME_EMBEDDER", "AXIOMME_EMBEDDER_BACKEND", "ARIES_NOTIFY"):
                 stripped = stripped.lower()
             values[name] = stripped
     try:

@@ -40,7 +40,9 @@ class Notifications(BaseModel):
     bell: bool = True
     """Ring the terminal bell."""
     desktop: bool = False
-    """Send a desktop notification (where the terminal supports one)."""
+    """Send a desktop notification (OSC 9 or OSC 777, where the terminal supports one; fixed text only)."""
+    long_turn_seconds: float = Field(default=5.0, ge=0)
+    """A turn that ends after more than this many seconds notifies (a call waiting for approval always does)."""
 
 
 class WorkspaceIdentity(BaseModel):

@@ -53,4 +53,13 @@ def is_clean(text: str, *, single_line: bool = False) -> bool:
     return pattern.search(text) is None
 
 
-__all__ = ["is_clean", "neutralize"]
+def strip_unsafe(text: str) -> tuple[str, int]:
+    """``text`` for a clipboard: every control, escape and bidi character removed (newline and tab kept,
+    a CRLF becomes a newline), and how many were removed. Pasted into a terminal, an ESC, an OSC 8/52
+    sequence's introducer or a U+202E would act; without them what is left is inert text."""
+    text = text.replace("\r\n", "\n")
+    kept, removed = _MULTI.subn("", text)  # what ``neutralize`` would make visible
+    return kept, removed
+
+
+__all__ = ["is_clean", "neutralize", "strip_unsafe"]

@@ -7,6 +7,7 @@ change can deny waiting calls) and when the queue changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,19 +22,20 @@ from textual.widgets.option_list import Option
 from widgets.messages import ApprovalsChanged, SessionChanged
 from widgets.safe import clip
 from widgets.signals import SessionSignals, follow_sessions
-from widgets.toolinfo import TIER_STYLES, key_argument
+from widgets.toolinfo import key_argument, tier_style
 
 if TYPE_CHECKING:
     from services.tools.calls import ApprovalRequest
 
 
-def queue_label(request: ApprovalRequest) -> Text:
-    """Three plain lines (never markup): tool and tier, key argument, why it waits."""
+def queue_label(request: ApprovalRequest, variables: Mapping[str, str] | None = None) -> Text:
+    """Three plain lines (never markup): tool and tier (coloured from the theme's ``variables``), key
+    argument, why it waits."""
     tier = str(request.tier)
     return Text.assemble(
         (clip(request.tool_id.removeprefix("builtin:"), 60), "bold"),
         "  ",
-        (clip(tier, 24), TIER_STYLES.get(tier, "")),
+        (clip(tier, 24), tier_style(tier, variables)),
         "\n  ",
         (clip(key_argument(request), 70), ""),
         "\n  ",
@@ -121,7 +123,7 @@ class ApprovalsPane(Vertical):
         highlighted = queue.highlighted
         queue.clear_options()
         for request in requests:
-            queue.add_option(Option(queue_label(request), id=request.call_id))
+            queue.add_option(Option(queue_label(request, self.app.theme_variables), id=request.call_id))
         self.set_class(bool(requests), "-has-items")
         queue.display = bool(requests)
         self.border_subtitle = f"{len(requests)} waiting" if requests else ""
