@@ -93,6 +93,32 @@ class ActiveSession:
             self.host.notify(warning, title=f"Workspace {workspace.name}", severity="warning", timeout=8)
         if session.trust.needs_review:
             self.commands.trust.offer()
+        else:
+            self.start_mcp_servers(session)
+
+    def start_mcp_servers(self, session: Session) -> None:
+        """The policy's MCP servers start once per session, in the background, once the workspace is
+        ready — never for an untrusted or changed workspace (its policy is not in force) — with a status
+        row; one that fails is said once and its tools are left out. A model turn never waits for them."""
+        if session.in_force.policy_path is None:  # the shipped default policy starts no server
+            return
+        from app.host import run_task
+
+        def start() -> dict[str, str]:
+            gateway = session.gateway()
+            return gateway.registry.load_all(retry=False) if gateway.mcp is not None else {}
+
+        def said(failed: dict[str, str]) -> None:
+            for group, why in sorted(failed.items()):
+                self.host.notify(
+                    f"{group} did not start ({why}); its tools are left out. /doctor tries again.",
+                    title="MCP servers",
+                    severity="warning",
+                    timeout=10,
+                    markup=False,
+                )
+
+        run_task(self.host, "MCP servers", start, said, group="mcp", status="MCP servers: starting…", key="mcp")
 
     def subscribe(self, session: Session) -> None:
         """What the session reports goes to its signals, from whichever thread reports it."""

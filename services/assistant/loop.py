@@ -268,6 +268,34 @@ class TurnLoop:
             self._failed(turn, exc)
             return turn.outcome
 
+    async def _mcp_tools(self, turn_id: str) -> None:
+        """Enabled MCP servers started off the event loop so that their tools can be offered — but a turn
+        never waits for a server that is starting elsewhere (the workbench starts them in the background
+        once the workspace is ready) nor, twice, for one that failed: their tools are left out, said once."""
+        registry = self.session.gateway().registry
+        if registry.loading:
+            self.session.conversation.record(
+                Notice(
+                    text="MCP servers are still starting: their tools are not offered in this turn.",
+                    title="tools",
+                    turn_id=turn_id,
+                )
+            )
+            return
+        failed = await asyncio.to_thread(registry.load_all, retry=False)
+        said = registry.memo(("assistant.mcp_failures_said",), set)
+        for group, why in sorted(failed.items()):
+            if group not in said:
+                said.add(group)
+                self.session.conversation.record(
+                    Notice(
+                        text=f"{group} did not start ({why}): its tools are left out; /doctor tries again.",
+                        level="warning",
+                        title="tools",
+                        turn_id=turn_id,
+                    )
+                )
+
     # -- begin -----------------------------------------------------------------------------------
     async def _begin(self, turn: _Turn, query: str) -> _Context:
         """Record the message, retrieve, offer the tools, open the window and fit the first request;
@@ -281,8 +309,7 @@ class TurnLoop:
         offer: ToolOffer | None = None
         if getattr(self.provider, "supports_tools", self.provider.name != "offline"):
             if self.session.gateway().mcp is not None:
-                # Enabled MCP servers start here, off the event loop, so their tools can be offered.
-                await asyncio.to_thread(self.session.gateway().registry.load_all)
+                await self._mcp_tools(outcome.turn_id)
             offer = self.tool_offer()
         context = await self._open_window(turn, profile, hits, query, index, offer)
         fitted = context.fit()

@@ -344,15 +344,32 @@ class ToolRegistry:
             if group is not None:
                 self._load(provider, group)
 
-    def load_all(self) -> dict[str, str]:
-        """Load every lazy group; returns ``{"provider:group": why}`` for those that failed."""
+    def load_all(self, *, retry: bool = True) -> dict[str, str]:
+        """Load every lazy group; returns ``{"provider:group": why}`` for those that failed. Without
+        ``retry`` a group that already failed is not tried again (a model turn never waits twice for a
+        server that does not start; ``/doctor``, ``tool list`` and a call naming its tool do retry)."""
         failed: dict[str, str] = {}
         for provider in self._lazy:
             for group in provider.groups():
-                problem = self._load(provider, group)
+                earlier = self._loaded.get((provider.name, group))
+                problem = earlier if earlier is not None and not retry else self._load(provider, group)
                 if problem is not None:
                     failed[f"{provider.name}:{group}"] = problem
         return failed
+
+    @property
+    def loading(self) -> bool:
+        """Whether a group is being loaded now (a server starting, in another thread)."""
+        return self._load_lock.locked()
+
+    def unloaded(self) -> list[str]:
+        """The lazy groups never tried yet (``provider:group``)."""
+        return [
+            f"{provider.name}:{group}"
+            for provider in self._lazy
+            for group in provider.groups()
+            if (provider.name, group) not in self._loaded
+        ]
 
     def missing_reason(self, tool_id: Any) -> str | None:
         """Why ``tool_id`` is not registered when its group failed to load, else None."""
