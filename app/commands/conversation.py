@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 SEARCH_LIMIT = 100
+WAIT_S = 0.5
+"""How long a search waits for the writer lock (the background build holds it for a slice at most)."""
 
 
 class ConversationController:
@@ -48,15 +50,16 @@ class ConversationController:
         index = HistoryIndex.for_workspace(session.workspace)
         filters = Filters(role=parsed.role, tool=parsed.tool, since=parsed.since)
         try:
-            result = await asyncio.to_thread(search, index, parsed.query, filters, limit=SEARCH_LIMIT)
+            # The background build (app.commands.history_index) lets the writer lock go between its
+            # slices: the search takes it in the gap, catches up with what was just written, answers.
+            result = await asyncio.to_thread(search, index, parsed.query, filters, limit=SEARCH_LIMIT, wait_s=WAIT_S)
         except AriesError as exc:
             self.host.report_error(exc.message, "/history search")
             return
-        if result.partial:  # the rest is indexed in the background: the next search sees more
-            self.host.run_worker(index.catch_up, thread=True, group="history-index", exit_on_error=False)
         if not result.hits:
             said = f"Nothing found for {parsed.query!r} in this workspace's conversations"
-            self.host.say(said + (" (partial: still indexing them)." if result.partial else "."), "history search")
+            far = f" (partial: {result.coverage.indexed} of {result.coverage.total} indexed so far)."
+            self.host.say(said + (far if result.partial else "."), "history search")
             return
         from screens.history_search import HistorySearchScreen
 

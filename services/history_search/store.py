@@ -24,9 +24,10 @@ retrieval index: the writer lock for one catch-up (a search only *tries* it: whi
 writes, the search answers from what is indexed, marked partial), the store lock around a commit
 (and its merges) and around a reader's reload, so that no reader opens a segment a merge is deleting.
 
-**Built lazily.** Nothing builds on a workspace's start-up path. The first search catches up
-(``budget_s`` bounds the time it spends; the rest is reported as partial), and the TUI can run
-:meth:`HistoryIndex.catch_up` in a background worker after the workspace is ready.
+**Built lazily.** Nothing builds on a workspace's start-up path. The TUI builds it in a background
+worker once the workbench is settled (:mod:`services.history_search.background`, slice by slice);
+a search meanwhile catches up for at most ``budget_s`` and reports the rest as partial. What was
+appended to indexed transcripts comes first, then the transcripts to index whole, newest first.
 """
 
 from __future__ import annotations
@@ -202,9 +203,9 @@ class HistoryIndex:
         return index
 
     # -- catching up -------------------------------------------------------------------------
-    def _scan(self) -> dict[str, tuple[str, int, int]]:
-        """Every transcript: conversation id → (path, size, inode); one ``stat`` each."""
-        found: dict[str, tuple[str, int, int]] = {}
+    def _scan(self) -> dict[str, tuple[str, int, int, int]]:
+        """Every transcript: conversation id → (path, size, inode, mtime ns); one ``stat`` each."""
+        found: dict[str, tuple[str, int, int, int]] = {}
         try:
             entries = os.scandir(self.transcripts_dir)
         except OSError:
@@ -218,23 +219,25 @@ class HistoryIndex:
                 except OSError:
                     continue
                 if S_ISREG(stat.st_mode):
-                    found[entry.name[: -len(SUFFIX)]] = (entry.path, stat.st_size, stat.st_ino)
+                    found[entry.name[: -len(SUFFIX)]] = (entry.path, stat.st_size, stat.st_ino, stat.st_mtime_ns)
         return found
 
     def _work(self, offsets: dict[str, list[int]]) -> tuple[list[_Work], list[str], int]:
-        """What to index (files with new bytes, in id order), what to drop (transcripts gone), how
-        many transcripts there are."""
-        work: list[_Work] = []
+        """What to index, what to drop (transcripts gone), how many transcripts there are.
+
+        Appended bytes of transcripts already indexed come first (a turn just written: cheap), then
+        the transcripts to index whole, the most recently written first — so that a first build cut
+        short by its budget (a partial answer) already holds the latest conversations."""
+        work: list[tuple[bool, int, str, _Work]] = []
         files = self._scan()
-        for cid in sorted(files):
-            path, size, inode = files[cid]
+        for cid, (path, size, inode, mtime) in files.items():
             known = offsets.get(cid)
             if known is None or known[1] != inode or size < known[0]:
-                work.append(_Work(Path(path), cid, 0, True, inode))
+                work.append((True, -mtime, cid, _Work(Path(path), cid, 0, True, inode)))
             elif size > known[0]:
-                work.append(_Work(Path(path), cid, known[0], False, inode))
+                work.append((False, -mtime, cid, _Work(Path(path), cid, known[0], False, inode)))
         gone = sorted(set(offsets) - set(files))
-        return work, gone, len(files)
+        return [item for *_, item in sorted(work, key=lambda w: w[:3])], gone, len(files)
 
     def coverage(self) -> Coverage:
         """How much is indexed, without taking any lock or writing anything."""

@@ -1,0 +1,52 @@
+"""Building the conversation search index of an open workspace in the background, a slice at a time.
+
+The TUI runs :func:`build` in a worker once the workspace is ready (never on the start-up path). It
+catches the index up in slices of at most ``slice_s`` seconds, letting the writer lock go between
+slices, so that a search in this process or in another (``aries history search``) takes it in the
+gap: that search indexes what was just written first (``HistoryIndex._work`` orders appended bytes
+first) and answers — marked partial, saying how far the build is — instead of waiting for the
+whole build. While another process holds the writer lock the build waits for it, and it stops when
+the index covers every transcript or ``cancel`` is set (the workspace closes).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from services.history_search.store import Coverage, HistoryIndex
+
+SLICE_S = 0.4
+"""The longest one slice holds the writer lock (a search waits at most this for it)."""
+PAUSE_S = 0.05
+"""Between two slices, with the writer lock free."""
+BUSY_WAIT_S = (0.25, 2.0)
+"""The first and the longest wait while another process holds the writer lock."""
+
+
+def build(
+    index: HistoryIndex,
+    cancel: threading.Event,
+    *,
+    slice_s: float = SLICE_S,
+    report: Callable[[Coverage], None] | None = None,
+) -> Coverage:
+    """Catch ``index`` up with every transcript, slice by slice, until it covers them all or
+    ``cancel`` is set; ``report`` hears the coverage after each slice that wrote something."""
+    busy, before = BUSY_WAIT_S[0], -1
+    while True:
+        coverage = index.catch_up(budget_s=slice_s, cancel=cancel)
+        if not coverage.partial or cancel.is_set():
+            return coverage
+        if report is not None and coverage.indexed != before:
+            report(coverage)
+        if coverage.indexed > before:  # moving on (here or in another process)
+            wait, busy = PAUSE_S, BUSY_WAIT_S[0]
+        else:  # another process holds the writer lock and is not done: ask again later
+            wait, busy = busy, min(busy * 2, BUSY_WAIT_S[1])
+        before = coverage.indexed
+        if cancel.wait(wait):
+            return coverage
+
+
+__all__ = ["build"]
