@@ -43,16 +43,20 @@ class ConversationController:
 
     async def _search(self, parsed: Any) -> None:
         from services.errors import AriesError
-        from services.history_search.query import Filters, search
+        from services.history_search.query import SearchResult, search, split_filters
         from services.history_search.store import HistoryIndex
 
         session = self.host.require_session()
         index = HistoryIndex.for_workspace(session.workspace)
-        filters = Filters(role=parsed.role, tool=parsed.tool, since=parsed.since)
-        try:
+
+        def searcher(line: str) -> SearchResult:  # a query line, filters included (role:R tool:T since:D)
+            text, filters = split_filters(line)
             # The background build (app.commands.history_index) lets the writer lock go between its
             # slices: the search takes it in the gap, catches up with what was just written, answers.
-            result = await asyncio.to_thread(search, index, parsed.query, filters, limit=SEARCH_LIMIT, wait_s=WAIT_S)
+            return search(index, text, filters, limit=SEARCH_LIMIT, wait_s=WAIT_S)
+
+        try:
+            result = await asyncio.to_thread(searcher, parsed.query)
         except AriesError as exc:
             self.host.report_error(exc.message, "/history search")
             return
@@ -63,20 +67,24 @@ class ConversationController:
             return
         from screens.history_search import HistorySearchScreen
 
-        def chosen(picked: tuple[str, str, int] | None) -> None:
-            if picked is None:
-                return
-            verb, conversation_id, turn = picked
-            try:
-                if verb == "fork":
-                    self._fork(conversation_id, turn or None)
-                else:
-                    self._resume(conversation_id)
-                    self.host.notify(f"The hit is in turn {turn}.", title="/history search", timeout=4)
-            except Exception as exc:  # an AriesError or a vanished file: one line
-                self.host.report_error(getattr(exc, "message", str(exc)), f"/history search ({verb})")
+        screen = HistorySearchScreen(result, session.workspace.name, parsed.query, searcher)
+        self.host.push_screen(screen, self._chosen_hit)
 
-        self.host.push_screen(HistorySearchScreen(result, session.workspace.name), chosen)
+    def _chosen_hit(self, picked: tuple[str, str, int, str] | None) -> None:
+        """Enter: the hit's conversation, scrolled to the hit; ``f``: a fork of it after the hit's turn."""
+        from widgets.messages import EntryRevealed
+
+        if picked is None:
+            return
+        verb, conversation_id, turn, message_id = picked
+        try:
+            if verb == "fork":
+                self._fork(conversation_id, turn or None)
+            else:
+                self._resume(conversation_id)
+                self.host.publish(EntryRevealed(conversation_id, message_id))
+        except Exception as exc:  # an AriesError or a vanished file: one line
+            self.host.report_error(getattr(exc, "message", str(exc)), f"/history search ({verb})")
 
     def history(self) -> None:
         """The list of conversations (a modal); Enter resumes, ``f`` forks."""

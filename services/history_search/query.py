@@ -9,6 +9,7 @@ the ``limit`` is fetched whole before the cut.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ DEFAULT_BUDGET_S = 0.5
 @dataclass(frozen=True)
 class Filters:
     role: str | None = None  # user | assistant | tool
-    tool: str | None = None  # a tool id, exactly
+    tool: str | None = None  # a tool id, or a run of its parts: fs, fs:read, builtin:fs:read
     since: str | None = None  # an ISO date or date and time (UTC when no offset is given)
     conversation: str | None = None  # one conversation's id (earlier turns brought back: issue 30)
     through_turn: int | None = None  # only turns 1..N (with ``conversation``: the turns left out)
@@ -74,12 +75,39 @@ class SearchResult:
         }
 
 
+_FILTER = re.compile(r'"[^"]*"?|(?<!\S)(?:(role|tool|since):|--(role|tool|since)(?:=|\s+))(\S+)')
+
+
+def split_filters(line: str) -> tuple[str, Filters]:
+    """A query line typed in the TUI → ``(query, filters)``: ``role:R``, ``tool:T`` and ``since:DATE``
+    (or ``--role R``, ``--tool T``, ``--since DATE``) anywhere outside quotes are filters, the rest
+    is the query (``"a phrase"`` kept whole). The last of a repeated filter counts."""
+    found: dict[str, str] = {}
+
+    def take(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name is None:  # a quoted phrase: part of the query as it is
+            return match.group(0)
+        found[name] = match.group(3)
+        return ""
+
+    text = " ".join(_FILTER.sub(take, line).split())
+    filters = Filters(role=found.get("role"), tool=found.get("tool"), since=found.get("since"))
+    return text, filters
+
+
+def unsplit(text: str, filters: Filters) -> str:
+    """The query line that :func:`split_filters` reads back as ``(text, filters)``."""
+    named = [("role", filters.role), ("tool", filters.tool), ("since", filters.since)]
+    return " ".join([text, *(f"{name}:{value}" for name, value in named if value)]).strip()
+
+
 def since_epoch(text: str) -> int:
     """``2026-11-20`` or ``2026-11-20T08:00`` (UTC unless an offset is given) → epoch seconds."""
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise InvalidInput(f"--since {text!r} is not a date (YYYY-MM-DD, or YYYY-MM-DDTHH:MM)") from None
+        raise InvalidInput(f"since {text!r} is not a date (YYYY-MM-DD, or YYYY-MM-DDTHH:MM)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return epoch_seconds(moment.isoformat())
@@ -100,7 +128,7 @@ def search(
     if not text.strip():
         raise InvalidInput("the search needs words to look for")
     if filters.role is not None and filters.role not in INDEXED_ROLES:
-        raise InvalidInput(f"--role must be one of {', '.join(INDEXED_ROLES)}, not {filters.role!r}")
+        raise InvalidInput(f"role must be one of {', '.join(INDEXED_ROLES)}, not {filters.role!r}")
     if limit < 1:
         raise InvalidInput("--limit must be at least 1")
     since = since_epoch(filters.since) if filters.since else None
@@ -147,11 +175,14 @@ def _filtered(schema: tantivy.Schema, query: tantivy.Query, filters: Filters, si
     import tantivy
 
     clauses = [(tantivy.Occur.Must, query)]
-    exact = {"role": filters.role, "tool": filters.tool, "conversation": filters.conversation}
+    exact = {"role": filters.role, "conversation": filters.conversation}
     for name, value in exact.items():
         if value is not None:
             term = tantivy.Query.term_query(schema, name, value)
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
+    if filters.tool is not None:  # whole parts of the id: fs → builtin:fs:read, never builtin:fsx
+        parts = tantivy.Query.regex_query(schema, "tool", f"(.*:)?{re.escape(filters.tool)}(:.*)?")
+        clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(parts, 0.0)))
     ranges = [("epoch", since, None), ("turn", 1 if filters.through_turn else None, filters.through_turn)]
     for name, low, high in ranges:
         if low is not None or high is not None:
@@ -206,4 +237,4 @@ def _hit(generator: tantivy.SnippetGenerator, doc: tantivy.Document, score: floa
     )
 
 
-__all__ = ["DEFAULT_LIMIT", "Filters", "Hit", "SearchResult", "search", "since_epoch"]
+__all__ = ["DEFAULT_LIMIT", "Filters", "Hit", "SearchResult", "search", "since_epoch", "split_filters", "unsplit"]

@@ -15,7 +15,7 @@ import pytest
 
 from services.conversation import AssistantAnswer, Conversation, ToolCallRecord, UserMessage
 from services.errors import InvalidInput
-from services.history_search.query import Filters, search
+from services.history_search.query import Filters, search, split_filters, unsplit
 from services.history_search.store import HistoryIndex
 from services.workspace.transcripts import Transcript
 
@@ -106,8 +106,8 @@ def test_bad_input_is_one_clear_error(root: Path) -> None:
     index = HistoryIndex(root)
     for query, filters, said in [
         ("", Filters(), "needs words"),
-        ("owls", Filters(role="system"), "--role"),
-        ("owls", Filters(since="yesterday"), "--since"),
+        ("owls", Filters(role="system"), "role must be one of"),
+        ("owls", Filters(since="yesterday"), "not a date"),
         ('"unclosed', Filters(), "cannot read the query"),
     ]:
         with pytest.raises(InvalidInput, match=said):
@@ -254,3 +254,32 @@ def test_another_process_writing_and_searching_while_this_one_searches_does_not_
     for n in (0, count // 2, count - 1):
         assert search(index, f"w{n:04d}").hits[0].message_id == f"c-w-{n + 1:06d}"
     assert keys(search(index, "kestrel")) == [("c-a", "c-a-000001", "message")]
+
+
+def test_a_tool_filter_takes_whole_parts_of_the_id(root: Path) -> None:
+    index = HistoryIndex(root)
+    for tool, found in [("builtin:fs:read", True), ("fs", True), ("fs:read", True), ("read", True)]:
+        assert bool(search(index, "owls", Filters(tool=tool)).hits) is found, tool
+    for tool in ("f", "s:read", "builtin:fs:rea", "web", ".*"):
+        assert search(index, "owls", Filters(tool=tool)).hits == [], tool
+
+
+@pytest.mark.parametrize(
+    ("line", "text", "filters"),
+    [
+        ("kestrel role:user", "kestrel", Filters(role="user")),
+        ('"barn owls" tool:fs since:2026-11-01', '"barn owls"', Filters(tool="fs", since="2026-11-01")),
+        ("x --role tool --tool=fs:read", "x", Filters(role="tool", tool="fs:read")),
+        ('"role:user stays in a phrase" y', '"role:user stays in a phrase" y', Filters()),
+        ("a:b role:assistant role:user", "a:b", Filters(role="user")),  # the last counts
+    ],
+)
+def test_filters_typed_in_the_query_line(line: str, text: str, filters: Filters) -> None:
+    assert split_filters(line) == (text, filters)
+    assert split_filters(unsplit(text, filters)) == (text, filters)
+
+
+def test_a_phrase_in_quotes_is_a_phrase(root: Path) -> None:
+    index = HistoryIndex(root)
+    assert [h.kind for h in search(index, *split_filters('"barn owls"')).hits] == ["result"]
+    assert search(index, *split_filters('"owls barn"')).hits == []
