@@ -117,14 +117,17 @@ def handle_search(args: argparse.Namespace) -> int:
 
     workspace = _workspace(args)
     index = HistoryIndex.for_workspace(workspace)
+    rebuilt = ""
     if sys.stderr.isatty():  # a first search of a workspace indexes its conversations: say how far
 
         def step(done: int, todo: int) -> None:
             progress(f"indexing conversations: {done}/{todo}", done=done == todo)
 
-        index.catch_up(wait_s=2.0, progress=step)
+        rebuilt = index.catch_up(wait_s=2.0, progress=step).rebuilt
     filters = Filters(role=args.role, tool=args.tool, since=args.since)
     result = search(index, args.query, filters, limit=args.limit, budget_s=None, wait_s=2.0)
+    if rebuilt or result.rebuilt:  # a damaged index, found and rebuilt from the transcripts: one line
+        warn(f"the conversation search index was rebuilt from the transcripts: {rebuilt or result.rebuilt}")
     if result.partial:
         warn(
             f"partial: {result.coverage.indexed} of {result.coverage.total} conversations indexed "

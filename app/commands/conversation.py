@@ -53,7 +53,10 @@ class ConversationController:
             text, filters = split_filters(line)
             # The background build (app.commands.history_index) lets the writer lock go between its
             # slices: the search takes it in the gap, catches up with what was just written, answers.
-            return search(index, text, filters, limit=SEARCH_LIMIT, wait_s=WAIT_S)
+            result = search(index, text, filters, limit=SEARCH_LIMIT, wait_s=WAIT_S)
+            if result.rebuilt:  # found damaged and rebuilt from the transcripts: said once
+                self.host.notify(result.notice(), title="/history search", severity="warning", timeout=8)
+            return result
 
         try:
             result = await asyncio.to_thread(searcher, parsed.query)

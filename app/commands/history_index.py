@@ -65,5 +65,10 @@ class HistoryIndexer:
 
         def heard(coverage: Coverage) -> None:
             self.coverage = coverage
+            if coverage.rebuilt and not cancel.is_set():  # found damaged on open: said once
+                from services.history_search.query import SearchResult
+
+                notice = SearchResult("", [], coverage).notice()
+                self.host.notify(notice, title="conversation search index", severity="warning", timeout=8)
 
         return build(HistoryIndex.for_workspace(session.workspace), cancel, report=heard)

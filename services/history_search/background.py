@@ -32,14 +32,15 @@ def build(
     report: Callable[[Coverage], None] | None = None,
 ) -> Coverage:
     """Catch ``index`` up with every transcript, slice by slice, until it covers them all or
-    ``cancel`` is set; ``report`` hears the coverage after each slice that wrote something."""
+    ``cancel`` is set; ``report`` hears the coverage after each slice that moved it on (or found
+    the index damaged and started it again: ``Coverage.rebuilt``), the last one included."""
     busy, before = BUSY_WAIT_S[0], -1
     while True:
         coverage = index.catch_up(budget_s=slice_s, cancel=cancel)
+        if report is not None and (coverage.indexed != before or coverage.rebuilt):
+            report(coverage)
         if not coverage.partial or cancel.is_set():
             return coverage
-        if report is not None and coverage.indexed != before:
-            report(coverage)
         if coverage.indexed > before:  # moving on (here or in another process)
             wait, busy = PAUSE_S, BUSY_WAIT_S[0]
         else:  # another process holds the writer lock and is not done: ask again later

@@ -65,10 +65,22 @@ class SearchResult:
     def partial(self) -> bool:
         return self.coverage.partial
 
+    @property
+    def rebuilt(self) -> str:
+        """Why the index was found damaged and rebuilt from the transcripts by this search ('': it was not)."""
+        return self.coverage.rebuilt
+
+    def notice(self) -> str:
+        """The one line to show when the index was rebuilt ('' when it was not)."""
+        if not self.rebuilt:
+            return ""
+        return f"The conversation search index was rebuilt from the transcripts: {self.rebuilt}."
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "partial": self.partial,
+            "rebuilt": self.rebuilt,
             "indexed": self.coverage.indexed,
             "conversations": self.coverage.total,
             "hits": [hit.to_dict() for hit in self.hits],
@@ -137,13 +149,18 @@ def search(
     except BaseException as exc:  # a damaged segment: rebuilt from the transcripts, asked again
         if not is_damage(exc):
             raise
-    coverage = index.rebuild()
+        reason = f"a segment cannot be read ({_first_line(exc)})"
+    coverage = index.rebuild(reason)
     try:
         return _answer(index, text, filters, since, limit, coverage)
     except BaseException as exc:
         if not is_damage(exc):
             raise
         raise SearchIndexError(f"the conversation search index cannot be read after a rebuild: {exc}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _answer(

@@ -38,7 +38,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -98,6 +98,7 @@ class Coverage:
     indexed: int  # transcripts indexed to their end
     total: int  # transcripts in the workspace
     entries_added: int = 0  # by this catch-up
+    rebuilt: str = ""  # why this catch-up threw a damaged index away and started again ('' when it did not)
 
     @property
     def partial(self) -> bool:
@@ -279,11 +280,13 @@ class HistoryIndex:
 
         index = self._open()
         offsets = self._offsets() if index is not None else None
+        rebuilt = ""
         if index is None or offsets is None:
+            rebuilt = self._damage()
             index, offsets = self._reset(), {}
         work, gone, total = self._work(offsets)
         if not work and not gone:
-            return Coverage(total, total)
+            return Coverage(total, total, rebuilt=rebuilt)
         redact_secrets("")  # the detectors load on first use: not counted in the budget
         started = time.monotonic()
         batch = _Batch(self, index, offsets)
@@ -301,9 +304,24 @@ class HistoryIndex:
             if progress is not None:
                 progress(done, len(work))
         batch.commit()
-        return Coverage(total - len(work) + done, total, batch.entries_total)
+        return Coverage(total - len(work) + done, total, batch.entries_total, rebuilt)
 
-    def rebuild(self, *, wait_s: float = 30.0) -> Coverage:
+    def _damage(self) -> str:
+        """Why the index folder cannot be used as it is ('' when there is none yet: a first build)."""
+        if not self.directory.is_dir() or not any(self.directory.iterdir()):
+            return ""
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "meta.json is missing or unreadable"
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            found = meta.get("format") if isinstance(meta, dict) else None
+            return f"it is of another format ({found!r}, this Aries writes {FORMAT})"
+        if self._offsets() is None:
+            return "offsets.json is missing or unreadable"
+        return "its Tantivy files are missing or damaged"
+
+    def rebuild(self, reason: str = "", *, wait_s: float = 30.0) -> Coverage:
         """Throw the index away and build it again from the transcripts (a damaged segment found
         while searching); as :meth:`catch_up`, nothing happens while another process writes.
         Raises :class:`SearchIndexError` when even the new index cannot be written."""
@@ -312,7 +330,8 @@ class HistoryIndex:
         try:
             with self._lock:
                 self._reset()
-                return self._catch_up(None, None, None)
+                coverage = self._catch_up(None, None, None)
+                return replace(coverage, rebuilt=reason or coverage.rebuilt)
         except BaseException as exc:
             if not is_damage(exc):
                 raise

@@ -56,3 +56,24 @@ def test_bad_input_is_one_line_and_a_usage_exit(tmp_path: Path) -> None:
         assert [line for line in said if line.startswith("aries: ")] == [said[-1]]  # one line says why
     missing = _aries(home, "-w", "nope", "history", "search", "x")
     assert missing.returncode != 0 and len(missing.stderr.decode().strip().splitlines()) == 1
+
+
+def test_a_damaged_index_is_rebuilt_with_one_line_never_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    workspace, _ = WorkspaceManager(home / "workspaces").create("w")
+    talk = Conversation(workspace.new_transcript())
+    talk.record(UserMessage(text="the avocet sweeps the mud", turn_id=talk.new_turn()))
+    workspace.close()
+    first = _aries(home, "-w", "w", "history", "search", "avocet")
+    assert first.returncode == 0 and first.stderr == b"", first.stderr
+    tantivy = workspace.root / "cache" / "conversations" / "tantivy"
+    for path in tantivy.iterdir():  # every segment file garbage, and the index's own meta.json
+        if path.is_file() and path.name != ".managed.json":
+            path.write_bytes(b"\x00not what tantivy wrote" * 4)
+    damaged = _aries(home, "-w", "w", "history", "search", "avocet")
+    assert damaged.returncode == 0 and b"Traceback" not in damaged.stderr
+    said = damaged.stderr.decode().strip().splitlines()
+    assert len(said) == 1 and "rebuilt from the transcripts" in said[0], said
+    assert damaged.stdout == first.stdout  # the same hit
+    again = _aries(home, "-w", "w", "history", "search", "avocet")
+    assert again.stderr == b"" and again.stdout == first.stdout  # said once

@@ -131,29 +131,44 @@ def test_a_new_entry_is_findable_within_one_second(root: Path) -> None:
 
 def test_the_index_rebuilt_after_deletion_or_damage_gives_the_same_hits(root: Path) -> None:
     queries = ["kestrel", "owls", "barn", "heron OR survey", '"barn owls"']
-    before = [search(HistoryIndex(root), q).to_dict() for q in queries]
-    shutil.rmtree(root / "cache" / "conversations")
-    assert [search(HistoryIndex(root), q).to_dict() for q in queries] == before
-    (root / "cache" / "conversations" / "tantivy" / "meta.json").write_text("{not json")
-    assert [search(HistoryIndex(root), q).to_dict() for q in queries] == before
-    meta = root / "cache" / "conversations" / "meta.json"
-    meta.write_text(json.dumps({"format": 999, "generation": 1}))  # another format: rebuilt
-    assert [search(HistoryIndex(root), q).to_dict() for q in queries] == before
-    assert json.loads(meta.read_text())["format"] != 999
+
+    def asked() -> tuple[list[list[object]], list[str]]:
+        results = [search(HistoryIndex(root), q) for q in queries]
+        return [[h.to_dict() for h in r.hits] for r in results], [r.rebuilt for r in results]
+
+    before, said = asked()
+    assert said == [""] * 5
+    folder = root / "cache" / "conversations"
+    shutil.rmtree(folder)  # deleted: built again, nothing to say (as on a first search)
+    assert asked() == (before, [""] * 5)
+    (folder / "tantivy" / "meta.json").write_text("{not json")
+    assert asked() == (before, ["its Tantivy files are missing or damaged"] + [""] * 4)  # one notice
+    (folder / "offsets.json").write_bytes(b"\x00garbage")
+    assert asked() == (before, ["offsets.json is missing or unreadable"] + [""] * 4)
+    (folder / "meta.json").write_text(json.dumps({"format": 999, "generation": 1}))  # another format: rebuilt
+    hits, said = asked()
+    assert hits == before and said[0].startswith("it is of another format (999") and said[1:] == [""] * 4
+    assert json.loads((folder / "meta.json").read_text())["format"] != 999
 
 
 @pytest.mark.parametrize("damage", ["removed", "garbage"])
 def test_damaged_segment_files_are_rebuilt_not_a_traceback(root: Path, damage: str) -> None:
     index = HistoryIndex(root)
-    before = [search(index, q).to_dict() for q in ("kestrel", "owls")]
+    before = [[h.to_dict() for h in search(index, q).hits] for q in ("kestrel", "owls")]
     for path in (root / "cache" / "conversations" / "tantivy").iterdir():
         if path.suffix in (".idx", ".term", ".store", ".pos"):
             if damage == "removed":
                 path.unlink()
             else:
                 path.write_bytes(b"not a segment" * 8)
-    assert [search(index, q).to_dict() for q in ("kestrel", "owls")] == before  # the open handle
-    assert [search(HistoryIndex(root), q).to_dict() for q in ("kestrel", "owls")] == before  # a new one
+    said = []
+    for reader in (index, HistoryIndex(root)):  # the open handle (its files may still be open), a new one
+        results = [search(reader, "kestrel"), search(reader, "owls")]
+        assert [[h.to_dict() for h in r.hits] for r in results] == before
+        said += [r.notice() for r in results if r.rebuilt]
+    assert len(said) == 1, said  # one notice, by the first search that found the damage
+    assert said[0].startswith("The conversation search index was rebuilt from the transcripts: ")
+    assert "segment cannot be read" in said[0] or "Tantivy files are missing or damaged" in said[0]
 
 
 def test_a_deleted_or_rewritten_transcript_leaves_the_index(root: Path) -> None:

@@ -120,3 +120,24 @@ async def test_a_turn_written_in_the_tui_is_findable_within_one_second() -> None
         assert app.session is not None
         assert screen.result.hits[0].conversation_id == app.session.conversation.conversation_id
         assert found <= 1.0, f"findable after {found:.2f} s"
+
+
+async def test_a_damaged_index_is_rebuilt_in_the_background_with_one_notice() -> None:
+    from services.history_search.query import search
+    from services.history_search.store import HistoryIndex
+
+    root = seeded(5)
+    assert len(search(HistoryIndex(root), "grebe").hits) == 5
+    (root / "cache" / "conversations" / "tantivy" / "meta.json").write_text("{not json")
+    app, messages = AriesApp("logbook", conversation="new"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        await until(pilot, app.commands.history_index.done.is_set, messages=messages, what="the build")
+        note = await messages.notified(pilot, "rebuilt from the transcripts")
+        assert "Tantivy files are missing or damaged" in note
+        app.commands.run("/history search grebe")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        screen = app.screen
+        assert isinstance(screen, HistorySearchScreen) and len(screen.result.hits) == 5
+        assert len([n for n in messages.notes() if "rebuilt" in n]) == 1
