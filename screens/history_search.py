@@ -37,7 +37,7 @@ Chosen = tuple[str, str, int, str]
 Searcher = Callable[[str], "SearchResult"]
 """A query line → its result (blocking: run in a thread)."""
 
-KEYS = "↑ ↓ choose · Enter open at the hit · f fork after its turn · / edit the query · Esc close"
+KEYS = "Enter open at the hit · f fork after its turn · / query · Esc close"
 PLACEHOLDER = 'words, "a phrase", -not · role:user|assistant|tool · tool:fs · since:2026-11-01'
 
 
@@ -107,7 +107,7 @@ class HistorySearchScreen(ModalScreen[Chosen | None]):
             snippet.append(clean(text[start:end], single_line=True), style="bold reverse")
             cursor = end
         snippet.append(clean(text[cursor:], single_line=True))
-        return Option(Text.assemble(head, "\n", snippet), id=str(number))
+        return Option(Text.assemble(head, "\n", snippet, no_wrap=True, overflow="ellipsis"), id=str(number))
 
     def on_mount(self) -> None:
         listing = self.query_one(OptionList)
