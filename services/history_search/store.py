@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from services.errors import AriesError
 from services.files.atomic import atomic_write_text
 from services.history_search.documents import SearchDocument, documents_for
+from services.history_search.footers import damaged_files
 from services.retrieval.store_locks import IndexLocks
 from services.workspace.paths import CACHE_DIR, TRANSCRIPTS_DIR
 from services.workspace.transcripts import SUFFIX
@@ -194,6 +195,8 @@ class HistoryIndex:
             return None
         if self._index is not None and self._generation == meta["generation"]:
             return self._index
+        if damaged_files(self.tantivy_dir):  # Tantivy would panic on them, its message on stderr
+            return None
         try:
             index = tantivy.Index.open(str(self.tantivy_dir))
         except BaseException as exc:
@@ -319,6 +322,10 @@ class HistoryIndex:
             return f"it is of another format ({found!r}, this Aries writes {FORMAT})"
         if self._offsets() is None:
             return "offsets.json is missing or unreadable"
+        damaged = damaged_files(self.tantivy_dir)
+        if damaged:
+            more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+            return f"its Tantivy files are missing or damaged ({damaged[0]}{more})"
         return "its Tantivy files are missing or damaged"
 
     def rebuild(self, reason: str = "", *, wait_s: float = 30.0) -> Coverage:
