@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 SEARCH_LIMIT = 100
 WAIT_S = 0.5
 """How long a search waits for the writer lock (the background build holds it for a slice at most)."""
+BUDGET_S = 0.1
+"""How long a search catches up itself: what was just written comes first, the background build
+(``app.commands.history_index``) does the rest."""
 
 
 class ConversationController:
@@ -53,7 +56,7 @@ class ConversationController:
             text, filters = split_filters(line)
             # The background build (app.commands.history_index) lets the writer lock go between its
             # slices: the search takes it in the gap, catches up with what was just written, answers.
-            result = search(index, text, filters, limit=SEARCH_LIMIT, wait_s=WAIT_S)
+            result = search(index, text, filters, limit=SEARCH_LIMIT, budget_s=BUDGET_S, wait_s=WAIT_S)
             if result.rebuilt:  # found damaged and rebuilt from the transcripts: said once
                 self.host.notify(result.notice(), title="/history search", severity="warning", timeout=8)
             return result

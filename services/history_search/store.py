@@ -271,12 +271,36 @@ class HistoryIndex:
             self.locks.release_writer()
 
     def _take_writer(self, wait_s: float) -> bool:
+        """Take the writer lock, waiting up to ``wait_s``; while waiting, ask its holder to let it go
+        (:meth:`wanted`: a budgeted catch-up — the background build's slice — ends after its file)."""
         deadline = time.monotonic() + wait_s
+        asked = False
         while not self.locks.try_writer():
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)
+            if not asked:
+                self._ask_for_writer()
+                asked = True
+            time.sleep(0.02)
         return True
+
+    @property
+    def wanted_path(self) -> Path:
+        return self.locks.directory / f"{NAME}.writer.wanted"
+
+    def _ask_for_writer(self) -> None:
+        try:
+            self.wanted_path.parent.mkdir(parents=True, exist_ok=True)
+            self.wanted_path.touch()
+        except OSError:
+            pass  # a read-only cache: the waiting search answers partial, as it would anyway
+
+    def wanted(self, since_s: float) -> bool:
+        """Whether a catch-up waited for the writer lock in the last ``since_s`` seconds (any process)."""
+        try:
+            return time.time() - self.wanted_path.stat().st_mtime < since_s
+        except OSError:
+            return False
 
     def _catch_up(self, budget_s: float | None, progress: Progress | None, cancel: threading.Event | None) -> Coverage:
         from services.history_search.prompt_history import redact_secrets
@@ -302,6 +326,8 @@ class HistoryIndex:
                 break
             if budget_s is not None and done and time.monotonic() - started > budget_s:
                 break
+            if budget_s is not None and done and self.wanted(time.monotonic() - started):
+                break  # a search waits for the writer lock: it goes first
             batch.add_file(item, redact_secrets)
             done += 1
             if progress is not None:

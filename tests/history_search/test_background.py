@@ -52,3 +52,32 @@ def test_a_cancelled_build_stops_and_the_next_one_finishes(tmp_path: Path) -> No
     partial = build(HistoryIndex(tmp_path), cancel, slice_s=0.0, report=lambda _: cancel.set())
     assert partial.partial and partial.indexed < 6
     assert not build(HistoryIndex(tmp_path), threading.Event()).partial
+
+
+def test_a_slice_ends_early_for_a_search_waiting_for_the_writer_lock(tmp_path: Path) -> None:
+    """The build holds the lock for a slice (here: up to 60 s); a search that waits for it asks, the
+    slice ends after its transcript, the search indexes the turn just written and answers partial."""
+    import random
+
+    from services.workspace.transcripts import Transcript
+
+    rng = random.Random(1)
+    for n in range(10):  # slow to index: long entries (secret redaction runs line by line)
+        transcript = Transcript(tmp_path / "transcripts", f"c-{n:02d}")
+        for k in range(3):
+            lines = (" ".join(f"tern{rng.randrange(999)}" for _ in range(12)) for _ in range(300))
+            transcript.append("user", "\n".join(lines), turn_id=f"c-{n:02d}-t{k + 1:04d}")
+    cancel = threading.Event()
+    builder = threading.Thread(target=build, args=(HistoryIndex(tmp_path), cancel), kwargs={"slice_s": 60.0})
+    builder.start()
+    try:
+        meta = tmp_path / "cache" / "conversations" / "meta.json"
+        deadline = time.monotonic() + 30
+        while not meta.exists() and time.monotonic() < deadline:  # the first slice has the lock
+            time.sleep(0.01)
+        converse(tmp_path / "transcripts", "c-new", "a skua chases the terns", time.time_ns())
+        result = search(HistoryIndex(tmp_path), "skua", budget_s=0.0, wait_s=30.0)
+        assert result.hits and result.partial, result.coverage  # it did not wait for the whole build
+    finally:
+        cancel.set()
+        builder.join()
