@@ -200,3 +200,21 @@ async def test_the_query_line_runs_again_with_filters_and_phrases() -> None:
         await pilot.press("enter")
         note = await messages.notified(pilot, "not a date", since=mark)
         assert "soon" in note and screen.result.hits  # the hits shown stay
+
+
+async def test_a_hit_in_the_open_conversation_scrolls_to_it() -> None:
+    talk, other = long_talk()
+    app, messages = AriesApp("birds", conversation=talk), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)
+        mark = messages.mark()
+        await command(pilot, "/history search phalarope")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        await pilot.press("enter")
+        pane = app.screen_stack[0].query_one(TranscriptPane)
+        await until(pilot, lambda: pane.selected is not None, messages=messages, what="the hit selected")
+        assert "phalarope" in str(pane.selected.entry["content"])  # type: ignore[union-attr]
+        assert app.session is not None and app.session.conversation.conversation_id == talk
+        assert not messages.notes(since=mark, severity="error")
