@@ -8,7 +8,11 @@ N conversations of M entries each are written through the real transcript writer
 temporary workspace folder: turns of a user message and an assistant answer drawn from a fixed
 vocabulary (seeded: the same corpus every run), every tenth entry a tool call instead. Then:
 
-1. **build** — the first search catches the whole index up (what the TUI does in the background);
+1. **build** — the index built as the TUI builds it once a workspace is open
+   (``services.history_search.background.build`` in a thread, slice by slice), while searches run
+   as ``/history search`` runs them (catch-up budget 0.1 s, writer-lock wait 1 s) and every third
+   one writes a new turn (alternately in a conversation already there and in a new one) and searches
+   until it is found: the answers' p95 and max, how many were partial, the new turns' time to findable;
 2. **warm search** — 200 queries (single words, pairs, phrases, with role/tool/date filters) through
    ``services.history_search.query.search``, as ``aries history search`` runs it (the catch-up's
    ``stat`` of every transcript included): p50 and p95;
@@ -17,8 +21,8 @@ vocabulary (seeded: the same corpus every run), every tenth entry a tool call in
 4. **rebuild** — the index folder deleted, rebuilt, the 200 queries' hits compared with the warm
    run's (they must be equal).
 
-``--small`` (50 × 20) is the CI-sized variant. The acceptance: p95 ≤ 100 ms warm, findable ≤ 1 s,
-the same hits after the rebuild.
+``--small`` (50 × 20) is the CI-sized variant. The acceptance: p95 ≤ 100 ms warm, findable ≤ 1 s
+(after the build and during it), the same hits after the rebuild.
 
 Measured on 2026-11-27 (this machine, 2 cores shared with test runs), default size: write 31 s,
 build 216 s, warm search p50 35.6 ms / p95 64.5 ms, findable p50 157 / p95 424 / max 564 ms,
@@ -43,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SEED = 32
-BUDGET_S, WAIT_S = 0.1, 0.5
+BUDGET_S, WAIT_S = 0.1, 1.0
 """What ``/history search`` passes (``app.commands.conversation``): catch-up budget, writer-lock wait."""
 VOCABULARY = 3000
 
@@ -143,7 +147,7 @@ def _percentile(values: list[float], share: float) -> float:
 
 def during_build(root: Path, index: Any, work: list[tuple[str, Any]], conversations: int) -> dict[str, Any]:
     """The build as the TUI runs it (``services.history_search.background.build`` in a thread, slice
-    by slice) while the operator searches (``/history search``'s catch-up budget 0.1 s, lock wait 0.5 s) and
+    by slice) while the operator searches (``/history search``'s catch-up budget 0.1 s, lock wait 1 s) and
     writes new turns, in a conversation already there and in a new one, alternately."""
     import threading
 
@@ -194,6 +198,7 @@ def during_build(root: Path, index: Any, work: list[tuple[str, Any]], conversati
         "answer_ms_max": round(max(answers), 1) if answers else None,
         "answer_ms": [round(a) for a in answers],
         "new_turns": turns,
+        "findable_ms_p95": round(_percentile(findable, 0.95), 1) if findable else None,
         "findable_ms_max": round(max(findable), 1) if findable else None,
     }
     return report

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 
 SEARCH_LIMIT = 100
-WAIT_S = 0.5
-"""How long a search waits for the writer lock (the background build holds it for a slice at most)."""
+WAIT_S = 1.0
+"""How long a search waits for the writer lock: the background build lets it go after the transcript it
+is on and a commit (tens of ms on an idle machine) when a search asks for it."""
 BUDGET_S = 0.1
 """How long a search catches up itself: what was just written comes first, the background build
 (``app.commands.history_index``) does the rest."""
