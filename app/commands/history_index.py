@@ -36,7 +36,11 @@ class HistoryIndexer:
         if session.workspace.ephemeral:
             return
         cancel = self._cancel = threading.Event()
-        self.host.run_worker(self._build(session, cancel), group="history-index", exit_on_error=False)
+
+        async def build() -> None:  # a coroutine function: nothing is made if the App ends first
+            await self._build(session, cancel)
+
+        self.host.run_worker(build, group="history-index", exit_on_error=False)
 
     def stop(self) -> None:
         """The workspace closes: its build stops after the file it is on."""
