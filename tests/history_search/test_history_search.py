@@ -298,3 +298,18 @@ def test_a_phrase_in_quotes_is_a_phrase(root: Path) -> None:
     index = HistoryIndex(root)
     assert [h.kind for h in search(index, *split_filters('"barn owls"')).hits] == ["result"]
     assert search(index, *split_filters('"owls barn"')).hits == []
+
+
+def test_segment_files_are_checked_by_their_footer_and_crc(root: Path) -> None:
+    from services.history_search.footers import damaged_files
+
+    search(HistoryIndex(root), "kestrel")
+    tantivy = root / "cache" / "conversations" / "tantivy"
+    assert damaged_files(tantivy) == []
+    store = next(tantivy.glob("*.store"))
+    body = store.read_bytes()
+    for damaged in (body[:-3], body[:10] + bytes([body[10] ^ 0x80]) + body[11:], b"", body + b"x"):
+        store.write_bytes(damaged)
+        assert damaged_files(tantivy) == [store.name]
+    store.write_bytes(body)
+    assert damaged_files(tantivy) == []
