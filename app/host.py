@@ -35,6 +35,8 @@ T = TypeVar("T")
 class Host(Protocol):
     meter: ContextBreakdown | None
     """The active session's last model request, part by part (the header's meter; ``/usage``)."""
+    settled: asyncio.Event
+    """Set once the first workspace is open and the deferred start-up work is done (``app.settling``)."""
 
     @property
     def session(self) -> Session | None:

@@ -39,9 +39,10 @@ def keys_table(bindings: list[tuple[str, str, str]], title: str = "Keys") -> Tab
 
 
 def modal_keys() -> list[tuple[str, list[tuple[str, str, str]]]]:
-    """The keys of the modals the workbench opens (approval, chunk viewer, workspace switcher)."""
+    """The keys of the modals the workbench opens (approval, chunk viewer, workspace switcher, search hits)."""
     from screens.approval import ApprovalScreen  # with the help, not at start-up (it brings pygments)
     from screens.chunk_viewer import ChunkViewer
+    from screens.history_search import HistorySearchScreen
     from screens.workspace_switcher import WorkspaceSwitcher
 
     def rows(bindings: list[BindingType]) -> list[tuple[str, str, str]]:
@@ -51,6 +52,10 @@ def modal_keys() -> list[tuple[str, list[tuple[str, str, str]]]]:
         ("Approval modal (Enter on a call in the Approvals pane)", rows(ApprovalScreen.BINDINGS)),
         ("Chunk viewer (Enter on a chunk in the Context pane, or /rag show HANDLE)", rows(ChunkViewer.BINDINGS)),
         ("Workspace switcher (Ctrl+O)", rows(WorkspaceSwitcher.BINDINGS)),
+        (
+            '/history search hits (filters in the query line: role:R tool:T since:DATE, "a phrase")',
+            rows(HistorySearchScreen.BINDINGS),
+        ),
     ]
 
 

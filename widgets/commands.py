@@ -107,12 +107,10 @@ class ContextAt:
 
 @dataclass(frozen=True)
 class HistorySearch:
-    """``/history search QUERY [--role R] [--tool T] [--since DATE]``."""
+    """``/history search QUERY``: the line as typed (quotes kept for phrases); its filters
+    (``role:R tool:T since:DATE``) are read by ``services.history_search.query.split_filters``."""
 
     query: str
-    role: str | None = None
-    tool: str | None = None
-    since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -436,20 +434,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "history",
         "List this workspace's conversations (date, turns, model, first prompt); Enter resumes one, f forks it. "
-        "search QUERY: every conversation's messages, tool calls and results, attached files. export [md|html]: "
+        'search QUERY: every conversation\'s messages, tool calls and results, attached files — words, "a phrase", '
+        "+must -not, word*; filters in the query: role:user|assistant|tool tool:fs since:2026-11-01. "
+        "Enter opens the conversation at the hit, f forks after its turn. export [md|html]: "
         "this conversation as a document in the workspace's exports/ folder.",
         (
             Form((), into=Bare),
-            Form(
-                ("search",),
-                (Arg("query", "QUERY…", rest=True),),
-                (
-                    Opt(("--role",), "role", "ROLE", choices=("user", "assistant", "tool"), help="only this role"),
-                    Opt(("--tool",), "tool", "TOOL", help="only this tool's calls and results", wants="a tool id"),
-                    Opt(("--since",), "since", "DATE", help="from this date on (YYYY-MM-DD)", wants="a date"),
-                ),
-                into=HistorySearch,
-            ),
+            Form(("search",), (Arg("query", "QUERY…", raw=True),), into=HistorySearch),
             Form(
                 ("export",),
                 (Arg("fmt", "md|html", choices=("md", "html"), optional=True, default="md", convert=_export_format),),

@@ -42,6 +42,15 @@ class ConversationStarted(Message, bubble=False):
 
 
 @dataclass
+class EntryRevealed(Message, bubble=False):
+    """``/history search``: the hit's conversation is open; the transcript scrolls to its entry
+    ``message_id`` and marks it (selected: ``y`` copies it)."""
+
+    conversation_id: str
+    message_id: str
+
+
+@dataclass
 class ConversationEntry(Message, bubble=False):
     """The session's conversation wrote an entry (posted from whichever thread wrote it): ``event``, the
     typed event it was written from; ``entry``, its stored form (with its timestamp and ids), which the

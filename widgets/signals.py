@@ -35,6 +35,7 @@ from widgets.messages import (
     ArtifactsChanged,
     ConversationEntry,
     ConversationStarted,
+    EntryRevealed,
     HitsFound,
     IndexDropped,
     IngestEnded,
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-Conversational = ConversationStarted | ConversationEntry
+Conversational = ConversationStarted | ConversationEntry | EntryRevealed
 RetrievalNews = HitsFound | IndexDropped | IngestProgress | IngestEnded
 StatusNews = StatusStarted | StatusStopped | StatusWaiting
 PaneMessage = (
@@ -73,6 +74,7 @@ ROUTES: dict[type[Any], str] = {
     SessionChanged: "changed",
     ConversationStarted: "conversation",
     ConversationEntry: "conversation",
+    EntryRevealed: "conversation",
     TurnEvent: "turn",
     ApprovalsChanged: "approvals",
     HitsFound: "retrieval",
@@ -130,7 +132,8 @@ class SessionSignals:
         self.changed: PaneSignal[SessionChanged] = PaneSignal(owner, "changed")
         """What is in force changed (policy, mode, model, profile, index in use, trust, the web viewer)."""
         self.conversation: PaneSignal[Conversational] = PaneSignal(owner, "conversation")
-        """A conversation started or reopened; an entry written (of the session's current conversation)."""
+        """A conversation started or reopened; an entry written (of the session's current conversation);
+        an entry to show (a search hit)."""
         self.turn: PaneSignal[TurnEvent] = PaneSignal(owner, "turn")
         self.approvals: PaneSignal[ApprovalsChanged] = PaneSignal(owner, "approvals")
         self.retrieval: PaneSignal[RetrievalNews] = PaneSignal(owner, "retrieval")

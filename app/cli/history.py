@@ -64,8 +64,9 @@ def _register_search(actions: Any) -> None:
     search = actions.add_parser(
         "search",
         help="search every conversation: messages, tool calls and results, attached files",
-        description='Words, "a phrase", +must -not, word* (Tantivy\'s query language), best first. '
-        "Secrets were redacted before indexing: they are neither found nor shown.",
+        description='Words, "a phrase", +must -not, word* (Tantivy\'s query language), best first; filters in '
+        "the query as in the TUI (role:R tool:T since:DATE) or as options. Secrets were redacted before "
+        "indexing: they are neither found nor shown.",
     )
     search.add_argument("query", metavar="QUERY", help="what to look for")
     search.add_argument("--limit", type=positive_int, default=20, metavar="N", help="at most N hits (default 20)")
@@ -133,19 +134,23 @@ def handle_search(args: argparse.Namespace) -> int:
     import sys
 
     from app.cli._common import progress, warn
-    from services.history_search.query import Filters, search
+    from services.history_search.query import Filters, search, split_filters
     from services.history_search.store import HistoryIndex
 
     workspace = _workspace(args)
     index = HistoryIndex.for_workspace(workspace)
+    rebuilt = ""
     if sys.stderr.isatty():  # a first search of a workspace indexes its conversations: say how far
 
         def step(done: int, todo: int) -> None:
             progress(f"indexing conversations: {done}/{todo}", done=done == todo)
 
-        index.catch_up(wait_s=2.0, progress=step)
-    filters = Filters(role=args.role, tool=args.tool, since=args.since)
-    result = search(index, args.query, filters, limit=args.limit, budget_s=None, wait_s=2.0)
+        rebuilt = index.catch_up(wait_s=2.0, progress=step).rebuilt
+    text, typed = split_filters(args.query)  # role:R tool:T since:DATE in the query, as in the TUI
+    filters = Filters(role=args.role or typed.role, tool=args.tool or typed.tool, since=args.since or typed.since)
+    result = search(index, text, filters, limit=args.limit, budget_s=None, wait_s=2.0)
+    if rebuilt or result.rebuilt:  # a damaged index, found and rebuilt from the transcripts: one line
+        warn(f"the conversation search index was rebuilt from the transcripts: {rebuilt or result.rebuilt}")
     if result.partial:
         warn(
             f"partial: {result.coverage.indexed} of {result.coverage.total} conversations indexed "

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from app.commands.desktop import DesktopController
     from app.commands.export import ExportController
     from app.commands.history import HistoryController
+    from app.commands.history_index import HistoryIndexer
     from app.commands.profile import ProfileController
     from app.commands.rag import RagController
     from app.commands.serve import ServeController
@@ -166,8 +167,8 @@ class Commands:
 
     async def session_closing(self, session: Session | None, reason: str) -> None:
         """Before a session closes: its turn is cancelled (it must not stream into the next
-        workspace), the web viewer (it served that workspace only) stops, and an index build is told
-        to stop after its current file."""
+        workspace), the web viewer (it served that workspace only) stops, and an index build and the
+        conversation search index's background build are told to stop after their current file."""
         if self._made("typeahead"):
             self.typeahead.clear()  # typed for that session's conversation
         if self._made("assistant"):
@@ -178,6 +179,8 @@ class Commands:
             await self.serve.shutdown()
         if session is not None and self._made("rag"):
             self.rag.stop_ingest()
+        if self._made("history_index"):
+            self.history_index.stop()
 
     # -- the controllers -----------------------------------------------------------------------------
     @cached_property
@@ -227,6 +230,12 @@ class Commands:
         from app.commands.history import HistoryController
 
         return HistoryController(self.host)
+
+    @cached_property
+    def history_index(self) -> HistoryIndexer:
+        from app.commands.history_index import HistoryIndexer
+
+        return HistoryIndexer(self.host)
 
     @cached_property
     def profiles(self) -> ProfileController:

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 
 
 SEARCH_LIMIT = 100
+WAIT_S = 1.0
+"""How long a search waits for the writer lock: the background build lets it go after the transcript it
+is on and a commit (tens of ms on an idle machine) when a search asks for it."""
+BUDGET_S = 0.1
+"""How long a search catches up itself: what was just written comes first, the background build
+(``app.commands.history_index``) does the rest."""
 
 
 class ConversationController:
@@ -41,39 +47,51 @@ class ConversationController:
 
     async def _search(self, parsed: Any) -> None:
         from services.errors import AriesError
-        from services.history_search.query import Filters, search
+        from services.history_search.query import SearchResult, search, split_filters
         from services.history_search.store import HistoryIndex
 
         session = self.host.require_session()
         index = HistoryIndex.for_workspace(session.workspace)
-        filters = Filters(role=parsed.role, tool=parsed.tool, since=parsed.since)
+
+        def searcher(line: str) -> SearchResult:  # a query line, filters included (role:R tool:T since:D)
+            text, filters = split_filters(line)
+            # The background build (app.commands.history_index) lets the writer lock go between its
+            # slices: the search takes it in the gap, catches up with what was just written, answers.
+            result = search(index, text, filters, limit=SEARCH_LIMIT, budget_s=BUDGET_S, wait_s=WAIT_S)
+            if result.rebuilt:  # found damaged and rebuilt from the transcripts: said once
+                self.host.notify(result.notice(), title="/history search", severity="warning", timeout=8)
+            return result
+
         try:
-            result = await asyncio.to_thread(search, index, parsed.query, filters, limit=SEARCH_LIMIT)
+            result = await asyncio.to_thread(searcher, parsed.query)
         except AriesError as exc:
             self.host.report_error(exc.message, "/history search")
             return
-        if result.partial:  # the rest is indexed in the background: the next search sees more
-            self.host.run_worker(index.catch_up, thread=True, group="history-index", exit_on_error=False)
         if not result.hits:
             said = f"Nothing found for {parsed.query!r} in this workspace's conversations"
-            self.host.say(said + (" (partial: still indexing them)." if result.partial else "."), "history search")
+            far = f" (partial: {result.coverage.indexed} of {result.coverage.total} indexed so far)."
+            self.host.say(said + (far if result.partial else "."), "history search")
             return
         from screens.history_search import HistorySearchScreen
 
-        def chosen(picked: tuple[str, str, int] | None) -> None:
-            if picked is None:
-                return
-            verb, conversation_id, turn = picked
-            try:
-                if verb == "fork":
-                    self._fork(conversation_id, turn or None)
-                else:
-                    self._resume(conversation_id)
-                    self.host.notify(f"The hit is in turn {turn}.", title="/history search", timeout=4)
-            except Exception as exc:  # an AriesError or a vanished file: one line
-                self.host.report_error(getattr(exc, "message", str(exc)), f"/history search ({verb})")
+        screen = HistorySearchScreen(result, session.workspace.name, parsed.query, searcher)
+        self.host.push_screen(screen, self._chosen_hit)
 
-        self.host.push_screen(HistorySearchScreen(result, session.workspace.name), chosen)
+    def _chosen_hit(self, picked: tuple[str, str, int, str] | None) -> None:
+        """Enter: the hit's conversation, scrolled to the hit; ``f``: a fork of it after the hit's turn."""
+        from widgets.messages import EntryRevealed
+
+        if picked is None:
+            return
+        verb, conversation_id, turn, message_id = picked
+        try:
+            if verb == "fork":
+                self._fork(conversation_id, turn or None)
+            else:
+                self._resume(conversation_id)
+                self.host.publish(EntryRevealed(conversation_id, message_id))
+        except Exception as exc:  # an AriesError or a vanished file: one line
+            self.host.report_error(getattr(exc, "message", str(exc)), f"/history search ({verb})")
 
     def history(self) -> None:
         """The list of conversations (a modal); Enter resumes, ``f`` forks."""

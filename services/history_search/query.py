@@ -9,6 +9,7 @@ the ``limit`` is fetched whole before the cut.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ DEFAULT_BUDGET_S = 0.5
 @dataclass(frozen=True)
 class Filters:
     role: str | None = None  # user | assistant | tool
-    tool: str | None = None  # a tool id, exactly
+    tool: str | None = None  # a tool id, or a run of its parts: fs, fs:read, builtin:fs:read
     since: str | None = None  # an ISO date or date and time (UTC when no offset is given)
     conversation: str | None = None  # one conversation's id (earlier turns brought back: issue 30)
     through_turn: int | None = None  # only turns 1..N (with ``conversation``: the turns left out)
@@ -64,14 +65,53 @@ class SearchResult:
     def partial(self) -> bool:
         return self.coverage.partial
 
+    @property
+    def rebuilt(self) -> str:
+        """Why the index was found damaged and rebuilt from the transcripts by this search ('': it was not)."""
+        return self.coverage.rebuilt
+
+    def notice(self) -> str:
+        """The one line to show when the index was rebuilt ('' when it was not)."""
+        if not self.rebuilt:
+            return ""
+        return f"The conversation search index was rebuilt from the transcripts: {self.rebuilt}."
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "partial": self.partial,
+            "rebuilt": self.rebuilt,
             "indexed": self.coverage.indexed,
             "conversations": self.coverage.total,
             "hits": [hit.to_dict() for hit in self.hits],
         }
+
+
+_FILTER = re.compile(r'"[^"]*"?|(?<!\S)(?:(role|tool|since):|--(role|tool|since)(?:=|\s+))(\S+)')
+
+
+def split_filters(line: str) -> tuple[str, Filters]:
+    """A query line typed in the TUI → ``(query, filters)``: ``role:R``, ``tool:T`` and ``since:DATE``
+    (or ``--role R``, ``--tool T``, ``--since DATE``) anywhere outside quotes are filters, the rest
+    is the query (``"a phrase"`` kept whole). The last of a repeated filter counts."""
+    found: dict[str, str] = {}
+
+    def take(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name is None:  # a quoted phrase: part of the query as it is
+            return match.group(0)
+        found[name] = match.group(3)
+        return ""
+
+    text = " ".join(_FILTER.sub(take, line).split())
+    filters = Filters(role=found.get("role"), tool=found.get("tool"), since=found.get("since"))
+    return text, filters
+
+
+def unsplit(text: str, filters: Filters) -> str:
+    """The query line that :func:`split_filters` reads back as ``(text, filters)``."""
+    named = [("role", filters.role), ("tool", filters.tool), ("since", filters.since)]
+    return " ".join([text, *(f"{name}:{value}" for name, value in named if value)]).strip()
 
 
 def since_epoch(text: str) -> int:
@@ -79,7 +119,7 @@ def since_epoch(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise InvalidInput(f"--since {text!r} is not a date (YYYY-MM-DD, or YYYY-MM-DDTHH:MM)") from None
+        raise InvalidInput(f"since {text!r} is not a date (YYYY-MM-DD, or YYYY-MM-DDTHH:MM)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return epoch_seconds(moment.isoformat())
@@ -100,7 +140,7 @@ def search(
     if not text.strip():
         raise InvalidInput("the search needs words to look for")
     if filters.role is not None and filters.role not in INDEXED_ROLES:
-        raise InvalidInput(f"--role must be one of {', '.join(INDEXED_ROLES)}, not {filters.role!r}")
+        raise InvalidInput(f"role must be one of {', '.join(INDEXED_ROLES)}, not {filters.role!r}")
     if limit < 1:
         raise InvalidInput("--limit must be at least 1")
     since = since_epoch(filters.since) if filters.since else None
@@ -109,13 +149,18 @@ def search(
     except BaseException as exc:  # a damaged segment: rebuilt from the transcripts, asked again
         if not is_damage(exc):
             raise
-    coverage = index.rebuild()
+        reason = f"a segment cannot be read ({_first_line(exc)})"
+    coverage = index.rebuild(reason)
     try:
         return _answer(index, text, filters, since, limit, coverage)
     except BaseException as exc:
         if not is_damage(exc):
             raise
         raise SearchIndexError(f"the conversation search index cannot be read after a rebuild: {exc}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _answer(
@@ -147,11 +192,14 @@ def _filtered(schema: tantivy.Schema, query: tantivy.Query, filters: Filters, si
     import tantivy
 
     clauses = [(tantivy.Occur.Must, query)]
-    exact = {"role": filters.role, "tool": filters.tool, "conversation": filters.conversation}
+    exact = {"role": filters.role, "conversation": filters.conversation}
     for name, value in exact.items():
         if value is not None:
             term = tantivy.Query.term_query(schema, name, value)
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(term, 0.0)))
+    if filters.tool is not None:  # whole parts of the id: fs → builtin:fs:read, never builtin:fsx
+        parts = tantivy.Query.regex_query(schema, "tool", f"(.*:)?{re.escape(filters.tool)}(:.*)?")
+        clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(parts, 0.0)))
     ranges = [("epoch", since, None), ("turn", 1 if filters.through_turn else None, filters.through_turn)]
     for name, low, high in ranges:
         if low is not None or high is not None:
@@ -206,4 +254,4 @@ def _hit(generator: tantivy.SnippetGenerator, doc: tantivy.Document, score: floa
     )
 
 
-__all__ = ["DEFAULT_LIMIT", "Filters", "Hit", "SearchResult", "search", "since_epoch"]
+__all__ = ["DEFAULT_LIMIT", "Filters", "Hit", "SearchResult", "search", "since_epoch", "split_filters", "unsplit"]

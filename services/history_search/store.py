@@ -24,9 +24,10 @@ retrieval index: the writer lock for one catch-up (a search only *tries* it: whi
 writes, the search answers from what is indexed, marked partial), the store lock around a commit
 (and its merges) and around a reader's reload, so that no reader opens a segment a merge is deleting.
 
-**Built lazily.** Nothing builds on a workspace's start-up path. The first search catches up
-(``budget_s`` bounds the time it spends; the rest is reported as partial), and the TUI can run
-:meth:`HistoryIndex.catch_up` in a background worker after the workspace is ready.
+**Built lazily.** Nothing builds on a workspace's start-up path. The TUI builds it in a background
+worker once the workbench is settled (:mod:`services.history_search.background`, slice by slice);
+a search meanwhile catches up for at most ``budget_s`` and reports the rest as partial. What was
+appended to indexed transcripts comes first, then the transcripts to index whole, newest first.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from services.errors import AriesError
 from services.files.atomic import atomic_write_text
 from services.history_search.documents import SearchDocument, documents_for
+from services.history_search.footers import damaged_files
 from services.retrieval.store_locks import IndexLocks
 from services.workspace.paths import CACHE_DIR, TRANSCRIPTS_DIR
 from services.workspace.transcripts import SUFFIX
@@ -97,6 +99,7 @@ class Coverage:
     indexed: int  # transcripts indexed to their end
     total: int  # transcripts in the workspace
     entries_added: int = 0  # by this catch-up
+    rebuilt: str = ""  # why this catch-up threw a damaged index away and started again ('' when it did not)
 
     @property
     def partial(self) -> bool:
@@ -192,6 +195,8 @@ class HistoryIndex:
             return None
         if self._index is not None and self._generation == meta["generation"]:
             return self._index
+        if damaged_files(self.tantivy_dir):  # Tantivy would panic on them, its message on stderr
+            return None
         try:
             index = tantivy.Index.open(str(self.tantivy_dir))
         except BaseException as exc:
@@ -202,9 +207,9 @@ class HistoryIndex:
         return index
 
     # -- catching up -------------------------------------------------------------------------
-    def _scan(self) -> dict[str, tuple[str, int, int]]:
-        """Every transcript: conversation id → (path, size, inode); one ``stat`` each."""
-        found: dict[str, tuple[str, int, int]] = {}
+    def _scan(self) -> dict[str, tuple[str, int, int, int]]:
+        """Every transcript: conversation id → (path, size, inode, mtime ns); one ``stat`` each."""
+        found: dict[str, tuple[str, int, int, int]] = {}
         try:
             entries = os.scandir(self.transcripts_dir)
         except OSError:
@@ -218,23 +223,25 @@ class HistoryIndex:
                 except OSError:
                     continue
                 if S_ISREG(stat.st_mode):
-                    found[entry.name[: -len(SUFFIX)]] = (entry.path, stat.st_size, stat.st_ino)
+                    found[entry.name[: -len(SUFFIX)]] = (entry.path, stat.st_size, stat.st_ino, stat.st_mtime_ns)
         return found
 
     def _work(self, offsets: dict[str, list[int]]) -> tuple[list[_Work], list[str], int]:
-        """What to index (files with new bytes, in id order), what to drop (transcripts gone), how
-        many transcripts there are."""
-        work: list[_Work] = []
+        """What to index, what to drop (transcripts gone), how many transcripts there are.
+
+        Appended bytes of transcripts already indexed come first (a turn just written: cheap), then
+        the transcripts to index whole, the most recently written first — so that a first build cut
+        short by its budget (a partial answer) already holds the latest conversations."""
+        work: list[tuple[bool, int, str, _Work]] = []
         files = self._scan()
-        for cid in sorted(files):
-            path, size, inode = files[cid]
+        for cid, (path, size, inode, mtime) in files.items():
             known = offsets.get(cid)
             if known is None or known[1] != inode or size < known[0]:
-                work.append(_Work(Path(path), cid, 0, True, inode))
+                work.append((True, -mtime, cid, _Work(Path(path), cid, 0, True, inode)))
             elif size > known[0]:
-                work.append(_Work(Path(path), cid, known[0], False, inode))
+                work.append((False, -mtime, cid, _Work(Path(path), cid, known[0], False, inode)))
         gone = sorted(set(offsets) - set(files))
-        return work, gone, len(files)
+        return [item for *_, item in sorted(work, key=lambda w: w[:3])], gone, len(files)
 
     def coverage(self) -> Coverage:
         """How much is indexed, without taking any lock or writing anything."""
@@ -264,23 +271,50 @@ class HistoryIndex:
             self.locks.release_writer()
 
     def _take_writer(self, wait_s: float) -> bool:
+        """Take the writer lock, waiting up to ``wait_s``; while waiting, ask its holder to let it go
+        (:meth:`wanted`: a budgeted catch-up — the background build's slice — ends after its file)."""
         deadline = time.monotonic() + wait_s
+        asked = False
         while not self.locks.try_writer():
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)
+            if not asked:
+                self._ask_for_writer()
+                asked = True
+            time.sleep(0.02)
         return True
+
+    @property
+    def wanted_path(self) -> Path:
+        return self.locks.directory / f"{NAME}.writer.wanted"
+
+    def _ask_for_writer(self) -> None:
+        try:
+            self.wanted_path.parent.mkdir(parents=True, exist_ok=True)
+            self.wanted_path.touch()
+        except OSError:
+            pass  # a read-only cache: the waiting search answers partial, as it would anyway
+
+    def wanted(self, since_s: float) -> bool:
+        """Whether a catch-up waited for the writer lock in the last ``since_s`` seconds (any process)."""
+        try:
+            return time.time() - self.wanted_path.stat().st_mtime < since_s
+        except OSError:
+            return False
 
     def _catch_up(self, budget_s: float | None, progress: Progress | None, cancel: threading.Event | None) -> Coverage:
         from services.history_search.prompt_history import redact_secrets
 
         index = self._open()
         offsets = self._offsets() if index is not None else None
+        rebuilt = ""
         if index is None or offsets is None:
+            rebuilt = self._damage()
             index, offsets = self._reset(), {}
         work, gone, total = self._work(offsets)
         if not work and not gone:
-            return Coverage(total, total)
+            return Coverage(total, total, rebuilt=rebuilt)
+        redact_secrets("")  # the detectors load on first use: not counted in the budget
         started = time.monotonic()
         batch = _Batch(self, index, offsets)
         for cid in gone:
@@ -292,14 +326,35 @@ class HistoryIndex:
                 break
             if budget_s is not None and done and time.monotonic() - started > budget_s:
                 break
+            if budget_s is not None and done and self.wanted(time.monotonic() - started):
+                break  # a search waits for the writer lock: it goes first
             batch.add_file(item, redact_secrets)
             done += 1
             if progress is not None:
                 progress(done, len(work))
         batch.commit()
-        return Coverage(total - len(work) + done, total, batch.entries_total)
+        return Coverage(total - len(work) + done, total, batch.entries_total, rebuilt)
 
-    def rebuild(self, *, wait_s: float = 30.0) -> Coverage:
+    def _damage(self) -> str:
+        """Why the index folder cannot be used as it is ('' when there is none yet: a first build)."""
+        if not self.directory.is_dir() or not any(self.directory.iterdir()):
+            return ""
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "meta.json is missing or unreadable"
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            found = meta.get("format") if isinstance(meta, dict) else None
+            return f"it is of another format ({found!r}, this Aries writes {FORMAT})"
+        if self._offsets() is None:
+            return "offsets.json is missing or unreadable"
+        damaged = damaged_files(self.tantivy_dir)
+        if damaged:
+            more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+            return f"its Tantivy files are missing or damaged ({damaged[0]}{more})"
+        return "its Tantivy files are missing or damaged"
+
+    def rebuild(self, reason: str = "", *, wait_s: float = 30.0) -> Coverage:
         """Throw the index away and build it again from the transcripts (a damaged segment found
         while searching); as :meth:`catch_up`, nothing happens while another process writes.
         Raises :class:`SearchIndexError` when even the new index cannot be written."""
@@ -308,7 +363,8 @@ class HistoryIndex:
         try:
             with self._lock:
                 self._reset()
-                return self._catch_up(None, None, None)
+                coverage = self._catch_up(None, None, None)
+                return replace(coverage, rebuilt=reason or coverage.rebuilt)
         except BaseException as exc:
             if not is_damage(exc):
                 raise

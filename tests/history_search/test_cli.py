@@ -56,3 +56,35 @@ def test_bad_input_is_one_line_and_a_usage_exit(tmp_path: Path) -> None:
         assert [line for line in said if line.startswith("aries: ")] == [said[-1]]  # one line says why
     missing = _aries(home, "-w", "nope", "history", "search", "x")
     assert missing.returncode != 0 and len(missing.stderr.decode().strip().splitlines()) == 1
+
+
+def test_a_damaged_index_is_rebuilt_with_one_line_never_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    workspace, _ = WorkspaceManager(home / "workspaces").create("w")
+    talk = Conversation(workspace.new_transcript())
+    talk.record(UserMessage(text="the avocet sweeps the mud", turn_id=talk.new_turn()))
+    workspace.close()
+    first = _aries(home, "-w", "w", "history", "search", "avocet")
+    assert first.returncode == 0 and first.stderr == b"", first.stderr
+    tantivy = workspace.root / "cache" / "conversations" / "tantivy"
+    store = next(tantivy.glob("*.store"))
+    damages = [
+        ("cut", lambda: store.write_bytes(store.read_bytes()[:-20])),  # Tantivy would panic, on stderr
+        ("one byte", lambda: store.write_bytes(_flipped(store.read_bytes()))),  # only the CRC says so
+        ("meta", lambda: (tantivy / "meta.json").write_text("{not json")),
+    ]
+    for what, damage in damages:
+        store = next(tantivy.glob("*.store"))
+        damage()
+        damaged = _aries(home, "-w", "w", "history", "search", "avocet")
+        assert damaged.returncode == 0 and b"panicked" not in damaged.stderr, (what, damaged.stderr)
+        said = damaged.stderr.decode().strip().splitlines()
+        assert len(said) == 1 and "rebuilt from the transcripts" in said[0], (what, said)
+        assert damaged.stdout == first.stdout, what  # the same hit
+        again = _aries(home, "-w", "w", "history", "search", "avocet")
+        assert again.stderr == b"" and again.stdout == first.stdout, what  # said once
+
+
+def _flipped(data: bytes) -> bytes:
+    middle = len(data) // 3
+    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]

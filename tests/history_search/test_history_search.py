@@ -15,7 +15,7 @@ import pytest
 
 from services.conversation import AssistantAnswer, Conversation, ToolCallRecord, UserMessage
 from services.errors import InvalidInput
-from services.history_search.query import Filters, search
+from services.history_search.query import Filters, search, split_filters, unsplit
 from services.history_search.store import HistoryIndex
 from services.workspace.transcripts import Transcript
 
@@ -106,8 +106,8 @@ def test_bad_input_is_one_clear_error(root: Path) -> None:
     index = HistoryIndex(root)
     for query, filters, said in [
         ("", Filters(), "needs words"),
-        ("owls", Filters(role="system"), "--role"),
-        ("owls", Filters(since="yesterday"), "--since"),
+        ("owls", Filters(role="system"), "role must be one of"),
+        ("owls", Filters(since="yesterday"), "not a date"),
         ('"unclosed', Filters(), "cannot read the query"),
     ]:
         with pytest.raises(InvalidInput, match=said):
@@ -131,29 +131,44 @@ def test_a_new_entry_is_findable_within_one_second(root: Path) -> None:
 
 def test_the_index_rebuilt_after_deletion_or_damage_gives_the_same_hits(root: Path) -> None:
     queries = ["kestrel", "owls", "barn", "heron OR survey", '"barn owls"']
-    before = [search(HistoryIndex(root), q).to_dict() for q in queries]
-    shutil.rmtree(root / "cache" / "conversations")
-    assert [search(HistoryIndex(root), q).to_dict() for q in queries] == before
-    (root / "cache" / "conversations" / "tantivy" / "meta.json").write_text("{not json")
-    assert [search(HistoryIndex(root), q).to_dict() for q in queries] == before
-    meta = root / "cache" / "conversations" / "meta.json"
-    meta.write_text(json.dumps({"format": 999, "generation": 1}))  # another format: rebuilt
-    assert [search(HistoryIndex(root), q).to_dict() for q in queries] == before
-    assert json.loads(meta.read_text())["format"] != 999
+
+    def asked() -> tuple[list[list[object]], list[str]]:
+        results = [search(HistoryIndex(root), q) for q in queries]
+        return [[h.to_dict() for h in r.hits] for r in results], [r.rebuilt for r in results]
+
+    before, said = asked()
+    assert said == [""] * 5
+    folder = root / "cache" / "conversations"
+    shutil.rmtree(folder)  # deleted: built again, nothing to say (as on a first search)
+    assert asked() == (before, [""] * 5)
+    (folder / "tantivy" / "meta.json").write_text("{not json")
+    assert asked() == (before, ["its Tantivy files are missing or damaged"] + [""] * 4)  # one notice
+    (folder / "offsets.json").write_bytes(b"\x00garbage")
+    assert asked() == (before, ["offsets.json is missing or unreadable"] + [""] * 4)
+    (folder / "meta.json").write_text(json.dumps({"format": 999, "generation": 1}))  # another format: rebuilt
+    hits, said = asked()
+    assert hits == before and said[0].startswith("it is of another format (999") and said[1:] == [""] * 4
+    assert json.loads((folder / "meta.json").read_text())["format"] != 999
 
 
 @pytest.mark.parametrize("damage", ["removed", "garbage"])
 def test_damaged_segment_files_are_rebuilt_not_a_traceback(root: Path, damage: str) -> None:
     index = HistoryIndex(root)
-    before = [search(index, q).to_dict() for q in ("kestrel", "owls")]
+    before = [[h.to_dict() for h in search(index, q).hits] for q in ("kestrel", "owls")]
     for path in (root / "cache" / "conversations" / "tantivy").iterdir():
         if path.suffix in (".idx", ".term", ".store", ".pos"):
             if damage == "removed":
                 path.unlink()
             else:
                 path.write_bytes(b"not a segment" * 8)
-    assert [search(index, q).to_dict() for q in ("kestrel", "owls")] == before  # the open handle
-    assert [search(HistoryIndex(root), q).to_dict() for q in ("kestrel", "owls")] == before  # a new one
+    said = []
+    for reader in (index, HistoryIndex(root)):  # the open handle (its files may still be open), a new one
+        results = [search(reader, "kestrel"), search(reader, "owls")]
+        assert [[h.to_dict() for h in r.hits] for r in results] == before
+        said += [r.notice() for r in results if r.rebuilt]
+    assert len(said) == 1, said  # one notice, by the first search that found the damage
+    assert said[0].startswith("The conversation search index was rebuilt from the transcripts: ")
+    assert "segment cannot be read" in said[0] or "Tantivy files are missing or damaged" in said[0]
 
 
 def test_a_deleted_or_rewritten_transcript_leaves_the_index(root: Path) -> None:
@@ -254,3 +269,47 @@ def test_another_process_writing_and_searching_while_this_one_searches_does_not_
     for n in (0, count // 2, count - 1):
         assert search(index, f"w{n:04d}").hits[0].message_id == f"c-w-{n + 1:06d}"
     assert keys(search(index, "kestrel")) == [("c-a", "c-a-000001", "message")]
+
+
+def test_a_tool_filter_takes_whole_parts_of_the_id(root: Path) -> None:
+    index = HistoryIndex(root)
+    for tool, found in [("builtin:fs:read", True), ("fs", True), ("fs:read", True), ("read", True)]:
+        assert bool(search(index, "owls", Filters(tool=tool)).hits) is found, tool
+    for tool in ("f", "s:read", "builtin:fs:rea", "web", ".*"):
+        assert search(index, "owls", Filters(tool=tool)).hits == [], tool
+
+
+@pytest.mark.parametrize(
+    ("line", "text", "filters"),
+    [
+        ("kestrel role:user", "kestrel", Filters(role="user")),
+        ('"barn owls" tool:fs since:2026-11-01', '"barn owls"', Filters(tool="fs", since="2026-11-01")),
+        ("x --role tool --tool=fs:read", "x", Filters(role="tool", tool="fs:read")),
+        ('"role:user stays in a phrase" y', '"role:user stays in a phrase" y', Filters()),
+        ("a:b role:assistant role:user", "a:b", Filters(role="user")),  # the last counts
+    ],
+)
+def test_filters_typed_in_the_query_line(line: str, text: str, filters: Filters) -> None:
+    assert split_filters(line) == (text, filters)
+    assert split_filters(unsplit(text, filters)) == (text, filters)
+
+
+def test_a_phrase_in_quotes_is_a_phrase(root: Path) -> None:
+    index = HistoryIndex(root)
+    assert [h.kind for h in search(index, *split_filters('"barn owls"')).hits] == ["result"]
+    assert search(index, *split_filters('"owls barn"')).hits == []
+
+
+def test_segment_files_are_checked_by_their_footer_and_crc(root: Path) -> None:
+    from services.history_search.footers import damaged_files
+
+    search(HistoryIndex(root), "kestrel")
+    tantivy = root / "cache" / "conversations" / "tantivy"
+    assert damaged_files(tantivy) == []
+    store = next(tantivy.glob("*.store"))
+    body = store.read_bytes()
+    for damaged in (body[:-3], body[:10] + bytes([body[10] ^ 0x80]) + body[11:], b"", body + b"x"):
+        store.write_bytes(damaged)
+        assert damaged_files(tantivy) == [store.name]
+    store.write_bytes(body)
+    assert damaged_files(tantivy) == []

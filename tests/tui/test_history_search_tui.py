@@ -46,7 +46,7 @@ async def test_search_lists_the_hit_and_enter_opens_its_conversation() -> None:
         await app.ready()
         await panes_show(pilot)
         messages.listen(app)  # the conversation signal's news
-        await command(pilot, "/history search kestrel --role user")
+        await command(pilot, "/history search kestrel role:user")
         await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
         screen = app.screen
         assert isinstance(screen, HistorySearchScreen)
@@ -58,6 +58,9 @@ async def test_search_lists_the_hit_and_enter_opens_its_conversation() -> None:
         await pilot.press("enter")
         await messages.wait_for(pilot, ConversationStarted, since=mark)
         assert app.session is not None and app.session.conversation.conversation_id == kestrel
+        pane = app.screen_stack[0].query_one(TranscriptPane)
+        await until(pilot, lambda: pane.selected is not None, messages=messages, what="the hit selected")
+        assert pane.selected is not None and "kestrel" in str(getattr(pane.selected, "entry", {}).get("content"))
 
 
 async def test_f_forks_after_the_hit_turn() -> None:
@@ -99,9 +102,9 @@ async def test_nothing_found_and_a_bad_query_are_one_line() -> None:
             ),
             messages=messages,
         )
-        await command(pilot, "/history search kestrel --since soon")
-        note = await messages.notified(pilot, "--since", since=mark)
-        assert "not a date" in note
+        await command(pilot, "/history search kestrel since:soon")
+        note = await messages.notified(pilot, "not a date", since=mark)
+        assert "'soon'" in note
         assert not isinstance(app.screen, HistorySearchScreen)
 
 
@@ -122,3 +125,96 @@ def test_a_multi_line_snippet_is_one_line_with_its_highlight_in_place() -> None:
     assert "\x1b" not in shown
     highlighted = [prompt.plain[span.start : span.end] for span in prompt.spans if "reverse" in str(span.style)]
     assert highlighted == ["kestrel"]
+
+
+def long_talk() -> tuple[str, str]:
+    """Workspace ``birds``: a conversation of 30 turns, the phalarope in turn 5's answer; another short one."""
+    workspace = WorkspaceManager().create("birds")[0]
+    talk = workspace.new_transcript()
+    for n in range(1, 31):
+        turn = f"{talk.conversation_id}-t{n:04d}"
+        talk.append("user", f"question {n}: what flew past?\nsecond line\nthird line", turn_id=turn)
+        answer = "a red phalarope, spinning" if n == 5 else f"a starling, number {n}\nmore\nmore"
+        talk.append("assistant", answer, turn_id=turn, provider="offline")
+    other = workspace.new_transcript()
+    other.append("user", "barn owls and the owls of the barn", turn_id=f"{other.conversation_id}-t0001")
+    workspace.close()
+    return talk.conversation_id, other.conversation_id
+
+
+async def test_enter_scrolls_the_transcript_to_the_hit_and_selects_it() -> None:
+    talk, other = long_talk()
+    app, messages = AriesApp("birds", conversation=other), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)
+        await command(pilot, "/history search phalarope")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        await pilot.press("enter")
+        pane = app.screen_stack[0].query_one(TranscriptPane)
+        await until(pilot, lambda: pane.selected is not None, messages=messages, what="the hit selected")
+        block = pane.selected
+        assert block is not None and "phalarope" in str(block.entry["content"])  # type: ignore[attr-defined]
+        await pilot.pause()
+        top = block.virtual_region.y - pane.scroll_y
+        assert 0 <= top < pane.size.height, (top, pane.size.height)  # in view, at the top of the pane
+        assert pane.scroll_y < pane.max_scroll_y  # not left at the end of the conversation
+        assert block.has_class("-selected")
+
+
+async def test_the_query_line_runs_again_with_filters_and_phrases() -> None:
+    talk, other = long_talk()
+    app, messages = AriesApp("birds", conversation=other), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)
+        await command(pilot, "/history search starling")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        screen = app.screen
+        assert isinstance(screen, HistorySearchScreen) and len(screen.result.hits) == 29
+
+        async def again(line: str) -> list[tuple[str, str]]:
+            from textual.widgets import Input
+
+            await pilot.press("slash")
+            field = screen.query_one(Input)
+            assert screen.focused is field
+            field.value = line
+            before = screen.result
+            await pilot.press("enter")
+            await until(pilot, lambda: screen.result is not before, messages=messages, what=line)
+            return [(h.conversation_id, h.role) for h in screen.result.hits]
+
+        assert await again('"owls of the barn"') == [(other, "user")]  # the phrase only
+        assert await again('"of the barn owls"') == []
+        assert await again("flew role:user") == [(talk, "user")] * 30
+        assert await again("flew role:assistant") == []
+        assert "0 hit(s)" in str(screen.query_one("#history-search-title").render())
+        mark = messages.mark()
+        await again("flew since:2999-01-01")
+        assert await again("phalarope since:2000-01-01") == [(talk, "assistant")]
+        await pilot.press("slash")
+        screen.query_one("#history-search-query").value = "flew since:soon"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        note = await messages.notified(pilot, "not a date", since=mark)
+        assert "soon" in note and screen.result.hits  # the hits shown stay
+
+
+async def test_a_hit_in_the_open_conversation_scrolls_to_it() -> None:
+    talk, other = long_talk()
+    app, messages = AriesApp("birds", conversation=talk), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        messages.listen(app)
+        mark = messages.mark()
+        await command(pilot, "/history search phalarope")
+        await until(pilot, lambda: isinstance(app.screen, HistorySearchScreen), messages=messages)
+        await pilot.press("enter")
+        pane = app.screen_stack[0].query_one(TranscriptPane)
+        await until(pilot, lambda: pane.selected is not None, messages=messages, what="the hit selected")
+        assert "phalarope" in str(pane.selected.entry["content"])  # type: ignore[union-attr]
+        assert app.session is not None and app.session.conversation.conversation_id == talk
+        assert not messages.notes(since=mark, severity="error")

@@ -23,7 +23,6 @@ from textual.message import Message
 from textual.widgets import Label, Static
 
 from widgets.messages import (
-    ConversationEntry,
     ConversationStarted,
     HitsFound,
     IndexDropped,
@@ -33,7 +32,7 @@ from widgets.messages import (
     TurnEvent,
 )
 from widgets.safe import clean, plain
-from widgets.signals import RetrievalNews, SessionSignals, follow_sessions
+from widgets.signals import Conversational, RetrievalNews, SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
     from textual.widgets import DataTable
@@ -299,7 +298,7 @@ class ContextPane(Vertical):
         if message.workspace == self.workspace and rows == 0:
             self.show_last(message.record, workspace=message.workspace)
 
-    def _conversation(self, message: ConversationStarted | ConversationEntry) -> None:
+    def _conversation(self, message: Conversational) -> None:
         """``/new``: empty; ``/resume``, ``/fork``: the reopened conversation's last injected set (its
         handles, in order, from the transcript), or empty when it has none — never the rows of the
         conversation left."""

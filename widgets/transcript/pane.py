@@ -19,9 +19,9 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from widgets.messages import ConversationEntry, ConversationStarted, TurnEvent
+from widgets.messages import ConversationEntry, EntryRevealed, TurnEvent
 from widgets.safe import clean, plain
-from widgets.signals import SessionSignals, follow_sessions
+from widgets.signals import Conversational, SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
     from widgets.transcript.streaming import StreamingAnswer
@@ -219,6 +219,19 @@ class TranscriptPane(VerticalScroll):
         self._selected.add_class("-selected")
         self.scroll_to_widget(self._selected, animate=False)
 
+    def reveal(self, message_id: str) -> bool:
+        """Scroll to the entry ``message_id`` (its top at the top) and select it (False: not shown)."""
+        for block in self.query(SHOWN):
+            entry = getattr(block, "entry", None)
+            if isinstance(entry, dict) and entry.get("message_id") == message_id:
+                if self.selected is not None:
+                    self.selected.remove_class("-selected")
+                self._selected = block
+                block.add_class("-selected")
+                self.scroll_to_widget(block, animate=False, top=True)
+                return True
+        return False
+
     def action_copy(self) -> None:
         from widgets.clipboard import copy_text
 
@@ -283,8 +296,10 @@ class TranscriptPane(VerticalScroll):
         entries = conversation.read().entries
         self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
 
-    def _conversation(self, message: ConversationStarted | ConversationEntry) -> None:
-        if isinstance(message, ConversationEntry):
+    def _conversation(self, message: Conversational) -> None:
+        if isinstance(message, EntryRevealed):
+            self.call_after_refresh(self.reveal, message.message_id)  # after the reopened entries' layout
+        elif isinstance(message, ConversationEntry):
             if not self.streamed(message):
                 self.add_entry(message.entry)
             self.border_subtitle = message.conversation_id
