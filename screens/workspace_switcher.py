@@ -33,10 +33,11 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
         Binding("up", "cursor_up", "Previous", show=False, id="switcher.up", tooltip="Highlight the previous"),
     ]
 
-    def __init__(self, names: list[str], current: str) -> None:
+    def __init__(self, names: list[str], current: str, trust: dict[str, str] | None = None) -> None:
         super().__init__()
         self.names = names
         self.current = current
+        self.trust = trust or {}  # name → "untrusted" | "changed" for those that need a review
 
     def compose(self) -> Any:
         with Vertical(id="switcher"):
@@ -67,6 +68,8 @@ class WorkspaceSwitcher(ModalScreen[tuple[str, str] | None]):
             label = matcher.highlight(shown) if matcher else Content(shown)
             if name == self.current:
                 label = Content.assemble(label, ("  (current)", "dim"))
+            if self.trust.get(name):  # a word, not a colour alone: its settings wait for a review
+                label = Content.assemble(label, (f"  {self.trust[name]}: review with /trust", "$warning"))
             options.add_option(Option(label, id=name))
         if ranked:
             options.highlighted = 0

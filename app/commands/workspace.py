@@ -62,7 +62,9 @@ class WorkspaceController:
                 verb, name = result
                 self.host.run_worker(self._open_and_say(name, verb == "new"), group="workspace", exit_on_error=False)
 
-        self.host.push_screen(WorkspaceSwitcher(self.host.manager.list(), self.host.workspace_name), done)
+        names = self.host.manager.list()
+        marks = _needing_review(self.host, names)
+        self.host.push_screen(WorkspaceSwitcher(names, self.host.workspace_name, marks), done)
 
     async def _open_and_say(self, name: str, create: bool) -> None:
         if await self.host.open_workspace(name, create=create):
@@ -91,3 +93,11 @@ class WorkspaceController:
     def quit_later(self) -> None:
         """``/quit``: as Ctrl+Q, from a worker (the command line runs synchronously)."""
         self.host.run_worker(self.host.action_quit(), group="quit", exit_on_error=False)
+
+
+def _needing_review(host: AppHost, names: list[str]) -> dict[str, str]:
+    """The switcher's trust marks: each workspace whose settings wait for a review (untrusted, changed)."""
+    from services.trust.records import workspace_trust
+
+    states = {name: workspace_trust(host.manager.path_for(name)) for name in names}
+    return {name: state.label for name, state in states.items() if state.needs_review}

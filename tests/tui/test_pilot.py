@@ -245,3 +245,23 @@ async def test_new_conversation_and_resume_latest() -> None:
         await pilot.pause()
         assert [w.entry["content"] for w in pane_app.screen.query(TranscriptEntry)][0] == "second"
         assert isinstance(pane_app.screen.query_one(TranscriptPane), TranscriptPane)
+
+
+async def test_the_switcher_marks_a_workspace_that_waits_for_review(aries_home: Path) -> None:
+    """Issue 31 item 7: Ctrl+O shows trust state — an imported workspace whose settings are quarantined
+    says so in words, the operator's own do not."""
+    from services.workspace.paths import QUARANTINE_DIR
+
+    WorkspaceManager().create("mine")
+    imported, _ = WorkspaceManager().create("shared")
+    (imported.root / QUARANTINE_DIR).mkdir()
+    app = AriesApp("mine")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkspaceSwitcher)
+        options = app.screen.query_one("#switcher-list")
+        shown = {str(options.get_option_at_index(i).id): str(options.get_option_at_index(i).prompt) for i in range(2)}
+        assert "untrusted: review with /trust" in shown["shared"]
+        assert "review" not in shown["mine"]
