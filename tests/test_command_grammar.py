@@ -31,8 +31,8 @@ def test_every_usage_is_generated_from_its_forms() -> None:
     """The usage line is made from the forms, so a form's words and metavars are in it, in order."""
     rag = next(spec for spec in COMMANDS if spec.name == "rag")
     assert rag.usage == (
-        "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | index repair ID | index watch ID [off] | "
-        "query TEXT [-k N] | show HANDLE | last | cancel"
+        "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | index repair ID | "
+        "index watch ID [off] | query TEXT [-k N] | show HANDLE | last | cancel"
     )
     for spec in COMMANDS:
         assert spec.usage.startswith(f"/{spec.name}")
