@@ -1,0 +1,277 @@
+"""Watched folders (issue 32 item 3): how soon a change is searchable, how many batches a save storm
+costs, and whether a SIGKILL in the middle of a batch leaves a sound index.
+
+    .venv/bin/python bench/watch.py [--files 10000] [--ops 20] [--small] [--embedder hash] [--json]
+
+A folder of ``--files`` Markdown files (100 per sub-folder, seeded) inside a temporary workspace is
+indexed as ``docs``; then ``aries -w bench rag index watch docs --json`` runs as a real subprocess
+(its batches read from its stdout) while this process changes the folder and queries the index
+through its own engine (another process, as the TUI or ``rag query`` would):
+
+1. **latency to searchable** — ``--ops`` times each, one after another: *add* a file with a new word,
+   *edit* a file to hold a new word, *delete* a file, *rename* a file; each timed from the change until
+   a keyword query finds it (BM25-ranked, at its new path) or no longer finds it: p50, p95, max;
+2. **save storm** — one file saved 1,000 times in 10 s (every 10 ms): the batches that wrote it are
+   counted (the target: ≤ 10), and the last save is searchable;
+3. **SIGKILL mid-batch** — 300 files dropped in at once; once the watcher holds the index's writer
+   lock (its ``docs.writer.json``), it is killed with SIGKILL; then ``aries rag index check docs``
+   must pass, a new watch's catch-up must bring every file in, and the check passes again.
+
+``--small`` (500 files, 5 ops each) is the CI-sized run (tests/retrieval/test_watch_bench.py). The
+acceptance: p95 ≤ 5 s for each kind, ≤ 10 batches for the storm, the check passes after the kill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SEED = 3203
+WORDS = (
+    "river delta silt basin glacier moraine fjord valley estuary tide current reef lagoon dune "
+    "granite basalt quartz magma crust fault ridge plateau canyon mesa butte spring aquifer"
+).split()
+DEADLINE_S = 30.0  # a change not seen within this long is a failure of the run
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(statistics.median(values), 1),
+        "p95": round(_pct(values, 0.95), 1),
+        "max": round(max(values), 1),
+    }
+
+
+def _body(rng: random.Random, word: str) -> str:
+    return f"# {word}\n\n" + " ".join(rng.choice(WORDS) for _ in range(80)) + f" {word}.\n"
+
+
+def _generate(root: Path, count: int) -> None:
+    rng = random.Random(SEED)
+    for number in range(count):
+        folder = root / f"part{number // 100:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"doc{number:05d}.md").write_text(_body(rng, f"docword{number}"), encoding="utf-8")
+
+
+class Watcher:
+    """``aries rag index watch docs --json`` as a subprocess; its batches, as they come."""
+
+    def __init__(self, home: Path) -> None:
+        env = {**os.environ, "ARIES_HOME": str(home), "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "-w", "bench", "rag", "index", "watch", "docs", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        self.batches: list[dict[str, Any]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.batches.append({**json.loads(line), "seen": time.time()})
+
+    def caught_up(self) -> dict[str, Any]:
+        _wait(lambda: any(batch["batch"] == 0 for batch in self.batches) or self.proc.poll() is not None, 900)
+        if self.proc.poll() is not None:
+            raise SystemExit(f"the watcher ended: {self.proc.stderr.read() if self.proc.stderr else ''}")
+        return next(batch for batch in self.batches if batch["batch"] == 0)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(60)
+
+
+def _wait(check: Callable[[], bool], deadline_s: float = DEADLINE_S, every_s: float = 0.02) -> float:
+    """Seconds until ``check()`` held; raises after ``deadline_s``."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > deadline_s:
+            raise SystemExit(f"not within {deadline_s} s")
+        time.sleep(every_s)
+    return time.monotonic() - started
+
+
+def _latencies(engine: Any, root: Path, ops: int, rng: random.Random) -> dict[str, list[float]]:
+    """Each kind of change, ``ops`` times: milliseconds until the index shows it."""
+
+    def paths(word: str) -> set[str]:
+        return {hit.source_path for hit in engine.query(word, k=5, index="docs").hits if hit.bm25_rank}
+
+    def timed(change: Callable[[], object], seen: Callable[[], bool]) -> float:
+        started = time.monotonic()
+        change()
+        _wait(seen)
+        return (time.monotonic() - started) * 1000
+
+    def write(path: Path, word: str) -> Callable[[], object]:
+        return lambda: path.write_text(_body(rng, word), encoding="utf-8")
+
+    def found_at(word: str, wanted: set[str] | None) -> Callable[[], bool]:
+        """``word`` found exactly at ``wanted`` (None: anywhere; the empty set: nowhere)."""
+        return lambda: bool(paths(word)) if wanted is None else paths(word) == wanted
+
+    out: dict[str, list[float]] = {"add": [], "edit": [], "delete": [], "rename": []}
+    for number in range(ops):
+        new = root / "fresh" / f"new{number:03d}.md"
+        new.parent.mkdir(exist_ok=True)
+        word = f"addword{number}"
+        out["add"].append(timed(write(new, word), found_at(word, {"fresh/" + new.name})))
+        target = root / f"part{number:03d}" / f"doc{number * 100:05d}.md"
+        edit = f"editword{number}"
+        out["edit"].append(timed(write(target, edit), found_at(edit, None)))
+        moved = new.with_name(f"renamed{number:03d}.md")
+        out["rename"].append(timed(partial(new.rename, moved), found_at(word, {"fresh/" + moved.name})))
+        doomed = root / f"part{number:03d}" / f"doc{number * 100 + 1:05d}.md"
+        out["delete"].append(timed(doomed.unlink, found_at(f"docword{number * 100 + 1}", set())))
+    return out
+
+
+def _storm(engine: Any, root: Path, watcher: Watcher) -> dict[str, Any]:
+    """One file saved 1,000 times in 10 s; the batches that wrote it."""
+    target = root / "storm.md"
+    before = len(watcher.batches)
+    started = time.monotonic()
+    for number in range(1000):
+        target.write_text(f"# Storm\n\nrevision stormword{number}\n", encoding="utf-8")
+        time.sleep(max(0.0, started + (number + 1) * 0.01 - time.monotonic()))
+    spent = time.monotonic() - started
+    seen = _wait(lambda: any(h.source_path == "storm.md" for h in engine.query("stormword999", k=3, index="docs").hits))
+    time.sleep(3)  # a batch still on its way would count
+    batches = [batch for batch in watcher.batches[before:] if "storm.md" in batch["added"] + batch["updated"]]
+    return {"saves": 1000, "seconds": round(spent, 2), "batches": len(batches), "last_searchable_s": round(seen, 2)}
+
+
+def _kill(home: Path, root: Path, workspace: Any, watcher: Watcher) -> dict[str, Any]:
+    """300 files at once; SIGKILL while the batch holds the writer lock; check; catch up; check."""
+    holder = workspace.indexes_dir / ".locks" / "docs.writer.json"
+    burst = root / "burst"
+    burst.mkdir()
+    rng = random.Random(SEED + 1)
+    for number in range(300):
+        (burst / f"b{number:03d}.md").write_text(_body(rng, f"burstword{number}"), encoding="utf-8")
+    _wait(holder.exists, 60, 0.002)
+    watcher.proc.send_signal(signal.SIGKILL)
+    watcher.proc.wait(30)
+    killed_in_batch = holder.exists()  # a writer that ended cleanly removes it
+    env = {**os.environ, "ARIES_HOME": str(home), "PYTHONPATH": str(REPO)}
+
+    def check() -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "-w", "bench", "rag", "index", "check", "docs", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    after_kill = check()
+    restart = Watcher(home)
+    started = time.monotonic()
+    caught = restart.caught_up()
+    catch_up_s = time.monotonic() - started
+    restart.stop()
+    final = check()
+    return {
+        "killed_in_batch": killed_in_batch,
+        "check_after_kill": after_kill["ok"],
+        "chunks_after_kill": after_kill["manifest"],
+        "catch_up_s": round(catch_up_s, 2),
+        "caught_up_added": len(caught["added"]),
+        "check_after_catch_up": final["ok"],
+        "chunks_after_catch_up": final["manifest"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--ops", type=int, default=20)
+    parser.add_argument("--small", action="store_true", help="500 files, 5 ops of each kind (CI)")
+    parser.add_argument("--embedder", default="hash")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.small:
+        args.files, args.ops = 500, 5
+    home = Path(tempfile.mkdtemp(prefix="aries-bench-watch-"))
+    os.environ["ARIES_HOME"] = str(home)
+    os.environ["AXIOMME_EMBEDDER"] = args.embedder
+
+    from services.retrieval import RetrievalEngine, RetrievalSettings
+    from services.workspace.manager import WorkspaceManager
+
+    workspace, _ = WorkspaceManager().create("bench")
+    root = workspace.root / "docs"  # inside the default policy's roots
+    report: dict[str, Any] = {"files": args.files, "ops": args.ops, "embedder": args.embedder}
+    started = time.monotonic()
+    _generate(root, args.files)
+    with RetrievalEngine(workspace, RetrievalSettings.from_env()) as engine:
+        engine.index_add(root, "docs")
+        report["index_add_s"] = round(time.monotonic() - started, 1)
+        watcher = Watcher(home)
+        started = time.monotonic()
+        watcher.caught_up()
+        report["first_catch_up_s"] = round(time.monotonic() - started, 2)
+        try:
+            lat = _latencies(engine, root, args.ops, random.Random(SEED + 2))
+            report["latency_ms"] = {kind: _stats(values) for kind, values in lat.items()}
+            report["storm"] = _storm(engine, root, watcher)
+            report["kill"] = _kill(home, root, workspace, watcher)
+            rows = engine.indexes.store("docs").manifest.query(
+                "SELECT COUNT(*) FROM files WHERE source_path LIKE 'burst/%'"
+            )
+            report["kill"]["burst_files_indexed"] = rows[0][0]
+        finally:
+            watcher.stop()
+    ok = (
+        all(stats["p95"] <= 5000 for stats in report["latency_ms"].values())
+        and report["storm"]["batches"] <= 10
+        and report["kill"]["check_after_kill"]
+        and report["kill"]["check_after_catch_up"]
+        and report["kill"]["burst_files_indexed"] == 300
+    )
+    report["ok"] = ok
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"{args.files} files, {args.embedder} embedder; index add {report['index_add_s']} s")
+        for kind, stats in report["latency_ms"].items():
+            p50, p95, top = stats["p50"], stats["p95"], stats["max"]
+            print(f"  {kind:<7} to searchable  p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  max {top:7.1f} ms")
+        print(f"  storm: {report['storm']}")
+        print(f"  kill: {report['kill']}")
+        print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
