@@ -34,10 +34,11 @@ class WatchController:
     def __init__(self, host: Host) -> None:
         self.host = host
         self.running: dict[str, threading.Event] = {}
+        self.armed: set[str] = set()  # the watches that are following their folders (the header names them)
 
     def header_part(self) -> str:
-        """``watch notes, papers`` while watches run, else ''."""
-        return f"watch {', '.join(sorted(self.running))}" if self.running else ""
+        """``watch notes, papers`` while watches follow their folders, else ''."""
+        return f"watch {', '.join(sorted(self.armed))}" if self.armed else ""
 
     def command(self, parsed: WatchIndex) -> None:
         if parsed.state not in (None, "off"):
@@ -50,7 +51,6 @@ class WatchController:
         session = self.host.require_session()
         stop = threading.Event()
         self.running[parsed.name] = stop
-        self._header_changed()
         self.host.run_worker(self._watch(session, parsed.name, stop), group="rag-watch", exit_on_error=False)
 
     def stop(self, name: str) -> None:
@@ -92,6 +92,7 @@ class WatchController:
         finally:
             if self.running.get(name) is stop:
                 del self.running[name]
+                self.armed.discard(name)
             self._header_changed()
         self.host.say(f"Stopped watching index {name} ({batches} batch(es) written).", "rag")
 
@@ -99,8 +100,12 @@ class WatchController:
         """A note (the watch is armed) or a batch, on the App's thread."""
         if isinstance(item, str):
             self.host.notify(item, title=TITLE, timeout=4)
+            if item.startswith("watching") and name in self.running:
+                self.armed.add(name)
+                self._header_changed()
             return
-        self.host.notify(f"{name}: {item.line()}", title=TITLE, timeout=3)
+        if item.changed or item.number:  # a catch-up that found nothing to do is not news
+            self.host.notify(f"{name}: {item.line()}", title=TITLE, timeout=3)
         for problem in item.problems:
             self.host.notify(problem, title=f"{TITLE} {name}", severity="warning", timeout=8)
 
