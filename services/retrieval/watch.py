@@ -111,6 +111,8 @@ class WatchPermit:
     """The real paths of the policy's filesystem roots; every root of the index must lie inside one."""
     refusal: str | None = None
     """None: the workspace may be watched; else the one line that says why not (untrusted, changed)."""
+    recheck: Callable[[], str | None] | None = field(default=None, compare=False)
+    """Asked again before each batch: a refusal then stops the watch (the workspace was changed by hand)."""
 
 
 class WatchHolder(BaseModel):
@@ -437,36 +439,51 @@ class FolderWatch:
 
     def _write_batch(self, on_batch: OnBatch, on_note: OnNote | None) -> None:
         """The pending files: the unchanged ones dropped, the rest written under one writer lock."""
+        if self.permit.recheck is not None:
+            refusal = self.permit.recheck()
+            if refusal is not None:
+                raise WatchRefused(f"the watch of {self.name!r} stopped: {refusal}")
         pending, self._pending = self._pending, {}
         batch = WatchBatch(self.batches + 1, first_event=min(pending.values()))
-        todo: dict[Path, list[str]] = {}
-        for root, rel in sorted(pending):
-            if self._needs_write(root, rel):
-                todo.setdefault(root, []).append(rel)
-            else:
-                batch.unchanged += 1
+        todo = self._todo(sorted(pending), batch)
         if not todo:
             return
         started = time.monotonic()
         try:
-            self._apply(todo, batch)
+            written = self._apply(todo, batch)
         except (IndexBusy, IndexStorageError) as exc:
             for key, first in pending.items():  # tried again with the next batch
                 self._pending.setdefault(key, first)
             if on_note is not None:
                 on_note(f"batch not written, tried again: {exc.message}")
             return
+        if not written:
+            return
         self.batches += 1
         batch.elapsed_s = time.monotonic() - started
         on_batch(batch)
 
-    def _apply(self, todo: dict[Path, list[str]], batch: WatchBatch) -> None:
-        """One writer-lock acquisition for the batch; each root's files through ``index_update``."""
+    def _todo(self, keys: Iterable[tuple[Path, str]], batch: WatchBatch) -> dict[Path, list[str]]:
+        """The files of ``keys`` that differ from the index, by root (the others counted unchanged)."""
+        todo: dict[Path, list[str]] = {}
+        for root, rel in keys:
+            if self._needs_write(root, rel):
+                todo.setdefault(root, []).append(rel)
+            else:
+                batch.unchanged += 1
+        return todo
+
+    def _apply(self, todo: dict[Path, list[str]], batch: WatchBatch) -> bool:
+        """One writer-lock acquisition for the batch; each root's files through ``index_update``.
+        Under the lock the files are compared with the index again: another writer (the web viewer's
+        save, an ``index add``) may have written them while this one waited.  Whether one was written."""
         locks = self.engine.indexes.locks(self.name)
         held = locks.writer(wait_s=self.wait_s) if locks is not None else contextlib.nullcontext()
         with held:
+            todo = self._todo([(root, rel) for root, rels in todo.items() for rel in rels], batch)
             for root, rels in todo.items():
                 batch.take(self.engine.index_update(self.name, root, rels))
+        return bool(todo)
 
 
 def _walk(root: Path, folder: Path) -> Iterable[str]:

@@ -15,21 +15,30 @@ from services.retrieval.watch import MAX_AGE_MS, QUIET_MS, FolderWatch, WatchPer
 
 if TYPE_CHECKING:
     from services.session.session import Session
+    from services.trust.records import TrustState
 
 
 def watch_permit(session: Session) -> WatchPermit:
     """The permit of a watch in ``session``'s workspace (see the module docstring)."""
     from services.policy.bound import BoundPolicy
 
-    trust = session.trust
-    refusal = None
-    if trust.needs_review:
-        refusal = (
-            f"workspace {session.workspace.name!r} is {trust.label}: {trust.reason}; "
-            "a folder is watched only in a trusted workspace"
-        )
-    bound = BoundPolicy(session.policy(), session.workspace.root, mode=session.mode.value)
-    return WatchPermit(allowed_roots=tuple(bound.roots), refusal=refusal)
+    workspace = session.workspace
+
+    def recheck() -> str | None:  # the trust state read again from the folder (a hand edit since)
+        from services.trust.records import workspace_trust
+
+        return _refusal(workspace.name, workspace_trust(workspace.root, ephemeral=workspace.ephemeral))
+
+    bound = BoundPolicy(session.policy(), workspace.root, mode=session.mode.value)
+    return WatchPermit(
+        allowed_roots=tuple(bound.roots), refusal=_refusal(workspace.name, session.trust), recheck=recheck
+    )
+
+
+def _refusal(name: str, trust: TrustState) -> str | None:
+    if not trust.needs_review:
+        return None
+    return f"workspace {name!r} is {trust.label}: {trust.reason}; a folder is watched only in a trusted workspace"
 
 
 def folder_watch(
