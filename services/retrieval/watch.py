@@ -86,6 +86,8 @@ TEMP_PATTERNS = (
     "*.crdownload",
     ".~lock.*#",
     "~$*",
+    "*___jb_tmp___",
+    "*___jb_old___",
 )
 """Names editors, browsers and office suites write beside a file while saving it (matched on the last part)."""
 

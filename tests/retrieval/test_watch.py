@@ -100,7 +100,16 @@ def permit_for(tmp_path: Path) -> WatchPermit:
 
 
 def test_the_names_editors_and_browsers_save_through_are_ignored() -> None:
-    for rel in (".alpha.md.swp", "alpha.md~", ".#alpha.md", "#alpha.md#", "4913", "alpha.md.tmp", "x.md.part"):
+    for rel in (
+        ".alpha.md.swp",
+        "alpha.md~",
+        ".#alpha.md",
+        "#alpha.md#",
+        "4913",
+        "alpha.md.tmp",
+        "x.md.part",
+        "a.md___jb_tmp___",
+    ):
         assert ignored(rel), rel
     for rel in ("sub/.hidden/alpha.md", ".git/config", "photo.jpg"):
         assert ignored(rel), rel
