@@ -278,6 +278,7 @@ class FolderWatch:
         self.max_age_s = max_age_ms / 1000
         self.wait_s = wait_s
         self.roots = self._checked_roots()
+        self._file_roots = frozenset(root for root in self.roots if root.is_file())  # an index of one file
         locks = engine.indexes.locks(self.name)
         self._lock = WatchLock(locks.directory, self.name) if locks is not None else None
         self.batches = 0
@@ -364,6 +365,7 @@ class FolderWatch:
                 rust_timeout=TICK_MS,
                 yield_on_timeout=True,
                 raise_interrupt=False,
+                recursive=any(root not in self._file_roots for root in self.roots),  # one file: its folder only
             ):
                 if not armed:
                     armed = True
@@ -405,7 +407,7 @@ class FolderWatch:
         """(root, relative path) of each indexable file an event at ``path`` may concern: the file; every
         file under a folder that appeared; every indexed file under a folder that went away."""
         for root in self.roots:
-            if root.is_file() or not root.exists():
+            if root in self._file_roots:
                 if path == root:
                     yield root, root.name
                 continue
@@ -417,12 +419,14 @@ class FolderWatch:
             elif path.exists() or content_type_for(path.name) is not None:
                 if not ignored(rel):
                     yield root, rel
-            else:  # a folder deleted or renamed away: the indexed files under it
-                manifest = self._manifest()
+            elif not any(part.startswith(".") for part in PurePosixPath(rel).parts):
+                # gone, with no file type: a folder deleted or renamed away? its indexed files
                 prefix = rel + "/"
-                for record in manifest.files_under(root.as_posix()):
-                    if record.source_path.startswith(prefix):
-                        yield root, record.source_path
+                rows = self._manifest().query(
+                    "SELECT source_path FROM files WHERE root = ? AND substr(source_path, 1, ?) = ?",
+                    (root.as_posix(), len(prefix), prefix),
+                )
+                yield from ((root, str(row[0])) for row in rows)
 
     def _manifest(self) -> Manifest:
         return self.engine.indexes.store(self.name).manifest
@@ -469,6 +473,8 @@ class FolderWatch:
         """The files of ``keys`` that differ from the index, by root (the others counted unchanged)."""
         todo: dict[Path, list[str]] = {}
         for root, rel in keys:
+            if not root.exists():  # the watched folder itself went away: the next watch refuses it
+                continue
             if self._needs_write(root, rel):
                 todo.setdefault(root, []).append(rel)
             else:

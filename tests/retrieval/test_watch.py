@@ -392,3 +392,15 @@ def test_a_workspace_changed_by_hand_during_the_watch_stops_it_at_the_next_batch
         assert isinstance(run.error, WatchRefused) and "stopped" in run.error.message, run.error
         assert "changed since trusted" in run.error.message
         assert session.engine().index_info("notes").files == 1  # b.md was not written
+
+
+def test_an_index_of_one_file_follows_that_file_only(tmp_path: Path, engine: RetrievalEngine) -> None:
+    single = tmp_path / "paper.md"
+    single.write_text("# Paper\n\nfirst draft\n", encoding="utf-8")
+    engine.index_add(single, "paper")
+    with running(FolderWatch(engine, "paper", permit_for(tmp_path), quiet_ms=300)) as run:
+        (tmp_path / "other.md").write_text("# Other\n\nmarshwren\n", encoding="utf-8")  # beside it: not its business
+        atomic_write_bytes(single, b"# Paper\n\nsecond draft about marshwren\n")  # an editor's save: a new inode
+        _within(DEADLINE_S, lambda: _keyword_hits(engine, "paper", "marshwren") == {"paper.md"})
+    assert [batch.changed for batch in run.batches[1:]] == [["paper.md"]]
+    assert engine.index_info("paper").files == 1
