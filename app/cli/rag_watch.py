@@ -27,12 +27,20 @@ if TYPE_CHECKING:
     from services.retrieval.watch import WatchBatch
 
 
+DESCRIPTION = (
+    "Keep INDEX current with the folders it was built from: caught up on start, then each added, edited, "
+    "deleted or renamed file is written within seconds, in batches. A live line on a terminal, one line per "
+    "batch otherwise (--json: one object per batch). Ctrl+C or SIGTERM stops after the batch being written. "
+    "Refused in an untrusted or changed workspace and for a folder outside the policy's allowed roots; "
+    "one watcher per index."
+)
+
+
 def register(index_sub: Any) -> None:
     watch = index_sub.add_parser(
         "watch",
         help="keep an index current with its folders (foreground; Ctrl+C stops)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
     )
     watch.add_argument("name", metavar="INDEX")
     watch.add_argument("--json", action="store_true", help="one JSON object per batch on stdout")

@@ -211,7 +211,10 @@ class WatchBatch:
         self.removed.extend(report.removed)
         self.unchanged += len(report.unchanged)
         issues = [*report.errors, *report.skipped]
-        self.problems.extend(issue.message for issue in issues if not ignored(issue.path))
+        for issue in issues:
+            if not ignored(issue.path):
+                said = issue.message.startswith(f"{issue.path}:")
+                self.problems.append(issue.message if said else f"{issue.path}: {issue.message}")
 
     def line(self) -> str:
         """``batch 3: +1 ~2 -0 (0.21 s) notes/a.md, …`` (the CLI's live line)."""

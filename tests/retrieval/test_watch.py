@@ -404,3 +404,13 @@ def test_an_index_of_one_file_follows_that_file_only(tmp_path: Path, engine: Ret
         _within(DEADLINE_S, lambda: _keyword_hits(engine, "paper", "marshwren") == {"paper.md"})
     assert [batch.changed for batch in run.batches[1:]] == [["paper.md"]]
     assert engine.index_info("paper").files == 1
+
+
+def test_a_file_that_cannot_be_indexed_is_one_problem_naming_it(
+    tmp_path: Path, engine: RetrievalEngine, notes: Path
+) -> None:
+    with running(FolderWatch(engine, "notes", permit_for(tmp_path), quiet_ms=300)) as run:
+        (notes / "empty.md").write_bytes(b"")
+        _within(DEADLINE_S, lambda: any(batch.problems for batch in run.batches[1:]))
+    assert run.batches[-1].problems == ["empty.md: the file is empty"]
+    assert run.batches[-1].line().startswith("batch 1: +0 ~0 -0 !1 (")
