@@ -27,7 +27,8 @@ def test_the_small_watch_bench_passes() -> None:
     assert done.returncode in (0, 1), done.stderr.decode(errors="replace")[-2000:]
     report = json.loads(done.stdout)
     for kind in ("add", "edit", "delete", "rename"):
-        assert report["latency_ms"][kind]["p95"] <= 5000, report["latency_ms"]
+        for measure in ("shared_latency_ms", "written_ms", "latency_ms"):  # at 500 files: from anywhere
+            assert report[measure][kind]["p95"] <= 5000, (measure, report[measure])
     assert 1 <= report["storm"]["batches"] <= 10, report["storm"]
     kill = report["kill"]
     assert kill["killed_in_batch"] and kill["check_after_kill"] and kill["check_after_catch_up"], kill
