@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.cli import rag_watch
 from app.cli._common import EXIT_INTERRUPTED, console, err, open_session, out, print_json, progress, safe, usage, warn
 
 if TYPE_CHECKING:
@@ -113,8 +114,6 @@ def _add_index_commands(rag_sub: Any) -> None:
     )
     rebuild.add_argument("--json", action="store_true")
     rebuild.set_defaults(func=handle_index_rebuild)
-    from app.cli import rag_watch
-
     rag_watch.register(index_sub)
     index.set_defaults(func=usage(index))
 

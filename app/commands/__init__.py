@@ -131,7 +131,7 @@ class Commands:
 
     def serving(self) -> str:
         """Where the web viewer serves and which indexes are watched, for the header ('' when neither)."""
-        watched = self.rag.watches.header_part() if self._made("rag") and "watches" in self.rag.__dict__ else ""
+        watched = self.rag.header_part() if self._made("rag") else ""
         return " · ".join(part for part in (self.serve.header_part() if self._made("serve") else "", watched) if part)
 
     async def session_closing(self, session: Session | None, reason: str) -> None:

@@ -47,6 +47,10 @@ class RagController:
 
         return WatchController(self.host)
 
+    def header_part(self) -> str:
+        """The watched indexes, for the header ('' when none)."""
+        return self.watches.header_part() if "watches" in self.__dict__ else ""
+
     def _worker(self, work: Any, group: str = "rag") -> None:
         self.host.run_worker(work, group=group, exit_on_error=False)
 
