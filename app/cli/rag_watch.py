@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import sys
 import threading
@@ -21,7 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import EXIT_OK, console, open_session, out, progress, safe, warn
+from app.cli._common import EXIT_OK, console, open_session, out, print_json, progress, warn
 
 if TYPE_CHECKING:
     from services.retrieval.watch import WatchBatch
@@ -69,7 +68,7 @@ def handle_index_watch(args: argparse.Namespace) -> int:
 
         def on_batch(batch: WatchBatch) -> None:
             if args.json:
-                sys.stdout.write(json.dumps({**batch.to_dict(), "at": time.time()}) + "\n")
+                print_json({**batch.to_dict(), "at": time.time()}, indent=None)
                 sys.stdout.flush()
                 return
             stamp = time.strftime("%H:%M:%S")
@@ -78,7 +77,7 @@ def handle_index_watch(args: argparse.Namespace) -> int:
                 width = console(stderr=True).width
                 progress(f"{args.name}: {state['last']}"[: max(20, width - 1)].ljust(max(20, width - 1)))
             else:
-                out(f"{stamp} {safe(batch.line(), single_line=True)}")
+                out(f"{stamp} {batch.line()}", single_line=True)
                 sys.stdout.flush()
             for problem in batch.problems:
                 if live:
