@@ -243,6 +243,10 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         c(*W, "rag", "index", "rebuild", "docs", "--from", "{base}/docs"),
         c(*W, "rag", "index", "rebuild", H),
     ],
+    ("rag", "index", "watch"): [  # refused: a name that is not one, a folder outside the policy's roots
+        c(*W, "rag", "index", "watch", H),
+        c(*W, "rag", "index", "watch", "docs", shows=False),
+    ],
     ("rag", "query"): [c(*W, "rag", "query", "llamas", H), c(*W, "rag", "query", "llamas", "--json")],
     ("rag", "show"): [c(*W, "rag", "show", "{handle}"), c(*W, "rag", "show", "{handle}", "--json")],
     ("rag", "last"): [c(*W, "rag", "last"), c(*W, "rag", "last", "--json")],

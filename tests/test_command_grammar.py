@@ -32,7 +32,7 @@ def test_every_usage_is_generated_from_its_forms() -> None:
     rag = next(spec for spec in COMMANDS if spec.name == "rag")
     assert rag.usage == (
         "/rag index add PATH [--name ID] | index list | index use ID | index drop ID | index repair ID | "
-        "query TEXT [-k N] | show HANDLE | last | cancel"
+        "index watch ID [off] | query TEXT [-k N] | show HANDLE | last | cancel"
     )
     for spec in COMMANDS:
         assert spec.usage.startswith(f"/{spec.name}")
@@ -114,7 +114,7 @@ def test_fs_shell_and_web_options_come_from_the_tool_argument_models() -> None:
 def test_completion_of_subcommands_options_and_positionals() -> None:
     assert complete("/ra") == ("/", ["rag"])
     assert complete("/rag in") == ("/rag ", ["index"])
-    assert complete("/rag index ") == ("/rag index ", ["add", "drop", "list", "repair", "use"])
+    assert complete("/rag index ") == ("/rag index ", ["add", "drop", "list", "repair", "use", "watch"])
     assert complete("/policy mode g") == ("/policy mode ", ["guide"])
     assert complete("/grants revoke ") == ("/grants revoke ", ["all"])
     assert complete("/resume ") == ("/resume ", ["last"])

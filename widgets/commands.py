@@ -66,6 +66,14 @@ class IndexAdd:
 
 
 @dataclass(frozen=True)
+class WatchIndex:
+    """``/rag index watch NAME [off]`` (``state`` None: start the watch)."""
+
+    name: str
+    state: str | None = None
+
+
+@dataclass(frozen=True)
 class Query:
     """``/rag query TEXT [-k N]`` (``k`` None: the default), ``/context find|search QUERY``."""
 
@@ -236,6 +244,11 @@ _RAG = CommandSpec(
         _named("use", "ID", "index", "index"),
         _named("drop", "ID", "index", "index"),
         _named("repair", "ID", "index", "index"),
+        Form(
+            ("index", "watch"),
+            (Arg("name", "ID", "index"), Arg("state", "off", optional=True, choices=("off",))),
+            into=WatchIndex,
+        ),
         Form(
             ("query",),
             (Arg("text", "TEXT", rest=True),),

@@ -6,6 +6,7 @@
     aries [-w NAME] rag index use INDEX
     aries [-w NAME] rag index drop INDEX
     aries [-w NAME] rag index repair INDEX [--json]
+    aries -w NAME rag index watch INDEX [--json]      (foreground; Ctrl+C stops: see rag_watch)
     aries [-w NAME] rag query TEXT [-k N] [--index INDEX] [--json]
     aries [-w NAME] rag show HANDLE [--json]
     aries [-w NAME] rag last [--json]
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.cli import rag_watch
 from app.cli._common import EXIT_INTERRUPTED, console, err, open_session, out, print_json, progress, safe, usage, warn
 
 if TYPE_CHECKING:
@@ -65,7 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def _add_index_commands(rag_sub: Any) -> None:
-    """``rag index add|check|list|use|drop|repair|rebuild``."""
+    """``rag index add|check|list|use|drop|repair|rebuild|watch``."""
     index = rag_sub.add_parser("index", help="add, list, select and drop indexes")
     index_sub = index.add_subparsers(dest="index_command", metavar="INDEX_COMMAND")
     add = index_sub.add_parser("add", help="index a file or folder (recursive, incremental)")
@@ -112,6 +114,7 @@ def _add_index_commands(rag_sub: Any) -> None:
     )
     rebuild.add_argument("--json", action="store_true")
     rebuild.set_defaults(func=handle_index_rebuild)
+    rag_watch.register(index_sub)
     index.set_defaults(func=usage(index))
 
 

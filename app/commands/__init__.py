@@ -162,8 +162,9 @@ class Commands:
             return "not configured (see /model)"
 
     def serving(self) -> str:
-        """Where the web viewer serves, for the header ('' when it does not run)."""
-        return self.serve.header_part() if self._made("serve") else ""
+        """Where the web viewer serves and which indexes are watched, for the header ('' when neither)."""
+        watched = self.rag.header_part() if self._made("rag") else ""
+        return " · ".join(part for part in (self.serve.header_part() if self._made("serve") else "", watched) if part)
 
     async def session_closing(self, session: Session | None, reason: str) -> None:
         """Before a session closes: its turn is cancelled (it must not stream into the next

@@ -10,16 +10,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from app.host import run_task
 from services.errors import AriesError
-from widgets.commands import Action, CommandError, IndexAdd, Named, Query
+from widgets.commands import Action, CommandError, IndexAdd, Named, Query, WatchIndex
 from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
 
 MESSAGE_K = 5  # the turn loop's default k (services.assistant.loop.DEFAULT_K), kept out of start-up
 
 if TYPE_CHECKING:
+    from app.commands.rag_watch import WatchController
     from app.host import Host
     from services.retrieval.models import IndexInfo, IngestReport, ProgressEvent
     from services.session.session import Session
@@ -38,13 +40,26 @@ class RagController:
     def ingesting(self) -> bool:
         return self.ingest_cancel is not None
 
+    @cached_property
+    def watches(self) -> WatchController:
+        """``/rag index watch``: the session's watched indexes (app/commands/rag_watch.py)."""
+        from app.commands.rag_watch import WatchController
+
+        return WatchController(self.host)
+
+    def header_part(self) -> str:
+        """The watched indexes, for the header ('' when none)."""
+        return self.watches.header_part() if "watches" in self.__dict__ else ""
+
     def _worker(self, work: Any, group: str = "rag") -> None:
         self.host.run_worker(work, group=group, exit_on_error=False)
 
     # -- /rag ------------------------------------------------------------------------------
-    def command(self, parsed: IndexAdd | Action | Named | Query) -> None:
+    def command(self, parsed: IndexAdd | Action | Named | Query | WatchIndex) -> None:
         """The parsed ``/rag`` line (``widgets.commands``: its forms and options)."""
-        if isinstance(parsed, IndexAdd):
+        if isinstance(parsed, WatchIndex):
+            self.watches.command(parsed)
+        elif isinstance(parsed, IndexAdd):
             cancel = self._start_ingest()
             path = self.host.resolve_path(parsed.path)
             self._worker(self._ingest(self.session, str(path), parsed.name, cancel), group="rag-ingest")
@@ -99,9 +114,11 @@ class RagController:
         self.host.notify("Cancelling after the current file…", title="/rag cancel", timeout=4)
 
     def stop_ingest(self) -> None:
-        """The session closes: the index build stops after its current file (no notice)."""
+        """The session closes: the index build stops after its current file, a watch after its batch (no notice)."""
         if self.ingest_cancel is not None:
             self.ingest_cancel.set()
+        if "watches" in self.__dict__:
+            self.watches.stop_all()
 
     def preparing(self, message: Preparing) -> None:
         """A one-time preparation (the ONNX encoder's first export, deep inside a query or an ingest):
