@@ -27,8 +27,13 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
                     f"{holder.get('purpose', '?')}); close it there, or use `aries workspace close {workspace}` "
                     "if that process is gone"
                 )
+    import gc
+
     from app.aries_app import AriesApp
 
+    # What the imports made (classes, functions, Textual's and ours) lives as long as the process: out of
+    # the collector's sight, the first full collection (due while the first frame is drawn) skips it.
+    gc.freeze()
     app = AriesApp(workspace, create=create, conversation=conversation)
     result = app.run()
     return int(result or 0)

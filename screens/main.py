@@ -16,7 +16,7 @@ wait, keep it); when the approval queue empties while it had the focus, the prom
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import events, on
 from textual.containers import Horizontal, Vertical
@@ -34,11 +34,11 @@ from widgets.prompt.input import PromptInput
 from widgets.safe import clean
 from widgets.status import RunStatus
 from widgets.tabs import PaneTabs
-from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
 
 if TYPE_CHECKING:
     from widgets.prompt.editor import PromptEditor
+    from widgets.transcript.find import FindBar
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
@@ -62,6 +62,10 @@ class MainScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.view = "transcript"
+        # The first view's classes, set before the panes mount: set in on_mount, they would restyle
+        # every widget once more before the first frame.
+        self.add_class("-view-transcript", update=False)
+        self.set_class(0 < self.app.size.width < NARROW_WIDTH, "-narrow", update=False)
 
     def compose(self) -> Any:
         yield WorkbenchHeader(icon="♈")
@@ -73,8 +77,7 @@ class MainScreen(Screen[None]):
                 yield ApprovalsPane(id="approvals")
                 yield ArtifactsPane(id="artifacts")
         with Vertical(id="input-area"):
-            yield RunStatus(id="run-status")
-            yield FindBar(id="find")
+            yield RunStatus(id="run-status")  # the find bar (Ctrl+F) goes here, mounted on first use
             yield Static("", id="completions", markup=False)
             yield PromptInput(_command_names, completer=self._complete, id="prompt")
         yield KeyBar(id="keys")
@@ -213,27 +216,33 @@ class MainScreen(Screen[None]):
             if self.view == "approvals":
                 self.show_view("transcript")  # and, on a narrow screen, to the conversation
 
-    # -- find (Ctrl+F) ---------------------------------------------------------------------------
-    def action_find(self) -> None:
-        """Ctrl+F: the find bar over the conversation (the transcript comes into view)."""
+    # -- find (Ctrl+F; the bar is mounted on first use: it and its input stay out of the first frame) --
+    async def action_find(self) -> None:
+        """Ctrl+F: the find bar over the conversation (the transcript comes into view). Awaited, so that
+        keys typed right after Ctrl+F wait for the bar and go to it."""
         self.show_view("transcript")
-        self.query_one(FindBar).open()
+        if not self.query("#find"):
+            from widgets.transcript.find import FindBar
 
-    @on(FindBar.Search)
-    def _find(self, event: FindBar.Search) -> None:
+            await self.query_one("#input-area").mount(FindBar(id="find"), before="#completions")
+        self._find_bar().open()
+
+    def _find_bar(self) -> FindBar:
+        return cast("FindBar", self.query_one("#find"))
+
+    def on_find_bar_search(self, event: FindBar.Search) -> None:
+        """(Naming-convention handlers: the bar's module is imported on first use.)"""
         current, total = self.query_one(TranscriptPane).find(event.query)
-        self.query_one(FindBar).show_count(current, total, event.query)
+        self._find_bar().show_count(current, total, event.query)
 
-    @on(FindBar.Step)
-    def _find_step(self, event: FindBar.Step) -> None:
-        bar = self.query_one(FindBar)
+    def on_find_bar_step(self, event: FindBar.Step) -> None:
+        bar = self._find_bar()
         current, total = self.query_one(TranscriptPane).find_step(event.step)
         bar.show_count(current, total, bar.query_one("#find-input", Input).value)
 
-    @on(FindBar.Closed)
-    def _find_closed(self) -> None:
+    def on_find_bar_closed(self, event: FindBar.Closed) -> None:
         self.query_one(TranscriptPane).find_clear()
-        self.query_one(FindBar).close()
+        self._find_bar().close()
         self.focus_prompt()
 
     # -- completion and the palette --------------------------------------------------------------
