@@ -14,10 +14,12 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import InvalidInput
 
 if TYPE_CHECKING:
     from app.host import AppHost
+    from services.history_search.query import SearchResult
 
 
 SEARCH_LIMIT = 100
@@ -35,25 +37,27 @@ class ConversationController:
     def command(self, parsed: object) -> None:
         """``/history`` or ``/history search …`` (a :class:`widgets.commands.HistorySearch`)."""
         if hasattr(parsed, "query"):
-            self.host.run_worker(self._search(parsed), group="conversation", exit_on_error=False)
+            self._search(parsed)
         else:
             self.history()
 
-    async def _search(self, parsed: Any) -> None:
-        from services.errors import AriesError
+    def _search(self, parsed: Any) -> None:
         from services.history_search.query import Filters, search
         from services.history_search.store import HistoryIndex
 
         session = self.host.require_session()
         index = HistoryIndex.for_workspace(session.workspace)
         filters = Filters(role=parsed.role, tool=parsed.tool, since=parsed.since)
-        try:
-            result = await asyncio.to_thread(search, index, parsed.query, filters, limit=SEARCH_LIMIT)
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/history search")
-            return
-        if result.partial:  # the rest is indexed in the background: the next search sees more
-            self.host.run_worker(index.catch_up, thread=True, group="history-index", exit_on_error=False)
+
+        def found(result: SearchResult) -> None:
+            if result.partial:  # the rest is indexed in the background: the next search sees more
+                self.host.run_worker(index.catch_up, thread=True, group="history-index", exit_on_error=False)
+            self._show_hits(parsed, result, session.workspace.name)
+
+        work = lambda: search(index, parsed.query, filters, limit=SEARCH_LIMIT)  # noqa: E731
+        run_task(self.host, "/history search", work, found, group="conversation")
+
+    def _show_hits(self, parsed: Any, result: SearchResult, workspace: str) -> None:
         if not result.hits:
             said = f"Nothing found for {parsed.query!r} in this workspace's conversations"
             self.host.say(said + (" (partial: still indexing them)." if result.partial else "."), "history search")
@@ -73,7 +77,7 @@ class ConversationController:
             except Exception as exc:  # an AriesError or a vanished file: one line
                 self.host.report_error(getattr(exc, "message", str(exc)), f"/history search ({verb})")
 
-        self.host.push_screen(HistorySearchScreen(result, session.workspace.name), chosen)
+        self.host.push_screen(HistorySearchScreen(result, workspace), chosen)
 
     def history(self) -> None:
         """The list of conversations (a modal); Enter resumes, ``f`` forks."""
