@@ -146,29 +146,28 @@ def run_task(
     cleanup: Callable[[], object] | None = None,
 ) -> Worker[None]:
     """The controllers' one way to run blocking work: ``work()`` in a thread, awaited by an async
-    worker of ``group``; a typed error (an ``AriesError``, or a ``CommandError`` the work raised) is
-    one error line titled ``title``; otherwise ``then(result)`` runs on the App's thread. ``status``:
-    a line above the prompt from now until the work ends (under ``key``: progress may update it);
-    ``cleanup`` runs either way, before ``then``."""
+    worker of ``group``; otherwise ``then(result)`` runs on the App's thread. A typed error (an
+    ``AriesError``, or a ``CommandError``) raised by ``work`` or by ``then`` is one error line titled
+    ``title``. ``status``: a line above the prompt from now until the work ends (under ``key``:
+    progress may update it); ``cleanup`` runs either way, before ``then``."""
     key = key or f"task-{group}-{title}"
     if status:
         host.status_start(key, status)
 
     async def task() -> None:
         try:
-            result = await asyncio.to_thread(work)
+            try:
+                result = await asyncio.to_thread(work)
+            finally:
+                if status:
+                    host.status_stop(key)
+                if cleanup is not None:
+                    cleanup()
+            if then is not None:
+                then(result)
         except AriesError as exc:
             host.report_error(exc.message, title)
-            return
         except CommandError as exc:
             host.report_error(str(exc), title)
-            return
-        finally:
-            if status:
-                host.status_stop(key)
-            if cleanup is not None:
-                cleanup()
-        if then is not None:
-            then(result)
 
     return host.run_worker(task(), group=group, exit_on_error=False)

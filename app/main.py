@@ -56,8 +56,13 @@ def run(workspace: str | None, *, create: bool = True, conversation: str = "new"
 
             raise NotFound(f"no workspace named {workspace!r}, so no conversation {conversation!r} in it")
     refuse_without_terminal(workspace)  # after the arguments' own errors, before the screen is taken
+    import gc
+
     from app.aries_app import AriesApp
 
+    # What the imports made (classes, functions, Textual's and ours) lives as long as the process: out of
+    # the collector's sight, the first full collection (due while the first frame is drawn) skips it.
+    gc.freeze()
     app = AriesApp(workspace, create=create, conversation=conversation)
     result = app.run()
     return int(result or 0)

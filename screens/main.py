@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import events, on
 from textual.containers import Horizontal, Vertical
@@ -36,11 +36,11 @@ from widgets.prompt.queued import QueuedLines
 from widgets.safe import clean
 from widgets.status import RunStatus
 from widgets.tabs import PaneTabs
-from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
 
 if TYPE_CHECKING:
     from widgets.prompt.editor import PromptEditor
+    from widgets.transcript.find import FindBar
 
 NARROW_WIDTH = 110
 PANE_IDS = ("transcript", "context", "approvals", "artifacts")
@@ -64,26 +64,31 @@ class MainScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.view = "transcript"
+        self.waiting = 0  # calls in the approval queue (the pane strip says how many)
+        # The first view's classes, set before the panes mount: set in on_mount, they would restyle
+        # every widget once more before the first frame.
+        self.add_class("-view-transcript", update=False)
+        self.set_class(0 < self.app.size.width < NARROW_WIDTH, "-narrow", update=False)
 
     def compose(self) -> Any:
+        """Each widget costs the first frame (~1.5 ms of CPU): what is hidden there comes on first use —
+        the pane strip when the screen is first narrow, the find bar (Ctrl+F), the Tab hint, the
+        multi-line editor. The prompt's rows sit on the screen itself, below the workbench."""
         yield WorkbenchHeader(icon="♈")
-        yield PaneTabs(id="tabs")
+        if self.narrow:
+            yield PaneTabs(self.view, self.waiting, id="tabs")
         with Horizontal(id="workbench"):
             yield TranscriptPane(id="transcript")
             with Vertical(id="side"):
                 yield ContextPane(id="context")
                 yield ApprovalsPane(id="approvals")
                 yield ArtifactsPane(id="artifacts")
-        with Vertical(id="input-area"):
-            yield RunStatus(id="run-status")
-            yield FindBar(id="find")
-            yield Static("", id="completions", markup=False)
-            yield PromptInput(_command_names, completer=self._complete, id="prompt")
-            yield QueuedLines(id="queued")
+        yield RunStatus(id="run-status")  # the find bar (Ctrl+F) and the Tab hint go after it
+        yield PromptInput(_command_names, completer=self._complete, id="prompt")
+        yield QueuedLines(id="queued")  # lines typed ahead (hidden while none wait)
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
-        self.query_one("#completions").display = False
         self._apply_width(self.size.width or self.app.size.width)
         self.query_one(PromptInput).focus()
 
@@ -97,6 +102,8 @@ class MainScreen(Screen[None]):
 
     def _apply_width(self, width: int) -> None:
         self.set_class(0 < width < NARROW_WIDTH, "-narrow")
+        if self.narrow and not self.query("#tabs"):
+            self.mount(PaneTabs(self.view, self.waiting, id="tabs"), after=self.query_one(WorkbenchHeader))
         self.show_view(self.view)
 
     def show_view(self, pane: str) -> None:
@@ -106,7 +113,8 @@ class MainScreen(Screen[None]):
         self.view = pane
         for name in PANE_IDS:
             self.set_class(name == pane, f"-view-{name}")
-        self.query_one(PaneTabs).show(pane)
+        for tabs in self.query("#tabs").results(PaneTabs):
+            tabs.show(pane)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         widget: Widget | None = event.widget
@@ -157,7 +165,7 @@ class MainScreen(Screen[None]):
             from widgets.prompt.editor import PromptEditor
 
             editor = PromptEditor(id="prompt-editor")
-            await self.query_one("#input-area").mount(editor, after=self.query_one(PromptInput))
+            await self.mount(editor, after=self.query_one(PromptInput))
         self.query_one(PromptInput).display = False
         editor.open(event.text)
 
@@ -240,7 +248,9 @@ class MainScreen(Screen[None]):
 
     @on(ApprovalsPane.Changed)
     def _approvals_changed(self, event: ApprovalsPane.Changed) -> None:
-        self.query_one(PaneTabs).show(waiting=event.count)
+        self.waiting = event.count
+        for tabs in self.query("#tabs").results(PaneTabs):
+            tabs.show(waiting=event.count)
         if event.count == 0:
             focused = self.focused
             pane = self.query_one(ApprovalsPane)
@@ -262,27 +272,33 @@ class MainScreen(Screen[None]):
 
         copy_text(self.app, text, "copy selection")
 
-    # -- find (Ctrl+F) ---------------------------------------------------------------------------
-    def action_find(self) -> None:
-        """Ctrl+F: the find bar over the conversation (the transcript comes into view)."""
+    # -- find (Ctrl+F; the bar is mounted on first use: it and its input stay out of the first frame) --
+    async def action_find(self) -> None:
+        """Ctrl+F: the find bar over the conversation (the transcript comes into view). Awaited, so that
+        keys typed right after Ctrl+F wait for the bar and go to it."""
         self.show_view("transcript")
-        self.query_one(FindBar).open()
+        if not self.query("#find"):
+            from widgets.transcript.find import FindBar
 
-    @on(FindBar.Search)
-    def _find(self, event: FindBar.Search) -> None:
+            await self.mount(FindBar(id="find"), after=self.query_one(RunStatus))
+        self._find_bar().open()
+
+    def _find_bar(self) -> FindBar:
+        return cast("FindBar", self.query_one("#find"))
+
+    def on_find_bar_search(self, event: FindBar.Search) -> None:
+        """(Naming-convention handlers: the bar's module is imported on first use.)"""
         current, total = self.query_one(TranscriptPane).find(event.query)
-        self.query_one(FindBar).show_count(current, total, event.query)
+        self._find_bar().show_count(current, total, event.query)
 
-    @on(FindBar.Step)
-    def _find_step(self, event: FindBar.Step) -> None:
-        bar = self.query_one(FindBar)
+    def on_find_bar_step(self, event: FindBar.Step) -> None:
+        bar = self._find_bar()
         current, total = self.query_one(TranscriptPane).find_step(event.step)
         bar.show_count(current, total, bar.query_one("#find-input", Input).value)
 
-    @on(FindBar.Closed)
-    def _find_closed(self) -> None:
+    def on_find_bar_closed(self, event: FindBar.Closed) -> None:
         self.query_one(TranscriptPane).find_clear()
-        self.query_one(FindBar).close()
+        self._find_bar().close()
         self.focus_prompt()
 
     # -- completion and the palette --------------------------------------------------------------
@@ -308,11 +324,15 @@ class MainScreen(Screen[None]):
         return f"{head} @" if head else "@", complete_mention(roots, word[1:])
 
     @on(PromptInput.Candidates)
-    def _candidates(self, event: PromptInput.Candidates) -> None:
-        hint = self.query_one("#completions", Static)
+    async def _candidates(self, event: PromptInput.Candidates) -> None:
+        found = list(self.query("#completions").results(Static))
         if not event.candidates:
-            hint.display = False
+            for hint in found:
+                hint.display = False
             return
+        hint = found[0] if found else Static("", id="completions", markup=False)
+        if not found:  # the first Tab with candidates: the hint goes above the prompt
+            await self.mount(hint, before=self.query_one(PromptInput))
         from rich.text import Text
 
         text = Text(no_wrap=True, overflow="ellipsis")

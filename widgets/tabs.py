@@ -18,10 +18,10 @@ class PaneTabs(Static):
     PaneTabs { height: 1; background: $panel; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
+    def __init__(self, current: str = "transcript", waiting: int = 0, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__("", id=id, markup=False)
-        self.current = "transcript"
-        self.waiting = 0
+        self.current = current
+        self.waiting = waiting
 
     def on_mount(self) -> None:
         self._refresh_text()

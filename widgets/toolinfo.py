@@ -6,7 +6,6 @@ import screens, so these live here and ``screens.approval`` re-exports them).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +49,8 @@ _KEY_SCALARS = ("url", "path", "query", "process_id", "artifact_id", "handle")
 
 def key_argument_of(args: Mapping[str, Any] | Any) -> str:
     """The one argument that says most about a call: a command line, a URL or a path (neutralised)."""
+    import json  # on first use: not at start-up
+
     if not isinstance(args, Mapping):
         return clean(json.dumps(args, ensure_ascii=False, default=str)[:200], single_line=True)
     for key in _KEY_LISTS:

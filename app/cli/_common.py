@@ -31,7 +31,6 @@ workspace's policy, approval mode, profile, audit store, transcript and retrieva
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -96,13 +95,15 @@ def progress(text: str, *, done: bool = False) -> None:
 
 # json.dumps already escapes C0 controls; these pass through with ensure_ascii=False. They can only
 # occur inside JSON strings, so replacing them with \uXXXX keeps the document valid and equal.
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_JSON_UNSAFE = "[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"  # compiled on first use
 
 
 def json_text(data: Any, *, indent: int | None = 2) -> str:
     """``data`` as JSON that is safe to show in a terminal (see the module docstring)."""
+    import json  # on first use: the TUI's start goes through this module
+
     text = json.dumps(data, indent=indent, ensure_ascii=False, default=str)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    return re.sub(_JSON_UNSAFE, lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def print_json(data: Any, *, indent: int | None = 2) -> None:

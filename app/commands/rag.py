@@ -7,14 +7,12 @@ after the call (the notice, the Context pane's rows, the header) happens back on
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from app.host import run_task
-from services.errors import AriesError
 from widgets.commands import Action, CommandError, IndexAdd, Named, Query, WatchIndex
 from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
 
@@ -51,9 +49,6 @@ class RagController:
         """The watched indexes, for the header ('' when none)."""
         return self.watches.header_part() if "watches" in self.__dict__ else ""
 
-    def _worker(self, work: Any, group: str = "rag") -> None:
-        self.host.run_worker(work, group=group, exit_on_error=False)
-
     # -- /rag ------------------------------------------------------------------------------
     def command(self, parsed: IndexAdd | Action | Named | Query | WatchIndex) -> None:
         """The parsed ``/rag`` line (``widgets.commands``: its forms and options)."""
@@ -62,9 +57,9 @@ class RagController:
         elif isinstance(parsed, IndexAdd):
             cancel = self._start_ingest()
             path = self.host.resolve_path(parsed.path)
-            self._worker(self._ingest(self.session, str(path), parsed.name, cancel), group="rag-ingest")
+            self._ingest(self.session, str(path), parsed.name, cancel)
         elif isinstance(parsed, Query):
-            self._worker(self._query(self.session, parsed.text, parsed.k or MESSAGE_K * 2))
+            self._query(self.session, parsed.text, parsed.k or MESSAGE_K * 2)
         elif isinstance(parsed, Named):
             self._named(parsed.action, parsed.name)
         elif parsed.action == "list":
@@ -91,7 +86,7 @@ class RagController:
             self._confirm_drop(name)
         else:  # repair
             cancel = self._start_ingest()
-            self._worker(self._repair(self.session, name, cancel), group="rag-ingest")
+            self._repair(self.session, name, cancel)
 
     def _start_ingest(self) -> threading.Event:
         """One index build at a time; its cancel event exists from the first moment (Ctrl+X works)."""
@@ -142,29 +137,27 @@ class RagController:
 
         return progress
 
-    # -- the workers -------------------------------------------------------------------------
-    async def _ingest(self, session: Session, path: str, name: str | None, cancel: threading.Event) -> None:
+    # -- the workers (``run_task``: the work in a thread, its typed errors one line) ---------------
+    def _ingest(self, session: Session, path: str, name: str | None, cancel: threading.Event) -> None:
         title = "/rag index add"
-        try:
-            self.host.notify(f"Indexing {path}…", title=title, timeout=4)
-            progress = self._progress(title)
-            report = await asyncio.to_thread(
-                lambda: session.engine().index_add(path, name, progress=progress, cancel=cancel)
-            )
-        except AriesError as exc:
-            self.host.report_error(exc.message, title)
-            return
-        finally:
-            self._ingest_over()
-        self.host.say(_ingest_summary(report, session.engine().active_index), "rag")
-        if report.not_indexed:
-            self.host.notify(
-                f"{len(report.not_indexed)} file(s) not indexed; the transcript lists each with its reason.",
-                title=title,
-                severity="warning",
-                timeout=8,
-            )
-        self.host.publish(SessionChanged(session))
+        self.host.notify(f"Indexing {path}…", title=title, timeout=4)
+        progress = self._progress(title)
+
+        def indexed(report: Any) -> None:
+            self.host.say(_ingest_summary(report, session.engine().active_index), "rag")
+            if report.not_indexed:
+                self.host.notify(
+                    f"{len(report.not_indexed)} file(s) not indexed; the transcript lists each with its reason.",
+                    title=title,
+                    severity="warning",
+                    timeout=8,
+                )
+            self.host.publish(SessionChanged(session))
+
+        def index() -> Any:
+            return session.engine().index_add(path, name, progress=progress, cancel=cancel)
+
+        run_task(self.host, title, index, indexed, group="rag-ingest", cleanup=self._ingest_over)
 
     def _listed(self, infos: list[IndexInfo]) -> None:
         if not infos:
@@ -195,27 +188,27 @@ class RagController:
                 timeout=8,
             )
 
-    async def _repair(self, session: Session, name: str, cancel: threading.Event) -> None:
-        from services.retrieval.ingest import Cancelled
-
+    def _repair(self, session: Session, name: str, cancel: threading.Event) -> None:
         progress = self._progress("/rag index repair")
 
-        def repair() -> tuple[int, Any]:
+        def repair() -> tuple[int, Any] | None:
+            from services.retrieval.ingest import Cancelled
+
             engine = session.engine()
-            count = engine.index_repair(name, progress=progress, cancel=cancel)
+            try:
+                count = engine.index_repair(name, progress=progress, cancel=cancel)
+            except Cancelled:
+                return None
             return count, engine.index_info(name)
 
-        try:
-            count, info = await asyncio.to_thread(repair)
-        except Cancelled:
-            self.host.say(f"Repair of index {name} cancelled; the index is unchanged (keyword-only).", "rag")
-            return
-        except AriesError as exc:
-            self.host.report_error(exc.message, "/rag index repair")
-            return
-        finally:
-            self._ingest_over()
-        self.host.say(f"Index {name}: {count} vectors rebuilt from its stored chunks; status {info.status}.", "rag")
+        def repaired(done: tuple[int, Any] | None) -> None:
+            if done is None:
+                self.host.say(f"Repair of index {name} cancelled; the index is unchanged (keyword-only).", "rag")
+                return
+            count, info = done
+            self.host.say(f"Index {name}: {count} vectors rebuilt from its stored chunks; status {info.status}.", "rag")
+
+        run_task(self.host, "/rag index repair", repair, repaired, group="rag-ingest", cleanup=self._ingest_over)
 
     def _confirm_drop(self, name: str) -> None:
         from screens.confirm import ConfirmScreen
@@ -237,21 +230,16 @@ class RagController:
         )
         self.host.push_screen(ConfirmScreen(f"Drop index {name}?", detail), answered)
 
-    async def _query(self, session: Session, text: str, k: int) -> None:
+    def _query(self, session: Session, text: str, k: int) -> None:
         def query() -> Any:
             engine = session.engine()
             if engine.active_index is None:
                 raise CommandError("no index is in use: /rag index add PATH, or /rag index use NAME.")
             return engine.query(text, k=k)
 
-        try:
-            result = await asyncio.to_thread(query)
-        except CommandError as exc:
-            self.host.report_error(str(exc), "/rag query")
-            return
-        except AriesError as exc:
-            self.host.report_error(exc.message, "retrieval")
-            return
+        run_task(self.host, "/rag query", query, lambda result: self._found(text, k, result), group="rag")
+
+    def _found(self, text: str, k: int, result: Any) -> None:
         caption = f"query: {text}  ·  index {result.index}  ·  k={k}"
         if result.mode == "keyword":
             caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"

@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
+from app.host import run_task
 from services.errors import AriesError
 from widgets.commands import Action, CommandError, GrantsRevoke, PolicyMode, ToolCall
 from widgets.messages import ArtifactsChanged, SessionChanged, call_status_key
@@ -132,15 +133,10 @@ class ToolController:
             )
         return result
 
-    async def _undo(self, call_id: str | None) -> ToolResult | None:
+    async def _restore(self, restore_args: dict[str, Any]) -> ToolResult | None:
         from services.text.textsafe import neutralize
-        from services.tools.undo import RESTORE_ID, undo_arguments
+        from services.tools.undo import RESTORE_ID
 
-        try:
-            restore_args = await asyncio.to_thread(undo_arguments, self.session.gateway().audit, call_id)
-        except AriesError as exc:
-            self.host.report_error(exc.message, "undo")
-            return None
         result = await self._run(RESTORE_ID, restore_args)
         if result is not None and result.error is not None:
             diff = result.error.details.get("diff")
@@ -150,7 +146,16 @@ class ToolController:
 
     # -- slash commands ---------------------------------------------------------------------
     def undo(self, call_id: str | None) -> None:
-        self.host.run_worker(self._undo(call_id), group="tools", exit_on_error=False)
+        """``/undo [CALL_ID]``: the restore's arguments read from the audit log (a thread), then the
+        restore itself, a call through the gateway like any other."""
+        from services.tools.undo import undo_arguments
+
+        audit = self.session.gateway().audit
+
+        def restore(restore_args: dict[str, Any]) -> None:
+            self.host.run_worker(self._restore(restore_args), group="tools", exit_on_error=False)
+
+        run_task(self.host, "undo", lambda: undo_arguments(audit, call_id), restore, group="tools")
 
     def call_parsed(self, parsed: ToolCall) -> None:
         """``/fs``, ``/shell``, ``/web``, ``/tool``: the parsed call, through the gateway."""

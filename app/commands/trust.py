@@ -6,10 +6,9 @@ reads its policy, profile and settings again (``Session.reload_settings``) and t
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
-from services.errors import AriesError
+from app.host import run_task
 from widgets.messages import SessionChanged
 
 if TYPE_CHECKING:
@@ -47,26 +46,25 @@ class TrustController:
 
         def decided(yes: bool | None) -> None:
             if yes:
-                self.host.run_worker(self._trust(name), group="trust", exit_on_error=False)
+                self._trust(name)
 
         self.host.push_screen(TrustScreen(name, state, review(after, before)), decided)
 
-    async def _trust(self, name: str) -> None:
-        from services.trust.records import trust
+    def _trust(self, name: str) -> None:
+        from services.trust.records import TrustReport, trust
 
         session = self.host.session
         if session is None or session.workspace.name != name:
             return
-        try:
-            report = await asyncio.to_thread(trust, session.workspace.root)
-            session.reload_settings()
-        except AriesError as exc:
-            self.host.report_error(exc.message, "Trust")
-            return
-        restored = f" ({'; '.join(report.restored)})" if report.restored else ""
-        self.host.say(
-            f"Workspace {name} trusted by {report.trusted_by}: its settings{restored} are in force. "
-            "A change made outside Aries takes them out of force until it is reviewed again.",
-            "trust",
-        )
-        self.host.publish(SessionChanged(session))
+
+        def trusted(report: TrustReport) -> None:
+            session.reload_settings()  # on the App's thread; an error here is the same one line
+            restored = f" ({'; '.join(report.restored)})" if report.restored else ""
+            self.host.say(
+                f"Workspace {name} trusted by {report.trusted_by}: its settings{restored} are in force. "
+                "A change made outside Aries takes them out of force until it is reviewed again.",
+                "trust",
+            )
+            self.host.publish(SessionChanged(session))
+
+        run_task(self.host, "Trust", lambda: trust(session.workspace.root), trusted, group="trust")

@@ -56,3 +56,29 @@ async def test_a_misuse_and_a_failed_task_are_one_line_each() -> None:
         note = await messages.notified(pilot, "nothing-here")
         assert note.startswith("/rag index use ") and "Traceback" not in note
         assert app.session is not None and app.is_running
+
+
+async def test_a_typed_error_raised_after_the_work_is_one_line_too() -> None:
+    """``run_task``'s ``then`` (on the App's thread: a session reloading its settings after ``/trust``,
+    a result shown) may fail with a typed error as well: the same one line titled by the task, not an
+    internal error of the worker."""
+    from app.aries_app import AriesApp
+    from app.host import run_task
+    from services.errors import InvalidInput
+    from services.workspace.manager import WorkspaceManager
+    from tests.tui.helpers import Messages
+
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    messages = Messages()
+    async with app.run_test(size=(160, 48), message_hook=messages) as pilot:
+        await app.ready()
+
+        def shown(value: int) -> None:
+            raise InvalidInput(f"cannot show {value}")
+
+        worker = run_task(app, "/probe", lambda: 41 + 1, shown, group="probe")
+        await worker.wait()
+        note = await messages.notified(pilot, "cannot show 42")
+        assert note.startswith("/probe ") and "Internal error" not in note and "Traceback" not in note
+        assert app.is_running

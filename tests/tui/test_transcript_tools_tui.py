@@ -156,5 +156,9 @@ async def test_keys_typed_right_after_ctrl_f_go_to_the_find_bar() -> None:
         await pilot.pause()
         for key, character in [("ctrl+f", None), ("y", "y"), ("a", "a")]:
             app.post_message(events.Key(key, character))  # queued together, as a terminal delivers them
-        await until(pilot, lambda: app.screen.query_one("#find-input", Input).value == "ya", messages=messages)
+
+        def typed() -> list[str]:  # the bar is mounted by the first Ctrl+F
+            return [bar.value for bar in app.screen.query("#find-input").results(Input)]
+
+        await until(pilot, lambda: typed() == ["ya"], messages=messages)
         assert app.screen.query_one("#prompt", Input).value == ""

@@ -9,7 +9,6 @@ finished on ``Done``), so it is not shown twice.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -70,6 +69,8 @@ def tool_output_text(output: Any, max_lines: int = MAX_TOOL_LINES) -> str:
     data = output.get("data") if isinstance(output, dict) and "status" in output else output
     if data is None:
         return ""
+    import json  # on first use: not at start-up
+
     lines = json.dumps(data, indent=2, ensure_ascii=False, default=str).splitlines()
     if len(lines) > max_lines:
         lines = [*lines[:max_lines], f"… ({len(lines) - max_lines} more lines in the transcript file)"]
