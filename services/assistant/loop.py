@@ -266,6 +266,8 @@ class TurnLoop:
             else:
                 self._out_of_steps(turn)
             self._finish(turn)
+            if context.recall.searched:  # the conversation index kept current, after the answer
+                await asyncio.to_thread(context.recall.after_turn)
             turn.phase = Phase.CLOUD
             await self._cloud(text, turn.outcome)
             return turn.outcome

@@ -6,15 +6,17 @@ calls :meth:`TurnRecall.find` in a thread and hands the hits to the fitter
 (:meth:`~services.assistant.context.ContextFitter.bring_back`), which sends the best of them beside
 the passages, inside the same untrusted delimiters, with their handles ``turn:<conversation>:<n>``.
 
-How they are found (:mod:`services.history_search.turns`): BM25 over the conversation index (caught up
-first, for at most :data:`CATCH_UP_BUDGET_S`), plus, where the workspace has an embedder, the
-message's vector against each left-out turn's stored vector. The message is encoded once: the
-vector the retrieval of this turn made is reused when it is in the workspace's default space
-(:attr:`TurnRecall.vector`), else it is made here — and either way it is kept as this turn's own
-vector (:meth:`TurnRecall.keep_own`), so that later turns find this one by meaning without encoding
-it again. Turns from before vectors were kept get theirs when first searched
-(:data:`BACKFILL` a turn at most). ``ARIES_RECALL=keyword`` searches by keywords only (the bench
-compares the two); a failing embedder falls back to keywords, said once in ``warnings``.
+How they are found (:mod:`services.history_search.turns`): BM25 over the conversation index, plus,
+where the workspace has an embedder, the message's vector against each left-out turn's stored
+vector. The message is encoded once: the vector the retrieval of this turn made is reused when it is
+in the workspace's default space (:attr:`TurnRecall.vector`), else it is made here — and either way
+it is kept as this turn's own vector (:meth:`TurnRecall.keep_own`), so that later turns find this
+one by meaning without encoding it again. The index is kept current off the request's path: after a
+turn that searched (:meth:`TurnRecall.after_turn`, every :data:`CATCH_UP_LAG` turns — a Tantivy
+commit costs ~0.2 s), and before a search only when it lacks the newest turn searched. Turns from
+before vectors were kept get theirs when first searched (:data:`BACKFILL` a turn at most).
+``ARIES_RECALL=keyword`` searches by keywords only (the bench compares the two); a failing embedder
+falls back to keywords, said once in ``warnings``.
 
 Turns rewound away (issue 30 item 4) are never brought back: :func:`rewound_away` is the one filter.
 """
@@ -37,8 +39,11 @@ if TYPE_CHECKING:
     from services.session.session import Session
 
 CATCH_UP_BUDGET_S = 0.25
-"""The conversation index is caught up for at most this long before a search (what was appended
-since the last turn: usually one commit)."""
+"""The conversation index is caught up for at most this long at a time."""
+CATCH_UP_LAG = 8
+"""After a turn that searched earlier turns, the index is caught up when it lacks the turn this many
+turns back: one commit every few turns, after the answer, keeps the turns about to be left out
+indexed (a search finds the index behind only in a small window, and then catches up itself)."""
 BACKFILL = 32
 """Vectors made at most per turn for earlier turns that have none (a conversation from before)."""
 FOUND = 6
@@ -67,6 +72,7 @@ class TurnRecall:
     dense: bool = True  # False: keywords only (``ARIES_RECALL=keyword``, or the embedder failed)
     elapsed_ms: float = 0.0  # time spent finding turns in this turn (the bench's latency)
     warnings: list[str] = field(default_factory=list)
+    searched: bool = False  # whether this turn searched earlier turns
     _kept: bool = False
 
     @property
@@ -77,21 +83,43 @@ class TurnRecall:
         """The most relevant of the ``left_out`` oldest turns of ``history``, best first, as hits for
         the fitter and the Context pane (``handle``, ``turn_id``, ``text``, ``rank``, scores)."""
         from services.history_search.store import HistoryIndex
-        from services.history_search.turns import catch_up_quietly, fuse, keyword_turns
+        from services.history_search.turns import fuse, keyword_turns
 
         started = time.perf_counter()
+        self.searched = True
         searched = {turn_number(turn.turn_id): turn for turn in history[:left_out]}
         searched.pop(0, None)
         through = max(searched, default=0)
         index = HistoryIndex.for_workspace(self.session.workspace)
         keyword: list[tuple[int, float]] = []
-        if through and catch_up_quietly(index, CATCH_UP_BUDGET_S):
+        if through and self._current(index, through):
             keyword = [found for found in self._keywords(index, keyword_turns, through) if found[0] in searched]
         dense = self._meaning(index, searched) if through and self.dense else []
         found = fuse(keyword, dense, excluded=rewound_away(self.session.conversation))
         hits = [self._hit(rank, item, searched[item.turn]) for rank, item in enumerate(found[:FOUND], 1)]
         self.elapsed_ms += (time.perf_counter() - started) * 1000
         return hits
+
+    def _current(self, index: Any, turn: int) -> bool:
+        """Whether the index holds ``turn`` of this conversation, caught up first when it does not;
+        False when it cannot be read or written (found by meaning only, then)."""
+        from services.history_search.store import is_damage
+        from services.history_search.turns import catch_up_quietly, holds_turn
+
+        try:
+            return holds_turn(index, self.conversation_id, turn) or catch_up_quietly(index, CATCH_UP_BUDGET_S)
+        except BaseException as exc:
+            if not is_damage(exc):
+                raise
+            return False
+
+    def after_turn(self) -> None:
+        """After a turn that searched earlier turns: the index caught up when it is :data:`CATCH_UP_LAG`
+        turns behind (off the next request's path)."""
+        from services.history_search.store import HistoryIndex
+
+        if self.searched and self.turn > CATCH_UP_LAG:
+            self._current(HistoryIndex.for_workspace(self.session.workspace), self.turn - CATCH_UP_LAG)
 
     def _keywords(self, index: Any, keyword_turns: Any, through: int) -> list[tuple[int, float]]:
         from services.history_search.store import is_damage
@@ -213,4 +241,13 @@ def turn_text(turn: HistoryTurn) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BACKFILL", "CATCH_UP_BUDGET_S", "FOUND", "TURN_CHARS", "TurnRecall", "rewound_away", "turn_text"]
+__all__ = [
+    "BACKFILL",
+    "CATCH_UP_BUDGET_S",
+    "CATCH_UP_LAG",
+    "FOUND",
+    "TURN_CHARS",
+    "TurnRecall",
+    "rewound_away",
+    "turn_text",
+]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -44,6 +44,15 @@ CANDIDATES = 12
 VECTORS_DIR = "turn-vectors"
 VECTORS_FORMAT = 1
 _WORD = re.compile(r"\w+", re.UNICODE)
+STOP_WORDS = frozenset(
+    """a about after again all also am an and any are as ask at be been before being but by can could did do
+    does doing done for from had has have having he her here hers him his how i if in into is it its just
+    me more most my no not now of off on once only or other our ours out over please say said she should
+    so some such tell than that the their them then there these they this those through to too under up
+    us very was we were what when where which while who whom whose why will with would yes you your""".split()
+)
+"""Words left out of the keyword query: they are in most turns, and their matches would crowd out a
+turn that shares one rare word with the message."""
 _HANDLE = re.compile(r"turn:([A-Za-z0-9_-]{1,80}):([1-9][0-9]{0,6})")
 
 
@@ -77,7 +86,7 @@ def keyword_turns(
     """``(turn, BM25 score)`` of the best turns 1..``through`` of the conversation for ``text`` (a
     turn's score is its best message's), best first, ties to the older turn. What the index holds
     is what is searched: the caller catches it up first."""
-    words = sorted({word.lower() for word in _WORD.findall(text)})
+    words = sorted({word.lower() for word in _WORD.findall(text)} - STOP_WORDS)
     if not words or through < 1:
         return []
     opened = index.searcher()
@@ -93,6 +102,24 @@ def keyword_turns(
         turn = int(searcher.doc(address)["turn"][0])
         best[turn] = max(best.get(turn, 0.0), float(score))
     return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+def holds_turn(index: HistoryIndex, conversation_id: str, turn: int) -> bool:
+    """Whether the index holds turn ``turn`` of the conversation (a message of it) already."""
+    import tantivy
+
+    opened = index.searcher()
+    if opened is None:
+        return False
+    tantivy_index, searcher = opened
+    schema = tantivy_index.schema
+    query = tantivy.Query.boolean_query(
+        [
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "conversation", conversation_id)),
+            (tantivy.Occur.Must, tantivy.Query.range_query(schema, "turn", tantivy.FieldType.Integer, turn, turn)),
+        ]
+    )
+    return bool(searcher.search(query, limit=1, count=False).hits)
 
 
 def _query(index: tantivy.Index, words: str, conversation_id: str, through: int) -> tantivy.Query:
@@ -190,26 +217,31 @@ class TurnVectors:
         self.path = index.directory / VECTORS_DIR / f"{conversation_id}.ndjson"
 
     def load(self, space: str) -> dict[int, Sequence[float]]:
-        """The stored vectors of ``space``, by turn."""
+        """The stored vectors of ``space``, by turn (what was read before is not read again: the file
+        only grows while its one writer appends)."""
         import numpy as np
 
         try:
-            raw = self.path.read_bytes()
+            with self.path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                cached = _READ.get(self.path)
+                if cached is None or cached[0] != (stat.st_ino, space) or cached[1] > stat.st_size:
+                    cached = ((stat.st_ino, space), 0, {})
+                handle.seek(cached[1])
+                raw = handle.read()
         except OSError:
             return {}
-        vectors: dict[int, Sequence[float]] = {}
-        for line in raw.splitlines():
+        vectors = cached[2]
+        whole = raw[: raw.rfind(b"\n") + 1]  # a line still being written is read next time
+        for line in whole.splitlines():
             try:
                 item = TurnVectorLine.model_validate_json(line)
-            except ValidationError:
+                if item.space == space:
+                    vectors[item.turn] = np.frombuffer(base64.b64decode(item.vector, validate=True), dtype="<f4")
+            except (ValidationError, ValueError):
                 continue
-            if item.space != space:
-                continue
-            try:
-                vectors[item.turn] = np.frombuffer(base64.b64decode(item.vector, validate=True), dtype="<f4").tolist()
-            except ValueError:
-                continue
-        return vectors
+        _READ[self.path] = (cached[0], cached[1] + len(whole), vectors)
+        return dict(vectors)
 
     def add(self, space: str, vectors: Mapping[int, Sequence[float]]) -> None:
         """Append the vectors of these turns (one line each, in turn order)."""
@@ -224,6 +256,11 @@ class TurnVectors:
         data = ("\n".join(lines) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _append(self.path, data)
+
+
+_READ: dict[Path, tuple[tuple[int, str], int, dict[int, Any]]] = {}
+"""Per vectors file: (inode, space), the bytes read so far and what they held (a process reads each
+line once)."""
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -250,12 +287,14 @@ __all__ = [
     "CANDIDATES",
     "MIN_DENSE",
     "RRF_K",
+    "STOP_WORDS",
     "TURN_PREFIX",
     "FoundTurn",
     "TurnVectorLine",
     "TurnVectors",
     "catch_up_quietly",
     "dense_turns",
+    "holds_turn",
     "fuse",
     "keyword_turns",
     "parse_turn_handle",
