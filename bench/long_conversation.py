@@ -236,17 +236,42 @@ def score(done: list[dict[str, Any]], conversation: str, bodies: list[str] | Non
     return result
 
 
-def run_scripted(turns: int) -> dict[str, Any]:
-    from services.models.config import make_provider, resolve_model
+DOCS = {
+    "glossary.md": "# Glossary\n\nA workspace holds indexes, transcripts and the audit log. A handle names a "
+    "chunk of an indexed document.\n",
+    "policy.md": "# Policy\n\nEvery tool call is decided by the policy gateway: allow, confirm or deny.\n",
+    "tides.md": "# Tides\n\nTides are the rise and fall of sea levels caused by the moon and the sun.\n",
+}
+"""A small document index in use, as a workspace has: each turn's retrieval encodes the message, and
+finding earlier turns reuses that vector (``--no-index``: no index, the message is encoded for them)."""
+
+
+def open_bench(with_index: bool) -> Any:
+    """The workspace ``bench`` (with its document index in use) and its ``ask`` session."""
+    from services.retrieval import RetrievalEngine
     from services.session.opening import Surface
     from services.session.session import Session
     from services.workspace.manager import WorkspaceManager
+
+    workspace = WorkspaceManager().create("bench")[0]
+    if with_index:
+        docs = workspace.root.parent / "bench-docs"
+        docs.mkdir(exist_ok=True)
+        for name, text in DOCS.items():
+            (docs / name).write_text(text, encoding="utf-8")
+        with RetrievalEngine(workspace) as engine:
+            engine.index_add(str(docs), "docs")
+    workspace.close()
+    return Session.open("bench", surface=Surface.ASK)
+
+
+def run_scripted(turns: int, with_index: bool) -> dict[str, Any]:
+    from services.models.config import make_provider, resolve_model
     from tests.models.servers import Reply, ScriptedServer
 
     server = ScriptedServer("openai").start()
     try:
-        WorkspaceManager().create("bench")[0].close()
-        session = Session.open("bench", surface=Surface.ASK)
+        session = open_bench(with_index)
         try:
             session.workspace.update(models={"openai:qwen2.5": {"context_window": 2048, "max_tokens": 32}})
             config = resolve_model(None, {"ARIES_MODEL": "openai:qwen2.5", "OPENAI_BASE_URL": server.base_url})
@@ -267,11 +292,8 @@ def run_scripted(turns: int) -> dict[str, Any]:
     return score(done, conversation, bodies)
 
 
-def run_real(turns: int, max_tokens: int, configure: bool) -> dict[str, Any]:
+def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool) -> dict[str, Any]:
     from services.models.config import make_provider, resolve_model
-    from services.session.opening import Surface
-    from services.session.session import Session
-    from services.workspace.manager import WorkspaceManager
     from tests.real_model.llama_server import LlamaServer, missing
 
     reason = missing()
@@ -280,8 +302,7 @@ def run_real(turns: int, max_tokens: int, configure: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="aries-longconv-server-") as tmp:
         server = LlamaServer(Path(tmp), aliases={"gemma": {"n_ctx": 2048}}).start()
         try:
-            WorkspaceManager().create("bench")[0].close()
-            session = Session.open("bench", surface=Surface.ASK)
+            session = open_bench(with_index)
             try:
                 settings: dict[str, Any] = {"max_tokens": max_tokens}
                 if configure:
@@ -314,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyword-only", action="store_true", help="ARIES_RECALL=keyword: BM25 alone")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--configure", action="store_true", help="set context_window 2048 instead of learning it")
+    parser.add_argument("--no-index", action="store_true", help="no document index in use (recall encodes)")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args(argv)
     problems = check_questions()
@@ -328,9 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["ARIES_HOME"] = home
         started = time.perf_counter()
         if options.scripted:
-            stats = run_scripted(options.turns)
+            stats = run_scripted(options.turns, not options.no_index)
         else:
-            stats = run_real(options.turns, options.max_tokens, options.configure)
+            stats = run_real(options.turns, options.max_tokens, options.configure, not options.no_index)
+        stats["document index"] = "none" if options.no_index else "docs (3 files, in use)"
         stats["recall"] = "keyword" if options.keyword_only else "hybrid"
         stats["embedder"] = os.environ.get("AXIOMME_EMBEDDER", "sentence-transformers (default)")
         stats["wall s"] = round(time.perf_counter() - started, 1)

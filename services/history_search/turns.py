@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 TURN_PREFIX = "turn"
 RRF_K = 60
-MIN_DENSE = 0.25
+MIN_DENSE = 0.20
 """Similarity (cosine) at which a turn is a candidate on meaning alone (all-MiniLM-L6-v2's scale:
 unrelated sentences score about 0.0–0.15, a paraphrase of a fact 0.35–0.75)."""
 CANDIDATES = 12
