@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from services.conversation import Conversation
     from services.history_search.turns import FoundTurn
     from services.retrieval.embedders import Embedder
+    from services.retrieval.models import ChunkView
     from services.session.session import Session
 
 CATCH_UP_BUDGET_S = 0.25
@@ -239,6 +240,46 @@ def turn_text(turn: HistoryTurn) -> str:
         who = "operator" if message.role == "user" else message.role
         lines.append(f"{who}: {content}")
     return "\n".join(lines)
+
+
+def show_turn(session: Session, handle: str) -> ChunkView | None:
+    """The turn behind ``turn:<conversation>:<n>`` as the chunk viewer shows a passage (None when
+    ``handle`` is not a turn's: the caller shows a chunk). Only the conversation open has its turns
+    here; another's is one line saying so."""
+    from services.assistant.context import history_from_entries
+    from services.hashing import sha256_hex
+    from services.history_search.turns import parse_turn_handle
+    from services.retrieval.errors import HandleNotFound
+    from services.retrieval.models import ChunkView
+
+    parsed = parse_turn_handle(handle)
+    if parsed is None:
+        return None
+    conversation, n = parsed
+    if conversation != session.conversation.conversation_id:
+        raise HandleNotFound(f"{handle}: a turn of another conversation; open it with /resume {conversation}")
+    turns = [t for t in history_from_entries(session.conversation.dialogue(), "") if turn_number(t.turn_id) == n]
+    if not turns:
+        raise HandleNotFound(f"{handle}: this conversation has no turn {n}")
+    text = turn_text(turns[0])
+    return ChunkView(
+        handle=handle,
+        index="turn",
+        chunk_id=str(n),
+        text=text,
+        context="",
+        source_path=f"conversation {conversation}, turn {n}",
+        root="",
+        content_type="text/x-aries-turn",
+        last_modified=None,
+        page=None,
+        section=None,
+        start_offset=0,
+        end_offset=len(text),
+        hash=sha256_hex(text),
+        embedding_model="",
+        ordinal=n,
+    )
 
 
 __all__ = [
