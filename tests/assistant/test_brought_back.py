@@ -8,8 +8,8 @@ index (Tantivy) and turn vectors (the suite's ``hash`` embedder)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
