@@ -239,3 +239,20 @@ def test_turn_vectors_are_kept_per_space_and_a_torn_line_is_skipped(session: Ses
     assert [t for t, _ in dense_turns(store.load("space-a"), [0.0, 1.0], {1, 2})] == [2, 1]
     assert dense_turns(store.load("space-a"), [0.0, 1.0], {1}) == [(1, 0.0)]
     assert untrusted_block("x", "a") == "<<<untrusted x>>>\na\n<<<end untrusted>>>"
+
+
+async def test_the_viewer_shows_a_turn_of_this_conversation_and_says_why_not_for_another(
+    session: Session, openai_only: ScriptedServer
+) -> None:
+    from services.assistant.recall import show_turn
+    from services.retrieval.errors import HandleNotFound
+
+    await turn(session, openai_only, FACT)
+    shown = show_turn(session, handle(session, 1))
+    assert shown is not None and shown.text == f"operator: {FACT}\nassistant: Noted, thank you."
+    assert shown.source_path.endswith(", turn 1") and shown.index == "turn"
+    assert show_turn(session, "docs:0123456789abcdef") is None  # a passage: the engine shows it
+    with pytest.raises(HandleNotFound, match="a turn of another conversation; open it with /resume c-other"):
+        show_turn(session, "turn:c-other:1")
+    with pytest.raises(HandleNotFound, match="this conversation has no turn 9"):
+        show_turn(session, handle(session, 9))
