@@ -1,7 +1,7 @@
 """A long conversation: are the facts of its first turns still reachable at turn 200? (issue 30, item 1)
 
     .venv/bin/python bench/long_conversation.py --scripted [--turns 200] [--keyword-only] [--json]
-    .venv/bin/python bench/long_conversation.py [--turns 200] [--max-tokens 32] [--configure]
+    .venv/bin/python bench/long_conversation.py [--turns 200] [--max-tokens 32] [--configure] [--n-ctx 2048]
 
 Turns 1–20 each state one distinct fact ("My sister moved to Bergen last spring."); turns 21..N-1 are
 ordinary questions on other subjects; then, as turns N, N+1, …, each fact is asked for in other
@@ -292,7 +292,7 @@ def run_scripted(turns: int, with_index: bool) -> dict[str, Any]:
     return score(done, conversation, bodies)
 
 
-def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool) -> dict[str, Any]:
+def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool, n_ctx: int = 2048) -> dict[str, Any]:
     from services.models.config import make_provider, resolve_model
     from tests.real_model.llama_server import LlamaServer, missing
 
@@ -300,13 +300,13 @@ def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool) -> 
     if reason is not None:
         raise SystemExit(reason)
     with tempfile.TemporaryDirectory(prefix="aries-longconv-server-") as tmp:
-        server = LlamaServer(Path(tmp), aliases={"gemma": {"n_ctx": 2048}}).start()
+        server = LlamaServer(Path(tmp), aliases={"gemma": {"n_ctx": n_ctx}}).start()
         try:
             session = open_bench(with_index)
             try:
                 settings: dict[str, Any] = {"max_tokens": max_tokens}
                 if configure:
-                    settings["context_window"] = 2048
+                    settings["context_window"] = n_ctx
                 session.workspace.update(models={"openai:gemma": settings})
                 config = resolve_model(None, server.env("gemma"))
                 done = asyncio.run(converse(session, lambda: make_provider(config), turns, lambda n: None))
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scripted", action="store_true", help="the scripted server instead of the real model")
     parser.add_argument("--keyword-only", action="store_true", help="ARIES_RECALL=keyword: BM25 alone")
     parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--configure", action="store_true", help="set context_window 2048 instead of learning it")
+    parser.add_argument("--configure", action="store_true", help="set context_window instead of learning it")
+    parser.add_argument("--n-ctx", type=int, default=2048, help="the real server's window (a quick run: 512)")
     parser.add_argument("--no-index", action="store_true", help="no document index in use (recall encodes)")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args(argv)
@@ -352,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.scripted:
             stats = run_scripted(options.turns, not options.no_index)
         else:
-            stats = run_real(options.turns, options.max_tokens, options.configure, not options.no_index)
+            stats = run_real(options.turns, options.max_tokens, options.configure, not options.no_index, options.n_ctx)
         stats["document index"] = "none" if options.no_index else "docs (3 files, in use)"
         stats["recall"] = "keyword" if options.keyword_only else "hybrid"
         stats["embedder"] = os.environ.get("AXIOMME_EMBEDDER", "sentence-transformers (default)")
