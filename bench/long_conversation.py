@@ -265,7 +265,7 @@ def open_bench(with_index: bool) -> Any:
     return Session.open("bench", surface=Surface.ASK)
 
 
-def run_scripted(turns: int, with_index: bool) -> dict[str, Any]:
+def run_scripted(turns: int, with_index: bool, n_ctx: int = 2048) -> dict[str, Any]:
     from services.models.config import make_provider, resolve_model
     from tests.models.servers import Reply, ScriptedServer
 
@@ -273,7 +273,7 @@ def run_scripted(turns: int, with_index: bool) -> dict[str, Any]:
     try:
         session = open_bench(with_index)
         try:
-            session.workspace.update(models={"openai:qwen2.5": {"context_window": 2048, "max_tokens": 32}})
+            session.workspace.update(models={"openai:qwen2.5": {"context_window": n_ctx, "max_tokens": 32}})
             config = resolve_model(None, {"ARIES_MODEL": "openai:qwen2.5", "OPENAI_BASE_URL": server.base_url})
             done = asyncio.run(
                 converse(
@@ -335,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyword-only", action="store_true", help="ARIES_RECALL=keyword: BM25 alone")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--configure", action="store_true", help="set context_window instead of learning it")
-    parser.add_argument("--n-ctx", type=int, default=2048, help="the real server's window (a quick run: 512)")
+    parser.add_argument(
+        "--n-ctx", type=int, default=2048, help="the window (the real server's n_ctx; a quick run: 512)"
+    )
     parser.add_argument("--no-index", action="store_true", help="no document index in use (recall encodes)")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args(argv)
@@ -351,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["ARIES_HOME"] = home
         started = time.perf_counter()
         if options.scripted:
-            stats = run_scripted(options.turns, not options.no_index)
+            stats = run_scripted(options.turns, not options.no_index, options.n_ctx)
         else:
             stats = run_real(options.turns, options.max_tokens, options.configure, not options.no_index, options.n_ctx)
         stats["document index"] = "none" if options.no_index else "docs (3 files, in use)"

@@ -12,8 +12,8 @@ vector. The message is encoded once: the vector the retrieval of this turn made 
 in the workspace's default space (:attr:`TurnRecall.vector`), else it is made here — and either way
 it is kept as this turn's own vector (:meth:`TurnRecall.keep_own`), so that later turns find this
 one by meaning without encoding it again. The index is kept current off the request's path: after a
-turn that searched (:meth:`TurnRecall.after_turn`, every :data:`CATCH_UP_LAG` turns — a Tantivy
-commit costs ~0.2 s), and before a search only when it lacks the newest turn searched. Turns from
+turn that searched (:meth:`TurnRecall.after_turn`, when it lacks a turn the next search may reach —
+a Tantivy commit costs ~0.2 s), and before a search only when it lacks the newest turn searched. Turns from
 before vectors were kept get theirs when first searched (:data:`BACKFILL` a turn at most).
 ``ARIES_RECALL=keyword`` searches by keywords only (the bench compares the two); a failing embedder
 falls back to keywords, said once in ``warnings``.
@@ -43,8 +43,8 @@ CATCH_UP_BUDGET_S = 0.25
 """The conversation index is caught up for at most this long at a time."""
 CATCH_UP_LAG = 8
 """After a turn that searched earlier turns, the index is caught up when it lacks the turn this many
-turns back: one commit every few turns, after the answer, keeps the turns about to be left out
-indexed (a search finds the index behind only in a small window, and then catches up itself)."""
+turns past the newest one searched (:meth:`TurnRecall.after_turn`): the turns about to be left out
+are indexed before a search needs them, with one commit every few turns in a large window."""
 BACKFILL = 32
 """Vectors made at most per turn for earlier turns that have none (a conversation from before)."""
 FOUND = 6
@@ -74,6 +74,7 @@ class TurnRecall:
     elapsed_ms: float = 0.0  # time spent finding turns in this turn (the bench's latency)
     warnings: list[str] = field(default_factory=list)
     searched: bool = False  # whether this turn searched earlier turns
+    through: int = 0  # the newest turn searched
     _kept: bool = False
 
     @property
@@ -91,6 +92,7 @@ class TurnRecall:
         searched = {turn_number(turn.turn_id): turn for turn in history[:left_out]}
         searched.pop(0, None)
         through = max(searched, default=0)
+        self.through = max(self.through, through)
         index = HistoryIndex.for_workspace(self.session.workspace)
         keyword: list[tuple[int, float]] = []
         if through and self._current(index, through):
@@ -115,12 +117,14 @@ class TurnRecall:
             return False
 
     def after_turn(self) -> None:
-        """After a turn that searched earlier turns: the index caught up when it is :data:`CATCH_UP_LAG`
-        turns behind (off the next request's path)."""
+        """After a turn that searched earlier turns: the index caught up (off the next request's path)
+        when it lacks a turn the next searches may reach — :data:`CATCH_UP_LAG` past the newest turn
+        searched now, or this turn: in a large window every few turns, in a small one each turn."""
         from services.history_search.store import HistoryIndex
 
-        if self.searched and self.turn > CATCH_UP_LAG:
-            self._current(HistoryIndex.for_workspace(self.session.workspace), self.turn - CATCH_UP_LAG)
+        if self.searched:
+            needed = min(self.turn, self.through + CATCH_UP_LAG)
+            self._current(HistoryIndex.for_workspace(self.session.workspace), needed)
 
     def _keywords(self, index: Any, keyword_turns: Any, through: int) -> list[tuple[int, float]]:
         from services.history_search.store import is_damage

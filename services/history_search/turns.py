@@ -10,7 +10,8 @@ back beside the passages (:mod:`services.assistant.recall`). Deterministic, no m
 - **meaning**, where the workspace has an embedder: the cosine of the message's vector with each
   left-out turn's stored vector (:class:`TurnVectors`: the vector of the turn's own message, kept when
   that turn was asked — the query's vector, made once, is the turn's vector);
-- the two ranked lists fused by reciprocal rank (:data:`RRF_K`); ties go to the older turn.
+- the two ranked lists fused by reciprocal rank (:data:`RRF_K`); ties go to the closer meaning, then
+  to the older turn.
 
 A turn is a candidate when a keyword of the message is in it or its similarity reaches
 :data:`MIN_DENSE`; turns ``excluded`` (rewound away) never are. Handles are ``turn:<conversation>:<n>``:
@@ -160,7 +161,7 @@ def fuse(
     min_dense: float = MIN_DENSE,
 ) -> list[FoundTurn]:
     """The two ranked lists fused by reciprocal rank: every keyword match, and the turns similar
-    enough on meaning alone; best first, ties to the older turn."""
+    enough on meaning alone; best first, ties to the closer meaning, then to the older turn."""
     found: dict[int, dict[str, float | int]] = {}
     for rank, (turn, score) in enumerate(keyword, 1):
         found.setdefault(turn, {})
@@ -184,7 +185,9 @@ def fuse(
                 dense_score=said.get("dense_score"),
             )
         )
-    return sorted(turns, key=lambda t: (-t.score, t.turn))
+    # a tie (a keyword-only and a meaning-only candidate, each first in its list) goes to meaning:
+    # one shared word ("last", "like") says less than a close paraphrase; then to the older turn
+    return sorted(turns, key=lambda t: (-t.score, -(t.dense_score if t.dense_score is not None else -1.0), t.turn))
 
 
 def _int(value: float | int | None) -> int | None:
