@@ -263,7 +263,12 @@ class RagController:
 
             self.host.push_screen(ChunkViewer(chunk))
 
-        run_task(self.host, "/rag show", lambda: session.engine().show(handle), viewer, group="rag")
+        def show() -> Any:  # an earlier turn's handle (turn:<conversation>:<n>) shows the turn
+            from services.assistant.recall import show_turn
+
+            return show_turn(session, handle) or session.engine().show(handle)
+
+        run_task(self.host, "/rag show", show, viewer, group="rag")
 
 
 INGEST_LINES_PER_KIND = 200

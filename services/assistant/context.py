@@ -55,6 +55,11 @@ TOOL_RESULT_CHARS = 12_000
 MIN_TOOL_RESULT_CHARS = 400
 DROP_BLOCK = 4
 """Earlier turns are left out this many at a time (see :meth:`ContextFitter.fit`)."""
+MAX_BROUGHT_BACK = 3
+"""Left-out turns sent back in one request at most (the most relevant; see :meth:`ContextFitter.fit`)."""
+BROUGHT_BACK_SHARE = 0.25
+"""Of the prompt's room, what brought-back turns may take at most: the rest stays for the passages and
+the newest turns."""
 
 
 def untrusted_block(label: str, text: str) -> str:
@@ -62,6 +67,11 @@ def untrusted_block(label: str, text: str) -> str:
     safe = neutralize(text).replace("<<<", "‹‹‹").replace(">>>", "›››")
     tag = neutralize(label, single_line=True).replace("<<<", "‹‹‹").replace(">>>", "›››")
     return f"<<<untrusted {tag}>>>\n{safe}\n<<<end untrusted>>>"
+
+
+def turn_block(hit: dict[str, Any]) -> str:
+    """An earlier turn brought back (:mod:`services.assistant.recall`): data like any passage."""
+    return untrusted_block(f'earlier-turn handle="{hit.get("handle")}"', str(hit.get("text") or ""))
 
 
 def retrieved_block(hit: dict[str, Any]) -> str:
@@ -139,6 +149,8 @@ class Fitted:
     tools: list[ToolSchema]
     kept_hits: list[dict[str, Any]]
     left_out_turns: list[str] = field(default_factory=list)  # turn ids, oldest first
+    brought_back: list[dict[str, Any]] = field(default_factory=list)  # left-out turns sent back, as hits
+    wants_recall: int = 0  # > 0: this many turns are left out and were never searched (see ContextFitter)
     left_out_handles: list[str] = field(default_factory=list)  # passages, by handle
     left_out_tools: list[str] = field(default_factory=list)  # provider-side tool names
     tokens: int = 0  # the request, estimated and calibrated
@@ -146,8 +158,14 @@ class Fitted:
     limit: int = 0  # the prompt's room: the window minus what is kept for the answer
     breakdown: ContextBreakdown | None = None  # the request part by part (services.models.window_budget)
 
-    def left_out(self) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
-        return len(self.left_out_turns), tuple(self.left_out_handles), tuple(self.left_out_tools)
+    def left_out(self) -> LeftOut:
+        brought = tuple(str(hit.get("handle")) for hit in self.brought_back)
+        return len(self.left_out_turns), tuple(self.left_out_handles), tuple(self.left_out_tools), brought
+
+
+LeftOut = tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+"""What one request left out (turns, passages, tools) and the turns it brought back: a report is
+written when this changes."""
 
 
 def answer_reserve(window: int, max_tokens: int | None) -> int:
@@ -167,6 +185,16 @@ class ContextFitter:
     newest first — so the oldest turns are always the first to be left out, :data:`DROP_BLOCK` at a
     time. When even the part always sent does not fit, :class:`ContextTooSmall`. Each :class:`Fitted`
     carries its :class:`~services.models.window_budget.ContextBreakdown`.
+
+    **Brought-back turns.** When turns are left out, the most relevant of them can come back beside the
+    passages (:meth:`bring_back`: found by :mod:`services.assistant.recall`). The fit is decided first
+    without them; the candidates among the turns it leaves out then compete with the passages by
+    relevance (taken in turns: the best passage, the best turn, the second passage, …), at most
+    :data:`MAX_BROUGHT_BACK` and :data:`BROUGHT_BACK_SHARE` of the room, each whole; the history makes
+    room for them — the room the block left free first, then turn by turn (not a block of
+    :data:`DROP_BLOCK` for one turn brought back) — so a turn brought back is never in the history as
+    well. A fit that leaves out more turns than were searched says so
+    (``Fitted.wants_recall``): the caller finds candidates among them and fits again.
 
     Counting (:mod:`services.models.tokens`) is memoized per text, so fitting a turn's later steps
     costs little more than adding up numbers.
@@ -198,19 +226,47 @@ class ContextFitter:
         self.fixed_system = REQUEST_OVERHEAD + message_tokens(self.system)  # the request's own markers with it
         self.fixed_message = message_tokens(ChatMessage("user", user_text))
         self.intro = estimate_tokens(PASSAGES_INTRO)  # counted when a passage is sent
+        self.turns: list[tuple[dict[str, Any], str, int]] = []  # brought-back candidates: hit, block, tokens
+        self.searched = 0  # the left-out turns that candidates were looked for among
+
+    def bring_back(self, hits: list[dict[str, Any]], searched: int) -> None:
+        """Candidates for bringing back (hits with ``handle``, ``turn_id`` and ``text``, best first),
+        found among the ``searched`` oldest turns."""
+        self.searched = max(self.searched, searched)
+        self.turns = [(hit, block, estimate_tokens(block) + 2) for hit in hits for block in (turn_block(hit),)]
 
     @property
     def limit(self) -> int:
         """The prompt's room in calibrated tokens, as raw (uncalibrated) estimate tokens."""
         return max(0, int((self.window - self.reserve) / self.calibration.factor))
 
-    def user_message(self, kept: int) -> ChatMessage:
+    def user_message(self, kept: int | list[str]) -> ChatMessage:
+        """The operator's message with the first ``kept`` passages (or these blocks) after it."""
         from services.models.base import ChatMessage
 
-        if not kept:
+        blocks = [block for _, block in self.blocks[:kept]] if isinstance(kept, int) else kept
+        if not blocks:
             return ChatMessage(role="user", content=self.user_text)
-        passages = "\n\n".join(block for _, block in self.blocks[:kept])
-        return ChatMessage(role="user", content=f"{self.user_text}{PASSAGES_INTRO}{passages}")
+        joined = "\n\n".join(blocks)
+        return ChatMessage(role="user", content=f"{self.user_text}{PASSAGES_INTRO}{joined}")
+
+    def _ranked(self, left_out: int) -> list[tuple[str, dict[str, Any], str, int]]:
+        """Passages and the candidate turns among the ``left_out`` oldest, taken in turns by rank."""
+        passages = [
+            ("passages", hit, block, tokens)
+            for (hit, block), tokens in zip(self.blocks, self.block_tokens, strict=True)
+        ]
+        dropped = {turn.turn_id for turn in self.history[:left_out]}
+        turns: list[tuple[str, dict[str, Any], str, int]] = []
+        room = int(self.limit * BROUGHT_BACK_SHARE)
+        for hit, block, tokens in self.turns:
+            if hit["turn_id"] in dropped and len(turns) < MAX_BROUGHT_BACK and tokens <= room:
+                turns.append(("brought_back", hit, block, tokens))
+                room -= tokens
+        merged: list[tuple[str, dict[str, Any], str, int]] = []
+        for n in range(max(len(passages), len(turns))):
+            merged.extend(group[n] for group in (passages, turns) if n < len(group))
+        return merged
 
     def fit(self, steps: list[ChatMessage], tools: list[ToolSchema], tools_cost: int) -> Fitted:
         """The request for the next model step (``steps``: this turn's messages after the user's), shared
@@ -222,12 +278,11 @@ class ContextFitter:
             "current_message": self.fixed_message,
             "this_turn": sum(message_tokens(m) for m in steps),
         }
-        ranked = [Ranked("passages", tokens) for tokens in self.block_tokens]
         history = [turn.tokens for turn in self.history]
         limit = self.limit
-        decided = share(
-            limit, always, tools_cost if tools else 0, ranked, history, ranked_intro=self.intro, drop_block=DROP_BLOCK
-        )
+        cost = tools_cost if tools else 0
+        passages = [Ranked("passages", tokens) for tokens in self.block_tokens]
+        decided = share(limit, always, cost, passages, history, ranked_intro=self.intro, drop_block=DROP_BLOCK)
         if not decided.fits:
             shown = self.calibration.scale(sum(always.values()))
             raise ContextTooSmall(
@@ -238,19 +293,32 @@ class ContextFitter:
                 window=self.window,
                 needed=shown,
             )
-        kept, drop_turns = decided.ranked_kept, decided.history_dropped
-        kept_tools = tools if decided.tools_kept else []
+        kept_ranked = self._ranked(0)[: decided.ranked_kept]
+        drop_turns = searched_for = decided.history_dropped
+        ranked = self._ranked(searched_for) if searched_for else []
+        wanted = sum(tokens for kind, _, _, tokens in ranked if kind == "brought_back")
+        if wanted:  # candidates among the turns left out: the history makes room for them
+            # turn by turn, past the block already left out: a turn brought back never costs a block
+            reserved = share(limit - wanted, always, cost, passages, history, ranked_intro=self.intro)
+            left = max(searched_for, reserved.history_dropped)
+            pieces = [Ranked(kind, tokens) for kind, _, _, tokens in ranked]
+            decided = share(limit, always, cost, pieces, history[left:], ranked_intro=self.intro)
+            kept_ranked = ranked[: decided.ranked_kept]
+            drop_turns = left + decided.history_dropped
         messages = [self.system]
         for turn in self.history[drop_turns:]:
             messages.extend(turn.messages)
-        messages.append(self.user_message(kept))
+        messages.append(self.user_message([block for _, _, block, _ in kept_ranked]))
         messages.extend(steps)
+        kept_hits = [hit for kind, hit, _, _ in kept_ranked if kind == "passages"]
         fitted = Fitted(
             messages=messages,
-            tools=kept_tools,
-            kept_hits=[hit for hit, _ in self.blocks[:kept]],
+            tools=tools if decided.tools_kept else [],
+            kept_hits=kept_hits,
             left_out_turns=[turn.turn_id for turn in self.history[:drop_turns]],
-            left_out_handles=[str(hit.get("handle")) for hit, _ in self.blocks[kept:]],
+            brought_back=[hit for kind, hit, _, _ in kept_ranked if kind == "brought_back"],
+            wants_recall=searched_for if searched_for > self.searched else 0,
+            left_out_handles=[str(hit.get("handle")) for hit, _ in self.blocks[len(kept_hits) :]],
             left_out_tools=[] if decided.tools_kept else [schema.name for schema in tools],
             tokens=self.calibration.scale(decided.total),
             estimated=decided.total,

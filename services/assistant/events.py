@@ -43,6 +43,7 @@ class Retrieved:
     index: str | None
     hits: list[dict[str, Any]]
     dropped: list[str] = field(default_factory=list)  # handles left out for the context budget
+    brought_back: list[dict[str, Any]] = field(default_factory=list)  # left-out earlier turns sent back
 
 
 @dataclass(frozen=True)

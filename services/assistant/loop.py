@@ -22,8 +22,11 @@ error reports, from the first line on) and :class:`_Context` (what begin set up 
 
 Where the coming work goes (issues 30 and 33), so that each is one more step or one more branch:
 
-- *brought-back turns* (a turn restored from an earlier point) and *pins* (passages or files kept in
-  every request): begin, where the history and the hits are handed to the fitter (:meth:`~TurnLoop._open_window`).
+- *brought-back turns* (the left-out turns most relevant to the message, :mod:`services.assistant.recall`):
+  every fit goes through :meth:`~TurnLoop._fit`, which finds them (in a thread) when a fit leaves out turns
+  that were never searched, and fits again with them beside the passages.
+- *pins* (passages or files kept in every request): begin, where the history and the hits are handed to
+  the fitter (:meth:`~TurnLoop._open_window`).
 - *compaction*: a step of its own before a model call, when :meth:`~TurnLoop._stream_fitted` finds that
   the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
 - *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
@@ -55,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from services.assistant.context import (
     ContextFitter,
     Fitted,
+    LeftOut,
     answer_reserve,
     history_from_entries,
     profile_system_prompt,
@@ -77,6 +81,7 @@ from services.assistant.events import (
     ToolProposed,
     UsageReport,
 )
+from services.assistant.recall import TurnRecall
 from services.assistant.structured import MAX_RETRIES, retry_instruction
 from services.assistant.text_turn import TextCallState, as_tool_calls, refused_notice
 from services.assistant.turn_window import MAX_REFITS, TurnWindow
@@ -84,6 +89,7 @@ from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
 from services.conversation.events import passage_record
 from services.errors import AriesError
+from services.history_search.documents import turn_number
 
 if TYPE_CHECKING:
     from services.assistant.cloud import CloudStep
@@ -120,6 +126,7 @@ class TurnOutcome:
     confidence_inputs: dict[str, Any] = field(default_factory=dict)
     cloud: CloudStep | None = None  # the cloud step (None: the turn ended before it)
     context: dict[str, Any] = field(default_factory=dict)  # window, its source, the prompt as estimated
+    brought_back: list[dict[str, Any]] = field(default_factory=list)  # earlier turns sent back, as hits
     finish_reason: str | None = None  # the last model step's: stop, length (cut short), tool_calls…
 
 
@@ -166,6 +173,7 @@ class _Turn:
     completion_estimated: int = 0  # Aries' own count of the text of steps whose server gave no count
     native_calls: int = 0  # tool calls the model returned natively
     text_calls: int = 0  # tool calls read from its text and handed to the gateway
+    vector: tuple[str, list[float]] | None = None  # the message's vector, when the retrieval made one
 
 
 @dataclass
@@ -181,8 +189,9 @@ class _Context:
     window: ModelWindow
     fitter: ContextFitter
     text: TextCallState  # tool calls written as text: read or not, the turn's untrusted input
+    recall: TurnRecall  # earlier turns brought back (searched when a fit leaves turns out)
     messages: list[ChatMessage] = field(default_factory=list)  # the turn's steps so far, as sent
-    reported: tuple[int, tuple[str, ...], tuple[str, ...]] | None = None  # the last left-out report
+    reported: LeftOut | None = None  # the last left-out report
     retries: int = 0  # output-schema retries asked
 
     @property
@@ -258,6 +267,8 @@ class TurnLoop:
             else:
                 self._out_of_steps(turn)
             self._finish(turn)
+            if context.recall.searched:  # the conversation index kept current, after the answer
+                await asyncio.to_thread(context.recall.after_turn)
             turn.phase = Phase.CLOUD
             await self._cloud(text, turn.outcome)
             return turn.outcome
@@ -304,7 +315,7 @@ class TurnLoop:
         profile = self.session.profile()  # None when it cannot be loaded (reported by the session)
         outcome.profile = self.session.profile_name
         self.session.conversation.record(UserMessage(text=turn.text, turn_id=outcome.turn_id, step=0))
-        hits, index = await self._retrieve(query, outcome.turn_id, profile)
+        hits, index = await self._retrieve(query, outcome.turn_id, profile, turn)
         outcome.index = index
         offer: ToolOffer | None = None
         if getattr(self.provider, "supports_tools", self.provider.name != "offline"):
@@ -312,7 +323,7 @@ class TurnLoop:
                 await self._mcp_tools(outcome.turn_id)
             offer = self.tool_offer()
         context = await self._open_window(turn, profile, hits, query, index, offer)
-        fitted = context.fit()
+        fitted = await self._fit(context)
         outcome.hits = fitted.kept_hits
         if index is not None:
             handles = [str(h.get("handle")) for h in fitted.kept_hits]
@@ -323,7 +334,9 @@ class TurnLoop:
                 )
             )
         context.reported = context.windowing.report(fitted, context.window, context.fitter, outcome.turn_id, None, None)
-        self._emit(Retrieved(outcome.turn_id, query, index, fitted.kept_hits, fitted.left_out_handles))
+        self._emit(
+            Retrieved(outcome.turn_id, query, index, fitted.kept_hits, fitted.left_out_handles, fitted.brought_back)
+        )
         outcome.context = {"window": context.window.tokens, "window_source": context.window.source}
         return context
 
@@ -360,7 +373,23 @@ class TurnLoop:
         text = TextCallState.open(
             self.session, self.model_label, takes_tools=offer is not None, hits=hits, message=turn.text
         )
-        return _Context(query, index, schema, offer, options, windowing, window, fitter, text)
+        recall = TurnRecall(self.session, query, turn_number(turn.outcome.turn_id), turn.vector, dense=_dense_recall())
+        if turn.vector is not None:  # this message's vector, kept for the turns after it to find this one
+            await asyncio.to_thread(recall.keep_own)
+        return _Context(query, index, schema, offer, options, windowing, window, fitter, text, recall)
+
+    async def _fit(self, context: _Context) -> Fitted:
+        """The next request, fitted (:meth:`_Context.fit`); when it leaves out turns that were never
+        searched, the most relevant of them are found (in a thread) and it is fitted again with them."""
+        fitted = context.fit()
+        if not fitted.wants_recall:
+            return fitted
+        found = await asyncio.to_thread(context.recall.find, context.fitter.history, fitted.wants_recall)
+        context.fitter.bring_back(found, fitted.wants_recall)
+        for warning in context.recall.warnings:
+            self.session.conversation.record(Notice(text=warning, level="warning", title="earlier turns"))
+        context.recall.warnings.clear()
+        return context.fit()
 
     # -- one step per model call -------------------------------------------------------------------
     async def _step(self, turn: _Turn, context: _Context, step: int) -> StepResult:
@@ -386,7 +415,7 @@ class TurnLoop:
         refit: str | None = None  # why this step is fitted again (a server's overflow error)
         attempt = 0
         while True:
-            fitted = context.fit()
+            fitted = await self._fit(context)
             context.reported = context.windowing.report(
                 fitted, context.window, context.fitter, turn.outcome.turn_id, context.reported, refit
             )
@@ -398,7 +427,7 @@ class TurnLoop:
                 refit = context.windowing.learn(exc, fitted, context.window, context.fitter, context.options)
                 attempt += 1
                 continue
-            self._note_request(turn.outcome, context.window, fitted)
+            self._note_request(turn.outcome, context.window, fitted, context.recall.elapsed_ms)
             if fitted.breakdown is not None:
                 self._emit(ContextMeasured(turn.outcome.turn_id, step, fitted.breakdown))
             return calls, finish
@@ -440,7 +469,7 @@ class TurnLoop:
         return finish
 
     @staticmethod
-    def _note_request(outcome: TurnOutcome, window: ModelWindow, fitted: Fitted) -> None:
+    def _note_request(outcome: TurnOutcome, window: ModelWindow, fitted: Fitted, recall_ms: float) -> None:
         """The outcome's account of the last request: the window, the prompt as estimated, what it left out."""
         outcome.context["window"], outcome.context["window_source"] = window.tokens, window.source
         outcome.context["prompt_tokens_estimated"] = fitted.tokens
@@ -449,8 +478,12 @@ class TurnLoop:
             "passages": list(fitted.left_out_handles),
             "tools": len(fitted.left_out_tools),
         }
+        outcome.brought_back = list(fitted.brought_back)
+        outcome.context["brought_back"] = [str(hit.get("handle")) for hit in fitted.brought_back]
         if fitted.breakdown is not None:  # the one budget's account, part by part (services.models.window_budget)
             outcome.context["breakdown"] = fitted.breakdown.to_dict()
+        if recall_ms:  # the time spent finding earlier turns in this turn (bench/long_conversation.py)
+            outcome.context["recall_ms"] = round(recall_ms, 3)
 
     def _classify(self, turn: _Turn, context: _Context, step: int, calls: list[ToolCall], finish: str) -> StepResult:
         """What the streamed reply is: tool calls (native, or read from the text's trailing call block
@@ -531,7 +564,8 @@ class TurnLoop:
     def _finish(self, turn: _Turn) -> None:
         """Record the answer with its citations and usage; emit ``UsageReport`` and ``Done``."""
         outcome = turn.outcome
-        outcome.citations = [str(h.get("handle")) for h in outcome.hits if str(h.get("handle")) in outcome.text]
+        handles = [str(h.get("handle")) for h in [*outcome.hits, *outcome.brought_back]]
+        outcome.citations = [handle for handle in handles if handle in outcome.text]
         elapsed_ms = round((monotonic() - turn.started) * 1000, 1)
         outcome.usage = {
             "prompt_tokens": turn.prompt_tokens,
@@ -652,10 +686,11 @@ class TurnLoop:
         return may_retry
 
     async def _retrieve(
-        self, text: str, turn_id: str, profile: ActiveProfile | None = None
+        self, text: str, turn_id: str, profile: ActiveProfile | None = None, turn: _Turn | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
         """The chunks to inject: the index in use (or the profile's), queried (audited by the engine),
-        then only those that pass the relevance threshold (recorded in the same audit row)."""
+        then only those that pass the relevance threshold (recorded in the same audit row). The query's
+        vector is kept on ``turn`` (earlier turns are searched with it: the message is encoded once)."""
         from services.retrieval.relevance import relevance_for
         from services.settings.config import env_settings
 
@@ -674,6 +709,8 @@ class TurnLoop:
                 relevance = dataclasses.replace(relevance, min_score=spec.threshold)
             result = engine.query(text, k=k, index=index, relevance=relevance)  # the relevant ones before the cut
             warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
+            if turn is not None:
+                turn.vector = result.query_vector
             kept = relevance.filter([hit.to_dict() for hit in result.hits])
             if result.audit_id is not None:
                 engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))
@@ -784,3 +821,13 @@ def offered_schema(schema: Any) -> Any:
         for key, value in schema.items()
         if not (key in _BOUNDS and isinstance(value, int) and value > OFFERED_BOUND_LIMIT)
     }
+
+
+def _dense_recall() -> bool:
+    """Earlier turns are searched by meaning too, unless ``ARIES_RECALL=keyword``."""
+    from services.settings.env import env_settings
+
+    try:
+        return env_settings().recall != "keyword"
+    except AriesError:  # a bad variable elsewhere is reported where it is used
+        return True

@@ -17,7 +17,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from services.assistant.context import ContextFitter, Fitted, answer_reserve
+from services.assistant.context import ContextFitter, Fitted, LeftOut, answer_reserve
 from services.conversation import ContextReport, Notice
 from services.errors import AriesError
 
@@ -131,12 +131,13 @@ class TurnWindow:
         window: ModelWindow,
         fitter: ContextFitter,
         turn_id: str,
-        last: tuple[int, tuple[str, ...], tuple[str, ...]] | None,
+        last: LeftOut | None,
         reason: str | None,
-    ) -> tuple[int, tuple[str, ...], tuple[str, ...]] | None:
-        """Record what this request left out, once per turn unless it changes (or a refit says why)."""
+    ) -> LeftOut | None:
+        """Record what this request left out (and the turns it brought back), once per turn unless it
+        changes (or a refit says why)."""
         left = fitted.left_out()
-        if reason is None and (left == last or not any(left)):
+        if reason is None and (left == last or not any(left[:3])):
             return left
         self.session.conversation.record(
             ContextReport(
@@ -147,6 +148,7 @@ class TurnWindow:
                 left_out_turns=fitted.left_out_turns,
                 left_out_passages=fitted.left_out_handles,
                 left_out_tools=fitted.left_out_tools,
+                brought_back=[str(hit.get("handle")) for hit in fitted.brought_back],
                 reason=reason,
                 breakdown=fitted.breakdown,
                 turn_id=turn_id,

@@ -200,7 +200,8 @@ class ContextReport(_Event):
     offered; ``window`` and ``window_source`` (config, learned, provider, default) say against what,
     ``prompt_tokens`` is the request as estimated, ``reason`` why it was fitted again (a server's
     overflow error), ``breakdown`` the request part by part (written as ``breakdown``; an older entry
-    has none)."""
+    has none), ``brought_back`` the handles (``turn:<conversation>:<n>``) of the left-out turns sent
+    back beside the passages (written only when there are any)."""
 
     window: int
     window_source: str
@@ -211,6 +212,7 @@ class ContextReport(_Event):
     left_out_tools: list[str] = field(default_factory=list)
     reason: str | None = None
     breakdown: ContextBreakdown | None = None
+    brought_back: list[str] = field(default_factory=list)
     role = "notice"
 
     @property
@@ -226,9 +228,13 @@ class ContextReport(_Event):
             parts.append(f"the schemas of {len(self.left_out_tools)} tool(s) (no tool offered)")
         what = " and ".join(parts) if parts else "nothing"
         head = f"{self.reason} " if self.reason else ""
+        back = ""
+        if self.brought_back:
+            numbers = ", ".join(handle.rsplit(":", 1)[-1] for handle in self.brought_back)
+            back = f" Brought back as relevant to this message: turn(s) {numbers} ({', '.join(self.brought_back)})."
         return (
             f"{head}To fit the context window of {self.window} tokens ({self.window_source}; {self.reserve} kept for "
-            f"the answer, about {self.prompt_tokens} sent), left out: {what}."
+            f"the answer, about {self.prompt_tokens} sent), left out: {what}.{back}"
         )
 
     def to_fields(self) -> dict[str, Any]:
@@ -248,6 +254,8 @@ class ContextReport(_Event):
         )
         if self.reason:
             fields["reason"] = self.reason
+        if self.brought_back:
+            fields["brought_back"] = list(self.brought_back)
         if self.breakdown is not None:
             fields["breakdown"] = self.breakdown.to_dict()
         return fields

@@ -28,7 +28,7 @@ from services.errors import InvalidInput, InvalidName
 from services.retrieval.audit import RetrievalAudit
 from services.retrieval.chunking import ChunkConfig, default_counter
 from services.retrieval.cut import cut, keyword_screen, live_reader
-from services.retrieval.embedders import Embedder, backend_of, preload
+from services.retrieval.embedders import Embedder, backend_of, preload, vector_space
 from services.retrieval.engine_indexes import MAX_K, Indexes, ProgressCallback, derive_index_name, parse_handle
 from services.retrieval.engine_ingest import Ingestor
 from services.retrieval.engine_spaces import VectorSpaces
@@ -206,7 +206,7 @@ class RetrievalEngine:
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
         relevance = relevance or relevance_for(self.workspace)
-        hits, warnings, embedder = self._search(name, text, max(top_n, k), k, score_threshold, relevance)
+        hits, warnings, embedder, vector = self._search(name, text, max(top_n, k), k, score_threshold, relevance)
         backend, quantization = backend_of(embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
@@ -241,13 +241,15 @@ class RetrievalEngine:
             warnings=warnings,
             threshold=threshold,
             audited=audit_id is not None,
+            query_vector=(vector_space(embedder), vector) if vector is not None else None,
         )
 
     def _search(
         self, name: str, text: str, candidates: int, k: int, score_threshold: float | None, relevance: Relevance
-    ) -> tuple[list[Hit], list[str], Embedder]:
-        """The hits of index ``name`` for ``text``, the warnings of a keyword-only answer, and the
-        embedder of the index's vector space (one that does not fit the index is refused)."""
+    ) -> tuple[list[Hit], list[str], Embedder, list[float] | None]:
+        """The hits of index ``name`` for ``text``, the warnings of a keyword-only answer, the
+        embedder of the index's vector space (one that does not fit the index is refused) and the
+        query's vector (None when it was not made)."""
         directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
         with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
             store = self.indexes.store(name)
@@ -267,7 +269,8 @@ class RetrievalEngine:
                 finally:
                     if dense is not None:  # its search runs under this thread's store lock: never after it
                         wait([dense])
-        return hits, warnings, embedder
+        made = vector.result() if vector is not None and vector.done() and vector.exception() is None else None
+        return hits, warnings, embedder, made
 
     def _checked(self, text: str, k: int, top_n: int | None) -> int:
         """The query's ``top_n`` (default: the settings'), once ``text``, ``k`` and it are valid."""

@@ -212,9 +212,14 @@ class QueryResult:
     embedding_backend: str = ""
     """How the query was embedded (``onnx-int8``, ``onnx``, ``torch``, ``hash``, …): under *auto*,
     the backend of the index's own vector space."""
+    query_vector: tuple[str, list[float]] | None = field(default=None, repr=False, compare=False)
+    """The query's vector and its space (:func:`~services.retrieval.embedders.vector_space`), None when
+    the answer is keyword-only: reused by whoever needs the same text's vector (earlier turns brought
+    back), so that a message is encoded once. Not part of :meth:`to_dict`."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("query_vector", None)
         data["hits"] = [hit.to_dict() for hit in self.hits]
         return data
 

@@ -59,6 +59,9 @@ class EnvSettings(BaseModel):
     """``off``: no bell and no desktop notification, whatever ``settings.json`` says (the test suite sets it)."""
     min_score: float | None = Field(None, alias="AXIOMME_MIN_SCORE", ge=-1.0, le=1.0)
     """Relevance threshold of the offline answer (see :mod:`services.models.answers`); unset: its default."""
+    recall: Literal["hybrid", "keyword"] = Field("hybrid", alias="ARIES_RECALL")
+    """How left-out turns are found again (:mod:`services.assistant.recall`): ``hybrid`` (keywords and the
+    workspace's embedder) or ``keyword`` (BM25 only)."""
 
     @field_validator("embedder_strict")
     @classmethod
@@ -92,7 +95,13 @@ def env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         raw = env.get(name)
         if raw is not None and raw.strip():
             stripped = raw.strip()
-            if name in ("AXIOMME_RETRIEVAL_BACKEND", "AXIOMME_EMBEDDER", "AXIOMME_EMBEDDER_BACKEND", "ARIES_NOTIFY"):
+            if name in (
+                "AXIOMME_RETRIEVAL_BACKEND",
+                "AXIOMME_EMBEDDER",
+                "AXIOMME_EMBEDDER_BACKEND",
+                "ARIES_NOTIFY",
+                "ARIES_RECALL",
+            ):
                 stripped = stripped.lower()
             values[name] = stripped
     try:

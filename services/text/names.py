@@ -8,6 +8,9 @@ from services.errors import InvalidName
 
 MAX_NAME_LENGTH = 64
 _FORBIDDEN = set('/\\:*?"<>|')
+RESERVED_INDEX_NAMES = frozenset({"turn"})
+"""Index names that citation handles already use: ``turn:<conversation>:<n>`` names an earlier turn
+brought back into a request (``services.history_search.turns``), so no index may be called ``turn``."""
 
 
 def validate_name(name: str, kind: str = "workspace") -> str:
@@ -23,6 +26,11 @@ def validate_name(name: str, kind: str = "workspace") -> str:
         raise InvalidName(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}", name=name[:80])
     if name in {".", ".."}:
         raise InvalidName(f"{kind} name {name!r} is reserved", name=name)
+    if kind == "index" and name.lower() in RESERVED_INDEX_NAMES:
+        raise InvalidName(
+            f"index name {name!r} is reserved: handles turn:<conversation>:<n> name earlier turns; pick another name",
+            name=name,
+        )
     if name != name.strip():
         raise InvalidName(f"{kind} name {name!r} must not start or end with white space", name=name)
     if name[0] in ".-":

@@ -1,4 +1,5 @@
-"""The Context pane: the last retrieved or injected set of chunks (``/rag last``).
+"""The Context pane: the last retrieved or injected set of chunks (``/rag last``), and the earlier turns a
+turn brought back (handles ``turn:<conversation>:<n>``, ranked ``↩1``, ``↩2``…).
 
 Each row: rank, citation handle, source and page/section, the fused score, and each retriever's
 rank and score (BM25, dense). Enter on a row opens the full chunk with its metadata. While an
@@ -327,7 +328,11 @@ class ContextPane(Vertical):
         from services.assistant import Retrieved
 
         event = message.event
-        if isinstance(event, Retrieved) and event.index is not None:
+        if isinstance(event, Retrieved) and (event.index is not None or event.brought_back):
+            # earlier turns brought back follow the passages, ranked ↩1, ↩2… (Enter shows the turn)
+            turns = [{**hit, "rank": f"↩{n}"} for n, hit in enumerate(event.brought_back, 1)]
+            where = f"index {event.index}" if event.index is not None else "no index"
+            back = f"  ·  {len(turns)} earlier turn(s) brought back" if turns else ""
             self.show_results(
-                f"injected for: {event.query}  ·  index {event.index}  ·  turn {event.turn_id}", event.hits
+                f"injected for: {event.query}  ·  {where}  ·  turn {event.turn_id}{back}", [*event.hits, *turns]
             )
