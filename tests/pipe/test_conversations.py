@@ -178,8 +178,8 @@ def test_continue_errors_are_one_line(aries_home: Path) -> None:
     no_workspace = aries("ask", "--continue", "hi", home=aries_home)
     assert no_workspace.returncode == 2 and "need a workspace" in one_line(no_workspace.stderr)
     assert aries("workspace", "new", "talk", home=aries_home).returncode == 0
-    nothing = aries("-w", "talk", "ask", "--continue", "hi", home=aries_home)
-    assert nothing.returncode == 1 and "has no conversation yet" in one_line(nothing.stderr)
+    nothing = aries("-w", "talk", "ask", "--continue", "hi", home=aries_home)  # as `llm -c`: a new one, said
+    assert nothing.returncode == 0 and "has no conversation yet: this starts a new one" in one_line(nothing.stderr)
     unknown = aries("-w", "talk", "ask", "--conversation", "c-nope", "hi", home=aries_home)
     assert unknown.returncode == 1 and "no conversation 'c-nope'" in one_line(unknown.stderr)
     both = aries("-w", "talk", "ask", "-c", "--conversation", "x", "hi", home=aries_home)
