@@ -267,7 +267,8 @@ class IndexStore:
         """:meth:`check_vectors` without taking the store lock (the caller holds it)."""
         if self._collection_api is None:
             return self.vector_health
-        return check_vectors(self._collection_api, self.manifest.counts()[1])
+        embedded, chunks = self.manifest.embedded_share()
+        return check_vectors(self._collection_api, embedded, chunks)
 
     def close_vectors(self) -> None:
         """Release the Chroma client (it is reopened on the next :meth:`reading`)."""
@@ -335,7 +336,12 @@ class IndexStore:
         with self.reading():
             try:
                 return check_stores(
-                    self.name, self.manifest.chunk_ids(), self.lexical, self.vectors, self.manifest.journal_size()
+                    self.name,
+                    self.manifest.chunk_ids(),
+                    self.lexical,
+                    self.vectors,
+                    self.manifest.journal_size(),
+                    self.manifest.pending_ids(),
                 )
             except Exception as exc:
                 if store_part(exc) != "the vector store (Chroma)" or self.chroma_url:

@@ -170,6 +170,7 @@ class IndexLocks:
         self.writer_path = self.directory / f"{name}.writer.lock"
         self.store_path = self.directory / f"{name}.store.lock"
         self.holder_path = self.directory / f"{name}.writer.json"
+        self.filler_path = self.directory / f"{name}.vectors.lock"
 
     # -- store lock: one query or one batch write --------------------------------------------
     @contextlib.contextmanager
@@ -180,6 +181,26 @@ class IndexLocks:
         lock.acquire(reader=reader)
         try:
             yield
+        finally:
+            lock.release()
+
+    # -- filler lock: the one process writing the vectors that follow the keywords -----------
+    @contextlib.contextmanager
+    def filler(self) -> Iterator[bool]:
+        """Try to be the one that fills in the index's pending vectors (``NAME.vectors.lock``):
+        yields True when taken (held until the block ends), False when another Aries (or
+        thread) does it now, which is then left to finish it.  Each batch it writes takes the
+        writer lock on its own (:mod:`services.retrieval.backfill`)."""
+        from filelock import Timeout
+
+        lock = _file_lock(self.filler_path)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
         finally:
             lock.release()
 
