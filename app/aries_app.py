@@ -156,6 +156,7 @@ class AriesApp(App[int]):
         self._show_header()
         if signals.session.profile_may_set():  # a broken profile says so (deferred start-up work)
             self.commands.profiles.check_in_background()
+        self.commands.rag.resume_vectors()  # vectors an interrupted rag index add left pending
 
     def _show_header(self, _: SessionChanged | None = None) -> None:
         self.sub_title = self.header_text()

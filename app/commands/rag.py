@@ -125,6 +125,36 @@ class RagController:
 
         return progress
 
+    def resume_vectors(self) -> None:
+        """Once a workspace is open: fill in the vectors an interrupted ``rag index add`` left
+        pending (keywords first), in the background, as an index build (its progress in the
+        Context pane, Ctrl+X stops it; the next open continues).  Nothing to do: nothing loaded."""
+        if self.ingest_cancel is not None:
+            return
+        session = self.session
+        self._worker(self._resume_vectors(session), group="rag-vectors")
+
+    async def _resume_vectors(self, session: Session) -> None:
+        from services.retrieval.backfill import pending_indexes
+
+        names = await asyncio.to_thread(pending_indexes, session.workspace.indexes_dir)
+        if not names or self.ingest_cancel is not None or session.workspace.ephemeral:
+            return
+        cancel = self._start_ingest()
+        progress = self._progress("vectors")
+        try:
+            engine = await asyncio.to_thread(session.engine)
+            for name in names:
+                filled = await asyncio.to_thread(engine.index_fill, name, progress=progress, cancel=cancel)
+                if filled.written:
+                    self.host.say(
+                        f"Index {name}: {filled.written} vectors written behind the keywords ({filled.note()}).", "rag"
+                    )
+        except AriesError as exc:
+            self.host.report_error(exc.message, "vectors")
+        finally:
+            self._ingest_over()
+
     # -- the workers -------------------------------------------------------------------------
     async def _ingest(self, session: Session, path: str, name: str | None, cancel: threading.Event) -> None:
         title = "/rag index add"
@@ -161,6 +191,8 @@ class RagController:
             )
             if i.status_detail:
                 rows.append(f"    {i.status}: {i.status_detail}")
+            if i.vectors_note:
+                rows.append(f"    {i.vectors_note} (dense search covers that part; filling in)")
             advice = i.status.advice(i.name, command="/rag")
             if advice:
                 rows.append(f"    {advice}")
@@ -238,6 +270,8 @@ class RagController:
         caption = f"query: {text}  ·  index {result.index}  ·  k={k}"
         if result.mode == "keyword":
             caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"
+        elif result.dense_note:  # keywords first: the vectors are still filling in
+            caption += f"  ·  {result.dense_note}"
         for warning in result.warnings:
             self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
         self.host.publish(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
