@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from services.files.crashpoints import crash_point
 from services.retrieval.ingest import Cancelled, embed_chunks
 from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.retrieval.store_manifest import MANIFEST, read_index_info
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from services.retrieval.embedders import Embedder
     from services.retrieval.store import IndexStore
 
+CRASH_VARIABLE = "ARIES_INDEX_VECTORS_FAULT"
+"""``step``: SIGKILL once a step of vectors is written (``step:sleep=S`` pauses); see services.files.crashpoints."""
 FILL_BATCH = 1024
 """Chunks embedded per step (as many as an ingest batch: ``ingest.FLUSH_CHUNKS``)."""
 
@@ -117,6 +120,7 @@ def _fill(
         except (Cancelled, WaitCancelled):
             report.cancelled = True
             return
+        crash_point(CRASH_VARIABLE, "step")  # the crash tests: killed between two steps
         if progress is not None:
             progress(*store.manifest.embedded_share())
 
