@@ -643,6 +643,8 @@ class TurnLoop:
                 relevance = dataclasses.replace(relevance, min_score=spec.threshold)
             result = engine.query(text, k=k, index=index, relevance=relevance)  # the relevant ones before the cut
             warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
+            if result.dense_note:  # keywords first: the vectors are still being written
+                warnings.append(f"index {index}: {result.dense_note}; the rest is searched by keyword only")
             kept = relevance.filter([hit.to_dict() for hit in result.hits])
             if result.audit_id is not None:
                 engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))

@@ -34,7 +34,8 @@ process is writing (the writer lock is free): ids in it without a ``chunks`` row
 from both stores.
 
 Concurrency (see :mod:`services.retrieval.store_locks`): one ingest per index at a time
-(the writer lock, held for the whole ingest); every use of the stores — one query, or one
+(the writer lock, held for its keyword phase, then taken per step of the vectors that follow:
+:mod:`services.retrieval.backfill`; chunks in the ``pending`` table have no vector yet); every use of the stores — one query, or one
 batch write (steps 1-5 above) — holds the store lock, so a query sees the state before or
 after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
 manifest; a process whose embedded Chroma client is older than the generation reopens it

@@ -5,7 +5,9 @@ own folder, so they exist before the index does and survive a drop):
 
 ``NAME.writer.lock``
     held by an ingest (``index add``) from before the index is created until its last batch
-    is written: one writer per index across processes and threads.  Who holds it is written
+    is searchable by keyword, then for each step of the vectors written behind (see
+    :mod:`services.retrieval.backfill`; ``NAME.vectors.lock`` makes one process the filler):
+    one writer per index across processes and threads.  Who holds it is written
     to ``NAME.writer.json`` (pid, since) so that a waiting writer can say so.
 ``NAME.store.lock``
     held while the embedded Chroma store or the Tantivy files are opened, read or written:
