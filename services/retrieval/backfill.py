@@ -83,12 +83,16 @@ def fill_vectors(
     chunks a step (default :data:`FILL_BATCH`); stops between embedding groups when ``cancel``
     is set (the written steps stay)."""
     report = FillReport()
-    held = store.locks.filler() if store.locks is not None else contextlib.nullcontext(True)
-    with held as mine:
-        if not mine:
-            report.busy = True
-        else:
+    while True:
+        held = store.locks.filler() if store.locks is not None else contextlib.nullcontext(True)
+        with held as mine:
+            if not mine:  # the filler at work writes these too: it looks again once it lets go
+                report.busy = True
+                break
             _fill(store, embedder, report, progress, cancel, wait_s, on_wait, batch or FILL_BATCH)
+        # An ingest that found this filler busy may have marked chunks just before it let go
+        if report.cancelled or not store.manifest.pending_chunks(1):
+            break
     report.chunks = store.manifest.counts()[1]
     report.pending = store.manifest.pending_count()
     return report

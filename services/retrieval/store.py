@@ -35,10 +35,10 @@ from both stores.
 
 Concurrency (see :mod:`services.retrieval.store_locks`): one ingest per index at a time
 (the writer lock, held for its keyword phase, then taken per step of the vectors that follow:
-:mod:`services.retrieval.backfill`; chunks in the ``pending`` table have no vector yet); every use of the stores — one query, or one
-batch write (steps 1-5 above) — holds the store lock, so a query sees the state before or
-after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
-manifest; a process whose embedded Chroma client is older than the generation reopens it
+:mod:`services.retrieval.backfill`; chunks in the ``pending`` table have no vector yet); every
+use of the stores — one query, or one batch write (steps 1-5 above) — holds the store lock, so
+a query sees the state before or after a batch and waits at most one batch write.  Each batch
+bumps ``generation`` in the manifest; a process whose embedded Chroma client is older than the generation reopens it
 before using it.  A new index's manifest is built in a temporary folder and renamed into
 place, so an index is either absent or whole.  Where the index folder cannot be written the
 store opens for reading only (``read_only``; see :mod:`services.retrieval.readonly`).

@@ -237,6 +237,17 @@ class Manifest:
             return set()
         return {row[0] for row in self.query("SELECT chunk_id FROM pending")}
 
+    def pending_among(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` whose vectors are pending."""
+        found: set[str] = set()
+        for start in range(0, len(ids), SQL_BATCH):
+            batch = list(ids[start : start + SQL_BATCH])
+            marks = ",".join("?" * len(batch))
+            found.update(
+                row[0] for row in self.query(f"SELECT chunk_id FROM pending WHERE chunk_id IN ({marks})", batch)
+            )
+        return found
+
     def pending_chunks(self, limit: int) -> list[Chunk]:
         """Up to ``limit`` chunks whose vectors are pending, in file and position order."""
         rows = self.query(

@@ -199,7 +199,7 @@ class Writer:
         (an interrupted step leaves them pending: the next one writes them again).  Returns
         the vectors written."""
         with self.store.reading(write=True):
-            pending = self.store.manifest.pending_ids()
+            pending = self.store.manifest.pending_among([chunk.chunk_id for chunk in chunks])
             keep = [i for i, chunk in enumerate(chunks) if chunk.chunk_id in pending]
             if not keep:
                 return 0
