@@ -226,7 +226,7 @@ def index_add(
             elif event.stage == "file":
                 bar.update(
                     task,
-                    description="reading",
+                    description="keywords",  # read, chunked, written to the keyword index a batch at a time
                     completed=event.done - 1,
                     total=event.total,
                     detail=safe(event.path or ""),
