@@ -316,6 +316,11 @@ def _ingest_summary(report: IngestReport, active: str | None) -> str:
     lines.extend(neutralize(line, single_line=True) for line in report.file_lines(INGEST_LINES_PER_KIND))
     if report.not_indexed:
         lines.append(f"{len(report.not_indexed)} file(s) not indexed: each is listed above with its reason.")
+    if report.vectors_pending:  # keywords first: the vector phase was stopped
+        lines.append(
+            f"{report.vectors_pending} chunks are searchable by keyword only until their vectors are written "
+            "(the next /rag index add, or the next time this workspace opens, continues)."
+        )
     if report.activated:
         lines.append(f"Index {report.index} is now in use.")
     elif active is not None and active != report.index and not report.cancelled:
