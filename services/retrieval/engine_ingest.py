@@ -273,6 +273,7 @@ class Ingestor:
         if not report.cancelled:
             filled = self.fill(name, progress=progress, cancel=cancel, wait_s=wait_s)
             report.vectors_written = filled.written
+            report.vectors_elsewhere = filled.busy
             report.cancelled = filled.cancelled
         report.vectors_pending = self.indexes.store(name).manifest.pending_count()
         report.elapsed_s = round(time.monotonic() - started, 3)

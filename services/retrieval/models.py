@@ -91,6 +91,8 @@ class IngestReport:
     """Vectors written behind the keywords (this ingest's chunks, and any an earlier one left pending)."""
     vectors_pending: int = 0
     """Chunks still without vectors at the end (cancelled): keyword-searchable; the next add continues."""
+    vectors_elsewhere: bool = False
+    """Another Aries was writing this index's vectors: it writes those of this ingest too."""
     keywords_s: float | None = None
     """Seconds until every file of this ingest was searchable by keyword (the vectors came after)."""
     cancelled: bool = False
@@ -155,9 +157,9 @@ class IngestReport:
             parts.append(f"{len(self.skipped)} skipped")
         text = f"index {self.index!r}: " + ", ".join(parts) + f" ({self.chunks_added} chunks written)"
         if self.vectors_pending:
+            who = "another Aries is writing them now" if self.vectors_elsewhere else "the next rag index add continues"
             text += (
-                f"; {self.vectors_pending} chunks searchable by keyword only until their vectors are written "
-                "(the next rag index add continues)"
+                f"; {self.vectors_pending} chunks searchable by keyword only until their vectors are written ({who})"
             )
         return text + (" — cancelled" if self.cancelled else "")
 

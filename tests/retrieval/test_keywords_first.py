@@ -245,3 +245,37 @@ def test_an_index_of_manifest_version_2_opens_answers_and_takes_keywords_first(
         report = engine.index_add(root, "docs")
         assert report.added == ["new.md"] and len(report.unchanged) == 12 and report.vectors_written == 1
         assert engine.query("xylophone", k=1).hits[0].dense_rank is not None
+
+
+def test_an_add_leaves_its_vectors_to_the_aries_filling_them_and_says_so(workspace: Workspace, tmp_path: Path) -> None:
+    """Another Aries (here a thread) holds ``docs.vectors.lock``: the add makes its files searchable by
+    keyword and leaves their vectors to it; ``index_fill`` (the resume entry point) writes them later."""
+    from services.retrieval.store_locks import IndexLocks
+
+    root = _corpus(tmp_path / "docs", 8)
+    holding, release = threading.Event(), threading.Event()
+
+    def other_filler() -> None:
+        with IndexLocks(workspace.indexes_dir, "docs").filler() as taken:
+            assert taken
+            holding.set()
+            release.wait(60)
+
+    other = threading.Thread(target=other_filler)
+    other.start()
+    try:
+        assert holding.wait(10)
+        with _engine(workspace) as engine:
+            report = engine.index_add(root, "docs")
+            assert report.status == "ok" and report.vectors_elsewhere and report.vectors_pending == 8
+            assert "another Aries is writing them now" in report.summary()
+            assert engine.query("kestrel3", k=1).hits[0].source_path == "doc003.md"
+            busy = engine.index_fill("docs")
+            assert busy.busy and busy.written == 0
+            release.set()
+            other.join(10)
+            filled = engine.index_fill("docs")
+            assert filled.written == 8 and filled.pending == 0 and filled.note() == "vectors: 100 %"
+    finally:
+        release.set()
+        other.join(10)
