@@ -188,6 +188,7 @@ class AriesApp(App[int]):
         if signals.session.profile_may_set():  # a broken profile says so (deferred start-up work)
             self.commands.profiles.check_in_background()
         self.commands.history_index.start(signals.session)  # the conversation search index, once settled
+        self.commands.rag.resume_vectors()  # vectors an interrupted rag index add left pending
 
     def _show_header(self, _: SessionChanged | None = None) -> None:
         self.sub_title = self.header_text()

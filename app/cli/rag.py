@@ -229,16 +229,28 @@ def index_add(
             elif event.stage == "file":
                 bar.update(
                     task,
-                    description="reading",
+                    description="keywords",  # read, chunked, written to the keyword index a batch at a time
                     completed=event.done - 1,
                     total=event.total,
                     detail=safe(event.path or ""),
                 )
             elif event.stage == "embed":
                 bar.update(task, description="embedding", detail=f"{event.done}/{event.total} chunks")
+            elif event.stage == "keywords":  # every file searchable by keyword: the vectors follow
+                bar.update(task, description="keywords ✓ vectors", completed=0, total=None, detail="")
+            elif event.stage == "vectors":
+                bar.update(
+                    task,
+                    description="keywords ✓ vectors",
+                    completed=event.done,
+                    total=event.total,
+                    detail="searchable by keyword now; dense fills in",
+                )
             elif event.stage == "repair":
                 bar.update(task, description="re-embedding", completed=event.done, total=event.total, detail="vectors")
-            elif event.stage in ("commit", "done"):
+            elif event.stage == "commit":
+                bar.update(task, description="keywords", completed=event.done, total=event.total, detail="")
+            elif event.stage == "done":
                 bar.update(task, description="written", completed=event.done, total=event.total, detail="")
 
         report: IngestReport = run_cancellable(
@@ -313,6 +325,8 @@ def handle_index_list(args: argparse.Namespace) -> int:
             )
             if info.status_detail:
                 out(f"    {info.status}: {info.status_detail}", single_line=True)
+            if info.vectors_note:  # keywords first: a state, not damage
+                out(f"    {info.vectors_note} (dense search covers that part; the next rag index add continues)")
             advice = info.status.advice(info.name)
             if advice:
                 out(f"    {advice}", single_line=True)
@@ -461,7 +475,8 @@ def handle_query(args: argparse.Namespace) -> int:
         out(
             f"{len(result.hits)} result(s) from {result.index!r} in {result.elapsed_ms:.0f} ms "
             f"({result.embedding_model} {result.embedding_backend}"
-            f"{', KEYWORD ONLY' if result.mode == 'keyword' else ''})",
+            f"{', KEYWORD ONLY' if result.mode == 'keyword' else ''}"
+            f"{f', {result.dense_note}' if result.dense_note else ''})",
             single_line=True,
         )
         for hit in result.hits:

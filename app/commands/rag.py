@@ -7,12 +7,14 @@ after the call (the notice, the Context pane's rows, the header) happens back on
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from app.host import run_task
+from services.errors import AriesError
 from widgets.commands import Action, CommandError, IndexAdd, Named, Query, WatchIndex
 from widgets.messages import HitsFound, IndexDropped, IngestEnded, IngestProgress, Preparing, SessionChanged
 
@@ -137,6 +139,36 @@ class RagController:
 
         return progress
 
+    def resume_vectors(self) -> None:
+        """Once a workspace is open: fill in the vectors an interrupted ``rag index add`` left
+        pending (keywords first), in the background, as an index build (its progress in the
+        Context pane, Ctrl+X stops it; the next open continues).  Nothing to do: nothing loaded."""
+        if self.ingest_cancel is not None:
+            return
+        session = self.session
+        self.host.run_worker(self._resume_vectors(session), group="rag-vectors", exit_on_error=False)
+
+    async def _resume_vectors(self, session: Session) -> None:
+        from services.retrieval.backfill import pending_indexes
+
+        names = await asyncio.to_thread(pending_indexes, session.workspace.indexes_dir)
+        if not names or self.ingest_cancel is not None or session.workspace.ephemeral:
+            return
+        cancel = self._start_ingest()
+        progress = self._progress("vectors")
+        try:
+            engine = await asyncio.to_thread(session.engine)
+            for name in names:
+                filled = await asyncio.to_thread(engine.index_fill, name, progress=progress, cancel=cancel)
+                if filled.written:
+                    self.host.say(
+                        f"Index {name}: {filled.written} vectors written behind the keywords ({filled.note()}).", "rag"
+                    )
+        except AriesError as exc:
+            self.host.report_error(exc.message, "vectors")
+        finally:
+            self._ingest_over()
+
     # -- the workers (``run_task``: the work in a thread, its typed errors one line) ---------------
     def _ingest(self, session: Session, path: str, name: str | None, cancel: threading.Event) -> None:
         title = "/rag index add"
@@ -171,6 +203,8 @@ class RagController:
             )
             if i.status_detail:
                 rows.append(f"    {i.status}: {i.status_detail}")
+            if i.vectors_note:
+                rows.append(f"    {i.vectors_note} (dense search covers that part; filling in)")
             advice = i.status.advice(i.name, command="/rag")
             if advice:
                 rows.append(f"    {advice}")
@@ -243,6 +277,8 @@ class RagController:
         caption = f"query: {text}  ·  index {result.index}  ·  k={k}"
         if result.mode == "keyword":
             caption += "  ·  KEYWORD ONLY (no vector search: see the warning)"
+        elif result.dense_note:  # keywords first: the vectors are still filling in
+            caption += f"  ·  {result.dense_note}"
         for warning in result.warnings:
             self.host.notify(warning, title="retrieval", severity="warning", timeout=10)
         self.host.publish(HitsFound(caption, [hit.to_dict() for hit in result.hits]))
@@ -292,6 +328,11 @@ def _ingest_summary(report: IngestReport, active: str | None) -> str:
     lines.extend(neutralize(line, single_line=True) for line in report.file_lines(INGEST_LINES_PER_KIND))
     if report.not_indexed:
         lines.append(f"{len(report.not_indexed)} file(s) not indexed: each is listed above with its reason.")
+    if report.vectors_pending:  # keywords first: the vector phase was stopped
+        lines.append(
+            f"{report.vectors_pending} chunks are searchable by keyword only until their vectors are written "
+            "(the next /rag index add, or the next time this workspace opens, continues)."
+        )
     if report.activated:
         lines.append(f"Index {report.index} is now in use.")
     elif active is not None and active != report.index and not report.cancelled:

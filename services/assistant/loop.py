@@ -711,6 +711,8 @@ class TurnLoop:
             warnings.extend(result.warnings)  # keyword-only (damaged vector store): said in the transcript
             if turn is not None:
                 turn.vector = result.query_vector
+            if result.dense_note:  # keywords first: the vectors are still being written
+                warnings.append(f"index {index}: {result.dense_note}; the rest is searched by keyword only")
             kept = relevance.filter([hit.to_dict() for hit in result.hits])
             if result.audit_id is not None:
                 engine.audit.record_threshold(result.audit_id, relevance.to_dict(kept))

@@ -44,6 +44,7 @@ from services.retrieval.store_locks import DEFAULT_WRITE_WAIT_S
 from services.text.names import validate_name
 
 if TYPE_CHECKING:
+    from services.retrieval.backfill import FillReport
     from services.workspace.manager import Workspace
 
 DenseAnswer = tuple[list[tuple[str, float]], list[str]]
@@ -155,6 +156,26 @@ class RetrievalEngine:
         """Re-read only ``paths`` of ``root`` into index ``name``: see :meth:`Ingestor.update`."""
         return self.ingestor.update(name, root, paths, wait_s=wait_s)
 
+    def index_fill(
+        self,
+        name: str,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+    ) -> FillReport:
+        """Write the vectors still pending in index ``name``: see :meth:`Ingestor.fill`."""
+        return self.ingestor.fill(name, progress=progress, cancel=cancel, wait_s=wait_s)
+
+    def indexes_pending(self) -> list[str]:
+        """The indexes with vectors pending (their manifests read, nothing opened); the memory
+        backend's indexes are filled by the ingest that made them."""
+        if self.settings.backend == "memory":
+            return []
+        from services.retrieval.backfill import pending_indexes
+
+        return pending_indexes(self.workspace.indexes_dir)
+
     def index_list(self, *, check: bool = True) -> list[IndexInfo]:
         return self.indexes.list(check=check)
 
@@ -206,7 +227,7 @@ class RetrievalEngine:
         if name is None:
             raise NoActiveIndex("no active index; add one with: rag index add <path>, or pick one with: rag index use")
         relevance = relevance or relevance_for(self.workspace)
-        hits, warnings, embedder, vector = self._search(name, text, max(top_n, k), k, score_threshold, relevance)
+        hits, warnings, embedder, vector, share = self._search(name, text, max(top_n, k), k, score_threshold, relevance)
         backend, quantization = backend_of(embedder)
         mode = "keyword" if warnings else "hybrid"
         fusion = asdict(self.settings.fusion)
@@ -222,6 +243,7 @@ class RetrievalEngine:
             "embedding_backend": backend,
             "embedding_quantization": quantization,
             "mode": mode,
+            "dense_share": share,
         }
         if warnings:
             params["warnings"] = warnings
@@ -242,14 +264,16 @@ class RetrievalEngine:
             threshold=threshold,
             audited=audit_id is not None,
             query_vector=(vector_space(embedder), vector) if vector is not None else None,
+            dense_share=share,
         )
 
     def _search(
         self, name: str, text: str, candidates: int, k: int, score_threshold: float | None, relevance: Relevance
-    ) -> tuple[list[Hit], list[str], Embedder, list[float] | None]:
+    ) -> tuple[list[Hit], list[str], Embedder, list[float] | None, float]:
         """The hits of index ``name`` for ``text``, the warnings of a keyword-only answer, the
-        embedder of the index's vector space (one that does not fit the index is refused) and the
-        query's vector (None when it was not made)."""
+        embedder of the index's vector space (one that does not fit the index is refused), the
+        query's vector (None when it was not made) and the share of the index the dense search
+        covered (below 1 while vectors fill in behind)."""
         directory = self.indexes.index_dir(name) if self.settings.backend != "memory" else None
         with storage_guard(name, directory, "query it"):  # a store's failure is one line, never a traceback
             store = self.indexes.store(name)
@@ -263,6 +287,7 @@ class RetrievalEngine:
                 if vector is not None and store.vector_health.ok:
                     dense = encoder.submit(self._dense, store, embedder, text, vector, candidates, held=True)
                 try:
+                    share = dense_share(store)
                     hits, warnings = self.hits(
                         store, name, text, dense, candidates, k, score_threshold, embedder=embedder, relevance=relevance
                     )
@@ -270,7 +295,7 @@ class RetrievalEngine:
                     if dense is not None:  # its search runs under this thread's store lock: never after it
                         wait([dense])
         made = vector.result() if vector is not None and vector.done() and vector.exception() is None else None
-        return hits, warnings, embedder, made
+        return hits, warnings, embedder, made, share
 
     def _checked(self, text: str, k: int, top_n: int | None) -> int:
         """The query's ``top_n`` (default: the settings'), once ``text``, ``k`` and it are valid."""
@@ -409,3 +434,13 @@ class RetrievalEngine:
 
     def history(self, limit: int = 20) -> list[RetrievalRecord]:
         return self.audit.recent(limit)
+
+
+def dense_share(store: IndexStore) -> float:
+    """The share (0…1, rounded down to 4 places: 1 only when none is pending) of ``store``'s chunks
+    with their vectors written; one cheap count while none is pending."""
+    pending = store.manifest.pending_count()
+    if not pending:
+        return 1.0
+    chunks = store.manifest.counts()[1]
+    return ((chunks - pending) * 10000 // chunks) / 10000 if chunks else 1.0

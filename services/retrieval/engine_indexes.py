@@ -165,6 +165,7 @@ class Indexes:
             status=status,
             status_detail=detail,
             failed=list(info.get("failed", [])),
+            vectors_pending=int(info.get("pending") or 0),
             **self.spaces.describe(*(info.get(key) for key in SPACE_KEYS)),
         )
 
@@ -184,6 +185,7 @@ class Indexes:
             status=IndexStatus.of_vectors(health.status),
             status_detail=None if health.ok else health.detail,
             failed=[failure.to_dict() for failure in store.manifest.failures()],
+            vectors_pending=store.manifest.pending_count(),
             **self.spaces.describe(*(store.manifest.get_meta(key) for key in SPACE_KEYS)),
         )
 

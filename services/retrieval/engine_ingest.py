@@ -44,6 +44,7 @@ from services.retrieval.store_writer import writing
 from services.text.names import validate_name
 
 if TYPE_CHECKING:
+    from services.retrieval.backfill import FillReport
     from services.retrieval.embedders import Embedder
     from services.retrieval.models import Chunk
     from services.retrieval.sandbox import LoaderSandbox
@@ -172,14 +173,13 @@ class Ingestor:
         locks = self.indexes.locks(name)
         held = locks.writer(wait_s=wait_s, on_wait=waiting, cancel=cancel) if locks else contextlib.nullcontext()
         try:
-            with held:
-                return self._add_locked(
-                    root, name, candidates, skipped, report, started, progress, cancel, activate=activate
-                )
+            with held:  # the keyword phase: every file read, chunked and searchable by keyword
+                self._add_locked(root, name, candidates, skipped, report, started, progress, cancel, activate=activate)
         except WaitCancelled:
             report.cancelled = True
             report.elapsed_s = round(time.monotonic() - started, 3)
             return report
+        return self._behind(name, report, started, progress, cancel, wait_s)
 
     def update(
         self,
@@ -219,9 +219,67 @@ class Ingestor:
         locks = self.indexes.locks(name)
         held = locks.writer(wait_s=wait_s) if locks else contextlib.nullcontext()
         with held:
-            return self._add_locked(
+            self._add_locked(
                 base, name, candidates, skipped, report, started, None, None, activate=False, only=frozenset(paths)
             )
+        return self._behind(name, report, started, None, None, wait_s)
+
+    def fill(
+        self,
+        name: str,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        wait_s: float = DEFAULT_WRITE_WAIT_S,
+    ) -> FillReport:
+        """Write the vectors still pending in index ``name`` (an add, update or fill that was
+        killed or cancelled left them): the resume entry point of a watcher or the TUI's
+        background worker.  Each batch takes the writer lock on its own; progress events are
+        ``vectors`` (chunks with vectors, chunks)."""
+        from services.retrieval.backfill import fill_vectors
+
+        name = validate_name(name, "index")
+        if not self.indexes.exists(name):
+            raise NotFound(f"no index named {name!r}")
+        store = self.indexes.store(name)
+        embedder = self.indexes.check_model(store)
+        emit = _emitter(progress)
+
+        def waiting(message: str) -> None:
+            emit("wait", 0, 0, message)
+
+        with storage_guard(name, store.directory, "write its vectors"):
+            return fill_vectors(
+                store,
+                embedder,
+                progress=lambda done, total: emit("vectors", done, total),
+                cancel=cancel,
+                wait_s=wait_s,
+                on_wait=waiting,
+            )
+
+    def _behind(
+        self,
+        name: str,
+        report: IngestReport,
+        started: float,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+        wait_s: float,
+    ) -> IngestReport:
+        """After the keyword phase of ``report``: its time, then the vectors behind (those of
+        this ingest and any an earlier one left pending), unless it was cancelled."""
+        report.keywords_s = round(time.monotonic() - started, 3)
+        if not report.cancelled:
+            filled = self.fill(name, progress=progress, cancel=cancel, wait_s=wait_s)
+            report.vectors_written = filled.written
+            report.vectors_elsewhere = filled.busy
+            report.cancelled = filled.cancelled
+        report.vectors_pending = self.indexes.store(name).manifest.pending_count()
+        report.elapsed_s = round(time.monotonic() - started, 3)
+        if progress is not None and not report.cancelled:
+            progress(ProgressEvent("done", report.chunks_added, report.chunks_added))
+        return report
 
     def _add_locked(
         self,
@@ -247,7 +305,7 @@ class Ingestor:
         emit("scan", len(candidates), len(candidates))
         store.manifest.add_root(target.root_key)
         known = _known_records(store, target.root_key, only)
-        stages = _Stages(report, embedder, cancel, emit, len(candidates))
+        stages = _Stages(report, None, cancel, emit, len(candidates))  # keywords first: vectors behind
         with writing(store) as writer:
             try:
                 for number, (rel, real) in enumerate(candidates, start=1):
@@ -275,7 +333,7 @@ class Ingestor:
             self.indexes.set_active(name)
             report.activated = True
         report.elapsed_s = round(time.monotonic() - started, 3)
-        emit("done", len(candidates), len(candidates))
+        emit("keywords", len(candidates), len(candidates))
         return report
 
     def _take(
@@ -458,7 +516,7 @@ class _Stages:
     def __init__(
         self,
         report: IngestReport,
-        embedder: Embedder,
+        embedder: Embedder | None,
         cancel: threading.Event | None,
         emit: Callable[..., None],
         total: int,

@@ -66,21 +66,27 @@ def embed_chunks(
 
 def flush(
     writer: Writer,
-    embedder: Embedder,
+    embedder: Embedder | None,
     batch: Batch,
     cancel: threading.Event | None = None,
     on_group: Callable[[int], None] | None = None,
 ) -> int:
-    """Embed and write ``batch``; returns the number of chunks removed.  Clears the batch."""
-    chunks = [c for _, file_chunks in batch.files for c in file_chunks]
-    vectors = embed_chunks(embedder, chunks, cancel, on_group)
-    if cancel is not None and cancel.is_set():
-        raise Cancelled
+    """Embed and write ``batch``; returns the number of chunks removed.  Clears the batch.
+
+    Without an ``embedder`` the batch is written keywords first: its chunks are searchable by
+    keyword from this write on and marked pending for their vectors (:mod:`services.retrieval.backfill`)."""
     updates: list[FileUpdate] = []
-    position = 0
-    for record, file_chunks in batch.files:
-        updates.append(FileUpdate(record, file_chunks, vectors[position : position + len(file_chunks)]))
-        position += len(file_chunks)
+    if embedder is None:
+        updates = [FileUpdate(record, file_chunks, None) for record, file_chunks in batch.files]
+    else:
+        chunks = [c for _, file_chunks in batch.files for c in file_chunks]
+        vectors = embed_chunks(embedder, chunks, cancel, on_group)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled
+        position = 0
+        for record, file_chunks in batch.files:
+            updates.append(FileUpdate(record, file_chunks, vectors[position : position + len(file_chunks)]))
+            position += len(file_chunks)
     removed = writer.apply(updates, batch.removals)
     batch.files.clear()
     batch.removals.clear()

@@ -87,6 +87,14 @@ class IngestReport:
     """Vectors re-embedded from the manifest first because the vector store was damaged or missing."""
     chunks_added: int = 0
     chunks_removed: int = 0
+    vectors_written: int = 0
+    """Vectors written behind the keywords (this ingest's chunks, and any an earlier one left pending)."""
+    vectors_pending: int = 0
+    """Chunks still without vectors at the end (cancelled): keyword-searchable; the next add continues."""
+    vectors_elsewhere: bool = False
+    """Another Aries was writing this index's vectors: it writes those of this ingest too."""
+    keywords_s: float | None = None
+    """Seconds until every file of this ingest was searchable by keyword (the vectors came after)."""
     cancelled: bool = False
     activated: bool = False
     """True when this add made the index the workspace's active one (there was none)."""
@@ -148,13 +156,20 @@ class IngestReport:
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         text = f"index {self.index!r}: " + ", ".join(parts) + f" ({self.chunks_added} chunks written)"
+        if self.vectors_pending:
+            who = "another Aries is writing them now" if self.vectors_elsewhere else "the next rag index add continues"
+            text += (
+                f"; {self.vectors_pending} chunks searchable by keyword only until their vectors are written ({who})"
+            )
         return text + (" — cancelled" if self.cancelled else "")
 
 
 @dataclass(frozen=True)
 class ProgressEvent:
     stage: str
-    """``scan``, ``file`` (a file was read and chunked), ``embed``, ``commit`` or ``done``."""
+    """``scan``, ``file`` (a file was read and chunked), ``commit`` (a batch is searchable by keyword),
+    ``keywords`` (every file is), ``vectors`` (``done`` of ``total`` chunks have vectors), ``done``;
+    ``wait`` (another writer), ``repair``."""
     done: int
     total: int
     path: str | None = None
@@ -216,6 +231,16 @@ class QueryResult:
     """The query's vector and its space (:func:`~services.retrieval.embedders.vector_space`), None when
     the answer is keyword-only: reused by whoever needs the same text's vector (earlier turns brought
     back), so that a message is encoded once. Not part of :meth:`to_dict`."""
+    dense_share: float = 1.0
+    """The share (0…1) of the index's chunks the dense search covered: below 1 while vectors are
+    still being written behind the keywords (BM25 always covers every chunk)."""
+
+    @property
+    def dense_note(self) -> str | None:
+        """``dense: 43 % of this index`` while the vectors are filling in (a hybrid answer), else None."""
+        if self.mode != "hybrid" or self.dense_share >= 1.0:
+            return None
+        return f"dense: {int(self.dense_share * 100)} % of this index"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -308,6 +333,17 @@ class IndexInfo:
     """The backend this engine reads and updates the index with (under *auto*: its space's own)."""
     built_backend: str | None = None
     """The backend recorded when the index was built (``torch`` for one from before backends were recorded)."""
+    vectors_pending: int = 0
+    """Chunks searchable by keyword whose vectors are not written yet (a state, not damage)."""
+
+    @property
+    def vectors_note(self) -> str | None:
+        """``vectors: 43 %`` while vectors are pending, else None."""
+        if not self.vectors_pending or not self.chunks:
+            return None
+        from services.retrieval.store_vectors import vectors_share
+
+        return vectors_share(self.chunks - self.vectors_pending, self.chunks)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -34,10 +34,11 @@ process is writing (the writer lock is free): ids in it without a ``chunks`` row
 from both stores.
 
 Concurrency (see :mod:`services.retrieval.store_locks`): one ingest per index at a time
-(the writer lock, held for the whole ingest); every use of the stores — one query, or one
-batch write (steps 1-5 above) — holds the store lock, so a query sees the state before or
-after a batch and waits at most one batch write.  Each batch bumps ``generation`` in the
-manifest; a process whose embedded Chroma client is older than the generation reopens it
+(the writer lock, held for its keyword phase, then taken per step of the vectors that follow:
+:mod:`services.retrieval.backfill`; chunks in the ``pending`` table have no vector yet); every
+use of the stores — one query, or one batch write (steps 1-5 above) — holds the store lock, so
+a query sees the state before or after a batch and waits at most one batch write.  Each batch
+bumps ``generation`` in the manifest; a process whose embedded Chroma client is older than the generation reopens it
 before using it.  A new index's manifest is built in a temporary folder and renamed into
 place, so an index is either absent or whole.  Where the index folder cannot be written the
 store opens for reading only (``read_only``; see :mod:`services.retrieval.readonly`).
@@ -267,7 +268,8 @@ class IndexStore:
         """:meth:`check_vectors` without taking the store lock (the caller holds it)."""
         if self._collection_api is None:
             return self.vector_health
-        return check_vectors(self._collection_api, self.manifest.counts()[1])
+        embedded, chunks = self.manifest.embedded_share()
+        return check_vectors(self._collection_api, embedded, chunks)
 
     def close_vectors(self) -> None:
         """Release the Chroma client (it is reopened on the next :meth:`reading`)."""
@@ -335,7 +337,12 @@ class IndexStore:
         with self.reading():
             try:
                 return check_stores(
-                    self.name, self.manifest.chunk_ids(), self.lexical, self.vectors, self.manifest.journal_size()
+                    self.name,
+                    self.manifest.chunk_ids(),
+                    self.lexical,
+                    self.vectors,
+                    self.manifest.journal_size(),
+                    self.manifest.pending_ids(),
                 )
             except Exception as exc:
                 if store_part(exc) != "the vector store (Chroma)" or self.chroma_url:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,8 @@ class Consistency:
     chroma: int
     journal: int
     """Entries of an unfinished write (0 unless a writer is at work or was interrupted)."""
+    pending: int = 0
+    """Chunks searchable by keyword whose vectors are not written yet: a state, not a disagreement."""
     missing_tantivy: list[str] = field(default_factory=list)
     missing_chroma: list[str] = field(default_factory=list)
     extra_tantivy: list[str] = field(default_factory=list)
@@ -36,15 +38,32 @@ class Consistency:
 
     @property
     def ok(self) -> bool:
-        return not any(self.counts.values()) and self.manifest == self.tantivy == self.chroma
+        return not any(self.counts.values()) and self.manifest == self.tantivy
+
+    def vectors_note(self) -> str:
+        """``; vectors: 43 % (…)`` while vectors are pending, else nothing."""
+        if not self.pending:
+            return ""
+        from services.retrieval.store_vectors import vectors_share
+
+        share = vectors_share(self.manifest - self.pending, self.manifest)
+        return (
+            f"; {share} ({self.pending} chunks keyword-only until their vectors are written: "
+            "the next rag index add continues)"
+        )
 
     def summary(self) -> str:
         if self.ok:
+            if self.pending:
+                return (
+                    f"index {self.index!r}: consistent ({self.manifest} chunks in the manifest and Tantivy, "
+                    f"{self.chroma} vectors in Chroma){self.vectors_note()}"
+                )
             return f"index {self.index!r}: consistent ({self.manifest} chunks in the manifest, Tantivy and Chroma)"
         problems = [f"{count} {kind.replace('_', ' in ', 1)}" for kind, count in self.counts.items() if count]
         return (
             f"index {self.index!r}: NOT consistent: manifest {self.manifest}, Tantivy {self.tantivy}, "
-            f"Chroma {self.chroma} chunks; " + ", ".join(problems)
+            f"Chroma {self.chroma} chunks; " + ", ".join(problems) + self.vectors_note()
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,8 +94,14 @@ def chroma_ids(collection: Collection, page: int = 5000) -> list[str]:
 
 
 def check_stores(
-    name: str, manifest_ids: Sequence[str], index: tantivy.Index, collection: Collection, journal: int
+    name: str,
+    manifest_ids: Sequence[str],
+    index: tantivy.Index,
+    collection: Collection,
+    journal: int,
+    pending: Set[str] = frozenset(),
 ) -> Consistency:
+    """Compare; a ``pending`` chunk (vector not written yet) may be missing from Chroma."""
     manifest = set(manifest_ids)
     lexical = tantivy_ids(index)
     lexical_set = set(lexical)
@@ -85,7 +110,7 @@ def check_stores(
     duplicates = sorted({i for i in lexical if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
     kinds = {
         "missing_tantivy": sorted(manifest - lexical_set),
-        "missing_chroma": sorted(manifest - dense),
+        "missing_chroma": sorted(manifest - dense - pending),
         "extra_tantivy": sorted(lexical_set - manifest),
         "extra_chroma": sorted(dense - manifest),
         "duplicates_tantivy": duplicates,
@@ -96,6 +121,7 @@ def check_stores(
         tantivy=len(lexical),
         chroma=len(dense),
         journal=journal,
+        pending=len(pending & manifest),
         counts={kind: len(ids) for kind, ids in kinds.items()} | {"journal": journal},
         **{kind: ids[:SAMPLE] for kind, ids in kinds.items()},
     )

@@ -100,6 +100,9 @@ def rebuild_vectors(
             _rebuild_in_place(store, collection_name, chunks, embedder, progress, cancel)
         else:
             _rebuild_embedded(store, collection_name, chunks, embedder, progress, cancel)
+        with store.manifest.transaction() as db:  # every chunk has its vector now: none is pending
+            db.execute("DELETE FROM pending")
+            store.bump_generation(db)
         with store.reading():
             store.vector_health = store.vector_check()
     recover(store)  # journal left by an interrupted write: ids without a chunk row go from Tantivy too

@@ -5,7 +5,9 @@ own folder, so they exist before the index does and survive a drop):
 
 ``NAME.writer.lock``
     held by an ingest (``index add``) from before the index is created until its last batch
-    is written: one writer per index across processes and threads.  Who holds it is written
+    is searchable by keyword, then for each step of the vectors written behind (see
+    :mod:`services.retrieval.backfill`; ``NAME.vectors.lock`` makes one process the filler):
+    one writer per index across processes and threads.  Who holds it is written
     to ``NAME.writer.json`` (pid, since) so that a waiting writer can say so.
 ``NAME.store.lock``
     held while the embedded Chroma store or the Tantivy files are opened, read or written:
@@ -170,6 +172,7 @@ class IndexLocks:
         self.writer_path = self.directory / f"{name}.writer.lock"
         self.store_path = self.directory / f"{name}.store.lock"
         self.holder_path = self.directory / f"{name}.writer.json"
+        self.filler_path = self.directory / f"{name}.vectors.lock"
 
     # -- store lock: one query or one batch write --------------------------------------------
     @contextlib.contextmanager
@@ -180,6 +183,26 @@ class IndexLocks:
         lock.acquire(reader=reader)
         try:
             yield
+        finally:
+            lock.release()
+
+    # -- filler lock: the one process writing the vectors that follow the keywords -----------
+    @contextlib.contextmanager
+    def filler(self) -> Iterator[bool]:
+        """Try to be the one that fills in the index's pending vectors (``NAME.vectors.lock``):
+        yields True when taken (held until the block ends), False when another Aries (or
+        thread) does it now, which is then left to finish it.  Each batch it writes takes the
+        writer lock on its own (:mod:`services.retrieval.backfill`)."""
+        from filelock import Timeout
+
+        lock = _file_lock(self.filler_path)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
         finally:
             lock.release()
 

@@ -21,8 +21,10 @@ from services.retrieval.models import Chunk
 from services.sqlite.check import StoreRefused, TableCheck, check_sqlite
 from services.workspace.paths import MANIFEST_FILE
 
-SCHEMA_VERSION = 2
-"""2 added ``failures``; a version-1 manifest is migrated when it is opened (the table is created)."""
+SCHEMA_VERSION = 3
+"""2 added ``failures``, 3 ``pending`` (chunks searchable by keyword whose vectors are not written
+yet); an older manifest is migrated when it is opened (the tables are created: none of its chunks
+is pending)."""
 MANIFEST = MANIFEST_FILE
 SQL_BATCH = 500
 
@@ -63,6 +65,7 @@ CREATE TABLE IF NOT EXISTS failures (
     message TEXT NOT NULL,
     failed_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pending (chunk_id TEXT PRIMARY KEY);
 """
 
 
@@ -82,11 +85,12 @@ class FileRecord:
 
 @dataclass(frozen=True)
 class FileUpdate:
-    """A file's new state: written whole, with all its chunks and their vectors."""
+    """A file's new state: written whole, with all its chunks and their vectors (``None``: keywords
+    first, the chunks are marked pending and their vectors follow: :mod:`services.retrieval.backfill`)."""
 
     record: FileRecord
     chunks: list[Chunk]
-    vectors: list[list[float]]
+    vectors: list[list[float]] | None
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,48 @@ class Manifest:
         chunks = self.query("SELECT COUNT(*) FROM chunks")[0][0]
         return int(files), int(chunks)
 
+    def pending_count(self) -> int:
+        """Chunks searchable by keyword whose vectors are not written yet (see :mod:`services.retrieval.backfill`)."""
+        try:
+            return int(self.query("SELECT COUNT(*) FROM pending")[0][0])
+        except sqlite3.OperationalError as exc:  # an older manifest that could not be migrated (read-only)
+            if "no such table: pending" not in str(exc):
+                raise
+            return 0
+
+    def pending_ids(self) -> set[str]:
+        """The ids counted by :meth:`pending_count`."""
+        if not self.pending_count():
+            return set()
+        return {row[0] for row in self.query("SELECT chunk_id FROM pending")}
+
+    def pending_among(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` whose vectors are pending."""
+        found: set[str] = set()
+        for start in range(0, len(ids), SQL_BATCH):
+            batch = list(ids[start : start + SQL_BATCH])
+            marks = ",".join("?" * len(batch))
+            found.update(
+                row[0] for row in self.query(f"SELECT chunk_id FROM pending WHERE chunk_id IN ({marks})", batch)
+            )
+        return found
+
+    def pending_chunks(self, limit: int) -> list[Chunk]:
+        """Up to ``limit`` chunks whose vectors are pending, in file and position order."""
+        rows = self.query(
+            "SELECT c.chunk_id, c.source_path, c.ordinal, c.text, c.context, c.start_offset, c.end_offset, c.page, "
+            "c.section, c.hash, c.embedding_model FROM pending p JOIN chunks c ON c.chunk_id = p.chunk_id "
+            "ORDER BY c.source_path, c.ordinal, c.chunk_id LIMIT ?",
+            (limit,),
+        )
+        return [Chunk(*row) for row in rows]
+
+    def embedded_share(self) -> tuple[int, int]:
+        """(chunks with their vectors written, all chunks)."""
+        pending = self.pending_count()
+        chunks = self.counts()[1]
+        return chunks - pending, chunks
+
     def chunk_ids(self) -> list[str]:
         return [row[0] for row in self.query("SELECT chunk_id FROM chunks ORDER BY source_path, ordinal")]
 
@@ -292,6 +338,10 @@ def read_index_info(directory: Path) -> dict[str, Any] | None:
             meta["failed"] = [FileFailure(*row).to_dict() for row in rows]
         except sqlite3.OperationalError:  # a version-1 manifest not opened since: no failures table
             meta["failed"] = []
+        try:
+            meta["pending"] = int(db.execute("SELECT COUNT(*) FROM pending").fetchone()[0])
+        except sqlite3.OperationalError:  # a manifest of before version 3: every chunk has its vector
+            meta["pending"] = 0
         return meta
     except (sqlite3.Error, ValueError):
         return None

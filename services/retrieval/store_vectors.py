@@ -131,8 +131,17 @@ def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
-def check_vectors(collection: Collection, expected: int) -> VectorHealth:
-    """Count, compare with the ``expected`` chunks of the manifest, and probe ``collection``."""
+def vectors_share(embedded: int, chunks: int) -> str:
+    """``vectors: 43 %``: the share of an index's chunks whose vectors are written (rounded down:
+    100 % only when every one is)."""
+    percent = 100 if embedded >= chunks else (embedded * 100) // chunks
+    return f"vectors: {percent} %"
+
+
+def check_vectors(collection: Collection, expected: int, chunks: int | None = None) -> VectorHealth:
+    """Count, compare with the ``expected`` chunks of the manifest that have their vectors
+    written (of ``chunks`` in all: the others are pending, a state and not damage), and probe
+    ``collection``."""
     try:
         count = int(collection.count())
     except Exception as exc:  # chromadb raises its own, Rust-side error types
@@ -151,6 +160,8 @@ def check_vectors(collection: Collection, expected: int) -> VectorHealth:
             collection.query(query_embeddings=probe, n_results=1, include=["distances"])
         except Exception as exc:
             return VectorHealth(DAMAGED, f"a probe query fails: {_short(exc)}")
+    if chunks is not None and expected < chunks:
+        return VectorHealth(OK, f"{vectors_share(expected, chunks)}: {count} vectors for {chunks} chunks, filling in")
     return VectorHealth(OK, f"{count} vectors for {expected} chunks")
 
 

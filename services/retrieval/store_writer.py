@@ -172,20 +172,49 @@ class Writer:
         return old_ids
 
     def _add_chunks(self, updates: Sequence[FileUpdate], new_chunks: list[Chunk]) -> None:
-        """The chunks of ``updates`` into the vector store and the lexical index (committed)."""
-        new_vectors = [v for u in updates for v in u.vectors]
-        for start in range(0, len(new_chunks), CHROMA_BATCH):
-            part = new_chunks[start : start + CHROMA_BATCH]
-            self.store.vectors.upsert(
-                ids=[c.chunk_id for c in part],
-                embeddings=new_vectors[start : start + CHROMA_BATCH],  # type: ignore[arg-type]
-                metadatas=[{"source_path": c.source_path} for c in part],
-            )
+        """The chunks of ``updates`` into the vector store (those that come with vectors) and the
+        lexical index (committed)."""
+        embedded = [u for u in updates if u.vectors is not None]
+        self.upsert_vectors([c for u in embedded for c in u.chunks], [v for u in embedded for v in u.vectors or ()])
         for update in updates:
             for chunk in update.chunks:
                 self.writer.delete_documents_by_term("chunk_id", chunk.chunk_id)
             add_lexical(self.writer, update.chunks)
         self.writer.commit()
+
+    def upsert_vectors(self, chunks: Sequence[Chunk], vectors: Sequence[list[float]]) -> None:
+        """``vectors`` of ``chunks`` into the vector store (under the store lock)."""
+        for start in range(0, len(chunks), CHROMA_BATCH):
+            part = chunks[start : start + CHROMA_BATCH]
+            self.store.vectors.upsert(
+                ids=[c.chunk_id for c in part],
+                embeddings=list(vectors[start : start + CHROMA_BATCH]),  # type: ignore[arg-type]
+                metadatas=[{"source_path": c.source_path} for c in part],
+            )
+
+    def put_vectors(self, chunks: Sequence[Chunk], vectors: Sequence[list[float]]) -> int:
+        """One step of the vectors that follow the keywords: the vectors of those of ``chunks``
+        still pending (a chunk replaced or dropped since it was read is left out) go into the
+        vector store, then their pending marks go, with the same journal as :meth:`apply`
+        (an interrupted step leaves them pending: the next one writes them again).  Returns
+        the vectors written."""
+        with self.store.reading(write=True):
+            pending = self.store.manifest.pending_among([chunk.chunk_id for chunk in chunks])
+            keep = [i for i, chunk in enumerate(chunks) if chunk.chunk_id in pending]
+            if not keep:
+                return 0
+            ids = [chunks[i].chunk_id for i in keep]
+            with self.store.manifest.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO journal(chunk_id) VALUES (?)", [(i,) for i in ids])
+                self.store.bump_generation(db)
+            self.upsert_vectors([chunks[i] for i in keep], [vectors[i] for i in keep])
+            with self.store.manifest.transaction() as db:
+                for start in range(0, len(ids), SQL_BATCH):
+                    batch = ids[start : start + SQL_BATCH]
+                    db.execute(f"DELETE FROM pending WHERE chunk_id IN ({','.join('?' * len(batch))})", batch)
+                db.execute("DELETE FROM journal")
+                self.store.bump_generation(db)
+            return len(ids)
 
     def _swap_rows(self, updates: Sequence[FileUpdate], affected: list[str], new_chunks: list[Chunk]) -> None:
         """The manifest rows of the files in ``affected`` replaced by those of ``updates``, in one transaction."""
@@ -194,6 +223,11 @@ class Writer:
             for start in range(0, len(affected), SQL_BATCH):
                 batch = affected[start : start + SQL_BATCH]
                 marks = ",".join("?" * len(batch))
+                db.execute(
+                    "DELETE FROM pending WHERE chunk_id IN "
+                    f"(SELECT chunk_id FROM chunks WHERE source_path IN ({marks}))",
+                    batch,
+                )
                 db.execute(f"DELETE FROM chunks WHERE source_path IN ({marks})", batch)
                 db.execute(f"DELETE FROM files WHERE source_path IN ({marks})", batch)
             db.executemany(
@@ -232,5 +266,9 @@ class Writer:
                     )
                     for c in new_chunks
                 ],
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO pending(chunk_id) VALUES (?)",
+                [(c.chunk_id,) for u in updates if u.vectors is None for c in u.chunks],
             )
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('updated_at', ?)", (json.dumps(now),))

@@ -122,7 +122,8 @@ def _index(directory: Path) -> str:
         if os.environ.get("AXIOMME_CHROMA_URL", "").strip():
             parts.append("vectors on the Chroma server (not checked here)")
         else:
-            parts.append(_chroma(directory, str(info.get("collection") or ""), int(info["chunks"])))
+            embedded = int(info["chunks"]) - int(info.get("pending") or 0)  # the others: vectors pending, a state
+            parts.append(_chroma(directory, str(info.get("collection") or ""), embedded, int(info["chunks"])))
     failed = list(info.get("failed") or [])
     if failed:
         first = failed[0]
@@ -148,8 +149,9 @@ def _tantivy(directory: Path) -> str:
     return f"Tantivy opens ({documents} documents)"
 
 
-def _chroma(directory: Path, collection: str, chunks: int) -> str:
-    """The vector store opens, holds a vector per chunk of the manifest and answers a probe query."""
+def _chroma(directory: Path, collection: str, chunks: int, total: int) -> str:
+    """The vector store opens, holds a vector per chunk of the manifest whose vector is written
+    (``chunks`` of ``total``) and answers a probe query."""
     from services.retrieval.models import repair_advice
 
     path = directory / CHROMA_DIR
@@ -169,7 +171,7 @@ def _chroma(directory: Path, collection: str, chunks: int) -> str:
         raise _Failed(f"the Chroma store does not open: {' '.join(str(exc).split())[:200]}; {repair}") from None
     try:
         try:
-            health = check_vectors(client.get_collection(collection), chunks)
+            health = check_vectors(client.get_collection(collection), chunks, total)
         except Exception as exc:
             reason = " ".join(str(exc).split())[:200]
             raise _Failed(f"the Chroma collection does not open: {reason}; {repair}") from None

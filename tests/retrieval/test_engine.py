@@ -47,7 +47,7 @@ def test_add_query_show_last(engine: RetrievalEngine, docs: Path, workspace: Wor
     assert report.activated and engine.active_index == "docs"
     assert workspace.setting("active_index") == "docs"
     assert (workspace.indexes_dir / "docs" / "manifest.db").is_file()
-    assert {e.stage for e in events} >= {"scan", "file", "embed", "commit", "done"}
+    assert {e.stage for e in events} >= {"scan", "file", "commit", "keywords", "vectors", "done"}
 
     result = engine.query("install system libraries with apt on debian", k=3)
     top = result.hits[0]

@@ -21,6 +21,7 @@ from services.retrieval import RetrievalEngine, RetrievalSettings
 from services.retrieval.errors import IndexCorrupt
 from services.retrieval.ingest import Cancelled
 from services.retrieval.models import ProgressEvent
+from services.retrieval.store_manifest import SCHEMA_VERSION
 from services.tools.session_doctor import session_doctor
 from services.workspace.manager import Workspace
 from tests.retrieval.builders import make_pdf
@@ -243,13 +244,14 @@ def test_version_1_manifest_is_migrated_and_a_newer_one_refused(workspace: Works
     manifest = workspace.indexes_dir / "docs" / "manifest.db"
     db = sqlite3.connect(manifest)
     db.execute("DROP TABLE failures")
+    db.execute("DROP TABLE pending")
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.commit()
     db.close()
     with _open(workspace) as engine:
         assert engine.index_info("docs").failed == []  # listed before any open: no failures table yet
         assert _answers(engine) == fresh
-        assert engine.indexes.store("docs").manifest.get_meta("schema_version") == 2
+        assert engine.indexes.store("docs").manifest.get_meta("schema_version") == SCHEMA_VERSION
     db = sqlite3.connect(manifest)
     assert db.execute("SELECT COUNT(*) FROM failures").fetchone() == (0,)
     db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")

@@ -244,6 +244,8 @@ class ContextPane(Vertical):
             self.mount(Label("", id="context-progress-label"), bar, before=0)
         bar.update(total=max(total, 1), progress=done)
         where = f"  {path}" if path else ""
+        if stage == "vectors":  # keywords first: searchable already, the dense part fills in
+            stage, where = "keywords ✓ · vectors", "  (searchable by keyword now)"
         label = clean(f"indexing: {stage} {done}/{total}{where}   (Ctrl+X cancels)", single_line=True)
         self.query_one("#context-progress-label", Label).update(Text(label, overflow="ellipsis", no_wrap=True))
 
