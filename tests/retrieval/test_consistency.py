@@ -155,7 +155,8 @@ def test_killed_ingest_leaves_no_half_indexed_file(tmp_path: Path, workspace: Wo
     with RetrievalEngine(crashed) as engine:
         store = engine.indexes.store("big")  # opening replays the journal
         indexed = _check_consistent(store)
-        assert 3 <= indexed < 40
+        # Keywords first: the later kill may fall in the vector phase, every file's keywords written.
+        assert 3 <= indexed <= 40
         report = engine.index_add(root, name="big")
         assert len(report.unchanged) == indexed and len(report.added) == 40 - indexed
         assert _check_consistent(store) == 40

@@ -301,7 +301,13 @@ def test_engine_with_semantic_model_http(
         (docs / "more.txt").write_text("more text", encoding="utf-8")
         with pytest.raises(EmbedderError):
             engine.index_add(docs)
-        assert engine.index_info("docs").files == 3  # nothing half-written
+        # Keywords first (issue 32 item 4): the new file is searchable by keyword, its vector waits for the
+        # encoder — a state the index says, not damage; the next add fills it in.
+        info = engine.index_info("docs")
+        assert info.files == 4 and info.vectors_pending == 1 and info.status == "ok"
+        ollama.mode = "ok"
+        engine.index_add(docs)
+        assert engine.index_info("docs").vectors_pending == 0
 
 
 def test_engine_with_semantic_model_http_default_protocol(
