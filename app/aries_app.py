@@ -243,7 +243,11 @@ class AriesApp(App[int]):
             self.session.conversation.notice(text, title=title)
 
     def report_error(self, message: str, title: str) -> None:
+        """An error toast; a slash command's (titled ``/name`` or ``Command``) is also a notice in the
+        transcript, where it stays after the toast has gone (recorded, rendered through the neutraliser)."""
         self.notify(message, title=title, severity="error", timeout=8)
+        if self.session is not None and (title.startswith("/") or title == "Command"):
+            self.session.conversation.notice(message, level="error", title=title)
 
     def notify(
         self,
