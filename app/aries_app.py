@@ -190,10 +190,12 @@ class AriesApp(App[int]):
         self.commands.approvals.changed(message.session)  # a decided call's modal closes
 
     def _turn_heard(self, message: TurnEvent) -> None:
-        from services.assistant.events import Cancelled, ContextMeasured, Failed
+        from services.assistant.events import Cancelled, ContextMeasured, Failed, ToolFinished
 
         if isinstance(message.event, Cancelled | Failed):  # the modal of its waiting call closes
             self.commands.approvals.close_modal_of(message.event.turn_id)
+        elif isinstance(message.event, ToolFinished) and message.event.ok and message.session is not None:
+            self.publish(messages.ArtifactsChanged(message.session))  # a model's call may have kept some
         elif isinstance(message.event, ContextMeasured):
             self.meter = message.event.breakdown
             self._show_header()

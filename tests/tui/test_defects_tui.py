@@ -3,16 +3,22 @@ before its fix."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from io import StringIO
 
+import pytest
 from rich.console import Console
 from textual.content import Content
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
 
 from app.aries_app import AriesApp
+from screens.approval import ApprovalScreen
 from services.workspace.manager import WorkspaceManager
-from tests.tui.helpers import Messages
+from tests.models.servers import Call, Reply, ScriptedServer
+from tests.tui.helpers import Messages, until
+from tests.tui.test_assistant_tui import tool_name
 from tests.tui.test_markup_safety import MARKUP, RAW, submit
+from widgets.artifacts.pane import ArtifactsPane
 from widgets.transcript.pane import TranscriptPane
 
 SIZE = (160, 48)
@@ -50,3 +56,53 @@ async def test_slash_command_errors_stay_in_the_transcript() -> None:
         shown = transcript_text(app)
         assert "Unknown command /bogus" in shown and " ".join(MARKUP.split()) in shown
         assert not any(raw in shown for raw in RAW)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedServer]:
+    server = ScriptedServer("ollama").start()
+    monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2:3b")
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    yield server
+    server.stop()
+
+
+def artifact_rows(app: AriesApp) -> list[str]:
+    pane = app.screen_stack[0].query_one(ArtifactsPane)
+    lists = list(pane.query(OptionList))
+    if not lists or not pane.has_class("-has-items"):
+        return []
+    return [str(lists[0].get_option_at_index(i).prompt) for i in range(lists[0].option_count)]
+
+
+async def test_the_artifacts_pane_follows_a_models_approved_writes(server: ScriptedServer) -> None:
+    """A model writes notes.txt twice (each approved in the modal): the Artifacts pane lists what the
+    registry holds as the calls end — not "No artifacts yet" — and the two diffs of the same file are
+    told apart (issue 34 item 7)."""
+    workspace, _ = WorkspaceManager().create("demo")
+    (workspace.root / "notes.txt").write_text("the notes\n")
+    write = tool_name("builtin:fs:write_text")
+    server.add(
+        Reply(tool_calls=[Call(write, {"path": "notes.txt", "text": "one\n"})]),
+        Reply(tool_calls=[Call(write, {"path": "notes.txt", "text": "two\n"})]),
+        Reply(text="Written twice."),
+    )
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        assert artifact_rows(app) == []
+        await pilot.press(*"write the notes", "enter")
+        for _ in range(2):
+            await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+            await pilot.press("f4", "enter")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the modal")
+            await pilot.press("a")
+            await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), what="the modal to close")
+        await until(pilot, lambda: not app.commands.assistant.running, what="the turn to end")
+        await pilot.pause()
+        registry = workspace.artifacts.list()
+        assert len(registry) >= 2
+        rows = artifact_rows(app)
+        assert len(rows) == len(registry), rows
+        assert not app.screen_stack[0].query_one("#artifacts-empty").display  # no "No artifacts yet"
+        assert len(set(rows)) == len(rows), f"rows told apart: {rows}"
