@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
@@ -48,6 +49,10 @@ PANE_IDS = ("transcript", "context", "approvals", "artifacts")
 
 class MainScreen(Screen[None]):
     CSS_PATH = "main.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "find_step(1)", "Next match", show=False, id="find.n", tooltip="The find bar's next match"),
+        Binding("N", "find_step(-1)", "Previous match", show=False, id="find.N", tooltip="The previous match"),
+    ]
     AUTO_FOCUS = "#prompt"  # back from a modal whose opener is gone (a call denied meanwhile): the prompt
 
     @dataclass
@@ -250,6 +255,17 @@ class MainScreen(Screen[None]):
         bar = self.query_one(FindBar)
         current, total = self.query_one(TranscriptPane).find_step(event.step)
         bar.show_count(current, total, bar.query_one("#find-input", Input).value)
+
+    def action_find_step(self, step: int) -> None:
+        """``n`` / ``N`` outside an input while the find bar is open: the next / previous match."""
+        self.post_message(FindBar.Step(step))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.query_one(FindBar).is_open if action == "find_step" else True
+
+    @on(FindBar.Leave)
+    def _find_leave(self) -> None:
+        self.query_one(TranscriptPane).focus()
 
     @on(FindBar.Closed)
     def _find_closed(self) -> None:

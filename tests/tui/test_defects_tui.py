@@ -9,16 +9,19 @@ from io import StringIO
 import pytest
 from rich.console import Console
 from textual.content import Content
-from textual.widgets import OptionList, Static
+from textual.widgets import Input, OptionList, Static
 
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from services.workspace.manager import WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
-from tests.tui.helpers import Messages, until
+from tests.tui.helpers import Messages, panes_show, until
 from tests.tui.test_assistant_tui import tool_name
 from tests.tui.test_markup_safety import MARKUP, RAW, submit
+from tests.tui.test_transcript_tools_tui import SIZE as FIND_SIZE
+from tests.tui.test_transcript_tools_tui import seeded
 from widgets.artifacts.pane import ArtifactsPane
+from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
 
 SIZE = (160, 48)
@@ -106,3 +109,37 @@ async def test_the_artifacts_pane_follows_a_models_approved_writes(server: Scrip
         assert len(rows) == len(registry), rows
         assert not app.screen_stack[0].query_one("#artifacts-empty").display  # no "No artifacts yet"
         assert len(set(rows)) == len(rows), f"rows told apart: {rows}"
+
+
+async def test_find_bar_n_and_shift_n_step_from_the_conversation() -> None:
+    """Ctrl+F, a query, Tab: the focus goes to the conversation with the bar open; ``n`` / ``N`` go to
+    the next / previous match (as in less or vim); at the prompt, ``n`` is just a letter."""
+    seeded()
+    app = AriesApp("find", conversation="last")
+    async with app.run_test(size=FIND_SIZE) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        await pilot.press("ctrl+f", *"GATEWAY")
+        await pilot.pause()
+        bar = app.screen.query_one(FindBar)
+        pane = app.screen.query_one(TranscriptPane)
+
+        def count() -> str:
+            return str(bar.query_one("#find-count").render())
+
+        assert count() == "2/2"
+        await pilot.press("tab")
+        await pilot.pause()
+        assert bar.is_open and app.focused is pane
+        await pilot.press("n")
+        assert count() == "1/2"
+        await pilot.press("n")
+        assert count() == "2/2"
+        await pilot.press("N")
+        assert count() == "1/2"
+        current = [w.entry["content"] for w in pane.query(".-find-current")]  # type: ignore[attr-defined]
+        assert current == ["where is the Gateway?"]
+        await pilot.press("escape")  # the prompt: n types
+        await pilot.pause()
+        await pilot.press("n")
+        assert app.screen.query_one("#prompt", Input).value == "n"
