@@ -13,16 +13,18 @@ from textual.widgets import Input, OptionList, Static
 
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
-from services.workspace.manager import WorkspaceManager
+from screens.chunk_viewer import ChunkViewer
+from services.workspace.manager import Workspace, WorkspaceManager
 from tests.models.servers import Call, Reply, ScriptedServer
 from tests.tui.helpers import Messages, panes_show, until
-from tests.tui.test_assistant_tui import tool_name
+from tests.tui.test_assistant_tui import tool_name, workspace  # noqa: F401 - a fixture
 from tests.tui.test_markup_safety import MARKUP, RAW, submit
 from tests.tui.test_transcript_tools_tui import SIZE as FIND_SIZE
 from tests.tui.test_transcript_tools_tui import seeded
 from widgets.artifacts.pane import ArtifactsPane
 from widgets.transcript.find import FindBar
 from widgets.transcript.pane import TranscriptPane
+from widgets.transcript.streaming import CitationLink
 
 SIZE = (160, 48)
 
@@ -143,3 +145,48 @@ async def test_find_bar_n_and_shift_n_step_from_the_conversation() -> None:
         await pilot.pause()
         await pilot.press("n")
         assert app.screen.query_one("#prompt", Input).value == "n"
+
+
+async def test_ctrl_q_quits_from_the_chunk_viewer(server: ScriptedServer, workspace: Workspace) -> None:
+    """The chunk viewer open (Enter on a cited handle): Ctrl+Q leaves Aries, as everywhere."""
+    handle = str(workspace.setting("test_handle"))
+    server.add(Reply(text=f"Writes wait for the operator ({handle}).", chunk_size=6))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        app.screen.query_one("#prompt").focus()
+        await pilot.press(*"how are tool calls approved?", "enter")
+        await until(pilot, lambda: bool(app.screen.query(CitationLink)))
+        app.screen.query_one(CitationLink).focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ChunkViewer), what="the chunk viewer")
+        await pilot.press("ctrl+q")
+        await until(pilot, lambda: app.session is None, what="the session to close")
+    assert app.return_code == 0
+
+
+async def test_tab_from_the_transcript_goes_to_the_latest_answers_citation(
+    server: ScriptedServer,
+    workspace: Workspace,  # noqa: F811 - the fixture of test_assistant_tui
+) -> None:
+    """Two answers citing a handle: F2 then Tab focuses the latest answer's handle, not the first
+    answer's at the top of the conversation; Tab again moves on from there."""
+    handle = str(workspace.setting("test_handle"))
+    server.add(Reply(text=f"First: writes wait ({handle})."), Reply(text=f"Second: still wait ({handle})."))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        for question in ("how are tool calls approved?", "are tool calls approved?"):
+            app.screen.query_one("#prompt").focus()
+            await pilot.press(*question, "enter")
+            await until(pilot, lambda: not app.commands.assistant.running, what="the answer")
+        await until(pilot, lambda: len(app.screen.query(CitationLink)) == 2, what="two cited handles")
+        await pilot.press("f2", "tab")
+        await pilot.pause()
+        links = list(app.screen.query(CitationLink))
+        assert app.focused is links[-1], app.focused
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is not links[-1] and app.focused is not links[0]
