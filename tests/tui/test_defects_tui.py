@@ -84,8 +84,8 @@ async def test_the_artifacts_pane_follows_a_models_approved_writes(server: Scrip
     """A model writes notes.txt twice (each approved in the modal): the Artifacts pane lists what the
     registry holds as the calls end — not "No artifacts yet" — and the two diffs of the same file are
     told apart (issue 34 item 7)."""
-    workspace, _ = WorkspaceManager().create("demo")
-    (workspace.root / "notes.txt").write_text("the notes\n")
+    created, _ = WorkspaceManager().create("demo")
+    (created.root / "notes.txt").write_text("the notes\n")
     write = tool_name("builtin:fs:write_text")
     server.add(
         Reply(tool_calls=[Call(write, {"path": "notes.txt", "text": "one\n"})]),
@@ -105,7 +105,7 @@ async def test_the_artifacts_pane_follows_a_models_approved_writes(server: Scrip
             await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), what="the modal to close")
         await until(pilot, lambda: not app.commands.assistant.running, what="the turn to end")
         await pilot.pause()
-        registry = workspace.artifacts.list()
+        registry = created.artifacts.list()
         assert len(registry) >= 2
         rows = artifact_rows(app)
         assert len(rows) == len(registry), rows
@@ -147,7 +147,10 @@ async def test_find_bar_n_and_shift_n_step_from_the_conversation() -> None:
         assert app.screen.query_one("#prompt", Input).value == "n"
 
 
-async def test_ctrl_q_quits_from_the_chunk_viewer(server: ScriptedServer, workspace: Workspace) -> None:
+async def test_ctrl_q_quits_from_the_chunk_viewer(
+    server: ScriptedServer,
+    workspace: Workspace,  # noqa: F811 - the fixture of test_assistant_tui
+) -> None:
     """The chunk viewer open (Enter on a cited handle): Ctrl+Q leaves Aries, as everywhere."""
     handle = str(workspace.setting("test_handle"))
     server.add(Reply(text=f"Writes wait for the operator ({handle}).", chunk_size=6))
