@@ -276,6 +276,13 @@ class AriesApp(App[int]):
         self.publish(messages.StatusStopped(key))
 
     # -- keys and the prompt --------------------------------------------------------------------------
+    def get_key_display(self, binding: Binding) -> str:
+        """The app's one key notation (``Ctrl+O``, not Textual's ``^o``) in Textual's own key panel
+        (the palette's "Keys") as in F1 and the key bar."""
+        from widgets.keybar import key_label
+
+        return binding.key_display or key_label(binding.key)
+
     def action_help(self) -> None:
         from screens.help import HelpScreen
 

@@ -56,7 +56,14 @@ BINDINGS: list[BindingType] = [
         id="transcript.find",
         tooltip="Find in the conversation (Enter/↓/F3 next, ↑/Shift+F3 previous, Esc closes)",
     ),
-    Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
+    Binding(
+        "escape",
+        "focus_prompt",
+        "Prompt",
+        show=False,
+        id="focus.prompt",
+        tooltip="Back to the prompt; at the prompt, the newest message typed ahead back to edit (again: removed)",
+    ),
     Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
 ]
 

@@ -193,3 +193,38 @@ async def test_tab_from_the_transcript_goes_to_the_latest_answers_citation(
         await pilot.press("tab")
         await pilot.pause()
         assert app.focused is not links[-1] and app.focused is not links[0]
+
+
+async def test_f1_lists_the_keys_the_readme_promises_and_textuals_key_panel_uses_the_one_notation() -> None:
+    """F1 lists the prompt's, the transcript's, the find bar's, /history's and the trust review's keys
+    (generated from their bindings), type-ahead's Esc; the palette's "Keys" panel says Ctrl+O, not ^o."""
+    from textual.binding import Binding
+    from textual.widgets import KeyPanel
+
+    from screens.help import HelpScreen
+
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        console = Console(width=200, record=True, file=StringIO())
+        for static in app.screen.query(Static):
+            console.print(static.content)
+        shown = console.export_text()
+        expected = ["↑", "Previous prompt", "Ctrl+J", "Attach a file", "@path", "Copy code", "Citation"]
+        expected += ["Open chunk", "Audit row", "Next match", "Previous match", "Conversation search hits", "Fork"]
+        expected += ["Trust review", "Not now", "typed ahead"]
+        for text in expected:
+            assert text in shown, text
+        await pilot.press("escape")
+        assert app.get_key_display(Binding("ctrl+o", "x")) == "Ctrl+O"
+        app.action_show_help_panel()
+        await until(pilot, lambda: bool(app.screen.query(KeyPanel)), what="the key panel")
+        await pilot.pause()
+        panel = Console(width=200, record=True, file=StringIO())
+        for static in app.screen.query_one(KeyPanel).query(Static):
+            panel.print(static.render())
+        text = panel.export_text()
+        assert "Ctrl+O" in text and "^o" not in text
