@@ -228,3 +228,29 @@ async def test_f1_lists_the_keys_the_readme_promises_and_textuals_key_panel_uses
             panel.print(static.render())
         text = panel.export_text()
         assert "Ctrl+O" in text and "^o" not in text
+
+
+LONG_MODEL = "ollama:qwen2.5-coder-32b-instruct-q4_K_M-with-a-long-tag"
+
+
+def test_fit_cuts_the_models_name_and_keeps_the_meter_and_mode() -> None:
+    from widgets.header import fit
+
+    line = f"ctx 1,420/2,048 high · workspace demo · profile default · model {LONG_MODEL} · approvals guide"
+    line += " · default policy"
+    fitted = fit(line, 66)
+    assert len(fitted) <= 66 and not fitted.endswith("…"), fitted
+    assert fitted.startswith("ctx 1,420/2,048 high · demo · default · ollama:qwen") and fitted.endswith("guide")
+    assert "…" in fitted  # the model's name, cut in its middle
+    assert fit("workspace demo · approvals guide", 62) == "workspace demo · approvals guide"
+
+
+async def test_the_80_column_header_keeps_the_mode_with_a_long_model_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARIES_MODEL", LONG_MODEL)
+    WorkspaceManager().create("demo")
+    app = AriesApp("demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.ready()
+        await pilot.pause()
+        header = str(app.screen.query_one("HeaderTitle").render()).rstrip()
+        assert header.endswith("guide") and "ollama:qwen" in header, header
