@@ -3,8 +3,9 @@
 Values arrive from the App (``subtitle(...)`` builds the line from only the values it is given:
 nothing is shown for what is not in force). The line is rendered as plain, neutralised text. Where it
 does not fit (80 columns) the header shows its compact form (``compact``: the values without their
-labels, ``demo · default · offline · guide · default policy``), then a long model name is cut in its
-middle and the policy file left out (``fit``), and only what still does not fit is cut, with an ellipsis.
+labels, ``demo · default · offline · guide · default policy``); then the policy file goes, a long
+model name is cut in its middle, the profile goes (``fit``); only what still does not fit is cut, with
+an ellipsis.
 
 After each model request the line starts with the context meter (``ctx 1,420/2,048``, from the
 request's :class:`~services.models.window_budget.ContextBreakdown`): first, so that 80 columns keep it;
@@ -64,27 +65,36 @@ def compact(line: str) -> str:
     return " · ".join(parts)
 
 
+def _cut_model(parts: list[str], room: int, least: int) -> None:
+    """The ``model …`` part cut in its middle (``ollama:qwen2.5-cod…ong-tag``) until the compact line
+    fits ``room``, keeping at least ``least`` characters of the name."""
+    models = [i for i, part in enumerate(parts) if part.startswith("model ")]
+    over = len(compact(" · ".join(parts))) - room
+    if over <= 0 or not models:
+        return
+    model = parts[models[0]].removeprefix("model ")
+    keep = max(len(model) - over - 1, least)
+    if keep < len(model):
+        head = keep * 2 // 3  # the provider and the model's family; the tag's end
+        parts[models[0]] = "model " + model[:head] + "…" + model[len(model) - (keep - head) :]
+
+
 def fit(line: str, room: int) -> str:
     """``line`` (labelled) in at most ``room`` columns: its compact form; then the policy and the web
-    viewer left out (``/policy`` and ``/serve`` name them); then the model's name cut in its middle
-    (``ollama:qwen2.5-cod…ong-tag``). The meter (first) and the approval mode stay whole; only what
-    still does not fit is cut later, with an ellipsis."""
+    viewer left out (``/policy`` and ``/serve`` name them); then the model's name cut in its middle,
+    then the profile left out (``/profile`` names it) and the name cut further. The meter (first) and
+    the approval mode stay whole; only what still does not fit is cut later, with an ellipsis."""
     if len(line) <= room:
         return line
     parts = line.split(" · ")
     while len(compact(" · ".join(parts))) > room and parts and not parts[-1].startswith("approvals "):
         parts.pop()
-    short = compact(" · ".join(parts))
-    over = len(short) - room
-    models = [i for i, part in enumerate(parts) if part.startswith("model ")]
-    if over > 0 and models:
-        model = parts[models[0]].removeprefix("model ")
-        keep = max(len(model) - over - 1, 12)
-        if keep < len(model):
-            head = keep * 2 // 3  # the provider and the model's family; the tag's end
-            parts[models[0]] = "model " + model[:head] + "…" + model[len(model) - (keep - head) :]
-        short = compact(" · ".join(parts))
-    return short
+    cut = list(parts)
+    _cut_model(cut, room, 16)
+    if len(compact(" · ".join(cut))) > room:
+        cut = [part for part in parts if not part.startswith("profile ")]
+        _cut_model(cut, room, 8)
+    return compact(" · ".join(cut))
 
 
 def session_line(session: Session, model: str, serving: str = "", meter: str = "") -> str:

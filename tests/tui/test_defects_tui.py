@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -254,3 +255,35 @@ async def test_the_80_column_header_keeps_the_mode_with_a_long_model_name(monkey
         await pilot.pause()
         header = str(app.screen.query_one("HeaderTitle").render()).rstrip()
         assert header.endswith("guide") and "ollama:qwen" in header, header
+
+
+async def test_the_context_pane_grows_with_the_screen(tmp_path: Path) -> None:
+    """At 160 columns a long source path is shown whole with its section, and the table (to the dense
+    score) fits the pane; at 200 columns the pane is wider still and nothing is cut."""
+    from textual.widgets import DataTable
+
+    from services.retrieval import RetrievalEngine
+    from widgets.context.pane import ContextPane
+
+    nested = tmp_path / "docs" / "operations" / "approvals-and-policies"
+    nested.mkdir(parents=True)
+    (nested / "gateway-approvals.md").write_text("# The approval gateway\n\nEvery tool call passes the gateway.\n")
+    created, _ = WorkspaceManager().create("demo")
+    with RetrievalEngine(created) as engine:
+        engine.index_add(str(tmp_path / "docs"), "docs")
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await submit(pilot, "/rag query approval gateway")
+        pane = app.screen.query_one(ContextPane)
+        table = pane.query_one("#context-table", DataTable)
+        await until(pilot, lambda: table.row_count >= 1, what="the rows")
+        shown = []
+        for width in (160, 300):
+            await pilot.resize_terminal(width, 48)
+            await pilot.pause()
+            await pilot.pause()
+            shown.append(str(table.get_row_at(0)[2]))
+            assert table.virtual_size.width <= table.scrollable_content_region.width, width  # the dense score
+        assert len(shown[0]) > 20 and shown[0].endswith("…")  # the room there is, not a fixed 20
+        assert shown[1] == "operations/approvals-and-policies/gateway-approvals.md · The approval gateway"
