@@ -105,6 +105,10 @@ def preview_renderable(request: ApprovalRequest) -> Any:
     return Text("(no preview for this tool)", style="dim")
 
 
+KEYS = "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later"
+REASON_KEYS = "type the reason (optional)  ·  Enter denies  ·  Esc back to the keys"
+
+
 class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
     CSS_PATH = "approval.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -155,11 +159,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             with Vertical(id="approval-footer"):
                 yield Static(self._session_note(), id="approval-session")
                 yield Input(placeholder="Reason for denying (optional), then Enter", id="approval-reason")
-                yield Static(
-                    "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later",
-                    id="approval-keys",
-                    markup=False,
-                )
+                yield Static(KEYS, id="approval-keys", markup=False)
 
     def _session_note(self) -> Text:
         if (getattr(self.request, "origin", None) or {}).get("from_text"):
@@ -197,6 +197,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
         reason = self.query_one("#approval-reason", Input)
         reason.display = True
         reason.focus()
+        self.query_one("#approval-keys", Static).update(REASON_KEYS)  # letters are the reason's now
         self.refresh_bindings()
 
     @on(Input.Submitted, "#approval-reason")
@@ -210,6 +211,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             self._denying = False
             self.query_one("#approval-reason").display = False
             self.query_one("#approval-body").focus()
+            self.query_one("#approval-keys", Static).update(KEYS)
             self.refresh_bindings()
             return
         self.dismiss(None)

@@ -287,3 +287,29 @@ async def test_the_context_pane_grows_with_the_screen(tmp_path: Path) -> None:
             assert table.virtual_size.width <= table.scrollable_content_region.width, width  # the dense score
         assert len(shown[0]) > 20 and shown[0].endswith("…")  # the room there is, not a fixed 20
         assert shown[1] == "operations/approvals-and-policies/gateway-approvals.md · The approval gateway"
+
+
+async def test_the_deny_reason_field_shows_its_own_keys() -> None:
+    """d in the approval modal: the key line says what typing does now (a, s, d are letters of the
+    reason), and Esc brings the modal's keys back."""
+    from tests.tui.test_approvals import make_workspace, wait_for_pending
+
+    make_workspace()
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"/fs write notes.txt pending", "enter")
+        await wait_for_pending(app, pilot)
+        await pilot.press("f4", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the modal")
+
+        def keys() -> str:
+            return str(app.screen.query_one("#approval-keys", Static).render())
+
+        assert "a approve once" in keys()
+        await pilot.press("d")
+        await pilot.pause()
+        assert "a approve once" not in keys() and "Enter denies" in keys()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "a approve once" in keys()
