@@ -197,10 +197,12 @@ class AriesApp(App[int]):
         self.commands.approvals.changed(message.session)  # a decided call's modal closes
 
     def _turn_heard(self, message: TurnEvent) -> None:
-        from services.assistant.events import Cancelled, ContextMeasured, Failed
+        from services.assistant.events import Cancelled, ContextMeasured, Failed, ToolFinished
 
         if isinstance(message.event, Cancelled | Failed):  # the modal of its waiting call closes
             self.commands.approvals.close_modal_of(message.event.turn_id)
+        elif isinstance(message.event, ToolFinished) and message.event.ok and message.session is not None:
+            self.publish(messages.ArtifactsChanged(message.session))  # a model's call may have kept some
         elif isinstance(message.event, ContextMeasured):
             self.meter = message.event.breakdown
             self._show_header()
@@ -250,7 +252,11 @@ class AriesApp(App[int]):
             self.session.conversation.notice(text, title=title)
 
     def report_error(self, message: str, title: str) -> None:
+        """An error toast; a slash command's (titled ``/name`` or ``Command``) is also a notice in the
+        transcript, where it stays after the toast has gone (recorded, rendered through the neutraliser)."""
         self.notify(message, title=title, severity="error", timeout=8)
+        if self.session is not None and (title.startswith("/") or title == "Command"):
+            self.session.conversation.notice(message, level="error", title=title)
 
     def notify(
         self,
@@ -288,6 +294,13 @@ class AriesApp(App[int]):
         self.publish(messages.StatusStopped(key))
 
     # -- keys and the prompt --------------------------------------------------------------------------
+    def get_key_display(self, binding: Binding) -> str:
+        """The app's one key notation (``Ctrl+O``, not Textual's ``^o``) in Textual's own key panel
+        (the palette's "Keys") as in F1 and the key bar."""
+        from widgets.keybar import key_label
+
+        return binding.key_display or key_label(binding.key)
+
     def action_help(self) -> None:
         from screens.help import HelpScreen
 

@@ -64,7 +64,14 @@ BINDINGS: list[BindingType] = [
         id="prompt.external_editor",
         tooltip="Write the message in $VISUAL/$EDITOR (e.g. code --wait); it comes back into the prompt",
     ),
-    Binding("escape", "focus_prompt", "Prompt", show=False, id="focus.prompt", tooltip="Back to the prompt"),
+    Binding(
+        "escape",
+        "focus_prompt",
+        "Prompt",
+        show=False,
+        id="focus.prompt",
+        tooltip="Back to the prompt; at the prompt, the newest message typed ahead back to edit (again: removed)",
+    ),
     Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
 ]
 

@@ -106,6 +106,10 @@ def preview_renderable(request: ApprovalRequest) -> Any:
     return Text("(no preview for this tool)", style="dim")
 
 
+KEYS = "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later"
+REASON_KEYS = "type the reason (optional)  ·  Enter denies  ·  Esc back to the keys"
+
+
 class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
     CSS_PATH = "approval.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -156,11 +160,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             with Vertical(id="approval-footer"):
                 yield Static(self._session_note(), id="approval-session")
                 yield Input(placeholder="Reason for denying (optional), then Enter", id="approval-reason")
-                yield Static(
-                    "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later",
-                    id="approval-keys",
-                    markup=False,
-                )
+                yield Static(KEYS, id="approval-keys", markup=False)
 
     def _session_note(self) -> Text:
         if (getattr(self.request, "origin", None) or {}).get("from_text"):
@@ -198,6 +198,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
         reason = self.query_one("#approval-reason", Input)
         reason.display = True
         reason.focus()
+        self.query_one("#approval-keys", Static).update(REASON_KEYS)  # letters are the reason's now
         self.refresh_bindings()
 
     @on(Input.Submitted, "#approval-reason")
@@ -211,6 +212,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             self._denying = False
             self.query_one("#approval-reason").display = False
             self.query_one("#approval-body").focus()
+            self.query_one("#approval-keys", Static).update(KEYS)
             self.refresh_bindings()
             return
         self.dismiss(None)

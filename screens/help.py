@@ -39,23 +39,42 @@ def keys_table(bindings: list[tuple[str, str, str]], title: str = "Keys") -> Tab
 
 
 def modal_keys() -> list[tuple[str, list[tuple[str, str, str]]]]:
-    """The keys of the modals the workbench opens (approval, chunk viewer, workspace switcher, search hits)."""
+    """The keys of the prompt, the panes and the modals the workbench opens, each section generated
+    from the bindings of the widgets it names (a row added by hand only where a key is not a binding:
+    an option list's Enter, the ``@`` of a path)."""
     from screens.approval import ApprovalScreen  # with the help, not at start-up (it brings pygments)
     from screens.chunk_viewer import ChunkViewer
     from screens.history_search import HistorySearchScreen
+    from screens.main import MainScreen
+    from screens.trust import TrustScreen
     from screens.workspace_switcher import WorkspaceSwitcher
+    from widgets.prompt.editor import PromptEditor
+    from widgets.prompt.input import PromptInput
+    from widgets.transcript.find import FindInput
+    from widgets.transcript.pane import TranscriptPane
+    from widgets.transcript.streaming import CitationLink
+    from widgets.transcript.tool_call import ToolCallBlock
 
-    def rows(bindings: list[BindingType]) -> list[tuple[str, str, str]]:
-        return [(b.key, b.description, b.tooltip) for b in bindings if isinstance(b, Binding)]
+    def rows(*owners: list[BindingType]) -> list[tuple[str, str, str]]:
+        return [(b.key, b.description, b.tooltip) for bindings in owners for b in bindings if isinstance(b, Binding)]
 
+    mention = ("@", "Attach a file", "@path in a message attaches that file; Tab completes the path")
+    history_open = ("enter", "Open", "Open the hit's conversation at its turn")
     return [
+        (
+            "Prompt (one line; Ctrl+J: the multi-line editor)",
+            [*rows(PromptInput.BINDINGS, PromptEditor.BINDINGS), mention],
+        ),
+        ("Transcript (F2)", rows(TranscriptPane.BINDINGS, CitationLink.BINDINGS, ToolCallBlock.BINDINGS)),
+        ("Find bar (Ctrl+F)", rows(FindInput.BINDINGS, MainScreen.BINDINGS)),
         ("Approval modal (Enter on a call in the Approvals pane)", rows(ApprovalScreen.BINDINGS)),
         ("Chunk viewer (Enter on a chunk in the Context pane, or /rag show HANDLE)", rows(ChunkViewer.BINDINGS)),
         ("Workspace switcher (Ctrl+O)", rows(WorkspaceSwitcher.BINDINGS)),
         (
             '/history search hits (filters in the query line: role:R tool:T since:DATE, "a phrase")',
-            rows(HistorySearchScreen.BINDINGS),
+            [history_open, *rows(HistorySearchScreen.BINDINGS)],
         ),
+        ("Trust review (a workspace's own settings)", rows(TrustScreen.BINDINGS)),
     ]
 
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from textual import events, on
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
@@ -48,6 +49,10 @@ PANE_IDS = ("transcript", "context", "approvals", "artifacts")
 
 class MainScreen(Screen[None]):
     CSS_PATH = "main.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "find_step(1)", "Next match", show=False, id="find.n", tooltip="The find bar's next match"),
+        Binding("N", "find_step(-1)", "Previous match", show=False, id="find.N", tooltip="The previous match"),
+    ]
     AUTO_FOCUS = "#prompt"  # back from a modal whose opener is gone (a call denied meanwhile): the prompt
 
     @dataclass
@@ -295,6 +300,20 @@ class MainScreen(Screen[None]):
         bar = self._find_bar()
         current, total = self.query_one(TranscriptPane).find_step(event.step)
         bar.show_count(current, total, bar.query_one("#find-input", Input).value)
+
+    def action_find_step(self, step: int) -> None:
+        """``n`` / ``N`` outside an input while the find bar is open: the next / previous match."""
+        from widgets.transcript.find import FindBar
+
+        self.post_message(FindBar.Step(step))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action != "find_step":
+            return True
+        return bool(self.query("#find")) and self._find_bar().is_open  # the bar is mounted by the first Ctrl+F
+
+    def on_find_bar_leave(self, event: FindBar.Leave) -> None:
+        self.query_one(TranscriptPane).focus()
 
     def on_find_bar_closed(self, event: FindBar.Closed) -> None:
         self.query_one(TranscriptPane).find_clear()

@@ -3,8 +3,9 @@
 Values arrive from the App (``subtitle(...)`` builds the line from only the values it is given:
 nothing is shown for what is not in force). The line is rendered as plain, neutralised text. Where it
 does not fit (80 columns) the header shows its compact form (``compact``: the values without their
-labels, ``demo · default · offline · guide · default policy``), and only what still does
-not fit is cut, with an ellipsis.
+labels, ``demo · default · offline · guide · default policy``); then the policy file goes, a long
+model name is cut in its middle, the profile goes (``fit``); only what still does not fit is cut, with
+an ellipsis.
 
 After each model request the line starts with the context meter (``ctx 1,420/2,048``, from the
 request's :class:`~services.models.window_budget.ContextBreakdown`): first, so that 80 columns keep it;
@@ -64,6 +65,38 @@ def compact(line: str) -> str:
     return " · ".join(parts)
 
 
+def _cut_model(parts: list[str], room: int, least: int) -> None:
+    """The ``model …`` part cut in its middle (``ollama:qwen2.5-cod…ong-tag``) until the compact line
+    fits ``room``, keeping at least ``least`` characters of the name."""
+    models = [i for i, part in enumerate(parts) if part.startswith("model ")]
+    over = len(compact(" · ".join(parts))) - room
+    if over <= 0 or not models:
+        return
+    model = parts[models[0]].removeprefix("model ")
+    keep = max(len(model) - over - 1, least)
+    if keep < len(model):
+        head = keep * 2 // 3  # the provider and the model's family; the tag's end
+        parts[models[0]] = "model " + model[:head] + "…" + model[len(model) - (keep - head) :]
+
+
+def fit(line: str, room: int) -> str:
+    """``line`` (labelled) in at most ``room`` columns: its compact form; then the policy and the web
+    viewer left out (``/policy`` and ``/serve`` name them); then the model's name cut in its middle,
+    then the profile left out (``/profile`` names it) and the name cut further. The meter (first) and
+    the approval mode stay whole; only what still does not fit is cut later, with an ellipsis."""
+    if len(line) <= room:
+        return line
+    parts = line.split(" · ")
+    while len(compact(" · ".join(parts))) > room and parts and not parts[-1].startswith("approvals "):
+        parts.pop()
+    cut = list(parts)
+    _cut_model(cut, room, 16)
+    if len(compact(" · ".join(cut))) > room:
+        cut = [part for part in parts if not part.startswith("profile ")]
+        _cut_model(cut, room, 8)
+    return compact(" · ".join(cut))
+
+
 def session_line(session: Session, model: str, serving: str = "", meter: str = "") -> str:
     """The App's subtitle: the context meter of the last request (``meter``, when one was sent), what
     ``session`` has in force (workspace, profile, ``model``, approval mode, policy file) and, while it
@@ -98,7 +131,7 @@ class WorkbenchHeader(Header):
             return title
         room = self.size.width - HEADER_MARGIN - title.cell_length - 3
         if self.size.width and sub.cell_length > room:
-            sub = Content(compact(clean(self.screen_sub_title, single_line=True)))
+            sub = Content(fit(clean(self.screen_sub_title, single_line=True), room))
         return Content.assemble(title, (" — ", "dim"), meter_style(sub.stylize("dim")))
 
     def on_resize(self) -> None:

@@ -284,7 +284,7 @@ class Commands:
     def workspace(self) -> WorkspaceController:
         from app.commands.workspace import WorkspaceController
 
-        return WorkspaceController(self.host, self.bundles)
+        return WorkspaceController(self.host, self.bundles, lambda: self._made("assistant") and self.assistant.running)
 
 
 Handler = Callable[[Commands, Any], None]

@@ -4,6 +4,7 @@ controller's (``app.commands.bundle``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from widgets.commands import Action, Named, WorkspaceImport
@@ -32,9 +33,10 @@ def take_workspace(
 
 
 class WorkspaceController:
-    def __init__(self, host: AppHost, bundles: BundleController) -> None:
+    def __init__(self, host: AppHost, bundles: BundleController, turn_running: Callable[[], bool]) -> None:
         self.host = host
         self.bundles = bundles
+        self.turn_running = turn_running
 
     def command(self, parsed: Action | Named | WorkspaceImport) -> None:
         """The parsed ``/workspace`` line (nothing, or ``switch``: the switcher)."""
@@ -60,11 +62,44 @@ class WorkspaceController:
         def done(result: tuple[str, str] | None) -> None:
             if result is not None:
                 verb, name = result
-                self.host.run_worker(self._open_and_say(name, verb == "new"), group="workspace", exit_on_error=False)
+                self.ask_before_leaving(
+                    f"Switch to {name}",
+                    lambda: self.host.run_worker(
+                        self._open_and_say(name, verb == "new"), group="workspace", exit_on_error=False
+                    ),
+                )
 
         names = self.host.manager.list()
         marks = _needing_review(self.host, names)
         self.host.push_screen(WorkspaceSwitcher(names, self.host.workspace_name, marks), done)
+
+    def interrupted(self) -> list[str]:
+        """What closing the session now would cut short, in the operator's words ([] when nothing)."""
+        session = self.host.session
+        waiting = len(session.approvals) if session is not None else 0
+        cut: list[str] = []
+        if self.turn_running():
+            cut.append("A turn is running: it is cancelled, recorded as cancelled by the operator.")
+        if waiting:
+            cut.append(
+                f"{waiting} tool call(s) wait for your approval: each is denied, and the denial recorded in the "
+                "audit store and the transcript."
+            )
+        return cut
+
+    def ask_before_leaving(self, title: str, go: Callable[[], object]) -> None:
+        """``go()`` at once when nothing runs or waits; otherwise after a yes (as Ctrl+Q asks)."""
+        cut = self.interrupted()
+        if not cut:
+            go()
+            return
+        from screens.confirm import ConfirmScreen
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                go()
+
+        self.host.push_screen(ConfirmScreen(f"{title}?", "\n".join(cut)), answered)
 
     async def _open_and_say(self, name: str, create: bool) -> None:
         if await self.host.open_workspace(name, create=create):

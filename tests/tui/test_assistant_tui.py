@@ -247,7 +247,7 @@ async def test_ctrl_o_ctrl_n_shows_the_new_workspace_alone(
     when a turn was streaming in the old one (it is cancelled with its session; issue 24)."""
     server.add(Reply(text="first answer"))
     if streaming:
-        server.add(Reply(text="a slow answer that keeps streaming " * 4, chunk_size=3, delay=0.05))
+        server.add(Reply(text="a slow answer that keeps streaming " * 4, chunk_size=3, stall_after=4))
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
@@ -259,6 +259,9 @@ async def test_ctrl_o_ctrl_n_shows_the_new_workspace_alone(
         await pilot.press("ctrl+o")
         await until(pilot, lambda: app.screen.__class__.__name__ == "WorkspaceSwitcher")
         await pilot.press(*"fresh", "ctrl+n")
+        if streaming:  # the running turn: asked first
+            await until(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen")
+            await pilot.press("y")
         await until(pilot, lambda: app.workspace_name == "fresh", what="the new workspace")
         await until(pilot, lambda: not app.commands.assistant.running, what="the old turn to end")
         await settle(pilot)
@@ -267,6 +270,45 @@ async def test_ctrl_o_ctrl_n_shows_the_new_workspace_alone(
         pane = app.screen.query_one(TranscriptPane)
         assert pane.entries() == [] and not pane.query("StreamingAnswer")
         assert app.session is not None and app.session.conversation.read().entries == []
+
+
+@pytest.mark.parametrize("where", ["streaming", "waiting"])
+async def test_ctrl_o_asks_before_cutting_a_turn_short(
+    server: ScriptedServer, workspace: Workspace, where: str
+) -> None:
+    """Ctrl+O while a turn streams or a call waits asks first, as Ctrl+Q does: n (or Esc) keeps the turn
+    and the workspace; y switches, and the turn is cancelled then (issue 34 item 7)."""
+    WorkspaceManager().create("other")
+    if where == "streaming":
+        server.add(Reply(text="a long answer that stalls", chunk_size=5, stall_after=2))
+    else:
+        server.add(Reply(tool_calls=[Call(tool_name("builtin:fs:write_text"), {"path": "w.txt", "text": "x"})]))
+    app = AriesApp("demo")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await pilot.press(*"go", "enter")
+        if where == "streaming":
+            await until(pilot, lambda: bool(app.screen.query("StreamingAnswer")))
+        else:
+            await until(pilot, lambda: app.session is not None and len(app.session.approvals) == 1)
+
+        async def choose_other() -> None:
+            await pilot.press("ctrl+o")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "WorkspaceSwitcher")
+            await pilot.press(*"other", "enter")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+
+        await choose_other()
+        detail = str(app.screen.query_one("#confirm-detail").render())
+        assert ("turn is running" if where == "streaming" else "wait for your approval") in detail
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.workspace_name == "demo" and app.commands.assistant.running, [e["content"] for e in entries(app)]
+        assert not any("cancelled" in e["content"] for e in entries(app))
+        await choose_other()
+        await pilot.press("y")
+        await until(pilot, lambda: app.workspace_name == "other", what="the other workspace")
+        await until(pilot, lambda: not app.commands.assistant.running, what="the old turn to end")
 
 
 async def test_provider_down_is_one_line_and_no_crash(monkeypatch: pytest.MonkeyPatch, workspace: Workspace) -> None:

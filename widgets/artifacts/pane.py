@@ -8,6 +8,7 @@ registry again when the session is shown, when what is in force changes, or when
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -102,10 +103,13 @@ class ArtifactsPane(Vertical):
             return
         options = self._ensure_list()
         options.clear_options()
+        names = Counter(a.name for a in artifacts)
         for artifact in artifacts:
             label = Text.assemble(
                 (clean(artifact.name, single_line=True), "bold"), f"  {human_size(artifact.size_bytes)}", style=""
             )
+            if names[artifact.name] > 1:  # the diffs of two writes of one file: told apart by time and id
+                label.append(f"  {artifact.created_at[11:19]}Z {artifact.id[:6]}", style="dim")
             options.add_option(Option(label, id=artifact.id))
         self.set_class(bool(artifacts), "-has-items")
         self.border_subtitle = f"{len(artifacts)} item{'s' if len(artifacts) != 1 else ''}" if artifacts else ""

@@ -65,13 +65,23 @@ def _where(hit: dict[str, Any]) -> str:
     return section.rsplit(" > ", 1)[-1]  # the innermost heading; the full path is in the chunk viewer
 
 
-def _source_cell(hit: dict[str, Any]) -> Text:
+def _source_cell(hit: dict[str, Any], width: int = SOURCE_WIDTH) -> Text:
     where = _where(hit)
     text = plain(hit.get("source_path", ""), single_line=True)
     if where:
         text.append(f" · {clean(where, single_line=True)}", style="dim")
-    text.truncate(SOURCE_WIDTH, overflow="ellipsis")
+    text.truncate(width, overflow="ellipsis")
     return text
+
+
+def source_width(room: int, cells: list[list[Text]]) -> int:
+    """The source column's width in a table ``room`` columns wide: what the other columns (``cells``:
+    each row's cells but the source) and the cell padding leave, at least ``SOURCE_WIDTH``."""
+    widths = [len(title) for title in COLUMNS if title != COLUMNS[2]]
+    for row in cells:
+        widths = [max(w, cell.cell_len) for w, cell in zip(widths, row, strict=True)]
+    padding = 2 * len(COLUMNS) + 1  # a cell's padding on each side, the scrollbar's column
+    return max(SOURCE_WIDTH, room - sum(widths) - padding)
 
 
 def last_injected(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -116,6 +126,16 @@ class ContextPane(Vertical):
         self.workspace: str | None = None  # the workspace the App has open (set_workspace)
         self._rows_workspace: str | None = None  # the workspace the rows shown came from
         self._dropped: set[str] = set()  # indexes dropped since the rows were shown
+        self._shown: tuple[str, list[dict[str, Any]]] | None = None  # the caption and hits of the rows
+
+    def on_resize(self) -> None:
+        """The source column follows the pane's width (the screen's)."""
+        if self._shown is not None and self._shown[1]:
+            workspace, dropped = self._rows_workspace, self._dropped
+            row = self._table().cursor_row
+            self.show_results(*self._shown, workspace=workspace)
+            self._dropped = dropped
+            self._table().move_cursor(row=row)
 
     def compose(self) -> Any:
         yield Static(EMPTY, id="context-empty", classes="empty", markup=False)
@@ -153,17 +173,20 @@ class ContextPane(Vertical):
         table.clear()
         self._rows_workspace = workspace if workspace is not None else self.workspace
         self._dropped = set()
-        for hit in hits:
-            handle = str(hit.get("handle", ""))
-            table.add_row(
+        self._shown = (caption, hits)
+        rows = [
+            [
                 plain(hit.get("rank", ""), single_line=True),
-                plain(handle, "bold", single_line=True),
-                _source_cell(hit),
+                plain(str(hit.get("handle", "")), "bold", single_line=True),
                 _score(hit.get("score")),
                 _retriever_cell(hit.get("bm25_rank"), hit.get("bm25_score")),
                 _retriever_cell(hit.get("dense_rank"), hit.get("dense_score")),
-                key=handle,
-            )
+            ]
+            for hit in hits
+        ]
+        width = source_width(self.content_region.width, rows)  # grows with the pane (the screen)
+        for hit, (rank, handle, *scores) in zip(hits, rows, strict=True):
+            table.add_row(rank, handle, _source_cell(hit, width), *scores, key=str(hit.get("handle", "")))
         caption_label = self.query_one("#context-caption", Label)
         caption_label.update(shown)
         caption_label.display = True
@@ -187,6 +210,7 @@ class ContextPane(Vertical):
             caption_label.display = False
         self._rows_workspace = None
         self._dropped = set()
+        self._shown = None
         empty = self.query_one("#context-empty", Static)
         empty.update(plain(caption))
         empty.display = True

@@ -65,7 +65,7 @@ class PromptInput(Input):
             "Complete",
             show=False,
             id="prompt.complete",
-            tooltip="Complete the slash command or sub-command; press again to cycle through the candidates",
+            tooltip="Complete the slash command, its argument or an @path; press again to cycle through the candidates",
         ),
         Binding(
             "ctrl+j,shift+enter",

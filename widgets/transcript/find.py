@@ -1,7 +1,8 @@
 """The find bar (Ctrl+F): a query over the conversation shown in the Transcript pane.
 
 Typing searches (case-insensitive, literal); Enter, Down or F3 go to the next match, Up or
-Shift+F3 to the previous; Esc closes the bar (the highlights go) and the prompt takes the focus.
+Shift+F3 to the previous; Tab goes to the conversation with the bar open, where ``n`` / ``N`` step
+(the main screen's keys); Esc closes the bar (the highlights go) and the prompt takes the focus.
 The bar only says what was asked (``FindBar.Search``, ``FindBar.Step``, ``FindBar.Closed``): the
 main screen asks the Transcript pane (``TranscriptPane.find``) and shows the count here.
 """
@@ -25,10 +26,21 @@ class FindInput(Input):
         Binding(
             "escape", "close", "Close", show=False, id="find.close", tooltip="Close the find bar, back to the prompt"
         ),
+        Binding(
+            "tab",
+            "leave",
+            "To the transcript",
+            show=False,
+            id="find.leave",
+            tooltip="To the conversation, the bar kept open: n / N the next / previous match",
+        ),
     ]
 
     def action_step(self, step: int) -> None:
         self.post_message(FindBar.Step(step))
+
+    def action_leave(self) -> None:
+        self.post_message(FindBar.Leave())
 
     def action_close(self) -> None:
         self.post_message(FindBar.Closed())
@@ -54,10 +66,13 @@ class FindBar(Horizontal):
     class Closed(Message):
         pass
 
+    class Leave(Message):
+        """Tab: the focus to the conversation, where ``n`` / ``N`` step while the bar is open."""
+
     def compose(self) -> Any:
         yield Static("Find:", id="find-label", markup=False)
         yield FindInput(
-            placeholder="in the conversation · Enter/↓/F3 next · ↑/Shift+F3 previous · Esc",
+            placeholder="in the conversation · Enter/↓/F3 next · ↑/Shift+F3 previous · Tab, then n/N · Esc",
             id="find-input",
             compact=True,
         )

@@ -157,6 +157,14 @@ class TranscriptPane(VerticalScroll):
             id="transcript.copy_code",
             tooltip="Copy the code blocks of the selected message (OSC 52)",
         ),
+        Binding(
+            "tab",
+            "to_citation",
+            "Citation",
+            show=False,
+            id="transcript.citation",
+            tooltip="To the cited handles of the latest answer in view (Enter opens one)",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's parameter name
@@ -207,6 +215,20 @@ class TranscriptPane(VerticalScroll):
     @property
     def selected(self) -> Widget | None:
         return self._selected if self._selected is not None and self._selected.is_attached else None
+
+    def action_to_citation(self) -> None:
+        """Tab from the pane: the first cited handle of the latest answer in view (of the latest answer
+        when none is in view), not the top of the conversation; from anything inside, the next one."""
+        from widgets.transcript.streaming import CitationLink
+
+        links = list(self.query(CitationLink))
+        if self.screen.focused is not self or not links:
+            self.screen.focus_next()
+            return
+        in_view = [link for link in links if link.region.area]
+        latest = (in_view or links)[-1]
+        first = next(link for link in links if link.parent is latest.parent)
+        first.focus()
 
     def action_select(self, step: int) -> None:
         blocks = list(self.query(SHOWN))
