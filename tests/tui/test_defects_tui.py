@@ -215,7 +215,7 @@ async def test_f1_lists_the_keys_the_readme_promises_and_textuals_key_panel_uses
             console.print(static.content)
         shown = console.export_text()
         expected = ["↑", "Previous prompt", "Ctrl+J", "Attach a file", "@path", "Copy code", "Citation"]
-        expected += ["Open chunk", "Audit row", "Next match", "Previous match", "Conversation search hits", "Fork"]
+        expected += ["Open chunk", "Audit row", "Next match", "Previous match", "/history search hits", "Fork"]
         expected += ["Trust review", "Not now", "typed ahead"]
         for text in expected:
             assert text in shown, text
