@@ -11,6 +11,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.host import run_task
@@ -149,9 +150,12 @@ class RagController:
         self.host.run_worker(self._resume_vectors(session), group="rag-vectors", exit_on_error=False)
 
     async def _resume_vectors(self, session: Session) -> None:
+        indexes_dir = session.workspace.indexes_dir
+        if not await asyncio.to_thread(_holds_an_index, indexes_dir):  # the common case: nothing is imported
+            return
         from services.retrieval.backfill import pending_indexes
 
-        names = await asyncio.to_thread(pending_indexes, session.workspace.indexes_dir)
+        names = await asyncio.to_thread(pending_indexes, indexes_dir)
         if not names or self.ingest_cancel is not None or session.workspace.ephemeral:
             return
         cancel = self._start_ingest()
@@ -341,3 +345,12 @@ def _ingest_summary(report: IngestReport, active: str | None) -> str:
 
 
 __all__ = ["RagController"]
+
+
+def _holds_an_index(indexes_dir: Path) -> bool:
+    """Whether the workspace has an index at all (a folder listing: the retrieval code is not imported
+    at a workspace's open only to learn that it has nothing to fill in)."""
+    try:
+        return any(not entry.name.startswith(".") for entry in indexes_dir.iterdir())
+    except OSError:
+        return False
