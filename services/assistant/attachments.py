@@ -70,21 +70,24 @@ async def attach(session: Session, text: str) -> tuple[str, list[Attachment]]:
             error = result.error
             missing = error is not None and error.type.value == "NotFound"
             attachments.append(Attachment(path, error=error.message if error else "not read", missing=missing))
+    from services.assistant.context import untrusted_block
+
     blocks = [text]
     for item in attachments:
         if item.error:
             continue
         cut = f" (cut at {MAX_BYTES:,} of {item.size:,} bytes)" if item.truncated else ""
-        blocks.append(f"--- attached file {item.path}{cut} ---\n{item.text}\n--- end of {item.path} ---")
+        # A file is data, not the operator's words: inside the same neutralised delimiters as a passage, so
+        # that a line of it cannot end the block and speak as the operator (issue 31 item 7).
+        blocks.append(untrusted_block(f"attached file {item.path}{cut}", item.text))
     return "\n\n".join(blocks), attachments
-
-
-ATTACHED = re.compile(r"--- attached file (\S+)( \(cut [^)]*\))? ---\n(.*?)\n--- end of \1 ---", re.DOTALL)
 
 
 def collapse_attachments(text: str) -> str:
     """``text`` with each attached file's block shortened to one line (for showing a sent message)."""
-    return ATTACHED.sub(lambda m: f"[attached {m.group(1)} · {len(m.group(3)):,} characters{m.group(2) or ''}]", text)
+    from services.text.attached import replace_attached
+
+    return replace_attached(text, lambda file: f"[attached {file.path} · {len(file.text):,} characters{file.cut}]")
 
 
 def describe(attachments: list[Attachment]) -> tuple[str, bool]:

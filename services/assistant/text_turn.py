@@ -71,14 +71,14 @@ class TextCallState:
     ) -> TextCallState:
         """The state at the start of a turn for model ``label`` (``message``: what was sent, with any
         attached files)."""
-        from services.assistant.attachments import ATTACHED
+        from services.text.attached import attached_files
 
         setting = text_calls_setting(session, label)
         on = takes_tools and (
             setting if setting is not None else not native_calls_seen(session.conversation.dialogue(), label)
         )
         untrusted = [str(hit.get("text") or "") for hit in hits]
-        untrusted.extend(match.group(3) for match in ATTACHED.finditer(message))
+        untrusted.extend(file.text for file in attached_files(message))
         return cls(setting, on, untrusted)
 
     def saw_native(self) -> None:

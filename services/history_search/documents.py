@@ -12,10 +12,11 @@ findable nor shown in a hit.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from services.text.attached import attached_files, replace_attached
 
 INDEXED_ROLES = ("user", "assistant", "tool")
 KINDS = ("message", "call", "result", "file")
@@ -24,7 +25,6 @@ MAX_TEXT_CHARS = 64_000
 
 # The block services.assistant.attachments.attach writes into a sent message (same pattern, kept
 # here because that package imports the conversation's: tests/history_search checks they agree).
-ATTACHED = re.compile(r"--- attached file (\S+)( \(cut [^)]*\))? ---\n(.*?)\n--- end of \1 ---", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,8 @@ def _texts(entry: dict[str, Any]) -> list[tuple[str, str, str]]:
         call = f"{tool} {_json_text(entry.get('input'))}".strip()
         result = "\n".join(t for t in (content, _json_text(entry.get("output"))) if t)
         return [("call", tool, call), ("result", tool, result)]
-    pieces = [("message", "", ATTACHED.sub(lambda m: f"[attached {m.group(1)}]", content))]
-    for match in ATTACHED.finditer(content):
-        pieces.append(("file", match.group(1), match.group(3)))
+    pieces = [("message", "", replace_attached(content, lambda file: f"[attached {file.path}]"))]
+    pieces.extend(("file", file.path, file.text) for file in attached_files(content))
     return pieces
 
 
@@ -122,4 +121,4 @@ def documents_for(entry: dict[str, Any], redact: Any) -> list[SearchDocument]:
     return docs
 
 
-__all__ = ["ATTACHED", "INDEXED_ROLES", "KINDS", "SearchDocument", "documents_for", "epoch_seconds", "turn_number"]
+__all__ = ["INDEXED_ROLES", "KINDS", "SearchDocument", "documents_for", "epoch_seconds", "turn_number"]

@@ -192,11 +192,15 @@ def test_a_secret_is_neither_findable_nor_shown(root: Path) -> None:
     assert OPENAI_KEY.encode() not in stored
 
 
-def test_the_attachment_block_is_the_one_the_assistant_writes() -> None:
-    from services.assistant.attachments import ATTACHED as written
-    from services.history_search.documents import ATTACHED as read
+def test_the_attachment_block_the_assistant_writes_is_read_in_both_forms() -> None:
+    from services.assistant.context import untrusted_block
+    from services.text.attached import attached_files
 
-    assert read.pattern == written.pattern and read.flags == written.flags
+    new = "see\n\n" + untrusted_block("attached file notes/a.md", "the grey heron")
+    old = "see\n\n--- attached file notes/a.md ---\nthe grey heron\n--- end of notes/a.md ---"
+    for message in (new, old):
+        (found,) = attached_files(message)
+        assert (found.path, found.text) == ("notes/a.md", "the grey heron")
 
 
 def test_the_ranking_is_deterministic_on_ties(tmp_path: Path) -> None:

@@ -214,6 +214,6 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
             searched = [m.event.query for m in messages.of(TurnEvent) if isinstance(m.event, Retrieved)]
             assert set(searched) == {"what is @README.md"}  # retrieval searched what was typed, not the file
         user = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "user"][-1]["content"]
-        assert "--- attached file README.md ---\n# Demo\n\nAries reads this.\n" in user
+        assert "<<<untrusted attached file README.md>>>\n# Demo\n\nAries reads this.\n" in user
     finally:
         server.stop()

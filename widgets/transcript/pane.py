@@ -53,7 +53,7 @@ def render_entry(entry: dict[str, Any]) -> Text:
             label.append(f"  {clean(str(request), single_line=True)}", style="dim")
     label.append(f"  {stamp}", style="dim")
     body = str(entry.get("content", ""))
-    if role == "user" and "--- attached file " in body:  # the files a message attached: one line each
+    if role == "user" and ("attached file " in body):  # the files a message attached: one line each
         from services.assistant.attachments import collapse_attachments
 
         body = collapse_attachments(body)
