@@ -82,6 +82,7 @@ def _policy_lines(text: str) -> list[ReviewLine]:
         return [ReviewLine(2, "policy.yaml is not a mapping: every tool call fails until fixed")]
     default = _default_policy()
     lines: list[ReviewLine] = []
+    lines += _hook_lines(data.get("hooks") or {})
     lines += _mcp_lines(data)
     lines += _switch_lines(data, default)
     lines += _fs_lines(data.get("filesystem") or {}, default.get("filesystem") or {})
@@ -93,10 +94,40 @@ def _policy_lines(text: str) -> list[ReviewLine]:
     for key in sorted(limits):
         if limits[key] != base.get(key):
             lines.append(ReviewLine(2, f"limit {key}: {_short(limits[key])} (default: {_short(base.get(key))})"))
-    known = {"version", "mode", "providers", "tool_classes", "tools", "filesystem", "shell", "web", "auto_approve"}
+    known = {
+        "version",
+        "mode",
+        "providers",
+        "tool_classes",
+        "tools",
+        "filesystem",
+        "shell",
+        "web",
+        "auto_approve",
+        "hooks",
+    }
     for key in sorted(set(data) - known - {"limits"}):
         if data[key] != default.get(key):
             lines.append(ReviewLine(2, f"policy {key}: {_short(data[key])}"))
+    return lines
+
+
+def _hook_lines(hooks: dict[str, Any]) -> list[ReviewLine]:
+    """Each hook as the command it runs and the calls it runs around (``services.tools.hooks``): it
+    starts a process at every matching call, so it is listed with the riskiest."""
+    lines = []
+    for when in ("before", "after"):
+        for hook in hooks.get(when) or []:
+            hook = hook if isinstance(hook, dict) else {}
+            command = shlex.join([str(part) for part in hook.get("command") or []])
+            tools = " or ".join(str(t) for t in hook.get("tools") or []) or "no"
+            args = hook.get("args") or {}
+            where = f" whose {', '.join(f'{k} matches {v!r}' for k, v in sorted(args.items()))}" if args else ""
+            what = f"runs `{_short(command)}` {when} every {tools} call{where}"
+            extra = " (may deny it)" if when == "before" else ""
+            if when == "after" and hook.get("add_to_context"):
+                extra = " (its output goes to the model)"
+            lines.append(ReviewLine(0, f"hook {_short(str(hook.get('id')))} {_short(what)}{extra}"))
     return lines
 
 
