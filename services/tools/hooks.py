@@ -174,6 +174,14 @@ def _check_not_writable(bound: BoundPolicy, argv: list[str], executable: str, cw
             )
 
 
+def _cwd(bound: BoundPolicy, workspace: Workspace) -> str:
+    """The workspace folder when it is an allowed root or inside one (the default), else the first
+    root: a folder the sandbox shows (bubblewrap's ``/tmp`` is private)."""
+    own = str(bound.workspace_root or workspace.root)
+    roots = [str(root) for root in bound.roots]
+    return own if not roots or any(_inside(own, root) for root in roots) else roots[0]
+
+
 def _env(bound: BoundPolicy, hook: Hook, when: When, tool_id: str) -> dict[str, str]:
     import fnmatch
 
@@ -191,7 +199,7 @@ def _start(host: HookHost, hook: Hook, when: When, tool_id: str, payload: bytes)
     from services.tools.sandbox import discard, prepare
 
     bound = host.bound
-    cwd = str(bound.workspace_root or host.workspace.root)
+    cwd = _cwd(bound, host.workspace)
     argv = list(hook.command)
     executable = _executable(bound, argv[0])
     _check_not_writable(bound, argv, executable, cwd)
