@@ -258,3 +258,55 @@ def test_an_untrusted_workspace_says_how_to_review_it_and_the_list_shows_trust(t
     rows = {row["name"]: row["trust"] for row in json.loads(aries("workspace", "list", "--json", home=home).stdout)}
     assert rows == {"w": "untrusted", "mine": "own"}
     assert "untrusted" in aries("workspace", "list", home=home).stdout
+
+
+HOOK_POLICY = """version: 1
+providers:
+  builtin: {enabled: true}
+tool_classes: {fs: enabled}
+filesystem: {allowed_roots: ["${workspace}"]}
+shell: {sandbox: "off"}
+hooks:
+  before:
+    - {id: canary, command: [sh, -c, "touch CANARY"], tools: ["*"]}
+"""
+
+
+def test_an_imported_hook_runs_only_while_trusted(tmp_path: Path) -> None:
+    """Issue 31 item 5: a bundle's hook (a canary it touches) runs nothing before `workspace trust`,
+    runs after it, stops after an edit made outside Aries, and runs again once reviewed."""
+    canary = tmp_path / "canary"
+    home = tmp_path / "home"
+    assert (
+        aries(
+            "workspace",
+            "import",
+            str(_bundle(tmp_path, HOOK_POLICY.replace("CANARY", str(canary)))),
+            "--name",
+            "w",
+            home=home,
+        ).returncode
+        == 0
+    )
+    listing = ("-w", "w", "tool", "call", "builtin:fs:list_dir", "--args", '{"path": "."}')
+
+    assert aries(*listing, home=home).returncode == 0
+    assert not canary.exists(), "an untrusted hook ran"
+    review = aries("workspace", "trust", "w", home=home)
+    assert (
+        "    hook canary runs `sh -c 'touch " in review.stdout and "before every * call (may deny it)" in review.stdout
+    )
+    assert review.stdout.index("hook canary") < review.stdout.index("tool class")  # listed first
+    assert aries("workspace", "trust", "w", "--yes", home=home).returncode == 0
+    assert aries(*listing, home=home).returncode == 0
+    assert canary.exists(), "the trusted hook did not run"
+
+    canary.unlink()
+    policy = home / "workspaces" / "w" / "policy.yaml"
+    policy.write_text(policy.read_text() + "# edited by hand\n")  # outside Aries: the workspace is "changed"
+    assert aries(*listing, home=home).returncode == 0
+    assert not canary.exists(), "a hook of a changed policy ran"
+    assert "policy.yaml changed since it was trusted" in aries("workspace", "trust", "w", home=home).stdout
+    assert aries("workspace", "trust", "w", "--yes", home=home).returncode == 0
+    assert aries(*listing, home=home).returncode == 0
+    assert canary.exists()
