@@ -51,7 +51,7 @@ AUTHORITY: tuple[tuple[str, str], ...] = (
         POLICY_FILE,
         "the tool policy: approval mode, allowed roots and deny rules, tool classes and per-tool rules, "
         "programs, shell sandbox and network, web schemes and hosts, MCP servers (commands, URLs, "
-        "environment), auto-approval, limits",
+        "environment), auto-approval, limits, hooks (commands run before and after tool calls)",
     ),
     (
         f"{PROFILES_DIR}/*.yaml",
