@@ -24,7 +24,8 @@ data (``services.assistant.context.tool_result_text``).
 Hooks do not run on hooks: a hook is not a tool call, and a tool call made from inside a hook (the
 ``ARIES_HOOK`` marker in its environment, e.g. a hook that runs ``aries tool call``) runs none.
 A hook whose program or script lies inside the allowed roots (outside the workspace's own records)
-is refused: the tools it guards could rewrite it.
+is refused: the tools it guards could rewrite it. Its program and script are readable inside the
+sandbox even where it hides them (bubblewrap's private ``/tmp``).
 """
 
 from __future__ import annotations
@@ -157,21 +158,26 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _check_not_writable(bound: BoundPolicy, argv: list[str], executable: str, cwd: str) -> None:
-    """Refuse a hook whose program or a file it names lies where tools may write (the allowed roots,
-    except the workspace's own records)."""
+def _hook_files(bound: BoundPolicy, argv: list[str], executable: str, cwd: str) -> tuple[str, ...]:
+    """The files a hook runs (its program, a script it names), which the sandbox lets it read; refused
+    when one lies where tools may write (the allowed roots, except the workspace's own records)."""
     from services.policy import ToolPermissionDenied
 
     internal = [os.path.join(str(bound.workspace_root), name) for name in WORKSPACE_INTERNAL]
+    files: list[str] = []
     for token in [executable, *argv[1:]]:
         path = os.path.realpath(os.path.join(cwd, token))
-        if not os.path.isfile(path) or any(_inside(path, own) for own in internal):
+        if not os.path.isfile(path):
+            continue
+        files.append(path)
+        if any(_inside(path, own) for own in internal):
             continue
         if any(_inside(path, str(root)) for root in bound.roots):
             raise ToolPermissionDenied(
                 f"the hook's file {token!r} is inside the allowed roots, where tools can rewrite it; "
                 "keep hook programs outside them"
             )
+    return tuple(files)
 
 
 def _cwd(bound: BoundPolicy, workspace: Workspace) -> str:
@@ -202,9 +208,9 @@ def _start(host: HookHost, hook: Hook, when: When, tool_id: str, payload: bytes)
     cwd = _cwd(bound, host.workspace)
     argv = list(hook.command)
     executable = _executable(bound, argv[0])
-    _check_not_writable(bound, argv, executable, cwd)
+    files = _hook_files(bound, argv, executable, cwd)
     env = _env(bound, hook, when, tool_id)
-    sandbox = prepare(bound, argv=argv, executable=executable, cwd=cwd, env=env)
+    sandbox = prepare(bound, argv=argv, executable=executable, cwd=cwd, env=env, readable=files)
     with tempfile.TemporaryFile() as stdin:
         stdin.write(payload)
         stdin.flush()

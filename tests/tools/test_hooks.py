@@ -225,3 +225,28 @@ def test_a_hook_that_does_not_load_says_where(hooks: str, said: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_policy(f"version: 1\nhooks: {hooks}\n", source="policy.yaml")
     assert caught.value.message.startswith("policy.yaml:2: ") and said in caught.value.message
+
+
+@pytest.mark.parametrize("outside_root", ["read_only", "hidden"])
+@pytest.mark.parametrize("mode", ["bubblewrap", "landlock"])
+def test_a_hook_script_outside_the_roots_runs_in_each_sandbox(
+    sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway], mode: str, outside_root: str
+) -> None:
+    """The hook's script lives in pytest's /tmp, which bubblewrap replaces by a private one and a hidden
+    outside_root hides: the sandbox still lets the hook read its own program and script."""
+    from services.tools.sandbox import SandboxUnavailable, select
+
+    try:
+        select(mode)
+    except SandboxUnavailable as exc:
+        pytest.skip(exc.message)
+    script = sandbox.outside / "hook.sh"
+    script.write_text('read -r call\ncase "$call" in *\'"ls"\'*) echo "no ls, said the script"; exit 2;; esac\n')
+    policy = make_policy(
+        sandbox.root,
+        shell__sandbox=mode,
+        shell__outside_root=outside_root,
+        hooks={"before": [{"id": "file", "command": ["/bin/sh", str(script)], "tools": ["*"]}]},
+    )
+    denied = run(gateway_factory(policy), ["ls"])
+    assert denied.error is not None and denied.error.message == "denied by hook file: no ls, said the script"
