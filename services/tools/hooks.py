@@ -159,13 +159,15 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _hook_files(bound: BoundPolicy, argv: list[str], executable: str, cwd: str) -> tuple[str, ...]:
-    """The files a hook runs (its program, a script it names), which the sandbox lets it read; refused
-    when one lies where tools may write (the allowed roots, except the workspace's own records)."""
+    """The files a hook runs (its program, a script it names by a path: an argument with a ``/``),
+    which the sandbox lets it read; refused when one lies where tools may write (the allowed roots,
+    except the workspace's own records). A plain word is an argument, never a file: a tool that makes
+    a file of that name cannot stop the hook."""
     from services.policy import ToolPermissionDenied
 
     internal = [os.path.join(str(bound.workspace_root), name) for name in WORKSPACE_INTERNAL]
     files: list[str] = []
-    for token in [executable, *argv[1:]]:
+    for token in [executable, *(arg for arg in argv[1:] if "/" in arg)]:
         path = os.path.realpath(os.path.join(cwd, token))
         if not os.path.isfile(path):
             continue

@@ -198,7 +198,7 @@ def test_after_output_reaches_the_model_as_capped_untrusted_data(
 
 
 def test_a_hook_program_inside_the_allowed_roots_is_refused(
-    sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway]
+    sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway], hook: Callable[..., list[str]]
 ) -> None:
     """The tools a hook guards could rewrite a program that lies where they may write."""
     script = sandbox.root / "hook.py"
@@ -207,6 +207,11 @@ def test_a_hook_program_inside_the_allowed_roots_is_refused(
     gateway = gateway_factory(with_hooks(sandbox, before=before))
     denied = run(gateway, ["ls"])
     assert denied.error is not None and "inside the allowed roots" in denied.error.message
+    # A plain word of a hook's argv is no file: a file of that name in the roots changes nothing.
+    (sandbox.root / "decide").write_text("planted by a tool\n")
+    words = [{"id": "w", "command": [*hook("decide")], "tools": ["*"]}]
+    refused = run(gateway_factory(with_hooks(sandbox, before=words)), ["ls"])
+    assert refused.error is not None and refused.error.message == "denied by hook w: said in JSON"
 
 
 @pytest.mark.parametrize(
