@@ -299,6 +299,34 @@ def _profile_lines(name: str, text: str) -> list[ReviewLine]:
     return [ReviewLine(risk, f"profile {stem}{shadow}: {'; '.join(parts)}")]
 
 
+def _bound_hook_lines(name: str, text: str, profiles: dict[str, str]) -> list[ReviewLine]:
+    """The hooks of a policy file a profile binds, when that file is under ``profiles/`` too (a
+    workspace's own profile may bring its own policy, hooks and all)."""
+    import posixpath
+
+    try:
+        raw = _plain_yaml(text, name)
+    except ConfigError:
+        return []
+    tools = raw.get("tools") if isinstance(raw, dict) else None
+    bound = tools.get("policy") if isinstance(tools, dict) else None
+    if not isinstance(bound, str) or not bound:
+        return []
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(name), bound))
+    if target not in profiles:
+        return []
+    try:
+        data = _plain_yaml(profiles[target], target)
+    except ConfigError:
+        return []
+    hooks = data.get("hooks") if isinstance(data, dict) else None
+    stem = Path(name).stem
+    return [
+        ReviewLine(line.risk, f"profile {stem}'s policy {_short(bound)}: {line.text}")
+        for line in _hook_lines(hooks if isinstance(hooks, dict) else {})
+    ]
+
+
 def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
     if WHOLE_META in settings:
         return [ReviewLine(2, f"workspace.yaml does not load ({_short(settings[WHOLE_META])})")]
@@ -387,6 +415,7 @@ def describe(authority: Authority) -> list[ReviewLine]:
         lines += _policy_lines(authority.policy)
     for name, text in sorted(authority.profiles.items()):
         lines += _profile_lines(name, text)
+        lines += _bound_hook_lines(name, text, authority.profiles)
     lines += _settings_lines(authority.settings)
     lines += _mode_lines(authority)
     for index, rows in sorted(authority.index_roots.items()):
