@@ -181,7 +181,7 @@ def test_after_hooks_report_failure_and_the_result_stands(
 def test_after_output_reaches_the_model_as_capped_untrusted_data(
     sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway], hook: Callable[..., list[str]]
 ) -> None:
-    after = [
+    after: list[dict[str, Any]] = [
         {"id": "ctx", "command": hook("context", 10_000), "tools": ["builtin:shell:run"], "add_to_context": True},
         {"id": "quiet", "command": hook("context", 10), "tools": ["builtin:shell:run"]},  # ran, not added
     ]
