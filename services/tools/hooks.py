@@ -50,7 +50,7 @@ from services.tools.results import ErrorType, ToolError
 if TYPE_CHECKING:
     from services.audit.log import AuditStore
     from services.conversation import Conversation
-    from services.policy import BoundPolicy
+    from services.policy import BoundPolicy, Policy
     from services.policy.document import Hook
     from services.tools.processes import ManagedProcess, ProcessManager
     from services.workspace.manager import Workspace
@@ -382,6 +382,28 @@ def _payload(hook: Hook, when: When, call: HookCall, result: dict[str, Any] | No
     return (json.dumps(body, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
+def describe_hooks(policy: Policy) -> tuple[bool, str] | None:
+    """For the doctor: (ok, one line) on the policy's hooks — how many, and a program that cannot be
+    found (a before hook's makes every call it matches fail closed); None when there are none."""
+    import shutil
+
+    hooks = policy.hooks
+    if not hooks.before and not hooks.after:
+        return None
+    search = os.pathsep.join(policy.search_path) if policy.search_path else os.environ.get("PATH")
+    missing = []
+    for when, listed in (("before", hooks.before), ("after", hooks.after)):
+        for hook in listed:
+            program = hook.command[0]
+            found = program if program.startswith("/") else shutil.which(program, path=search)
+            if found is None or not os.access(found, os.X_OK):
+                missing.append(f"{when} hook {hook.id}: {program!r} not found")
+    counted = f"{len(hooks.before)} before, {len(hooks.after)} after"
+    if missing:
+        return False, f"{counted}; {'; '.join(missing)} (a before hook's calls are all denied)"
+    return True, f"{counted}; every program found"
+
+
 # -- the pipeline's two steps -------------------------------------------------------------------
 async def run_before(
     host: HookHost, call: HookCall, decision: PolicyDecision, log: HookLog
@@ -427,6 +449,7 @@ __all__ = [
     "HookHost",
     "HookLog",
     "HookRun",
+    "describe_hooks",
     "hooks_disabled",
     "run_after",
     "run_before",

@@ -255,3 +255,15 @@ def test_a_hook_script_outside_the_roots_runs_in_each_sandbox(
     )
     denied = run(gateway_factory(policy), ["ls"])
     assert denied.error is not None and denied.error.message == "denied by hook file: no ls, said the script"
+
+
+def test_the_doctor_names_a_hook_whose_program_is_missing(sandbox: Sandbox, hook: Callable[..., list[str]]) -> None:
+    from services.tools.doctor import doctor
+
+    fine = with_hooks(sandbox, before=[{"id": "a", "command": hook("deny"), "tools": ["*"]}])
+    [check] = [c for c in doctor(fine).checks if c.name == "hooks"]
+    assert check.ok and check.detail == "1 before, 0 after; every program found"
+    broken = with_hooks(sandbox, after=[{"id": "b", "command": ["no-such-hook-program"], "tools": ["*"]}])
+    [check] = [c for c in doctor(broken).checks if c.name == "hooks"]
+    assert not check.ok and "after hook b: 'no-such-hook-program' not found" in check.detail
+    assert not [c for c in doctor(make_policy(sandbox.root)).checks if c.name == "hooks"]  # none: no line
