@@ -31,6 +31,7 @@ sandbox even where it hides them (bubblewrap's private ``/tmp``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import tempfile
@@ -356,8 +357,11 @@ async def _audited(host: HookHost, hook: Hook, when: When, call: HookCall, paylo
     cancel = threading.Event()
     try:
         run = await asyncio.to_thread(_run, host, hook, when, call.tool_id, payload, cancel)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # the call was cancelled: its hook's tree is ended, its row closed
         cancel.set()
+        ended = HookRun(hook.id, when, "failed", f"hook {hook.id} was cancelled with its call")
+        with contextlib.suppress(Exception):
+            _record_end(host, hook_call_id, call, ended, payload, started)
         raise
     try:
         _record_end(host, hook_call_id, call, run, payload, started)

@@ -267,3 +267,26 @@ def test_the_doctor_names_a_hook_whose_program_is_missing(sandbox: Sandbox, hook
     [check] = [c for c in doctor(broken).checks if c.name == "hooks"]
     assert not check.ok and "after hook b: 'no-such-hook-program' not found" in check.detail
     assert not [c for c in doctor(make_policy(sandbox.root)).checks if c.name == "hooks"]  # none: no line
+
+
+async def test_cancelling_a_call_ends_its_running_hook(
+    sandbox: Sandbox, gateway_factory: Callable[..., ToolGateway], hook: Callable[..., list[str]]
+) -> None:
+    import asyncio
+
+    before = [{"id": "slow", "command": hook("sleep"), "tools": ["*"], "timeout_s": 60}]
+    gateway = gateway_factory(with_hooks(sandbox, before=before))
+    task = asyncio.create_task(gateway.execute("builtin:shell:run", {"argv": ["ls"], "cwd": str(sandbox.root)}))
+    deadline = time.monotonic() + 10
+    while not any(p.running() for p in gateway.processes.processes()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert any(p.running() for p in gateway.processes.processes()), "the hook never started"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 10
+    while any(p.running() for p in gateway.processes.processes()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not any(p.running() for p in gateway.processes.processes()), "the hook outlived its call"
+    [row] = hook_rows(gateway)
+    assert row["status"] == "error" and row["policy_decision"]["reason"] == "hook slow was cancelled with its call"
