@@ -310,3 +310,37 @@ def test_an_imported_hook_runs_only_while_trusted(tmp_path: Path) -> None:
     assert aries("workspace", "trust", "w", "--yes", home=home).returncode == 0
     assert aries(*listing, home=home).returncode == 0
     assert canary.exists()
+
+
+def _legacy_fingerprint(root: Path) -> str:
+    """The fingerprint as Aries wrote it before hooks (the policy, profiles and settings only)."""
+    from services.hashing import sha256_hex
+    from services.trust.authority import in_force
+
+    now = in_force(root)
+    fields = {"policy": now.policy, "profiles": now.profiles, "settings": now.settings}
+    return sha256_hex(json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def test_a_workspace_trusted_before_hooks_is_reviewed_once_for_them(tmp_path: Path) -> None:
+    """Upgrade: a policy with `hooks:` did not load before this change, so trusting it trusted no hook;
+    now that Aries runs them, such a workspace is `changed` until reviewed (its hooks listed). A workspace
+    whose policy has no hooks keeps its fingerprint: nothing to review."""
+    manager = WorkspaceManager(tmp_path / "home" / "workspaces")
+    import_bundle(_bundle(tmp_path / "a", HOOK_POLICY.replace("CANARY", str(tmp_path / "c"))), manager, name="w")
+    import_bundle(_bundle(tmp_path / "b", "version: 1\nmode: strict\n"), manager, name="plain")
+    hooked, _ = manager.open("w")
+    plain, _ = manager.open("plain")
+    for workspace in (hooked, plain):
+        trust(workspace.root)
+        record = read_record(workspace.root)
+        assert record is not None
+        record.fingerprint = _legacy_fingerprint(workspace.root)  # as trusted by the Aries before hooks
+        write_record(workspace.root, record)
+    assert workspace_trust(plain.root).status == "trusted"
+    state = workspace_trust(hooked.root)
+    assert state.status == "changed" and state.reason.startswith("its policy's hooks (which Aries now runs)")
+    with Session(hooked, interactive=False) as session:
+        assert session.policy_path is None  # the shipped policy: no hook runs
+    trust(hooked.root)
+    assert workspace_trust(hooked.root).status == "trusted"
