@@ -93,7 +93,12 @@ def tool_result_text(tool_id: str, result: dict[str, Any], limit: int = TOOL_RES
     text = json.dumps(shown, ensure_ascii=False, default=str)
     if len(text) > limit:
         text = text[:limit] + f"… [cut at {limit} characters to fit the model's context window]"
-    return untrusted_block(f'tool-result tool="{tool_id}"', text)
+    blocks = [untrusted_block(f'tool-result tool="{tool_id}"', text)]
+    for added in meta.get("hook_context") or []:  # an after hook's output (services.tools.hooks): data too
+        note = f" ({added['note']})" if added.get("note") else ""
+        label = f'hook-output hook="{added.get("hook")}" tool="{tool_id}"{note}'
+        blocks.append(untrusted_block(label, str(added.get("text") or "")))
+    return "\n".join(blocks)
 
 
 def tool_result_limit(prompt_limit: int) -> int:

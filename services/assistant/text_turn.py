@@ -88,7 +88,9 @@ class TextCallState:
 
     def add_result(self, result: dict[str, Any]) -> None:
         """A tool result the model is sent becomes untrusted input of the turn."""
-        self.untrusted.extend(s for s in _strings({"data": result.get("data"), "error": result.get("error")}) if s)
+        hooked = (result.get("meta") or {}).get("hook_context")  # an after hook's output (services.tools.hooks)
+        shown = {"data": result.get("data"), "error": result.get("error"), "hooks": hooked}
+        self.untrusted.extend(s for s in _strings(shown) if s)
 
     def read(self, text: str, names: ToolNameMap | None, tool_ids: Callable[[], Iterable[str]]) -> TextCalls | None:
         """The trailing call block of ``text`` (None: reading is off, or the text ends in no call);

@@ -186,7 +186,9 @@ def stored_run(workspace: Workspace, run_id: str) -> dict[str, Any]:
     if run is None or plan is None:
         raise NotFound(f"no plan run {run_id!r} in workspace {workspace.name}; `aries runs` lists them")
     with AuditStore.for_workspace(workspace.root) as audit:
-        calls = sorted(audit.calls(run_id, limit=10_000), key=lambda c: c.get("step_index", 0))
+        rows = audit.calls(run_id, limit=10_000)
+    # A hook's run is an audit row of its own (services.tools.hooks), not a step of the plan.
+    calls = sorted((c for c in rows if c.get("source") != "hook"), key=lambda c: c.get("step_index", 0))
     for call in calls:  # the one output hash; the audit row's hash of the complete output checks the record
         call["stored_sha256"] = call.get("output_hash")
         call["output_hash"] = output_hash(call.get("output"))

@@ -158,6 +158,45 @@ class ToolOverride(Section):
     require_approval: bool | MISSING = MISSING
 
 
+# -- hooks ------------------------------------------------------------------------------------------------
+MAX_HOOK_TIMEOUT_S = 60.0
+
+
+def _program(argv: list[str]) -> list[str]:
+    first = argv[0]
+    if "/" in first and not first.startswith("/"):
+        raise ValueError("the program must be a name found on the search path or an absolute path")
+    return argv
+
+
+class Hook(Section):
+    """A command run around the tool calls it matches (``services.policy.hooks``,
+    ``services.tools.hooks``): argv without a shell; the call reaches it as JSON on its standard input."""
+
+    id: Id
+    command: Annotated[list[Text], Field(min_length=1), AfterValidator(_program)]
+    """argv: a program (a name on the search path, or an absolute path) and its fixed arguments."""
+    tools: Annotated[list[Text], Field(min_length=1)]
+    """Tool ids it runs for, with ``*`` and ``?`` (``builtin:shell:*``)."""
+    args: dict[Text, Text] = {}
+    """Argument (dotted: ``argv.0``) → a pattern its value must match (``*``: any characters; a list
+    of strings is matched as the words joined by spaces, quoted as a shell would)."""
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_HOOK_TIMEOUT_S)] = 10.0
+
+
+class AfterHook(Hook):
+    add_to_context: bool = False
+    """Its standard output is added to what the model is given of the call, as untrusted data."""
+
+
+class Hooks(Section):
+    before: list[Hook] = []
+    """Run before a call the policy does not deny; exit code 2 (or ``{"decision": "deny", "reason": …}``
+    on stdout) denies it with a reason; any other failure denies it too (fail closed)."""
+    after: list[AfterHook] = []
+    """Run after the tool ran; a failure is reported and the call's result stands."""
+
+
 class PolicyDocument(Section):
     """A whole policy file (after a capsule policy is translated, see :mod:`services.policy.capsule`)."""
 
@@ -171,6 +210,7 @@ class PolicyDocument(Section):
     shell: Shell = Shell()
     web: Web = Web()
     auto_approve: list[AutoApprove] = []
+    hooks: Hooks = Hooks()
 
 
 # -- one line for the first problem ---------------------------------------------------------------------
@@ -221,11 +261,15 @@ def _walk(data: Any, loc: tuple[int | str, ...]) -> tuple[list[str | int], int]:
 
 
 __all__ = [
+    "MAX_HOOK_TIMEOUT_S",
+    "AfterHook",
     "AutoApprove",
     "DenyExtensions",
     "DenyGlob",
     "Executables",
     "Filesystem",
+    "Hook",
+    "Hooks",
     "PolicyDocument",
     "PrivateHost",
     "Providers",

@@ -19,6 +19,7 @@ from services.errors import ConfigError
 from services.files.yamlio import line_at, plain
 from services.hashing import content_hash
 from services.policy.globs import AutoApproveRule, DenyRule, ExecRule, glob_to_regex
+from services.policy.hooks import duplicate_ids
 from services.policy.model import PATH_OPS, ShellSandbox
 from services.policy.network import NetworkRules
 
@@ -120,6 +121,10 @@ class Policy:
             )
             for rule in doc.auto_approve
         ]
+        self.hooks = doc.hooks  # run around matching calls by services.tools.hooks
+        hook_dupes = duplicate_ids(doc.hooks)
+        if hook_dupes:
+            raise self._error(("hooks",), f"hook ids must be unique; repeated: {', '.join(hook_dupes)}")
         ids = [r.id for r in self.deny_rules] + [r.id for r in self.exec_rules] + [r.id for r in self.auto_approve]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:

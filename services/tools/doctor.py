@@ -97,6 +97,11 @@ def doctor(
     except Exception as exc:
         report.checks.append(Check("gateway end to end", False, f"{type(exc).__name__}: {exc}"))
     report.checks.append(_shell_sandbox(chosen))
+    from services.tools.hooks import describe_hooks
+
+    hooks = describe_hooks(chosen)
+    if hooks is not None:
+        report.checks.append(Check("hooks", *hooks))
     return report
 
 

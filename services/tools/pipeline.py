@@ -7,12 +7,16 @@ approver, the backends, and the gateway's step counter and run bookkeeping.  In 
 
 1. record the call in the audit store (no record, no call: a failing audit store fails closed);
 2. look the tool up and validate the arguments against its input schema (``InvalidInput``);
-3. evaluate the policy (``deny`` becomes a structured ``PolicyDenied`` result, with its rule);
+3. evaluate the policy (``deny`` becomes a structured ``PolicyDenied`` result, with its rule),
+   then run the policy's matching ``before`` hooks (``services.tools.hooks``: one that denies or
+   fails makes the call a ``PolicyDenied`` result, rule ``hooks.before.<id>``);
 4. when the policy says ``confirm``: reuse a session grant for the same tool and argument
    pattern, or ask the approver (approve once / approve for the session / deny with a reason); a
    call read from the model's text (``request.from_text``) neither uses nor leaves a grant;
 5. dispatch with a one-call capability (sync tools in a worker thread, with a time limit and the
    call's cancel token); the tool receives its validated argument model (``ToolSpec.parse``);
+   then the matching ``after`` hooks (their failures reported, their output optionally kept as
+   untrusted context for the model: ``meta.hooks``, ``meta.hook_context``);
 6. record the result, the decision, the matched rule and who approved; record the conversation's
    tool-call event when a recorder is given.
 """
@@ -39,6 +43,7 @@ from services.tools.calls import (
     ToolCallRequest,
     new_id,
 )
+from services.tools.hooks import HookCall, HookLog, run_after, run_before
 from services.tools.records import parse_arguments, record_tool_call
 from services.tools.registry import ToolContext, ToolRegistry, ToolSpec, issue_capability, revoke_capability
 from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult, error_from_exception
@@ -181,8 +186,9 @@ async def run_call(
         return refused
 
     cancelled: BaseException | None = None
+    hooks = HookLog()
     try:
-        decision, output, error = await _decide_and_dispatch(site, spec, request, call_id, approver)
+        decision, output, error = await _decide_and_dispatch(site, spec, request, call_id, approver, hooks)
     except asyncio.CancelledError as exc:  # recorded, then passed on
         cancelled = exc
         decision = _gateway_decision(site, spec, tool_id, "gateway.cancelled", "the call was cancelled")
@@ -195,6 +201,7 @@ async def run_call(
     approval_wait_ms = round(sum(waited) * 1000, 3)
     duration_ms = round((monotonic() - started_mono) * 1000 - approval_wait_ms, 3)
     result, status, data_json = _result(site, spec, call_id, tool_id, decision, output, error)
+    hooks.annotate(result.meta)
     result.meta["duration_ms"] = duration_ms
     if waited:
         result.meta["approval_wait_ms"] = approval_wait_ms
@@ -208,6 +215,7 @@ async def run_call(
     _record_result(site, request, result, decision, status, data_json, run_id, started_at, duration_ms)
     if transcript is not None:
         record_tool_call(transcript, result, request, duration_ms)
+        hooks.notify(transcript)
     if cancelled is not None:
         raise cancelled
     return result
@@ -319,9 +327,11 @@ async def _decide_and_dispatch(
     request: ToolCallRequest,
     call_id: str,
     approver: Approver | None,
+    hooks: HookLog,
 ) -> tuple[PolicyDecision, ToolOutput | None, ToolError | None]:
     """Steps 2 to 5: the arguments validated once into the tool's model, the policy's decision on
-    them, the approval it may need, and the dispatch of the tool with them."""
+    them, the before hooks (``services.tools.hooks``), the approval it may need, the dispatch of the
+    tool with them, and the after hooks."""
     tool_id = request.tool_id
     if spec is None:
         return _unknown_tool(site, tool_id)
@@ -334,6 +344,11 @@ async def _decide_and_dispatch(
     if request.from_text:  # said on the audit row's decision
         decision.facts = {**decision.facts, "from_text": True}
     error: ToolError | None = None
+    call = HookCall(tool_id, request.args, call_id, request.run_id or site.run_id, request.source)
+    if decision.action != "deny":
+        refused = await run_before(site, call, decision, hooks)
+        if refused is not None:
+            return refused[0], None, refused[1]
     if decision.action == "confirm":
         decision, error = await _approval(site, spec, call_id, parsed, decision, approver, request)
     elif decision.action == "deny":
@@ -342,6 +357,8 @@ async def _decide_and_dispatch(
     if error is not None:
         return decision, None, error
     output, error = await _dispatch(site, spec, call_id, parsed, decision)
+    ran = {"status": "ok" if output is not None else "error", "data": output.data if output is not None else None}
+    await run_after(site, call, {**ran, "error": error.to_dict() if error is not None else None}, hooks)
     return decision, output, error
 
 

@@ -108,9 +108,11 @@ def _spawn(
     env: dict[str, str],
     limits: ChildLimits | None,
     sandbox: SandboxPlan | None,
+    stdin: IO[bytes] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own session (the sandbox, bwrap or Landlock, runs it when there is one),
-    with the child's limits applied before it runs; a failure to start is a typed error."""
+    with the child's limits applied before it runs; a failure to start is a typed error. ``stdin``:
+    an open file the child reads (a hook's call as JSON); none: ``/dev/null``."""
     command, program = argv, executable
     if sandbox is not None:  # the sandbox (bwrap) or its restriction (Landlock) runs the command
         command, program, env = sandbox.argv, sandbox.executable, {**sandbox.env, ENV_TAG: env[ENV_TAG]}
@@ -128,7 +130,7 @@ def _spawn(
             executable=program,
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             close_fds=True,
@@ -170,10 +172,11 @@ class ProcessManager:
         max_processes: int,
         limits: ChildLimits | None = None,
         sandbox: SandboxPlan | None = None,
+        stdin: IO[bytes] | None = None,
     ) -> ManagedProcess:
         process_id = self._next_id(max_processes)
         tag = f"{self.session}:{process_id}"
-        popen = _spawn(argv, executable, cwd, {**env, ENV_TAG: tag}, limits, sandbox)
+        popen = _spawn(argv, executable, cwd, {**env, ENV_TAG: tag}, limits, sandbox, stdin)
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:

@@ -188,22 +188,35 @@ class SandboxPlan:
 
 
 def prepare(
-    bound: BoundPolicy, *, argv: list[str], executable: str, cwd: str, env: dict[str, str]
+    bound: BoundPolicy,
+    *,
+    argv: list[str],
+    executable: str,
+    cwd: str,
+    env: dict[str, str],
+    readable: tuple[str, ...] = (),
 ) -> SandboxPlan | None:
     """The sandbox plan for one command under ``bound`` (None: no sandbox; raises
-    ``SandboxUnavailable`` when the policy requires one that cannot run)."""
+    ``SandboxUnavailable`` when the policy requires one that cannot run). ``readable``: files the
+    command must see read-only even where the sandbox hides them (a hook's script under ``/tmp``)."""
     settings = bound.policy.sandbox
     kind, _why = select(settings.mode)
     if kind is None:
         return None
     writable = [str(root) for root in bound.roots]
     if kind == "bubblewrap":
-        return _bubblewrap(bound, argv, executable, cwd, env, writable)
-    return _landlock(bound, argv, executable, env, writable)
+        return _bubblewrap(bound, argv, executable, cwd, env, writable, readable)
+    return _landlock(bound, argv, executable, env, writable, readable)
 
 
 def _bubblewrap(
-    bound: BoundPolicy, argv: list[str], executable: str, cwd: str, env: dict[str, str], writable: list[str]
+    bound: BoundPolicy,
+    argv: list[str],
+    executable: str,
+    cwd: str,
+    env: dict[str, str],
+    writable: list[str],
+    readable: tuple[str, ...] = (),
 ) -> SandboxPlan:
     settings = bound.policy.sandbox
     found = support()
@@ -221,6 +234,8 @@ def _bubblewrap(
     else:
         args += ["--ro-bind", "/", "/"]
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in readable:
+        args += ["--ro-bind-try", path, path]
     for root in writable:
         args += ["--bind", root, root]
     workspace = str(bound.workspace_root) if bound.workspace_root is not None else None
@@ -249,11 +264,17 @@ def _bubblewrap(
 
 
 def _landlock(
-    bound: BoundPolicy, argv: list[str], executable: str, env: dict[str, str], writable: list[str]
+    bound: BoundPolicy,
+    argv: list[str],
+    executable: str,
+    env: dict[str, str],
+    writable: list[str],
+    readable: tuple[str, ...] = (),
 ) -> SandboxPlan:
     settings = bound.policy.sandbox
     private = tempfile.mkdtemp(prefix="aries-shell-tmp-")
-    read = ["/"] if settings.outside_root == "read_only" else [*bound.sandbox_visible, "/proc", executable]
+    hidden = [*bound.sandbox_visible, "/proc", executable, *readable]
+    read = ["/"] if settings.outside_root == "read_only" else hidden
     try:
         ruleset = landlock.build_ruleset(
             read=read, write=[*writable, private], devices=["/dev"], network=settings.network

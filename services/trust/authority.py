@@ -51,7 +51,7 @@ AUTHORITY: tuple[tuple[str, str], ...] = (
         POLICY_FILE,
         "the tool policy: approval mode, allowed roots and deny rules, tool classes and per-tool rules, "
         "programs, shell sandbox and network, web schemes and hosts, MCP servers (commands, URLs, "
-        "environment), auto-approval, limits",
+        "environment), auto-approval, limits, hooks (commands run before and after tool calls)",
     ),
     (
         f"{PROFILES_DIR}/*.yaml",
@@ -122,14 +122,21 @@ class Authority:
 
     def fingerprint(self) -> str:
         """SHA-256 of the policy, the profiles and the settings (index roots are the operator's to
-        change with ``rag index add``; they are quarantined on import but not fingerprinted)."""
-        body = json.dumps(
-            {"policy": self.policy, "profiles": self.profiles, "settings": self.settings},
-            sort_keys=True,
-            ensure_ascii=False,
-            default=str,
-        )
+        change with ``rag index add``; they are quarantined on import but not fingerprinted).
+
+        When a policy file holds ``hooks`` the body says so (``"hooks": true``): a workspace trusted
+        before Aries ran hooks, whose policy then did not even load with them, is ``changed`` once and
+        reviewed with its hooks listed; one without hooks keeps its fingerprint."""
+        fields: dict[str, Any] = {"policy": self.policy, "profiles": self.profiles, "settings": self.settings}
+        if self.has_hooks():
+            fields["hooks"] = True
+        body = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
         return sha256_hex(body)
+
+    def has_hooks(self) -> bool:
+        """Whether ``policy.yaml`` or a policy file under ``profiles/`` holds ``hooks``."""
+        texts = [self.policy or "", *self.profiles.values()]
+        return any("hooks" in text and _declares_hooks(text) for text in texts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -181,6 +188,16 @@ class Authority:
             count = len(self.plan_runs)
             parts.append(f"replay of {count} recorded plan run{'s' if count > 1 else ''}")
         return parts
+
+
+def _declares_hooks(text: str) -> bool:
+    from services.files.yamlio import parse_yaml_text
+
+    try:
+        data = parse_yaml_text(text, source="policy")
+    except ConfigError:
+        return False
+    return isinstance(data, dict) and bool(data.get("hooks"))
 
 
 # -- workspace.yaml ----------------------------------------------------------------------------

@@ -223,6 +223,8 @@ def _what_changed(record: TrustRecord, current: Authority) -> str:
             names.append(f"{PROFILES_DIR}/{name}")
     if before.settings != current.settings:
         names.append(WORKSPACE_FILE)
+    if not names and current.has_hooks():  # trusted before Aries ran hooks (Authority.fingerprint)
+        return "its policy's hooks (which Aries now runs)"
     return ", ".join(names) or "its settings"
 
 

@@ -82,6 +82,7 @@ def _policy_lines(text: str) -> list[ReviewLine]:
         return [ReviewLine(2, "policy.yaml is not a mapping: every tool call fails until fixed")]
     default = _default_policy()
     lines: list[ReviewLine] = []
+    lines += _hook_lines(data.get("hooks") or {})
     lines += _mcp_lines(data)
     lines += _switch_lines(data, default)
     lines += _fs_lines(data.get("filesystem") or {}, default.get("filesystem") or {})
@@ -93,10 +94,40 @@ def _policy_lines(text: str) -> list[ReviewLine]:
     for key in sorted(limits):
         if limits[key] != base.get(key):
             lines.append(ReviewLine(2, f"limit {key}: {_short(limits[key])} (default: {_short(base.get(key))})"))
-    known = {"version", "mode", "providers", "tool_classes", "tools", "filesystem", "shell", "web", "auto_approve"}
+    known = {
+        "version",
+        "mode",
+        "providers",
+        "tool_classes",
+        "tools",
+        "filesystem",
+        "shell",
+        "web",
+        "auto_approve",
+        "hooks",
+    }
     for key in sorted(set(data) - known - {"limits"}):
         if data[key] != default.get(key):
             lines.append(ReviewLine(2, f"policy {key}: {_short(data[key])}"))
+    return lines
+
+
+def _hook_lines(hooks: dict[str, Any]) -> list[ReviewLine]:
+    """Each hook as the command it runs and the calls it runs around (``services.tools.hooks``): it
+    starts a process at every matching call, so it is listed with the riskiest."""
+    lines = []
+    for when in ("before", "after"):
+        for hook in hooks.get(when) or []:
+            hook = hook if isinstance(hook, dict) else {}
+            command = shlex.join([str(part) for part in hook.get("command") or []])
+            tools = " or ".join(str(t) for t in hook.get("tools") or []) or "no"
+            args = hook.get("args") or {}
+            where = f" whose {', '.join(f'{k} matches {v!r}' for k, v in sorted(args.items()))}" if args else ""
+            what = f"runs `{_short(command)}` {when} every {tools} call{where}"
+            extra = " (may deny it)" if when == "before" else ""
+            if when == "after" and hook.get("add_to_context"):
+                extra = " (its output goes to the model)"
+            lines.append(ReviewLine(0, f"hook {_short(str(hook.get('id')))} {_short(what)}{extra}"))
     return lines
 
 
@@ -268,6 +299,34 @@ def _profile_lines(name: str, text: str) -> list[ReviewLine]:
     return [ReviewLine(risk, f"profile {stem}{shadow}: {'; '.join(parts)}")]
 
 
+def _bound_hook_lines(name: str, text: str, profiles: dict[str, str]) -> list[ReviewLine]:
+    """The hooks of a policy file a profile binds, when that file is under ``profiles/`` too (a
+    workspace's own profile may bring its own policy, hooks and all)."""
+    import posixpath
+
+    try:
+        raw = _plain_yaml(text, name)
+    except ConfigError:
+        return []
+    tools = raw.get("tools") if isinstance(raw, dict) else None
+    bound = tools.get("policy") if isinstance(tools, dict) else None
+    if not isinstance(bound, str) or not bound:
+        return []
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(name), bound))
+    if target not in profiles:
+        return []
+    try:
+        data = _plain_yaml(profiles[target], target)
+    except ConfigError:
+        return []
+    hooks = data.get("hooks") if isinstance(data, dict) else None
+    stem = Path(name).stem
+    return [
+        ReviewLine(line.risk, f"profile {stem}'s policy {_short(bound)}: {line.text}")
+        for line in _hook_lines(hooks if isinstance(hooks, dict) else {})
+    ]
+
+
 def _settings_lines(settings: dict[str, Any]) -> list[ReviewLine]:
     if WHOLE_META in settings:
         return [ReviewLine(2, f"workspace.yaml does not load ({_short(settings[WHOLE_META])})")]
@@ -356,6 +415,7 @@ def describe(authority: Authority) -> list[ReviewLine]:
         lines += _policy_lines(authority.policy)
     for name, text in sorted(authority.profiles.items()):
         lines += _profile_lines(name, text)
+        lines += _bound_hook_lines(name, text, authority.profiles)
     lines += _settings_lines(authority.settings)
     lines += _mode_lines(authority)
     for index, rows in sorted(authority.index_roots.items()):

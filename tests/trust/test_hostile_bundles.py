@@ -131,6 +131,11 @@ def test_hostile_bundle(case: Case, base: Path, canary: Canary, tmp_path: Path) 
     assert shell["code"] != 0, shell
     assert query["code"] == 0 and "quokka" in str(query["stdout"]), query
     assert all(row.get("roots", []) == [] for row in json.loads(str(indexes["stdout"]))), indexes
+    if case.name == "grant-store":  # grants live only in $ARIES_HOME: the bundle's copies are inert data
+        from services.settings.operator import load_settings, settings_path
+
+        assert load_settings(settings_path(home)).grants == []
+        assert "allowed" not in str(shell["stdout"]) and "operator_session" not in str(shell["stdout"])
     if case.name == "plan-run":
         assert replay["code"] != 0 and "trust the workspace first" in str(replay["stderr"]), replay
     review = aries("workspace", "trust", NAME, "--json", home=home, env=_env(canary))
@@ -138,6 +143,10 @@ def test_hostile_bundle(case: Case, base: Path, canary: Canary, tmp_path: Path) 
     data = json.loads(review.stdout)
     if case.outcome == "quarantine":
         assert data["status"] == "untrusted" and data["lines"], data
+    if case.name == "hooks-canary":  # the review names each hook first, as the command it runs
+        texts = [line["text"] if isinstance(line, dict) else line for line in data["lines"]]
+        assert texts[0].startswith("hook pre runs `sh -c 'touch "), texts
+        assert any(text.startswith("hook post runs") for text in texts), texts
 
 
 def test_the_suite_has_every_class_the_issue_names() -> None:
@@ -153,5 +162,7 @@ def test_the_suite_has_every_class_the_issue_names() -> None:
         "manifest-not-sqlite",
         "tantivy-meta-hostile",
         "hnsw-corrupt",
+        "hooks-canary",
+        "grant-store",
     ):
         assert needed in names

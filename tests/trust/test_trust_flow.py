@@ -258,3 +258,89 @@ def test_an_untrusted_workspace_says_how_to_review_it_and_the_list_shows_trust(t
     rows = {row["name"]: row["trust"] for row in json.loads(aries("workspace", "list", "--json", home=home).stdout)}
     assert rows == {"w": "untrusted", "mine": "own"}
     assert "untrusted" in aries("workspace", "list", home=home).stdout
+
+
+HOOK_POLICY = """version: 1
+providers:
+  builtin: {enabled: true}
+tool_classes: {fs: enabled}
+filesystem: {allowed_roots: ["${workspace}"]}
+shell: {sandbox: "off"}
+hooks:
+  before:
+    - {id: canary, command: [sh, -c, "touch CANARY"], tools: ["*"]}
+"""
+
+
+def test_an_imported_hook_runs_only_while_trusted(tmp_path: Path) -> None:
+    """Issue 31 item 5: a bundle's hook (a canary it touches) runs nothing before `workspace trust`,
+    runs after it, stops after an edit made outside Aries, and runs again once reviewed."""
+    canary = tmp_path / "canary"
+    home = tmp_path / "home"
+    assert (
+        aries(
+            "workspace",
+            "import",
+            str(_bundle(tmp_path, HOOK_POLICY.replace("CANARY", str(canary)))),
+            "--name",
+            "w",
+            home=home,
+        ).returncode
+        == 0
+    )
+    listing = ("-w", "w", "tool", "call", "builtin:fs:list_dir", "--args", '{"path": "."}')
+
+    assert aries(*listing, home=home).returncode == 0
+    assert not canary.exists(), "an untrusted hook ran"
+    review = aries("workspace", "trust", "w", home=home)
+    assert (
+        "    hook canary runs `sh -c 'touch " in review.stdout and "before every * call (may deny it)" in review.stdout
+    )
+    assert review.stdout.index("hook canary") < review.stdout.index("tool class")  # listed first
+    assert aries("workspace", "trust", "w", "--yes", home=home).returncode == 0
+    assert aries(*listing, home=home).returncode == 0
+    assert canary.exists(), "the trusted hook did not run"
+
+    canary.unlink()
+    policy = home / "workspaces" / "w" / "policy.yaml"
+    policy.write_text(policy.read_text() + "# edited by hand\n")  # outside Aries: the workspace is "changed"
+    assert aries(*listing, home=home).returncode == 0
+    assert not canary.exists(), "a hook of a changed policy ran"
+    assert "policy.yaml changed since it was trusted" in aries("workspace", "trust", "w", home=home).stdout
+    assert aries("workspace", "trust", "w", "--yes", home=home).returncode == 0
+    assert aries(*listing, home=home).returncode == 0
+    assert canary.exists()
+
+
+def _legacy_fingerprint(root: Path) -> str:
+    """The fingerprint as Aries wrote it before hooks (the policy, profiles and settings only)."""
+    from services.hashing import sha256_hex
+    from services.trust.authority import in_force
+
+    now = in_force(root)
+    fields = {"policy": now.policy, "profiles": now.profiles, "settings": now.settings}
+    return sha256_hex(json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def test_a_workspace_trusted_before_hooks_is_reviewed_once_for_them(tmp_path: Path) -> None:
+    """Upgrade: a policy with `hooks:` did not load before this change, so trusting it trusted no hook;
+    now that Aries runs them, such a workspace is `changed` until reviewed (its hooks listed). A workspace
+    whose policy has no hooks keeps its fingerprint: nothing to review."""
+    manager = WorkspaceManager(tmp_path / "home" / "workspaces")
+    import_bundle(_bundle(tmp_path / "a", HOOK_POLICY.replace("CANARY", str(tmp_path / "c"))), manager, name="w")
+    import_bundle(_bundle(tmp_path / "b", "version: 1\nmode: strict\n"), manager, name="plain")
+    hooked, _ = manager.open("w")
+    plain, _ = manager.open("plain")
+    for workspace in (hooked, plain):
+        trust(workspace.root)
+        record = read_record(workspace.root)
+        assert record is not None
+        record.fingerprint = _legacy_fingerprint(workspace.root)  # as trusted by the Aries before hooks
+        write_record(workspace.root, record)
+    assert workspace_trust(plain.root).status == "trusted"
+    state = workspace_trust(hooked.root)
+    assert state.status == "changed" and state.reason.startswith("its policy's hooks (which Aries now runs)")
+    with Session(hooked, interactive=False) as session:
+        assert session.policy_path is None  # the shipped policy: no hook runs
+    trust(hooked.root)
+    assert workspace_trust(hooked.root).status == "trusted"

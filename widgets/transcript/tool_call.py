@@ -384,7 +384,10 @@ def decision_label(entry: Mapping[str, Any]) -> tuple[str, str]:
     if error:
         kind = clean(error.get("type", "error"), single_line=True)
         if kind == "PolicyDenied":
-            by = "operator" if "operator" in str((error.get("details") or {}).get("rule", "")) else "policy"
+            details = error.get("details") or {}
+            by = "operator" if "operator" in str(details.get("rule", "")) else "policy"
+            if details.get("hook"):  # a before hook (services.tools.hooks)
+                by = f"hook {clean(str(details['hook']), single_line=True)}"
             return f"✗ denied by {by}", "bold red"
         return f"✗ {kind}", "bold red"
     status = str(entry.get("status", ""))
@@ -447,6 +450,35 @@ def artifacts_text(entry: Mapping[str, Any]) -> Text:
     return text
 
 
+def hooks_text(entry: Mapping[str, Any]) -> Text:
+    """What the after hooks of this call did (``services.tools.hooks``): ``hooks: git-status gave the
+    model 3 lines · lint failed``; empty when none ran (a before hook's denial is the header's)."""
+    _data, _error, meta = _output_parts(entry)
+    listed = meta.get("hooks")
+    runs: list[Any] = listed if isinstance(listed, list) else []
+    added = {str(c.get("hook")): c for c in meta.get("hook_context") or [] if isinstance(c, Mapping)}
+    parts: list[tuple[str, str]] = []
+    for run in runs:
+        if not isinstance(run, Mapping) or run.get("when") != "after":
+            continue
+        name = clean(str(run.get("hook")), single_line=True)
+        if run.get("outcome") == "failed":
+            parts.append((f"{name} failed", "bold red"))
+        elif name in added:
+            count = len(str(added[name].get("text") or "").splitlines())
+            parts.append((f"{name} gave the model {count} line{'s' if count != 1 else ''}", ""))
+        else:
+            parts.append((f"{name} ran", ""))
+    if not parts:
+        return Text()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("hooks: ", style="dim")
+    for index, (part, style) in enumerate(parts):
+        text.append(" · " if index else "")
+        text.append(part, style=style)
+    return text
+
+
 # -- the widget ----------------------------------------------------------------------------------
 class ToolCallBlock(Vertical):
     """One transcript tool entry. ``expanded`` toggles between the first lines and the whole result."""
@@ -460,6 +492,7 @@ class ToolCallBlock(Vertical):
     ToolCallBlock.-expanded > .tool-body-scroll { max-height: 70vh; }
     ToolCallBlock .tool-more { color: $text-muted; }
     ToolCallBlock > .tool-artifacts { height: 1; }
+    ToolCallBlock > .tool-hooks { height: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -509,6 +542,9 @@ class ToolCallBlock(Vertical):
         kept = artifacts_text(self.entry)
         if kept.plain:
             yield Static(kept, classes="tool-artifacts")
+        hooked = hooks_text(self.entry)
+        if hooked.plain:
+            yield Static(hooked, classes="tool-hooks")
 
     def _header(self) -> Text:
         return header_text(self.entry, expanded=self.expanded if self.collapsible else None)
