@@ -119,3 +119,31 @@ def test_a_malformed_mark_is_skipped_and_listed(tmp_path: Path) -> None:
     assert (
         timeline.numbers == [1, 2] and len(timeline.problems) == 1 and "rewind entry not read" in timeline.problems[0]
     )
+
+
+def test_pin_unpin_and_checkpoints_in_the_operators_words(tmp_path: Path) -> None:
+    from services.conversation.marks import checkpoint, checkpoint_lines, pin, unpin
+
+    conversation = Conversation(Transcript(tmp_path, "c-marks"))
+    with pytest.raises(InvalidInput, match="no turn yet"):
+        pin(conversation)
+    _turns(conversation, 4)
+    assert pin(conversation).startswith("Pinned turn 4")
+    assert "pinned: 2, 4" in pin(conversation, 2)
+    assert "already" in pin(conversation, 2)
+    with pytest.raises(InvalidInput, match="turn 9 is not in this conversation"):
+        pin(conversation, 9)
+    assert unpin(conversation, 4) == "Unpinned turn 4 (pinned: 2)."
+    with pytest.raises(InvalidInput, match="turn 4 is not pinned"):
+        unpin(conversation, 4)
+    assert "marks the end of turn 4" in checkpoint(conversation, "draft-done")
+    with pytest.raises(InvalidInput, match="marks turn 4 already"):
+        checkpoint(conversation, "draft-done")
+    with pytest.raises(InvalidInput, match="not all digits"):
+        checkpoint(conversation, "2024")
+    [line] = checkpoint_lines(conversation)
+    assert line.startswith("draft-done") and "turn 4" in line and "put away" not in line
+    timeline = conversation.timeline()
+    conversation.mark("rw", rewind_fields(timeline.turn_id(2), timeline.head, [3, 4]))
+    assert "put away by a rewind" in checkpoint_lines(conversation)[0]
+    assert conversation.timeline().pinned == []  # made at turn 4 (of turn 2): it went with turns 3-4
