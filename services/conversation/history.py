@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.conversation.timeline import timeline_of
 from services.errors import InvalidInput, NotFound
 from services.workspace.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
 
@@ -94,30 +95,32 @@ def resolve(workspace: Workspace, reference: str) -> str:
     )
 
 
+MARKS = ("pin", "unpin", "checkpoint", "rewind")
+
+
 def fork(workspace: Workspace, reference: str, through_turn: int | None = None) -> Transcript:
     """A new conversation holding the first ``through_turn`` turns of ``reference`` (all when None),
     every entry copied with the new conversation's ids (``turn_id`` renumbered in the same scheme)
     and ``forked_from`` naming where it came from. The source is left as it was."""
     source_id = resolve(workspace, reference)
     entries = read_transcript(workspace.transcripts_dir / f"{source_id}{SUFFIX}").entries
-    order: list[str] = []
-    for entry in entries:
-        turn = entry.get("turn_id")
-        if turn and turn not in order:
-            order.append(str(turn))
-    if through_turn is not None and not 1 <= through_turn <= len(order):
-        raise InvalidInput(f"conversation {source_id} has {len(order)} turn(s); cannot fork after turn {through_turn}")
-    keep = order if through_turn is None else order[:through_turn]
+    timeline = timeline_of(entries)  # the turns in force: a rewind's away turns are not copied
+    numbers = timeline.numbers
+    if through_turn is not None and through_turn not in numbers:
+        raise InvalidInput(
+            f"conversation {source_id} has {len(numbers)} turn(s) in force ({', '.join(map(str, numbers)) or 'none'}); "
+            f"cannot fork after turn {through_turn}"
+        )
+    keep = timeline.lineage if through_turn is None else timeline.chain(timeline.turn_id(through_turn))
     target = workspace.new_transcript()
     renamed = {old: f"{target.conversation_id}-t{n:04d}" for n, old in enumerate(keep, start=1)}
     origin = {"conversation_id": source_id, "turn_id": keep[-1] if keep else ""}
     reserved = set(ENTRY_FIELDS)
-    for entry in entries:
+    last = max((n for n, e in enumerate(entries) if e.get("turn_id") in renamed), default=-1)
+    for entry in entries[: last + 1]:
         turn = entry.get("turn_id")
-        if turn and turn not in renamed:
-            if order.index(str(turn)) >= len(keep):
-                break
-            continue
+        if (turn and turn not in renamed) or entry.get("kind") in MARKS:
+            continue  # a turn not kept, or a pin, checkpoint or rewind of the source's own turns
         extra = {key: value for key, value in entry.items() if key not in reserved}
         if turn:
             extra["turn_id"] = renamed[str(turn)]

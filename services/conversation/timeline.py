@@ -71,8 +71,11 @@ class Timeline:
     @property
     def lineage(self) -> list[str]:
         """The turns in force, oldest first: the head and its ancestors."""
+        return self.chain(self.head)
+
+    def chain(self, turn: str | None) -> list[str]:
+        """``turn`` and the turns in force when it began, oldest first."""
         chain: list[str] = []
-        turn = self.head
         while turn is not None and turn not in chain:
             chain.append(turn)
             turn = self.parent.get(turn)

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.conversation.timeline import Timeline, rewind_fields, timeline_of, turn_number
+from services.conversation.timeline import rewind_fields, timeline_of, turn_number
 from services.errors import InvalidInput, NotFound
 from services.files.crashpoints import crash_point
 from services.hashing import sha256_hex
@@ -44,6 +44,7 @@ __all__ = [
     "FileChange",
     "RewindPlan",
     "apply_rewind",
+    "apply_rewind_async",
     "plan_rewind",
     "recover_rewind",
 ]
@@ -167,14 +168,6 @@ def _changes(entries: list[dict[str, Any]]) -> list[_Change]:
     return found
 
 
-def _chain(timeline: Timeline, turn: str | None) -> list[str]:
-    chain: list[str] = []
-    while turn is not None and turn not in chain:
-        chain.append(turn)
-        turn = timeline.parent.get(turn)
-    return chain[::-1]
-
-
 def _state(changes: list[_Change], path: str, turns: set[str]) -> State:
     """``path`` at the end of the last of ``turns``: what the last change in them left, else what it
     held before Aries first changed it."""
@@ -191,7 +184,7 @@ def plan_rewind(session: Session, reference: str) -> RewindPlan:
     target = timeline.resolve(reference)
     if target == timeline.head:
         raise InvalidInput(f"the conversation is at the end of turn {turn_number(target)} already; nothing to rewind")
-    here, there = _chain(timeline, timeline.head), _chain(timeline, target)
+    here, there = timeline.lineage, timeline.chain(target)
     away, back = [t for t in here if t not in there], [t for t in there if t not in here]
     moved = set(away) | set(back)
     changes = _changes(entries)
@@ -312,8 +305,8 @@ def _write_journal(session: Session, plan: RewindPlan, changes: list[FileChange]
     atomic_write_text(path, journal.model_dump_json(indent=1) + "\n")
 
 
-def _apply_one(session: Session, change: FileChange) -> None:
-    from services.tools.calls import approve_all
+def _file_call(session: Session, change: FileChange) -> tuple[str, dict[str, Any]]:
+    """The gateway call that puts ``change``'s file back: a write, or a patch that deletes it."""
     from services.tools.snapshots import unified_diff
 
     if change.target.exists:
@@ -322,30 +315,63 @@ def _apply_one(session: Session, change: FileChange) -> None:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInput(f"{change.rel} is not UTF-8 text; the file tools cannot write it back") from None
-        tool, args = "builtin:fs:write_text", {"path": change.path, "text": text, "create_dirs": True}
-    else:
-        now = Path(change.path).read_bytes()
-        tool, args = "builtin:fs:apply_patch", {"patch": unified_diff(now, None, change.rel)}
-    result = session.call_tool_sync(tool, args, approver=approve_all, source="rewind")
+        return "builtin:fs:write_text", {"path": change.path, "text": text, "create_dirs": True}
+    now = Path(change.path).read_bytes()
+    return "builtin:fs:apply_patch", {"patch": unified_diff(now, None, change.rel)}
+
+
+def _checked(change: FileChange, result: Any) -> None:
     if not result.ok:
         reason = result.error.message if result.error is not None else result.status
-        raise InvalidInput(f"{change.rel}: {reason}")
+        raise InvalidInput(f"{change.rel}: {reason}; the rewind was rolled back")
 
 
-def apply_rewind(session: Session, plan: RewindPlan, *, include_changed: bool = False) -> dict[str, Any]:
-    """Do ``plan`` (the operator agreed to it): the files, then the transcript's ``rewind`` entry."""
+def _begin(session: Session, plan: RewindPlan, include_changed: bool) -> tuple[list[FileChange], str]:
     changes = plan.applied(include_changed)
     rewind_id = f"rw-{secrets.token_hex(6)}"
     if changes:
         _write_journal(session, plan, changes, rewind_id)
     crash_point(FAULT_VARIABLE, "journal")
+    return changes, rewind_id
+
+
+def apply_rewind(session: Session, plan: RewindPlan, *, include_changed: bool = False) -> dict[str, Any]:
+    """Do ``plan`` (the operator agreed to it): the files, then the transcript's ``rewind`` entry. For
+    callers without an event loop (the CLI); the TUI awaits :func:`apply_rewind_async`."""
+    from services.tools.calls import approve_all
+
+    changes, rewind_id = _begin(session, plan, include_changed)
     try:
         for number, change in enumerate(changes, start=1):
-            _apply_one(session, change)
+            tool, args = _file_call(session, change)
+            _checked(change, session.call_tool_sync(tool, args, approver=approve_all, source="rewind"))
             crash_point(FAULT_VARIABLE, f"file{number}")
     except BaseException:
         _roll_back(session.workspace)
         raise
+    return _finish(session, plan, changes, rewind_id)
+
+
+async def apply_rewind_async(session: Session, plan: RewindPlan, *, include_changed: bool = False) -> dict[str, Any]:
+    """:func:`apply_rewind` on the caller's event loop (the gateway's calls are awaited there)."""
+    import asyncio
+
+    from services.tools.calls import approve_all
+
+    changes, rewind_id = await asyncio.to_thread(_begin, session, plan, include_changed)
+    try:
+        for number, change in enumerate(changes, start=1):
+            tool, args = await asyncio.to_thread(_file_call, session, change)
+            _checked(change, await session.call_tool(tool, args, approver=approve_all, source="rewind"))
+            crash_point(FAULT_VARIABLE, f"file{number}")
+    except BaseException:
+        await asyncio.to_thread(_roll_back, session.workspace)
+        raise
+    return await asyncio.to_thread(_finish, session, plan, changes, rewind_id)
+
+
+def _finish(session: Session, plan: RewindPlan, changes: list[FileChange], rewind_id: str) -> dict[str, Any]:
+    """The commit point: the transcript's ``rewind`` entry; then the journal goes."""
     files = [{"path": c.rel, "action": c.action} for c in changes]
     left = [c.rel for c in plan.files if c not in changes]
     text = f"Rewound to the end of turn {plan.to}" + (f"; turn(s) {_list(plan.away)} put away" if plan.away else "")
@@ -368,6 +394,8 @@ def _roll_back(workspace: Workspace) -> list[str]:
     from services.files.atomic import atomic_write_bytes
 
     path = _journal_path(workspace)
+    if not path.is_file():
+        return []  # nothing was begun
     journal = _journal_model().model_validate_json(path.read_text(encoding="utf-8"))
     left: list[str] = []
     for file in journal.files:
