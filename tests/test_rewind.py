@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,10 @@ async def _turns(session: Session, server: ScriptedServer, texts: list[str], cal
     return shots
 
 
-@pytest.fixture
-def ten_turns(aries_home: Path) -> tuple[Workspace, ScriptedServer, list[dict[str, str | None]]]:
-    workspace, _ = WorkspaceManager().create("rw")
+def make_ten_turns(name: str) -> tuple[Workspace, ScriptedServer, list[dict[str, str | None]]]:
+    """Workspace ``name`` after the scripted ten turns (the server still running), and each file's
+    SHA-256 at the end of each turn."""
+    workspace, _ = WorkspaceManager().create(name)
     (workspace.root / "f.txt").write_text("before Aries\n")
     server = ScriptedServer("openai").start()
     session = Session(workspace, interactive=False)
@@ -92,6 +94,12 @@ def ten_turns(aries_home: Path) -> tuple[Workspace, ScriptedServer, list[dict[st
         shots = asyncio.run(_turns(session, server, texts, _script(tool)))
     finally:
         session.close()
+    return workspace, server, shots
+
+
+@pytest.fixture
+def ten_turns(aries_home: Path) -> Iterator[tuple[Workspace, ScriptedServer, list[dict[str, str | None]]]]:
+    workspace, server, shots = make_ten_turns("rw")
     yield workspace, server, shots
     server.stop()
 

@@ -69,13 +69,19 @@ def checkpoint(conversation: Conversation, name: str) -> str:
 
 
 def checkpoint_lines(conversation: Conversation) -> list[str]:
-    """The checkpoints, oldest turn first; one put away by a rewind says so."""
+    """The checkpoints, oldest turn first, each with its turn's message; one put away by a rewind says so."""
     timeline = conversation.timeline()
     live = set(timeline.numbers)
+    asked = {
+        str(e.get("turn_id")): str(e.get("content", ""))
+        for e in conversation.read().entries
+        if e.get("role") == "user" and e.get("turn_id")
+    }
     lines = []
     for mark in sorted(timeline.checkpoints.values(), key=lambda c: (c.turn, c.name)):
         where = "" if mark.turn in live else "  (put away by a rewind: /rewind brings it back)"
-        lines.append(f"{mark.name:<20} turn {mark.turn:<4} {mark.timestamp[:16].replace('T', ' ')}{where}")
+        message = " ".join(asked.get(mark.turn_id, "").split())[:60]
+        lines.append(f"{mark.name:<20} turn {mark.turn:<4} {message}{where}")
     return lines
 
 
