@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from app.cli import history as cli_history
 from app.cli import rewind as cli_rewind
 from app.cli._common import EXIT_DENIED
 from services.assistant import TurnLoop
@@ -104,9 +105,9 @@ def ten_turns(aries_home: Path) -> Iterator[tuple[Workspace, ScriptedServer, lis
     server.stop()
 
 
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str], command: Any = None) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser(prog="aries")
-    cli_rewind.register(parser.add_subparsers(dest="command"))
+    (command or cli_rewind).register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     code = args.func(args)
     out, err = capsys.readouterr()
@@ -141,6 +142,8 @@ def test_rewind_3_restores_every_file_and_the_next_request_has_turns_1_to_3(ten_
     rows = _rewind_rows(workspace)
     assert len(rows) == 5 and all(row["status"] == "success" for row in rows)  # one audit row per file
     assert not (workspace.transcripts_dir / JOURNAL_NAME).exists()
+    code, out, err = _cli(["history", "-w", "rw"], capsys, cli_history)
+    assert code == 0 and "turns 4–10 rewound away (/rewind 10 brings them back)" in out
     # The next request to the model holds exactly turns 1-3 (and the new message).
     session = Session(workspace, interactive=False, conversation="last")
     try:

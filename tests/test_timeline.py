@@ -147,3 +147,8 @@ def test_pin_unpin_and_checkpoints_in_the_operators_words(tmp_path: Path) -> Non
     conversation.mark("rw", rewind_fields(timeline.turn_id(2), timeline.head, [3, 4]))
     assert "put away by a rewind" in checkpoint_lines(conversation)[0]
     assert conversation.timeline().pinned == []  # made at turn 4 (of turn 2): it went with turns 3-4
+    from services.conversation.history import summarize
+
+    summary = summarize(conversation.transcript.path)
+    assert summary.checkpoints == ["draft-done@4"] and summary.rewound == [3, 4]
+    assert summary.marks() == "checkpoints draft-done@4; turns 3, 4 rewound away (/rewind 4 brings them back)"

@@ -114,6 +114,8 @@ def handle_history(args: argparse.Namespace) -> int:
         fork = f"  (fork of {summary.forked_from['conversation_id']})" if summary.forked_from else ""
         line = f"{summary.conversation_id}  {when:16}  {summary.turns:>4} turn(s)  {model:<24}  {summary.first_prompt}"
         out(line + fork, single_line=True)
+        if summary.marks():
+            out(f"{'':26}  {summary.marks()}", single_line=True)
     return 0
 
 

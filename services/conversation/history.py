@@ -12,7 +12,7 @@ which sorts by creation time, breaks ties), so that a conversation resumed yeste
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,15 @@ class ConversationSummary:
     problems: int  # unreadable lines (reported on reopen)
     forked_from: dict[str, str] | None
     path: str
+    checkpoints: list[str] = field(default_factory=list)  # ``NAME@N``, by turn
+    rewound: list[int] = field(default_factory=list)  # turns a rewind put away (kept; /rewind N brings them back)
+
+    def marks(self) -> str:
+        """The checkpoints and the rewound turns in a few words ("" when there are none)."""
+        parts = [f"checkpoints {', '.join(self.checkpoints)}"] if self.checkpoints else []
+        if self.rewound:
+            parts.append(f"turns {_span(self.rewound)} rewound away (/rewind {max(self.rewound)} brings them back)")
+        return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +61,7 @@ def summarize(path: Path) -> ConversationSummary:
     first = next((str(e.get("content", "")) for e in entries if e.get("role") == "user"), "")
     answers = [e for e in entries if e.get("role") == "assistant" and e.get("provenance") != "cloud"]
     fork = next((e.get("forked_from") for e in entries if isinstance(e.get("forked_from"), dict)), None)
+    timeline = timeline_of(entries)
     return ConversationSummary(
         conversation_id=Path(path).name.removesuffix(SUFFIX),
         started_at=entries[0].get("timestamp") if entries else None,
@@ -63,6 +73,8 @@ def summarize(path: Path) -> ConversationSummary:
         problems=len(result.problems),
         forked_from=fork,
         path=str(path),
+        checkpoints=[f"{c.name}@{c.turn}" for c in sorted(timeline.checkpoints.values(), key=lambda c: c.turn)],
+        rewound=sorted(timeline.away),
     )
 
 
@@ -137,6 +149,13 @@ def fork(workspace: Workspace, reference: str, through_turn: int | None = None) 
         forked_from=origin,
     )
     return target
+
+
+def _span(numbers: list[int]) -> str:
+    """``4–10`` for a run, else the numbers."""
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"{numbers[0]}–{numbers[-1]}"
+    return ", ".join(map(str, numbers))
 
 
 __all__ = ["LAST", "ConversationSummary", "by_recency", "fork", "list_summaries", "resolve", "summarize"]
