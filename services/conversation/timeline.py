@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from services.errors import InvalidInput, NotFound
@@ -123,6 +124,7 @@ class Timeline:
         self.head = turn
 
 
+@cache
 def _models() -> dict[str, type[BaseModel]]:
     from pydantic import BaseModel, ConfigDict
 

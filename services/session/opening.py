@@ -208,7 +208,7 @@ def take(
             held.release()
         raise
     warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
-    from services.session.rewind import recover_rewind  # a rewind killed halfway: finished or rolled back
+    from services.session.rewind_journal import recover_rewind  # a rewind killed halfway: finished or rolled back
 
     rewound = recover_rewind(workspace)
     if rewound:

@@ -15,8 +15,8 @@ audit row and its own snapshots (a rewind's file changes can be undone call by c
 It is journalled: the journal (:class:`RewindJournal`, written atomically before the first file)
 holds, for each file, its content before the rewind (kept as an artifact) and what the rewind puts
 there; the transcript's ``rewind`` entry is the commit point, after the last file. Killed between,
-the next start (:func:`recover_rewind`) sees a journal without its entry and rolls every file back:
-never half of each. Killed after the entry, it only removes the journal.
+the next start (``services.session.rewind_journal.recover_rewind``) sees a journal without its
+entry and rolls every file back: never half of each. Killed after the entry, it only removes the journal.
 
 Which turns are in force, and pins going with their turns: :mod:`services.conversation.timeline`.
 """
@@ -33,6 +33,7 @@ from services.conversation.timeline import rewind_fields, timeline_of, turn_numb
 from services.errors import InvalidInput, NotFound
 from services.files.crashpoints import crash_point
 from services.hashing import sha256_hex
+from services.session.rewind_journal import JOURNAL_NAME, journal_model, journal_path, roll_back
 
 if TYPE_CHECKING:
     from services.session.session import Session
@@ -46,11 +47,8 @@ __all__ = [
     "apply_rewind",
     "apply_rewind_async",
     "plan_rewind",
-    "recover_rewind",
 ]
 
-JOURNAL_NAME = "rewind.journal.json"
-JOURNAL_FORMAT = 1
 FAULT_VARIABLE = "ARIES_REWIND_FAULT"
 """Crash points (``services.files.crashpoints``): ``journal`` (written, no file yet), ``file1``,
 ``file2``… (after that many files), ``entry`` (after the transcript's entry, journal not removed)."""
@@ -251,32 +249,6 @@ def _file_change(workspace: Workspace, path: str, expected: State, target: State
 
 
 # -- applying it --------------------------------------------------------------------------------------
-def _journal_path(workspace: Workspace) -> Path:
-    return workspace.transcripts_dir / JOURNAL_NAME
-
-
-def _journal_model() -> Any:
-    from pydantic import BaseModel, ConfigDict
-
-    class JournalFile(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        path: str
-        before_sha256: str | None
-        before_artifact: str | None
-        target_sha256: str | None
-
-    class RewindJournal(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        format: int = JOURNAL_FORMAT
-        rewind_id: str
-        pid: int
-        conversation_id: str
-        to_turn: str
-        files: list[JournalFile]
-
-    return RewindJournal
-
-
 def _write_journal(session: Session, plan: RewindPlan, changes: list[FileChange], rewind_id: str) -> None:
     from services.files.atomic import atomic_write_text
 
@@ -297,10 +269,10 @@ def _write_journal(session: Session, plan: RewindPlan, changes: list[FileChange]
                 "target_sha256": change.target.sha256 if change.target.exists else None,
             }
         )
-    journal = _journal_model()(
+    journal = journal_model()(
         rewind_id=rewind_id, pid=os.getpid(), conversation_id=plan.conversation_id, to_turn=plan.to_turn, files=files
     )
-    path = _journal_path(session.workspace)
+    path = journal_path(session.workspace)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, journal.model_dump_json(indent=1) + "\n")
 
@@ -347,7 +319,7 @@ def apply_rewind(session: Session, plan: RewindPlan, *, include_changed: bool = 
             _checked(change, session.call_tool_sync(tool, args, approver=approve_all, source="rewind"))
             crash_point(FAULT_VARIABLE, f"file{number}")
     except BaseException:
-        _roll_back(session.workspace)
+        roll_back(session.workspace)
         raise
     return _finish(session, plan, changes, rewind_id)
 
@@ -365,7 +337,7 @@ async def apply_rewind_async(session: Session, plan: RewindPlan, *, include_chan
             _checked(change, await session.call_tool(tool, args, approver=approve_all, source="rewind"))
             crash_point(FAULT_VARIABLE, f"file{number}")
     except BaseException:
-        await asyncio.to_thread(_roll_back, session.workspace)
+        await asyncio.to_thread(roll_back, session.workspace)
         raise
     return await asyncio.to_thread(_finish, session, plan, changes, rewind_id)
 
@@ -380,72 +352,9 @@ def _finish(session: Session, plan: RewindPlan, changes: list[FileChange], rewin
     fields = rewind_fields(plan.to_turn, plan.from_turn, plan.away, back=plan.back, files=files, left=left)
     session.conversation.mark(text + ".", {**fields, "rewind_id": rewind_id})
     crash_point(FAULT_VARIABLE, "entry")
-    _journal_path(session.workspace).unlink(missing_ok=True)
+    journal_path(session.workspace).unlink(missing_ok=True)
     return {"rewind_id": rewind_id, "to": plan.to, "away": plan.away, "back": plan.back, "files": files, "left": left}
 
 
 def _list(numbers: list[int]) -> str:
     return ", ".join(map(str, numbers))
-
-
-def _roll_back(workspace: Workspace) -> list[str]:
-    """Put every file of the journal back as it was before the rewind; remove the journal. The files
-    that hold neither what was there nor what the rewind wrote are left, and named."""
-    from services.files.atomic import atomic_write_bytes
-
-    path = _journal_path(workspace)
-    if not path.is_file():
-        return []  # nothing was begun
-    journal = _journal_model().model_validate_json(path.read_text(encoding="utf-8"))
-    left: list[str] = []
-    for file in journal.files:
-        target = Path(file.path)
-        now = target.read_bytes() if target.is_file() else None
-        now_sha = None if now is None else sha256_hex(now)
-        if now_sha == file.before_sha256:
-            continue
-        if now_sha != file.target_sha256:
-            left.append(file.path)
-            continue
-        if file.before_artifact is None:
-            target.unlink()
-        else:
-            registry = workspace.artifacts
-            atomic_write_bytes(target, registry.read_bytes(registry.get(file.before_artifact)))
-    path.unlink()
-    return left
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def recover_rewind(workspace: Workspace) -> str | None:
-    """At start: finish a rewind killed halfway — a journal whose transcript entry was written is only
-    removed (the rewind is complete); one without it is rolled back. One line on what was done."""
-    from services.workspace.transcripts import SUFFIX, read_transcript
-
-    path = _journal_path(workspace)
-    if not path.is_file():
-        return None
-    try:
-        journal = _journal_model().model_validate_json(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        return f"an interrupted rewind's journal {path} cannot be read ({str(exc).splitlines()[0]}); it is left there"
-    if journal.pid != os.getpid() and _alive(journal.pid):
-        return None  # a rewind under way in another live Aries
-    transcript = workspace.transcripts_dir / f"{journal.conversation_id}{SUFFIX}"
-    entries = read_transcript(transcript).entries if transcript.is_file() else []
-    if any(e.get("kind") == "rewind" and e.get("rewind_id") == journal.rewind_id for e in entries):
-        path.unlink()
-        return f"an interrupted rewind of {journal.conversation_id} had finished; its journal is removed"
-    left = _roll_back(workspace)
-    count = len(journal.files)
-    line = f"an interrupted rewind of {journal.conversation_id} was rolled back: its {count} file(s) are as before"
-    return line + (f" (left as they are, changed since: {', '.join(left)})" if left else "")
