@@ -207,3 +207,17 @@ def test_a_rewind_killed_halfway_is_finished_or_rolled_back_at_the_next_start(
     else:
         assert _snapshot(workspace.root) == shots[9] and timeline.numbers == list(range(1, 11))
         assert any("was rolled back" in w for w in warnings)
+
+
+def test_the_operators_own_writes_belong_to_the_turn_they_followed(ten_turns, capsys) -> None:
+    """A ``/fs write`` (or ``aries tool call``) after turn 10 is part of what a rewind to 3 puts back."""
+    workspace, _, shots = ten_turns
+    session = Session(workspace, interactive=False, conversation="last")
+    try:
+        result = session.call_tool_sync("builtin:fs:write_text", {"path": "g.txt", "text": "g\n"}, approver=approve_all)
+        assert result.ok
+    finally:
+        session.close()
+    code, out, err = _cli(["rewind", "3", "-w", "rw", "--yes"], capsys)
+    assert code == 0, err
+    assert not (workspace.root / "g.txt").exists() and _snapshot(workspace.root) == shots[2]

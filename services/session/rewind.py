@@ -142,12 +142,17 @@ class _Change:
 
 
 def _changes(entries: list[dict[str, Any]]) -> list[_Change]:
-    """Every file change a tool made in a turn, in order, with its content before and after."""
+    """Every file change a tool made, in order, with its content before and after, and the turn it
+    belongs to: the model's calls to their turn, the operator's (``/fs write``, ``/undo``) to the turn
+    that was the last in force when they ran; a rewind's own writes to none (they are what it undoes)."""
     found: list[_Change] = []
+    head: str | None = None
     for order, entry in enumerate(entries):
-        if entry.get("role") != "tool" or not entry.get("turn_id") or entry.get("status") != "success":
+        head = _head_after(head, entry)
+        turn = entry.get("turn_id") or head
+        if entry.get("role") != "tool" or not turn or entry.get("status") != "success":
             continue
-        if entry.get("tool_name") not in WRITERS:
+        if entry.get("tool_name") not in WRITERS or entry.get("source") == "rewind":
             continue
         links = [a for a in entry.get("artifacts") or [] if isinstance(a, dict)]
         afters = {str(a.get("path")): a for a in links if a.get("role") == "after"}
@@ -162,8 +167,16 @@ def _changes(entries: list[dict[str, Any]]) -> list[_Change]:
             after_sha = link.get("after_sha256")
             after_link = afters.get(path)
             after = State(True, str(after_sha), str(after_link["id"]) if after_link else None) if after_sha else ABSENT
-            found.append(_Change(order, str(entry["turn_id"]), path, before, after))
+            found.append(_Change(order, str(turn), path, before, after))
     return found
+
+
+def _head_after(head: str | None, entry: dict[str, Any]) -> str | None:
+    """The turn in force after ``entry``: a turn's first entry begins it, a rewind moves back to its turn."""
+    if entry.get("kind") == "rewind" and isinstance(entry.get("to_turn"), str):
+        return str(entry["to_turn"])
+    turn = entry.get("turn_id")
+    return str(turn) if turn and entry.get("role") == "user" else head
 
 
 def _state(changes: list[_Change], path: str, turns: set[str]) -> State:
@@ -200,11 +213,13 @@ def plan_rewind(session: Session, reference: str) -> RewindPlan:
         )
         if change is not None:
             plan.files.append(change)
+    head: str | None = None
     for entry in entries:
-        if entry.get("role") == "tool" and entry.get("turn_id") in moved and _irreversible(entry):
-            plan.irreversible.append(
-                f"turn {turn_number(entry['turn_id'])}: {entry.get('tool_name')} ({str(entry.get('content'))[:80]})"
-            )
+        head = _head_after(head, entry)
+        turn = entry.get("turn_id") or head
+        if entry.get("role") == "tool" and turn in moved and _irreversible(entry):
+            what = f"{entry.get('tool_name')} ({str(entry.get('content'))[:80]})"
+            plan.irreversible.append(f"turn {turn_number(turn)}: {what}")
     return plan
 
 
