@@ -22,6 +22,7 @@ from services.workspace.manager import Workspace, WorkspaceManager
 from services.workspace.transcripts import Transcript
 from tests.test_rewind import _snapshot, make_ten_turns
 from tests.tui.helpers import settle, until
+from widgets.transcript.pane import TranscriptEntry
 
 SIZE = (160, 48)
 SMALL = (80, 24)
@@ -49,6 +50,9 @@ async def test_rewind_from_the_tui_lists_every_file_and_restores_them(aries_home
             )
             await settle(pilot)
             assert app.session is not None and app.session.conversation.timeline().numbers == [1, 2, 3]
+            marked = [w for w in app.screen.query(TranscriptEntry) if w.entry.get("role") == "user"]
+            assert [w.marks for w in marked] == [(False, False)] * 3 + [(True, False)] * 7  # turns 4-10 put away
+            assert "rewound away" in str(marked[3].render()) and marked[3].has_class("-rewound")
         expected = dict(shots[2])
         expected["d.txt"] = sha256_hex(b"edited outside Aries\n")
         assert _snapshot(workspace.root) == expected
@@ -153,9 +157,10 @@ def test_the_fixture_is_what_the_snapshots_show(aries_home: Path) -> None:
 
 
 def test_snapshot_pins(snap_compare, aries_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """You should see the conversation of four turns and, after it, two aries notes: "Pinned turn 2: it is
-    sent in every request, never left out." and "Pinned turn 4: …"; a toast at the bottom right says
-    "Pinned turn 4 (pinned: 2, 4); /usage shows what pins cost."."""
+    """You should see the conversation of four turns, turn 4's "you" line marked "· pinned" (in green, with
+    a green bar at its left), and after it two aries notes: "Pinned turn 2: it is sent in every request,
+    never left out." and "Pinned turn 4: …"; a toast at the bottom right says "Pinned turn 4 (pinned: 2,
+    4); /usage shows what pins cost."."""
     monkeypatch.setenv("ARIES_FROZEN_TIME", "1")
     rewind_fixture()
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=_run("/pin 2", "/pin"))
