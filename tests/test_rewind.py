@@ -221,3 +221,14 @@ def test_the_operators_own_writes_belong_to_the_turn_they_followed(ten_turns, ca
     code, out, err = _cli(["rewind", "3", "-w", "rw", "--yes"], capsys)
     assert code == 0, err
     assert not (workspace.root / "g.txt").exists() and _snapshot(workspace.root) == shots[2]
+
+
+def test_the_export_says_which_turns_a_rewind_put_away(ten_turns, capsys) -> None:
+    from services.export import export_conversation
+
+    workspace, _, _ = ten_turns
+    code, _, err = _cli(["rewind", "3", "-w", "rw", "--yes"], capsys)
+    assert code == 0, err
+    text = export_conversation(workspace, "last", "md").data.decode()
+    assert text.count("### Operator — `rewound away`") == 7 and text.count("### Operator\n") == 3
+    assert "Rewound to the end of turn 3" in text
