@@ -152,3 +152,25 @@ def test_pin_unpin_and_checkpoints_in_the_operators_words(tmp_path: Path) -> Non
     summary = summarize(conversation.transcript.path)
     assert summary.checkpoints == ["draft-done@4"] and summary.rewound == [3, 4]
     assert summary.marks() == "checkpoints draft-done@4; turns 3, 4 rewound away (/rewind 4 brings them back)"
+
+
+def test_importing_a_newer_transcript_says_what_cannot_be_read(tmp_path: Path) -> None:
+    """A workspace bundle from a newer Aries: the import report names the transcript and what is skipped."""
+    from services.bundles.export import export_workspace
+    from services.bundles.importer import import_bundle
+    from services.workspace.manager import WorkspaceManager
+
+    workspace, _ = WorkspaceManager(tmp_path / "src").create("newer")
+    conversation = Conversation(workspace.new_transcript())
+    _turns(conversation, 1)
+    with conversation.transcript.path.open("a") as handle:
+        future = {
+            "timestamp": "2027-01-01T00:00:00Z", "role": "notice", "content": "?",
+            "conversation_id": conversation.conversation_id, "message_id": "x-000099", "kind": "hologram", "format": 3,
+        }  # fmt: skip
+        handle.write(json.dumps(future) + "\n")
+    export_workspace(workspace, tmp_path / "n.tar.zst", aries_version="t")
+    report = import_bundle(tmp_path / "n.tar.zst", WorkspaceManager(tmp_path / "dst"))
+    [line] = report.unreadable
+    assert conversation.conversation_id in line and "transcript format 3" in line and "1 hologram" in line
+    assert "are skipped" in line

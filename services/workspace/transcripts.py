@@ -255,6 +255,11 @@ def list_conversations(directory: Path) -> list[Path]:
     return sorted(p for p in Path(directory).iterdir() if p.suffix == SUFFIX and p.is_file())
 
 
+def newer_notices(directory: Path) -> list[str]:
+    """One line per transcript in ``directory`` written by a newer Aries: what this one cannot read."""
+    return [notice for path in list_conversations(directory) if (notice := read_transcript(path).newer_notice)]
+
+
 def by_recency(directory: Path) -> list[Path]:
     """Transcript files, least recently written first (modification time; the id breaks ties)."""
 

@@ -347,6 +347,8 @@ class TranscriptPane(VerticalScroll):
         conversation = signals.session.conversation
         entries = conversation.read().entries
         self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
+        if conversation.format_notice:  # written by a newer Aries: what is not shown, said once
+            self.notify(conversation.format_notice, title="transcript", severity="warning", timeout=10)
 
     def _conversation(self, message: Conversational) -> None:
         if isinstance(message, EntryRevealed):
