@@ -232,3 +232,19 @@ def test_the_export_says_which_turns_a_rewind_put_away(ten_turns, capsys) -> Non
     text = export_conversation(workspace, "last", "md").data.decode()
     assert text.count("### Operator — `rewound away`") == 7 and text.count("### Operator\n") == 3
     assert "Rewound to the end of turn 3" in text
+
+
+def test_a_conversation_held_by_another_aries_is_refused_before_any_file(ten_turns) -> None:
+    workspace, _, shots = ten_turns
+    holder = Session(workspace, interactive=False, conversation="last", holds=True)  # as the TUI holds it
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "app.cli", "-w", "rw", "rewind", "3", "--yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.close()
+    assert proc.returncode != 0 and str(os.getpid()) in proc.stderr and "Traceback" not in proc.stderr
+    assert _snapshot(workspace.root) == shots[9] and not (workspace.transcripts_dir / JOURNAL_NAME).exists()

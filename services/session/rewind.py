@@ -314,6 +314,10 @@ def _checked(change: FileChange, result: Any) -> None:
 
 
 def _begin(session: Session, plan: RewindPlan, include_changed: bool) -> tuple[list[FileChange], str]:
+    from services.conversation.hold import check_writer
+
+    conversation = session.conversation  # another live Aries holding it: refused before any file changes
+    check_writer(conversation.transcript.directory, conversation.conversation_id)
     changes = plan.applied(include_changed)
     rewind_id = f"rw-{secrets.token_hex(6)}"
     if changes:
@@ -333,10 +337,11 @@ def apply_rewind(session: Session, plan: RewindPlan, *, include_changed: bool = 
             tool, args = _file_call(session, change)
             _checked(change, session.call_tool_sync(tool, args, approver=approve_all, source="rewind"))
             crash_point(FAULT_VARIABLE, f"file{number}")
+        done = _commit(session, plan, changes, rewind_id)
     except BaseException:
         roll_back(session.workspace)
         raise
-    return _finish(session, plan, changes, rewind_id)
+    return _finish(session, done)
 
 
 async def apply_rewind_async(session: Session, plan: RewindPlan, *, include_changed: bool = False) -> dict[str, Any]:
@@ -351,14 +356,15 @@ async def apply_rewind_async(session: Session, plan: RewindPlan, *, include_chan
             tool, args = await asyncio.to_thread(_file_call, session, change)
             _checked(change, await session.call_tool(tool, args, approver=approve_all, source="rewind"))
             crash_point(FAULT_VARIABLE, f"file{number}")
+        done = await asyncio.to_thread(_commit, session, plan, changes, rewind_id)
     except BaseException:
         await asyncio.to_thread(roll_back, session.workspace)
         raise
-    return await asyncio.to_thread(_finish, session, plan, changes, rewind_id)
+    return _finish(session, done)
 
 
-def _finish(session: Session, plan: RewindPlan, changes: list[FileChange], rewind_id: str) -> dict[str, Any]:
-    """The commit point: the transcript's ``rewind`` entry; then the journal goes."""
+def _commit(session: Session, plan: RewindPlan, changes: list[FileChange], rewind_id: str) -> dict[str, Any]:
+    """The commit point: the transcript's ``rewind`` entry (if it cannot be written, the files are rolled back)."""
     files = [{"path": c.rel, "action": c.action} for c in changes]
     left = [c.rel for c in plan.files if c not in changes]
     text = f"Rewound to the end of turn {plan.to}" + (f"; turn(s) {_list(plan.away)} put away" if plan.away else "")
@@ -366,9 +372,14 @@ def _finish(session: Session, plan: RewindPlan, changes: list[FileChange], rewin
     text += f"; {len(files)} file(s) put back" + (f"; left as changed outside Aries: {', '.join(left)}" if left else "")
     fields = rewind_fields(plan.to_turn, plan.from_turn, plan.away, back=plan.back, files=files, left=left)
     session.conversation.mark(text + ".", {**fields, "rewind_id": rewind_id})
+    return {"rewind_id": rewind_id, "to": plan.to, "away": plan.away, "back": plan.back, "files": files, "left": left}
+
+
+def _finish(session: Session, done: dict[str, Any]) -> dict[str, Any]:
+    """After the entry: the journal goes (killed before, the next start sees the entry and removes it)."""
     crash_point(FAULT_VARIABLE, "entry")
     journal_path(session.workspace).unlink(missing_ok=True)
-    return {"rewind_id": rewind_id, "to": plan.to, "away": plan.away, "back": plan.back, "files": files, "left": left}
+    return done
 
 
 def _list(numbers: list[int]) -> str:
