@@ -170,7 +170,7 @@ def test_rewind_3_restores_every_file_and_the_next_request_has_turns_1_to_3(ten_
 
 def test_nothing_to_rewind_and_unknown_references_say_so(ten_turns, capsys) -> None:
     code, _, err = _cli(["rewind", "10", "-w", "rw", "--yes"], capsys)
-    assert code == 1 and "at the end of turn 10 already" in err
+    assert code == 2 and "at the end of turn 10 already" in err  # InvalidInput: exit 2
     code, _, err = _cli(["rewind", "42", "-w", "rw", "--yes"], capsys)
     assert code == 1 and "no turn 42" in err and "Traceback" not in err
     code, _, err = _cli(["rewind", "nope", "-w", "rw", "--yes"], capsys)
@@ -246,5 +246,5 @@ def test_a_conversation_held_by_another_aries_is_refused_before_any_file(ten_tur
         )
     finally:
         holder.close()
-    assert proc.returncode != 0 and str(os.getpid()) in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 5 and str(os.getpid()) in proc.stderr and "Traceback" not in proc.stderr
     assert _snapshot(workspace.root) == shots[9] and not (workspace.transcripts_dir / JOURNAL_NAME).exists()

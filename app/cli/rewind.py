@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli._common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, err, fail, open_session, out, print_json, workspace_option
+from app.cli._common import EXIT_DENIED, EXIT_OK, err, fail, open_session, out, print_json, workspace_option
 
 
 def register(subparsers: Any) -> None:
@@ -50,7 +50,7 @@ def handle_rewind(args: argparse.Namespace) -> int:
                 return EXIT_DENIED
             done = apply_rewind(session, plan, include_changed=args.include_changed)
     except AriesError as exc:
-        return fail(exc, EXIT_ERROR)
+        return fail(exc)  # its own exit code: 5 for a conversation another Aries holds
     _show(plan, args.json, done)
     return EXIT_OK
 
