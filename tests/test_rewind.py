@@ -248,3 +248,17 @@ def test_a_conversation_held_by_another_aries_is_refused_before_any_file(ten_tur
         holder.close()
     assert proc.returncode == 5 and str(os.getpid()) in proc.stderr and "Traceback" not in proc.stderr
     assert _snapshot(workspace.root) == shots[9] and not (workspace.transcripts_dir / JOURNAL_NAME).exists()
+
+
+def test_the_turns_put_away_can_be_forked_and_a_fork_copies_the_turns_in_force(ten_turns, capsys) -> None:
+    from services.conversation.history import fork
+
+    workspace, _, _ = ten_turns
+    code, _, err = _cli(["rewind", "3", "-w", "rw", "--yes"], capsys)
+    assert code == 0, err
+    source = Conversation(workspace.latest_transcript()).conversation_id
+    away = Conversation(fork(workspace, source, 10))
+    assert [e["content"] for e in away.dialogue() if e["role"] == "user"] == [f"turn {n} please" for n in range(1, 11)]
+    kept = Conversation(fork(workspace, source))
+    assert [e["content"] for e in kept.dialogue() if e["role"] == "user"] == [f"turn {n} please" for n in (1, 2, 3)]
+    assert not any(e.get("kind") == "rewind" for e in kept.read().entries)  # the source's marks are not copied

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.conversation.timeline import timeline_of
+from services.conversation.timeline import timeline_of, turn_number
 from services.errors import InvalidInput, NotFound
 from services.workspace.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
 
@@ -111,16 +111,17 @@ MARKS = ("pin", "unpin", "checkpoint", "rewind")
 
 
 def fork(workspace: Workspace, reference: str, through_turn: int | None = None) -> Transcript:
-    """A new conversation holding the first ``through_turn`` turns of ``reference`` (all when None),
-    every entry copied with the new conversation's ids (``turn_id`` renumbered in the same scheme)
-    and ``forked_from`` naming where it came from. The source is left as it was."""
+    """A new conversation holding turn ``through_turn`` of ``reference`` and the turns before it that were
+    in force when it was made (one a rewind put away too: that branch is readable as a fork), or the turns
+    in force (None), every entry copied with the new conversation's ids (``turn_id`` renumbered in the
+    same scheme) and ``forked_from`` naming where it came from. The source is left as it was."""
     source_id = resolve(workspace, reference)
     entries = read_transcript(workspace.transcripts_dir / f"{source_id}{SUFFIX}").entries
     timeline = timeline_of(entries)  # the turns in force: a rewind's away turns are not copied
-    numbers = timeline.numbers
+    numbers = sorted(turn_number(turn) for turn in timeline.turns)  # a turn a rewind put away too
     if through_turn is not None and through_turn not in numbers:
         raise InvalidInput(
-            f"conversation {source_id} has {len(numbers)} turn(s) in force ({', '.join(map(str, numbers)) or 'none'}); "
+            f"conversation {source_id} has {len(numbers)} turn(s) ({', '.join(map(str, numbers)) or 'none'}); "
             f"cannot fork after turn {through_turn}"
         )
     keep = timeline.lineage if through_turn is None else timeline.chain(timeline.turn_id(through_turn))
