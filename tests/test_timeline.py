@@ -174,3 +174,14 @@ def test_importing_a_newer_transcript_says_what_cannot_be_read(tmp_path: Path) -
     [line] = report.unreadable
     assert conversation.conversation_id in line and "transcript format 3" in line and "1 hologram" in line
     assert "are skipped" in line
+
+
+def test_recall_never_brings_back_a_turn_a_rewind_put_away(tmp_path: Path) -> None:
+    from services.assistant.recall import rewound_away
+
+    conversation = Conversation(Transcript(tmp_path, "c-recall"))
+    _turns(conversation, 5)
+    assert rewound_away(conversation) == frozenset()
+    timeline = conversation.timeline()
+    conversation.mark("rw", rewind_fields(timeline.turn_id(3), timeline.head, [4, 5]))
+    assert rewound_away(conversation) == frozenset({4, 5})
