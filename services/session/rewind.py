@@ -224,7 +224,10 @@ def plan_rewind(session: Session, reference: str) -> RewindPlan:
 
 
 def _irreversible(entry: dict[str, Any]) -> bool:
+    """A shell command, an MCP tool, or a file change of which no snapshot was kept (a file too large)."""
     name = str(entry.get("tool_name") or "")
+    if name in WRITERS and entry.get("status") == "success":
+        return not any(isinstance(a, dict) and a.get("role") == "snapshot" for a in entry.get("artifacts") or [])
     return name.startswith("builtin:shell:") or not name.startswith("builtin:")
 
 
