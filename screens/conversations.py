@@ -58,6 +58,8 @@ class ConversationsScreen(ModalScreen[tuple[str, str] | None]):
         first = Text(no_wrap=True, overflow="ellipsis")
         first.append("  ")
         first.append(clean(summary.first_prompt or "(no prompt)", single_line=True), style="italic")
+        if summary.marks():
+            first.append(clean(f"  · {summary.marks()}", single_line=True), style="dim")
         return Option(Text.assemble(head, "\n", first), id=summary.conversation_id)
 
     def on_mount(self) -> None:

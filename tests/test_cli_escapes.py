@@ -209,6 +209,7 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         c(*W, "history", "fork", "last", "--turn", "1", shows=False),
         c(*W, "history", "fork", H),
     ],
+    ("rewind",): [c(*W, "rewind", H), c(*W, "rewind", H, "--json"), c(*W, "rewind", "1", "--yes", shows=False)],
     ("history", "export"): [
         c(*W, "history", "export", "last"),
         c(*W, "history", "export", "last", "--format", "html"),

@@ -74,7 +74,7 @@ def test_parsed_objects_have_the_declared_types() -> None:
         ("/rag index add --name", "--name takes an index name."),
         ("/rag query", "TEXT is missing"),
         ("/serve bogus", "cannot read '/serve bogus'."),
-        ("/fork x", "N is a number, not 'x'."),
+        ("/pin x", "N is a number, not 'x'."),
         ("/fs ls --bogus", "unknown option --bogus."),
         ("/copy now", "cannot read '/copy now'."),
         ("/nope", "Unknown command /nope."),

@@ -136,7 +136,14 @@ def _export_format(text: str) -> str:
 
 @dataclass(frozen=True)
 class Fork:
-    turns: int | None = None
+    turns: int | str | None = None  # a turn number or a checkpoint's name
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """``/pin [N]``, ``/unpin N``, ``/rewind N|NAME``, ``/checkpoint NAME`` (``ref`` None: the last turn)."""
+
+    ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +171,16 @@ def _turns(text: str) -> int:
     if not text.isdigit():
         raise ValueError(text)
     return int(text)
+
+
+def _turn_text(text: str) -> str:
+    if not text.isdigit():
+        raise ValueError(text)
+    return text
+
+
+def _turn_or_name(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
 
 
 def _tool_json(tool_id: str, payload: str = "") -> ToolCall:
@@ -477,9 +494,36 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "fork",
-        "Continue a copy of this conversation's first N turns (all by default); the original stays as it was.",
-        (Form((), (Arg("turns", "N", "number", optional=True, convert=_turns),), into=Fork),),
+        "Continue a copy of this conversation up to turn N or checkpoint NAME (all by default); the original "
+        "stays as it was.",
+        (Form((), (Arg("turns", "N|NAME", "number", optional=True, convert=_turn_or_name),), into=Fork),),
         "fork",
+    ),
+    CommandSpec(
+        "pin",
+        "Pin turn N (the last by default): it is sent in every request and never left out; /usage shows its cost.",
+        (Form((), (Arg("ref", "N", "number", optional=True, convert=_turn_text),), into=TurnRef),),
+        "pin",
+    ),
+    CommandSpec(
+        "unpin",
+        "Unpin turn N: it may be left out again when the window is full.",
+        (Form((), (Arg("ref", "N", "number", convert=_turn_text),), into=TurnRef),),
+        "unpin",
+    ),
+    CommandSpec(
+        "checkpoint",
+        "Name the current turn (a name, not all digits): /rewind NAME and /fork NAME reach it.",
+        (Form((), (Arg("ref", "NAME"),), into=TurnRef),),
+        "checkpoint",
+    ),
+    _bare("checkpoints", "List this conversation's checkpoints (name, turn, when)."),
+    CommandSpec(
+        "rewind",
+        "Put the conversation back to the end of turn N (or checkpoint NAME) and every file Aries's tools changed "
+        "since, after one approval listing every file; the turns after it stay readable and /rewind brings them back.",
+        (Form((), (Arg("ref", "N|NAME", "number"),), into=TurnRef),),
+        "rewind",
     ),
     _bare(
         "copy",

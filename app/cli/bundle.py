@@ -136,6 +136,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     for index, reason in sorted(failed.items()):
         out(f"index {index}: vectors not rebuilt ({reason}); run: aries -w {report.name} rag index repair {index}")
+    for line in report.unreadable:
+        out(line, single_line=True)
     out(f"open it with: aries -w {report.name}")
     return 0
 

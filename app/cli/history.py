@@ -95,12 +95,14 @@ def _workspace(args: argparse.Namespace) -> Any:
 
 def handle_history(args: argparse.Namespace) -> int:
     from services.conversation.history import list_summaries
-    from services.workspace.transcripts import iter_problems
+    from services.workspace.transcripts import iter_problems, newer_notices
 
     workspace = _workspace(args)
     summaries = list_summaries(workspace)
     for problem in iter_problems(workspace.transcripts_dir):  # never skipped without a word
         warn(f"{problem} (skipped; the other lines are read)")
+    for notice in newer_notices(workspace.transcripts_dir):  # a newer Aries's entries: said, not read
+        warn(notice)
     if args.json:
         print_json([summary.to_dict() for summary in summaries])
         return 0
@@ -114,6 +116,8 @@ def handle_history(args: argparse.Namespace) -> int:
         fork = f"  (fork of {summary.forked_from['conversation_id']})" if summary.forked_from else ""
         line = f"{summary.conversation_id}  {when:16}  {summary.turns:>4} turn(s)  {model:<24}  {summary.first_prompt}"
         out(line + fork, single_line=True)
+        if summary.marks():
+            out(f"{'':26}  {summary.marks()}", single_line=True)
     return 0
 
 

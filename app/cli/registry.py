@@ -10,7 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.cli import artifact, ask, cloud, context, desktop, history, model, plan, profile, rag, serve, tool, workspace
+from app.cli import (
+    artifact,
+    ask,
+    cloud,
+    context,
+    desktop,
+    history,
+    model,
+    plan,
+    profile,
+    rag,
+    rewind,
+    serve,
+    tool,
+    workspace,
+)
 
 Register = Callable[[Any], None]
 """``register(subparsers)``: adds a command's parsers, each with ``func`` set to its handler."""
@@ -24,6 +39,7 @@ COMMANDS: tuple[Register, ...] = (
     model.register,
     ask.register,  # ask, ingest, status
     history.register,  # history, history fork
+    rewind.register,  # rewind N|NAME
     plan.register,  # run, runs, report, replay
     profile.register,
     cloud.register,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from app.commands.rag import RagController
     from app.commands.serve import ServeController
     from app.commands.terminal import TerminalController
+    from app.commands.timeline import TimelineController
     from app.commands.tools import ToolController
     from app.commands.trust import TrustController
     from app.commands.typeahead import TypeAhead
@@ -263,6 +264,12 @@ class Commands:
         return TerminalController(self.host)
 
     @cached_property
+    def timeline(self) -> TimelineController:
+        from app.commands.timeline import TimelineController
+
+        return TimelineController(self.host, lambda: self._made("assistant") and self.assistant.running)
+
+    @cached_property
     def tools(self) -> ToolController:
         from app.commands.tools import ToolController
 
@@ -316,6 +323,11 @@ HANDLERS: dict[str, Handler] = {
     ),
     "resume": lambda c, parsed: c.conversations.resume(parsed.name),
     "fork": lambda c, parsed: c.conversations.fork(parsed.turns),
+    "pin": lambda c, parsed: c.timeline.pin(parsed.ref),
+    "unpin": lambda c, parsed: c.timeline.unpin(parsed.ref),
+    "checkpoint": lambda c, parsed: c.timeline.checkpoint(parsed.ref),
+    "checkpoints": lambda c, parsed: c.timeline.checkpoints(),
+    "rewind": lambda c, parsed: c.timeline.rewind(parsed.ref),
     "copy": lambda c, parsed: c.conversations.copy(),
     "usage": lambda c, parsed: c.assistant.usage(),
     "replay": lambda c, parsed: c.history.replay(),

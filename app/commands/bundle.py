@@ -91,6 +91,7 @@ class BundleController:
             else ""
         )
         broken = "".join(f" Index {index}: vectors not rebuilt ({why})." for index, why in sorted(failed.items()))
+        broken += "".join(f" {line}" for line in report.unreadable)
         host.say(
             f"Workspace {report.name} {how} from {bundle.name} ({report.files} files).{held}{broken} "
             f"Open it with /workspace open {report.name}.",

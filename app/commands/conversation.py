@@ -148,9 +148,14 @@ class ConversationController:
 
         copy_text(self.host, str(answers[-1]["content"]), "/copy")
 
-    def fork(self, turns: int | None) -> None:
-        """``/fork [N]``: a new conversation holding the open one's first N turns (all by default)."""
+    def fork(self, turns: int | str | None) -> None:
+        """``/fork [N|NAME]``: a new conversation holding the open one's turns up to turn N or checkpoint
+        NAME (all by default)."""
+        from services.conversation.timeline import turn_number
+
         session = self.host.require_session()
+        if isinstance(turns, str):
+            turns = turn_number(session.conversation.timeline().resolve(turns))
         self._fork(session.conversation.conversation_id, turns)
 
     def _fork(self, reference: str, through_turn: int | None) -> None:

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from services.assistant.context import (
     ContextFitter,
     Fitted,
+    HistoryTurn,
     LeftOut,
     answer_reserve,
     history_from_entries,
@@ -368,6 +369,7 @@ class TurnLoop:
             reserve=answer_reserve(window.tokens, options.max_tokens),
             calibration=window.calibration,
             label=self.model_label,
+            pinned=_pinned(self.session, history),
         )
         schema = profile.output_schema if profile is not None else None
         text = TextCallState.open(
@@ -833,3 +835,9 @@ def _dense_recall() -> bool:
         return env_settings().recall != "keyword"
     except AriesError:  # a bad variable elsewhere is reported where it is used
         return True
+
+
+def _pinned(session: Session, history: list[HistoryTurn]) -> frozenset[str]:
+    """The turn ids of the pinned turns in force (``/pin``): sent in every request, never left out."""
+    pins = set(session.conversation.timeline().pinned)
+    return frozenset(turn.turn_id for turn in history if turn_number(turn.turn_id) in pins)

@@ -54,12 +54,9 @@ TURN_CHARS = 1_500
 
 
 def rewound_away(conversation: Conversation) -> frozenset[int]:
-    """The turns of ``conversation`` that a rewind put away: never brought back.
-
-    Rewind (issue 30 item 4) does not exist yet, so there are none; when it does, the rewind events
-    of the transcript say which turns they were, and this is where they are read."""
-    del conversation
-    return frozenset()
+    """The turns of ``conversation`` that a rewind put away: never brought back (the rewind entries
+    of the transcript say which, :attr:`services.conversation.timeline.Timeline.away`)."""
+    return conversation.timeline().away
 
 
 @dataclass

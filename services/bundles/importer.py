@@ -48,6 +48,8 @@ class ImportReport:
     """The authority settings set aside until the operator trusts the workspace (short names)."""
     rebuild: dict[str, str] = field(default_factory=dict)
     """Index → why its keyword and vector stores will be rebuilt from its manifest."""
+    unreadable: list[str] = field(default_factory=list)
+    """One line per transcript written by a newer Aries: what this one cannot read of it."""
 
 
 def _verify_signature(manifest: bytes, signature: bytes | None, key_path: Path | None, required: bool) -> bool:
@@ -153,6 +155,9 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
     from services.trust.stores import check_imported_stores
 
     rebuild = check_imported_stores(tree)
+    from services.workspace.transcripts import newer_notices
+
+    unreadable = newer_notices(WorkspacePaths(tree).transcripts)
     quarantined = quarantine(tree)
     _rename_workspace(tree, target)
     origin = {
@@ -174,6 +179,7 @@ def _unpack(reader: ArchiveReader, staging: StagingArea, manager: WorkspaceManag
         manifest.workspace,
         quarantined.summary(),
         rebuild,
+        unreadable,
     )
 
 

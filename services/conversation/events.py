@@ -261,4 +261,23 @@ class ContextReport(_Event):
         return fields
 
 
-ConversationEvent = UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice | ContextReport
+@dataclass(frozen=True, kw_only=True)
+class TimelineMark(_Event):
+    """A pin, unpin, checkpoint or rewind (a notice: never model input); ``fields`` are the entry's
+    own (``kind``, ``format`` and what :mod:`services.conversation.timeline` reads back)."""
+
+    text: str
+    fields: dict[str, Any]
+    role = "notice"
+
+    @property
+    def content(self) -> str:
+        return self.text
+
+    def to_fields(self) -> dict[str, Any]:
+        return {**self._common(), "level": "info", "title": str(self.fields.get("kind")), **self.fields}
+
+
+ConversationEvent = (
+    UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice | ContextReport | TimelineMark
+)

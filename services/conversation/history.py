@@ -12,10 +12,11 @@ which sorts by creation time, breaks ties), so that a conversation resumed yeste
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.conversation.timeline import timeline_of, turn_number
 from services.errors import InvalidInput, NotFound
 from services.workspace.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
 
@@ -40,6 +41,15 @@ class ConversationSummary:
     problems: int  # unreadable lines (reported on reopen)
     forked_from: dict[str, str] | None
     path: str
+    checkpoints: list[str] = field(default_factory=list)  # ``NAME@N``, by turn
+    rewound: list[int] = field(default_factory=list)  # turns a rewind put away (kept; /rewind N brings them back)
+
+    def marks(self) -> str:
+        """The checkpoints and the rewound turns in a few words ("" when there are none)."""
+        parts = [f"checkpoints {', '.join(self.checkpoints)}"] if self.checkpoints else []
+        if self.rewound:
+            parts.append(f"turns {_span(self.rewound)} rewound away (/rewind {max(self.rewound)} brings them back)")
+        return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,6 +61,7 @@ def summarize(path: Path) -> ConversationSummary:
     first = next((str(e.get("content", "")) for e in entries if e.get("role") == "user"), "")
     answers = [e for e in entries if e.get("role") == "assistant" and e.get("provenance") != "cloud"]
     fork = next((e.get("forked_from") for e in entries if isinstance(e.get("forked_from"), dict)), None)
+    timeline = timeline_of(entries)
     return ConversationSummary(
         conversation_id=Path(path).name.removesuffix(SUFFIX),
         started_at=entries[0].get("timestamp") if entries else None,
@@ -62,6 +73,8 @@ def summarize(path: Path) -> ConversationSummary:
         problems=len(result.problems),
         forked_from=fork,
         path=str(path),
+        checkpoints=[f"{c.name}@{c.turn}" for c in sorted(timeline.checkpoints.values(), key=lambda c: c.turn)],
+        rewound=sorted(timeline.away),
     )
 
 
@@ -94,30 +107,33 @@ def resolve(workspace: Workspace, reference: str) -> str:
     )
 
 
+MARKS = ("pin", "unpin", "checkpoint", "rewind")
+
+
 def fork(workspace: Workspace, reference: str, through_turn: int | None = None) -> Transcript:
-    """A new conversation holding the first ``through_turn`` turns of ``reference`` (all when None),
-    every entry copied with the new conversation's ids (``turn_id`` renumbered in the same scheme)
-    and ``forked_from`` naming where it came from. The source is left as it was."""
+    """A new conversation holding turn ``through_turn`` of ``reference`` and the turns before it that were
+    in force when it was made (one a rewind put away too: that branch is readable as a fork), or the turns
+    in force (None), every entry copied with the new conversation's ids (``turn_id`` renumbered in the
+    same scheme) and ``forked_from`` naming where it came from. The source is left as it was."""
     source_id = resolve(workspace, reference)
     entries = read_transcript(workspace.transcripts_dir / f"{source_id}{SUFFIX}").entries
-    order: list[str] = []
-    for entry in entries:
-        turn = entry.get("turn_id")
-        if turn and turn not in order:
-            order.append(str(turn))
-    if through_turn is not None and not 1 <= through_turn <= len(order):
-        raise InvalidInput(f"conversation {source_id} has {len(order)} turn(s); cannot fork after turn {through_turn}")
-    keep = order if through_turn is None else order[:through_turn]
+    timeline = timeline_of(entries)  # the turns in force: a rewind's away turns are not copied
+    numbers = sorted(turn_number(turn) for turn in timeline.turns)  # a turn a rewind put away too
+    if through_turn is not None and through_turn not in numbers:
+        raise InvalidInput(
+            f"conversation {source_id} has {len(numbers)} turn(s) ({', '.join(map(str, numbers)) or 'none'}); "
+            f"cannot fork after turn {through_turn}"
+        )
+    keep = timeline.lineage if through_turn is None else timeline.chain(timeline.turn_id(through_turn))
     target = workspace.new_transcript()
     renamed = {old: f"{target.conversation_id}-t{n:04d}" for n, old in enumerate(keep, start=1)}
     origin = {"conversation_id": source_id, "turn_id": keep[-1] if keep else ""}
     reserved = set(ENTRY_FIELDS)
-    for entry in entries:
+    last = max((n for n, e in enumerate(entries) if e.get("turn_id") in renamed), default=-1)
+    for entry in entries[: last + 1]:
         turn = entry.get("turn_id")
-        if turn and turn not in renamed:
-            if order.index(str(turn)) >= len(keep):
-                break
-            continue
+        if (turn and turn not in renamed) or entry.get("kind") in MARKS:
+            continue  # a turn not kept, or a pin, checkpoint or rewind of the source's own turns
         extra = {key: value for key, value in entry.items() if key not in reserved}
         if turn:
             extra["turn_id"] = renamed[str(turn)]
@@ -134,6 +150,13 @@ def fork(workspace: Workspace, reference: str, through_turn: int | None = None) 
         forked_from=origin,
     )
     return target
+
+
+def _span(numbers: list[int]) -> str:
+    """``4–10`` for a run, else the numbers."""
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"{numbers[0]}–{numbers[-1]}"
+    return ", ".join(map(str, numbers))
 
 
 __all__ = ["LAST", "ConversationSummary", "by_recency", "fork", "list_summaries", "resolve", "summarize"]

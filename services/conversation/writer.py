@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from services.conversation.events import ConversationEvent, Notice
+from services.conversation.events import ConversationEvent, Notice, TimelineMark
 from services.conversation.hold import check_writer
+from services.conversation.timeline import Timeline, timeline_of
 from services.workspace.transcripts import ReadResult, Transcript
 
 Subscriber = Callable[[dict[str, Any], ConversationEvent], object]
@@ -29,6 +30,8 @@ class Conversation:
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
         self._dialogue: list[dict[str, Any]] = []  # user and assistant entries of turns, in order
+        self._timeline = Timeline()
+        self.format_notice: str | None = None  # what of a newer Aries's transcript was skipped
         self._turns = self._load()
         self.subscriber_errors: list[str] = []
 
@@ -38,15 +41,32 @@ class Conversation:
 
     def _load(self) -> int:
         """Read the transcript once: the turns so far and their dialogue (kept in memory, small)."""
-        entries = self.transcript.read().entries
+        result = self.transcript.read()
+        entries = result.entries
+        self.format_notice = result.newer_notice
         self._dialogue = [e for e in entries if _is_dialogue(e)]
+        self._timeline = timeline_of(entries)
         return len({str(e["turn_id"]) for e in entries if e.get("turn_id")})
 
     def dialogue(self) -> list[dict[str, Any]]:
-        """The user and assistant entries of every turn so far (what a model's history is built from),
-        without reading the file again."""
+        """The user and assistant entries of the turns in force (what a model's history is built from:
+        turns a rewind put away are not), without reading the file again."""
         with self._lock:
-            return list(self._dialogue)
+            live = set(self._timeline.lineage)
+            return [e for e in self._dialogue if str(e["turn_id"]) in live]
+
+    def timeline(self) -> Timeline:
+        """The turns in force, pins and checkpoints (:mod:`services.conversation.timeline`)."""
+        with self._lock:
+            return self._timeline
+
+    def mark(self, text: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Record a pin, unpin, checkpoint or rewind, and read the timeline again (they are rare)."""
+        entry = self.record(TimelineMark(text=text, fields=fields))
+        entries = self.transcript.read().entries
+        with self._lock:
+            self._timeline = timeline_of(entries)
+        return entry
 
     def new_turn(self) -> str:
         with self._lock:
@@ -71,6 +91,9 @@ class Conversation:
         check_writer(self.transcript.directory, self.transcript.conversation_id)
         entry = self.transcript.append(event.role, event.content, **event.to_fields())
         with self._lock:
+            turn = entry.get("turn_id")
+            if turn and str(turn) not in self._timeline.parent:
+                self._timeline = _begun(self._timeline, str(turn))
             if _is_dialogue(entry):
                 self._dialogue.append(entry)
             subscribers = list(self._subscribers)
@@ -86,6 +109,15 @@ class Conversation:
 
     def read(self) -> ReadResult:
         return self.transcript.read()
+
+
+def _begun(timeline: Timeline, turn: str) -> Timeline:
+    """``timeline`` with ``turn`` begun at its head (a new value: readers may hold the old one)."""
+    from dataclasses import replace
+
+    fresh = replace(timeline, turns=list(timeline.turns), parent=dict(timeline.parent))
+    fresh.begin(turn)
+    return fresh
 
 
 def _is_dialogue(entry: dict[str, Any]) -> bool:

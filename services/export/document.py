@@ -222,15 +222,28 @@ def _look_up(workspace: Workspace, handles: Iterable[str], sources: Sources) -> 
 
 
 # -- the entries -----------------------------------------------------------------------------------
+def _marks(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """The turns a rewind put away (exported as written, and said so) and the pinned ones."""
+    from services.conversation.timeline import timeline_of, turn_number
+
+    timeline = timeline_of(entries)
+    live, pinned = set(timeline.lineage), set(timeline.pinned)
+    marks = {turn: "rewound away" for turn in timeline.turns if turn not in live}
+    marks.update({turn: "pinned" for turn in timeline.lineage if turn_number(turn) in pinned})
+    return marks
+
+
 class Builder:
-    def __init__(self, safe: Safe, sources: Sources) -> None:
+    def __init__(self, safe: Safe, sources: Sources, marks: dict[str, str] | None = None) -> None:
         self.safe = safe
         self.sources = sources
+        self.marks = marks or {}  # turn id → "pinned" or "rewound away" (the conversation's timeline)
 
     def entry(self, raw: dict[str, Any]) -> Entry | None:
         role = raw.get("role")
         if role == "user":
-            return Entry("user", "Operator", "", self._when(raw), (Body("", self.safe.text(raw.get("content", ""))),))
+            mark = self.safe.line(self.marks.get(str(raw.get("turn_id")), ""))
+            return Entry("user", "Operator", mark, self._when(raw), (Body("", self.safe.text(raw.get("content", ""))),))
         if role == "assistant":
             return self.answer(raw)
         if role == "tool":
@@ -391,7 +404,7 @@ def build(workspace: Workspace, conversation_id: str) -> ExportDocument:
         if isinstance(h, str) and ":" in h
     }
     _look_up(workspace, sorted(cited - set(sources.passages)), sources)
-    parts = _parts(Builder(safe, sources), entries)
+    parts = _parts(Builder(safe, sources, _marks(entries)), entries)
     notes = [NOTE.format(version=FORMAT_VERSION, audit=" and the audit store" if sources.decisions else "")]
     if sources.audit_problem:
         notes.append(

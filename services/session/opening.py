@@ -208,6 +208,11 @@ def take(
             held.release()
         raise
     warnings = [str(problem) for problem in report.transcript_problems] + report.artifact_problems
+    from services.session.rewind_journal import recover_rewind  # a rewind killed halfway: finished or rolled back
+
+    rewound = recover_rewind(workspace)
+    if rewound:
+        warnings.append(rewound)
     notice = held.recovery_notice() if held is not None else None
     if notice:
         warnings.insert(0, notice)

@@ -1,6 +1,8 @@
 """NDJSON transcripts: one file per conversation, appended in order, flushed and fsynced.
 
-Each line is one JSON object (see ``ENTRY_FIELDS``).  A line is *acknowledged* once
+Each line is one JSON object (see ``ENTRY_FIELDS``); its format version is
+``services.workspace.transcript_format`` (entries of a newer Aries are set aside in
+``ReadResult.newer``).  A line is *acknowledged* once
 ``Transcript.append`` returns: by then it is on disk.  A crash during an append can leave
 a torn last line; readers report it (file and line) and keep every line before it, and
 the next writer terminates it with a newline so that later appends stay parseable.
@@ -20,6 +22,7 @@ from typing import Any
 
 from services.clock import utc_now
 from services.errors import InvalidInput, NotFound
+from services.workspace.transcript_format import is_newer
 
 ROLES = ("user", "assistant", "tool", "system", "notice")
 TOOL_STATUSES = ("success", "fail")
@@ -63,6 +66,15 @@ class Problem:
 class ReadResult:
     entries: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    newer: list[dict[str, Any]] = field(default_factory=list)  # entries of a newer format: not read
+    path: Path | None = None
+
+    @property
+    def newer_notice(self) -> str | None:
+        """One line on what of a newer Aries's transcript was skipped (None: nothing)."""
+        from services.workspace.transcript_format import newer_notice
+
+        return newer_notice(self.newer, f"transcript {self.path.name if self.path else ''}".strip())
 
 
 def read_transcript(path: Path) -> ReadResult:
@@ -74,7 +86,7 @@ def read_transcript(path: Path) -> ReadResult:
     path = Path(path)
     if not path.is_file():
         raise NotFound(f"transcript {path} does not exist", path=str(path))
-    result = ReadResult()
+    result = ReadResult(path=path)
     with path.open("rb") as handle:
         data = handle.read()
     if not data:
@@ -101,7 +113,7 @@ def read_transcript(path: Path) -> ReadResult:
         except (ValueError, UnicodeDecodeError) as exc:
             result.problems.append(Problem(path, number, str(exc)[:200], torn=unterminated))
             continue
-        result.entries.append(entry)
+        (result.newer if is_newer(entry) else result.entries).append(entry)
     return result
 
 
@@ -241,6 +253,11 @@ def list_conversations(directory: Path) -> list[Path]:
     if not Path(directory).is_dir():
         return []
     return sorted(p for p in Path(directory).iterdir() if p.suffix == SUFFIX and p.is_file())
+
+
+def newer_notices(directory: Path) -> list[str]:
+    """One line per transcript in ``directory`` written by a newer Aries: what this one cannot read."""
+    return [notice for path in list_conversations(directory) if (notice := read_transcript(path).newer_notice)]
 
 
 def by_recency(directory: Path) -> list[Path]:

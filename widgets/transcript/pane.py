@@ -29,11 +29,13 @@ ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system"
 MAX_SHOWN_CHARS = 20_000
 MAX_TOOL_LINES = 16
 SHOWN = "TranscriptEntry, ToolCallBlock, StreamingAnswer"
+MARK_KINDS = ("pin", "unpin", "rewind")
 """Every block the pane shows for a conversation."""
 
 
-def render_entry(entry: dict[str, Any]) -> Text:
-    """One transcript entry as plain, neutralised text (never markup): a label line, then the content."""
+def render_entry(entry: dict[str, Any], mark: str = "") -> Text:
+    """One transcript entry as plain, neutralised text (never markup): a label line, then the content;
+    ``mark`` (``pinned``, ``rewound away``) is said on the label line."""
     role = clean(entry.get("role", "system"), single_line=True)
     stamp = clean(str(entry.get("timestamp", ""))[11:19], single_line=True)
     label = Text()
@@ -52,6 +54,8 @@ def render_entry(entry: dict[str, Any]) -> Text:
         if request:
             label.append(f"  {clean(str(request), single_line=True)}", style="dim")
     label.append(f"  {stamp}", style="dim")
+    if mark:
+        label.append(f"  · {mark}", style="bold green" if mark == "pinned" else "italic")
     body = str(entry.get("content", ""))
     if role == "user" and ("attached file " in body):  # the files a message attached: one line each
         from services.assistant.attachments import collapse_attachments
@@ -96,10 +100,12 @@ class TranscriptEntry(Static):
         role = clean(entry.get("role", "system"), single_line=True)
         super().__init__(render_entry(entry), classes=f"-{role}" if role in ROLE_LABELS else "-system", markup=False)
         self.entry = entry
+        self.marks = (False, False)  # (rewound away, pinned), as shown
 
     def highlight(self, query: str) -> None:
         """Show ``query`` highlighted in the entry (nothing highlighted for an empty query)."""
-        text = render_entry(self.entry)
+        away, pin = self.marks
+        text = render_entry(self.entry, "rewound away" if away else "pinned" if pin else "")
         if query:
             text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
         self.update(text)
@@ -199,6 +205,7 @@ class TranscriptPane(VerticalScroll):
         self._empty.display = not entries
         if entries:
             self.mount_all([entry_widget(entry) for entry in entries])
+            self._restyle()
         self.call_after_refresh(self.scroll_end, animate=False)
 
     def entries(self) -> list[dict[str, Any]]:
@@ -209,7 +216,29 @@ class TranscriptPane(VerticalScroll):
     def add_entry(self, entry: dict[str, Any]) -> None:
         self._empty.display = False
         self.mount(entry_widget(entry))
+        if entry.get("kind") in MARK_KINDS:  # a pin, unpin or rewind: the turns it marks change look
+            self.call_after_refresh(self._restyle)
         self.call_after_refresh(self.scroll_end, animate=False)
+
+    def _restyle(self) -> None:
+        """Mark the pinned turns (``-pinned``) and those a rewind put away (``-rewound``, dimmed)."""
+        from services.conversation.timeline import timeline_of, turn_number
+
+        shown = [(widget, getattr(widget, "entry", None)) for widget in self.query(SHOWN)]
+        timeline = timeline_of([entry for _, entry in shown if isinstance(entry, dict)])
+        live, pinned = set(timeline.lineage), set(timeline.pinned)
+        for widget, entry in shown:
+            turn = entry.get("turn_id") if isinstance(entry, dict) else None
+            away, pin = bool(turn) and turn not in live, bool(turn) and turn in live and turn_number(turn) in pinned
+            if (
+                isinstance(widget, TranscriptEntry)
+                and widget.entry.get("role") == "user"
+                and (away, pin) != widget.marks
+            ):
+                widget.marks = (away, pin)
+                widget.update(render_entry(widget.entry, "rewound away" if away else "pinned" if pin else ""))
+            widget.set_class(away, "-rewound")
+            widget.set_class(pin, "-pinned")
 
     # -- selecting and copying a message ---------------------------------------------------------
     @property
@@ -318,6 +347,8 @@ class TranscriptPane(VerticalScroll):
         conversation = signals.session.conversation
         entries = conversation.read().entries
         self.load(entries, subtitle=conversation.conversation_id if entries else "new conversation")
+        if conversation.format_notice:  # written by a newer Aries: what is not shown, said once
+            self.notify(conversation.format_notice, title="transcript", severity="warning", timeout=10)
 
     def _conversation(self, message: Conversational) -> None:
         if isinstance(message, EntryRevealed):
