@@ -10,7 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.cli import artifact, ask, cloud, context, desktop, history, model, plan, profile, rag, serve, tool, workspace
+from app.cli import (
+    artifact,
+    ask,
+    cloud,
+    context,
+    desktop,
+    grants,
+    history,
+    model,
+    plan,
+    profile,
+    rag,
+    serve,
+    tool,
+    workspace,
+)
 
 Register = Callable[[Any], None]
 """``register(subparsers)``: adds a command's parsers, each with ``func`` set to its handler."""
@@ -20,6 +35,7 @@ COMMANDS: tuple[Register, ...] = (
     artifact.register,  # artifact add|list
     rag.register,  # rag …, eval rag
     tool.register,
+    grants.register,  # grants, grants add|revoke
     desktop.register,
     model.register,
     ask.register,  # ask, ingest, status
