@@ -26,6 +26,11 @@ class Proposal:
 
     tool_id: str
     choices: tuple[GrantPattern, ...]
+    warnings: tuple[str | None, ...] = ()
+    """Per choice: how it would combine with the workspace's grants into running code unasked."""
+
+    def warning(self, level: int = 0) -> str | None:
+        return self.warnings[level] if level < len(self.warnings) else None
 
     def words(self, level: int = 0) -> str:
         return words(self.choices[level])

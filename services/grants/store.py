@@ -227,6 +227,18 @@ def runs_code_unasked(grants: Sequence[LastingGrant]) -> dict[str, str]:
     return notes
 
 
+def combined_warning(tool_id: str, pattern: GrantPattern, existing: Sequence[LastingGrant]) -> str | None:
+    """How a grant of ``pattern`` would combine with ``existing`` into running code unasked (None: it would not)."""
+    probe = LastingGrant(
+        id="(this one)",
+        workspace=WorkspaceIdentity(path="", key=""),
+        tool_id=tool_id,
+        pattern=pattern,
+        origin=GrantOrigin(by="approval", at=""),
+    )
+    return runs_code_unasked([*existing, probe]).get(probe.id)
+
+
 def _writes(tool_id: str) -> bool:
     return tool_id.startswith("builtin:fs:") and not tool_id.endswith(("read_text", "list_dir", "stat", "search"))
 
@@ -252,6 +264,7 @@ def describe(grant: LastingGrant) -> dict[str, Any]:
 __all__ = [
     "RUNS_FOLDER_CODE",
     "TOOL_CALL_MARKER",
+    "combined_warning",
     "Found",
     "GrantStore",
     "describe",

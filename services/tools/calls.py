@@ -67,8 +67,6 @@ class ApprovalRequest:
     origin: dict[str, Any] = field(default_factory=dict)
     # What "always in this workspace" would store (services.grants.proposal.Proposal); None: not offered.
     proposal: Any = None
-    # Grant id → why it combines with another into running code unasked (services.grants.store).
-    grant_warnings: dict[str, str] = field(default_factory=dict)
 
 
 class Approver(Protocol):

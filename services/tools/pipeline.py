@@ -420,24 +420,25 @@ async def _granted(
 
 
 def _proposal(site: CallSite, spec: ToolSpec, decision: PolicyDecision, call: ToolCallRequest) -> Any:
-    """What "always in this workspace" would store for this call (None: not offered)."""
+    """What "always in this workspace" would store for this call, with how each choice would combine
+    with the workspace's grants into running code unasked (None: not offered)."""
     if site.lasting is None or call.from_text or decision.mode == "strict" or not isinstance(call.args, dict):
         return None
-    from services.grants.proposal import propose
+    from dataclasses import replace
 
-    return propose(spec.tool_id, decision.facts, call.args, site.bound.roots)
-
-
-def _warnings(site: CallSite) -> dict[str, str]:
-    if site.lasting is None:
-        return {}
     from services.errors import ConfigError
-    from services.grants.store import runs_code_unasked
+    from services.grants.proposal import propose
+    from services.grants.store import combined_warning
 
+    proposal = propose(spec.tool_id, decision.facts, call.args, site.bound.roots)
+    if proposal is None:
+        return None
     try:
-        return runs_code_unasked(site.lasting.list())
+        existing = site.lasting.list()
     except ConfigError:
-        return {}
+        return None  # an unreadable store: nothing can be stored either
+    warnings = tuple(combined_warning(spec.tool_id, choice, existing) for choice in proposal.choices)
+    return replace(proposal, warnings=warnings)
 
 
 async def _keep_always(
@@ -507,7 +508,6 @@ async def _approval(
         call.source,
         call.origin(),
         _proposal(site, spec, decision, call),
-        _warnings(site),
     )
     try:
         answer = await _ask(approver, request)
