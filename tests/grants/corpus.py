@@ -54,8 +54,10 @@ WRAPPERS = [
     ["strace"], ["watch"], ["setsid"], ["flock", "x"], ["doas"], ["npx"], ["uv", "run"],
 ]  # fmt: skip
 LOOKALIKES = {
-    "ls": ["\u217cs", "l\u0455", "\uff4c\uff53", "ls\u200b", "\u200bls", "Ls", "LS", "ls.exe", "/usr/bin/ls", "./ls", "l s"],
-    "pytest": ["p\u0443test", "pytes\u0442", "\uff50ytest", "pytest\u00a0", "py.test", "Pytest", "/opt/venv/bin/pytest"],
+    "ls": ["\u217cs", "l\u0455", "\uff4c\uff53", "ls\u200b", "\u200bls", "Ls", "LS", "ls.exe", "/usr/bin/ls",
+           "./ls", "l s"],
+    "pytest": ["p\u0443test", "pytes\u0442", "\uff50ytest", "pytest\u00a0", "py.test", "Pytest",
+               "/opt/venv/bin/pytest"],
     "git": ["g\u0456t", "\u0261it", "git\u200d", "Git", "/usr/bin/git"],
     "make": ["m\u0430ke", "mak\u0435", "Make", "gmake"],
 }  # fmt: skip
@@ -91,7 +93,9 @@ def build(root: Path, outside: Path) -> list[Case]:
     cases += _wildcard_cases(
         "git status *", _argv(cwd, ("git", "status"), True, GIT), ["git", "status"], GIT, cwd, outside
     )
-    cases += _exact_cases("pytest -q tests/a.py", _argv(cwd, ("pytest", "-q", "tests/a.py"), False, PYTEST), PYTEST, cwd)
+    cases += _exact_cases(
+        "pytest -q tests/a.py", _argv(cwd, ("pytest", "-q", "tests/a.py"), False, PYTEST), PYTEST, cwd
+    )
     cases += _exact_cases("make test", _argv(cwd, ("make", "test"), False, MAKE), MAKE, cwd)
     cases += _git_cases(_argv(cwd, ("git", "status"), True, GIT), cwd)
     cases += _path_cases(root, outside)
@@ -103,7 +107,9 @@ def _wildcard_cases(
 ) -> list[Case]:
     cases: list[Case] = []
 
-    def case(name: str, argv: list[str], expected: bool, *, executable: str = exe, where: str = cwd, **args: Any) -> None:
+    def case(
+        name: str, argv: list[str], expected: bool, *, executable: str = exe, where: str = cwd, **args: Any
+    ) -> None:
         cases.append(Case(f"{label}: {name}", pattern, _command(argv, executable, where), expected, args))
 
     for n in (1, 2, 3):
@@ -197,7 +203,12 @@ def _path_cases(root: Path, outside: Path) -> list[Case]:
         Case("folder docs/: another folder", folder, _paths(root, "tests/a.py"), False),
         Case("folder docs/: the root", folder, _paths(root, "."), False),
         Case("folder docs/: a symlink out of it", folder, _paths(root, "docs/out/secret.txt"), False),
-        Case("folder docs/: '..' that resolves back in", folder, _paths(root, "docs/x.md", raws=("docs/deep/../x.md",)), False),  # noqa: E501
+        Case(
+            "folder docs/: '..' that resolves back in",
+            folder,
+            _paths(root, "docs/x.md", raws=("docs/deep/../x.md",)),
+            False,
+        ),
         Case("folder docs/: one of two paths outside", folder, _paths(root, "docs/x.md", "src/m.py"), False),
         Case("folder docs/: a shell command", folder, _command(["ls", "docs"], LS, str(root)), False),
         Case("folder docs/: no paths", folder, {"paths": []}, False),

@@ -156,7 +156,9 @@ def test_expiry_follows_the_clock(workspace: Workspace, monkeypatch: pytest.Monk
     with _gateway(workspace) as gateway:
         assert gateway.lasting is not None
         spec = gateway.registry.get(RUN)
-        pattern = from_words(RUN, spec.session_keys, "ls docs", roots=gateway.bound.roots, resolve=gateway.bound.resolve_executable)
+        pattern = from_words(
+            RUN, spec.session_keys, "ls docs", roots=gateway.bound.roots, resolve=gateway.bound.resolve_executable
+        )
         grant = gateway.lasting.add(RUN, pattern, GrantOrigin(by="cli", at="t"), expires=timedelta(hours=1))
         assert grant.expires_at == "2026-01-01T10:00:00.000Z"
         assert gateway.execute_sync(RUN, {"argv": ["ls", "docs"]}).ok  # frozen: still within the hour
