@@ -91,8 +91,6 @@ def _path_choices(paths: Any, roots: Sequence[Path]) -> list[GrantPattern]:
     return unique
 
 
-
-
 def from_words(
     tool_id: str,
     session_keys: Sequence[str],
