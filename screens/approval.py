@@ -108,7 +108,7 @@ def preview_renderable(request: ApprovalRequest) -> Any:
     return Text("(no preview for this tool)", style="dim")
 
 
-KEYS = "a approve once  ·  s for this session  ·  w always in this workspace  ·  * widen  ·  d deny  ·  Esc later"
+KEYS = "a once · s session · w always here · * widen · d deny · Esc later"
 REASON_KEYS = "type the reason (optional)  ·  Enter denies  ·  Esc back to the keys"
 
 

@@ -221,9 +221,12 @@ def runs_code_unasked(grants: Sequence[LastingGrant]) -> dict[str, str]:
         for write in writes:
             folder = write.pattern.path or ""
             if within(pattern.cwd, folder) or within(folder, pattern.cwd):
-                why = f"{program} runs {what} in {pattern.cwd}, which grant {write.id} lets tools write unasked"
-                notes[grant.id] = why
-                notes[write.id] = f"{write.tool_id} may write {folder}, where grant {grant.id} ({program}) runs {what}"
+                where = f"{folder}/" if write.pattern.folder else folder
+                why = f"{program} runs {what} in {pattern.cwd}, which a lasting {write.tool_id} grant on {where} "
+                notes[grant.id] = why + "lets tools write unasked"
+                notes[write.id] = (
+                    f"{write.tool_id} may write {where} unasked, where a lasting grant runs {program} ({what})"
+                )
     return notes
 
 

@@ -145,8 +145,8 @@ def test_a_write_grant_and_a_program_that_runs_the_folders_code_are_named(worksp
     runner = _grant(workspace, RUN, "make test")
     with _gateway(workspace) as gateway:
         notes = {g["id"]: g["runs_code_unasked"] for g in gateway.grants()}
-    assert "the Makefile" in notes[runner] and write in notes[runner]
-    assert runner in notes[write]
+    assert "the Makefile" in notes[runner] and "builtin:fs:write_text grant on" in notes[runner]
+    assert "runs make (the Makefile)" in notes[write]
 
 
 def test_expiry_follows_the_clock(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
