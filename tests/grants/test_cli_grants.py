@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ARIES = str(Path(sys.executable).parent / "aries")
 
@@ -85,3 +86,37 @@ def test_refusals_are_one_clear_line(aries_home: Path) -> None:
     assert expiring.returncode != 0 and "duration" in expiring.stderr
     without = aries("grants", home=aries_home)
     assert without.returncode != 0 and "named workspace" in without.stderr
+
+
+def chats(server: Any) -> list[Any]:
+    return [r for r in server.requests if r.path == "/api/chat"]
+
+
+def test_headless_ask_honours_a_lasting_grant(aries_home: Path) -> None:
+    """A model's shell call in ``aries ask`` (no --approve) is refused, then, after ``grants add``, run
+    by the grant — checked in what the scripted server receives back as the tool's result."""
+    from tests.models.servers import Call, Reply, ScriptedServer
+
+    assert aries("workspace", "new", "demo", home=aries_home).returncode == 0
+    (aries_home / "workspaces" / "demo" / "docs").mkdir()
+    (aries_home / "workspaces" / "demo" / "docs" / "granted-file.txt").write_text("x\n", encoding="utf-8")
+    server = ScriptedServer("ollama").start()
+    env = {"ARIES_MODEL": "ollama:llama3.2:3b", "OLLAMA_HOST": server.url}
+    try:
+        for _ in range(2):
+            server.script += [
+                Reply(tool_calls=[Call("builtin:shell:run", {"argv": ["ls", "docs"]}, id="c1")]),
+                Reply(text="done"),
+            ]
+        refused = aries("-w", "demo", "ask", "list the docs", home=aries_home, **env)
+        assert refused.returncode == 3 and "was refused" in refused.stderr
+        assert "granted-file.txt" not in json.dumps(chats(server)[-1].body)
+        added = aries("-w", "demo", "grants", "add", "builtin:shell:run", "ls *", home=aries_home)
+        assert added.returncode == 0, added.stderr
+        answered = aries("-w", "demo", "ask", "list the docs", home=aries_home, **env)
+        assert answered.returncode == 0, answered.stderr
+        assert "granted-file.txt" in json.dumps(chats(server)[-1].body)
+    finally:
+        server.stop()
+    listed = json.loads(aries("-w", "demo", "grants", "--json", home=aries_home).stdout)["grants"]
+    assert [g["uses"] for g in listed] == [1]

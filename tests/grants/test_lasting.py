@@ -199,3 +199,16 @@ def test_the_store_is_never_written_by_a_file_tool(aries_home: Path, workspace: 
             result = gateway.execute_sync(WRITE, {"path": str(path), "text": json.dumps({"grants": []})})
             assert not result.ok and result.error.details["rule"] == "fs.operator_store", result.to_dict()
     assert settings_path().read_bytes() == before
+
+
+def test_another_program_of_that_name_earlier_on_the_path_is_not_granted(workspace: Workspace, tmp_path: Path) -> None:
+    _grant(workspace, RUN, "ls *")
+    with _gateway(workspace) as gateway:
+        assert gateway.execute_sync(RUN, {"argv": ["ls", "docs"]}).ok
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "ls").write_text("#!/bin/sh\necho shadowed\n", encoding="utf-8")
+    (shadow / "ls").chmod(0o755)
+    with _gateway(workspace, shell__search_path=[str(shadow), "/usr/bin", "/bin"]) as gateway:
+        result = gateway.execute_sync(RUN, {"argv": ["ls", "docs"]})
+        assert not result.ok and result.error.details["rule"] == "approval.no_approver"
