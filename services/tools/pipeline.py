@@ -457,9 +457,16 @@ async def _keep_always(
         decision.approved_by = "operator_once"  # a pattern that does not cover the call is never stored
         decision.facts = {**decision.facts, "lasting_grant": "not kept: the pattern does not cover the call"}
         return decision
+    from services.errors import ConfigError
+
     asked_by = call.source + (f" ({call.model})" if call.model else "")
     origin = GrantOrigin(by="approval", at=utc_now(), call_id=call_id, asked_by=asked_by)
-    grant = await asyncio.to_thread(site.lasting.add, spec.tool_id, pattern, origin)
+    try:
+        grant = await asyncio.to_thread(site.lasting.add, spec.tool_id, pattern, origin)
+    except ConfigError as exc:  # the store does not read (or is locked): the call runs, nothing is kept
+        decision.approved_by = "operator_once"
+        decision.facts = {**decision.facts, "lasting_grant": f"not kept: {exc.message}"}
+        return decision
     decision.approved_by = "operator_always"
     decision.facts = {**decision.facts, "grant": {"id": grant.id, "scope": "workspace", "pattern": words(pattern)}}
     return decision

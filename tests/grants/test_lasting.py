@@ -212,3 +212,20 @@ def test_another_program_of_that_name_earlier_on_the_path_is_not_granted(workspa
     with _gateway(workspace, shell__search_path=[str(shadow), "/usr/bin", "/bin"]) as gateway:
         result = gateway.execute_sync(RUN, {"argv": ["ls", "docs"]})
         assert not result.ok and result.error.details["rule"] == "approval.no_approver"
+
+
+def test_a_store_that_does_not_read_grants_nothing_and_is_left_alone(workspace: Workspace) -> None:
+    settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings_path().write_text("{not json", encoding="utf-8")
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision.once()
+
+    with _gateway(workspace, approver) as gateway:
+        result = gateway.execute_sync(RUN, {"argv": ["ls", "docs"]})
+        assert result.ok and asked and asked[0].proposal is None  # asked; "always" not offered
+        decision = gateway.last_decision()
+        assert decision is not None and "settings.json" in decision["policy_decision"]["facts"]["grants_unreadable"]
+    assert settings_path().read_text(encoding="utf-8") == "{not json"
