@@ -229,3 +229,17 @@ def test_a_store_that_does_not_read_grants_nothing_and_is_left_alone(workspace: 
         decision = gateway.last_decision()
         assert decision is not None and "settings.json" in decision["policy_decision"]["facts"]["grants_unreadable"]
     assert settings_path().read_text(encoding="utf-8") == "{not json"
+
+
+def test_a_grant_never_overrides_the_active_profile_or_the_roots(workspace: Workspace, tmp_path: Path) -> None:
+    _grant(workspace, RUN, "ls *")
+    restricted = _policy(workspace.root).restricted("reader", frozenset({"builtin:fs:read_text"}))
+    with ToolGateway(workspace, policy=restricted) as gateway:
+        result = gateway.execute_sync(RUN, {"argv": ["ls", "docs"]})
+        assert not result.ok and result.error.details["rule"] == "profile.reader"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with ToolGateway(workspace, policy=_policy(elsewhere)) as gateway:  # the roots no longer hold the cwd
+        result = gateway.execute_sync(RUN, {"argv": ["ls", "docs"], "cwd": str(workspace.root)})
+        assert not result.ok and result.error.details["rule"] == "fs.allowed_roots", result.to_dict()
+        assert result.meta["decision"]["approved_by"] is None
