@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.clock import format_ts, utc_now
-from services.errors import InvalidInput, NotFound
+from services.errors import AriesError, InvalidInput, NotFound
 from services.grants.matcher import matches
 from services.grants.pattern import RUNS_ITS_ARGUMENTS, within, words
 from services.settings.operator import (
@@ -72,7 +72,10 @@ def identity(workspace: Workspace) -> WorkspaceIdentity:
     """The workspace's identity (its folder's device and inode, and its ``created_at``)."""
     root = Path(os.path.realpath(workspace.root))
     info = root.stat()
-    created = str(workspace.meta.get("created_at", "")) if workspace.meta_path.exists() else ""
+    try:
+        created = str(workspace.meta.get("created_at", "")) if workspace.meta_path.exists() else ""
+    except AriesError:  # a workspace.yaml that does not read: the folder alone identifies it
+        created = ""
     digest = hashlib.sha256(f"{root}\0{info.st_dev}\0{info.st_ino}\0{created}".encode()).hexdigest()
     return WorkspaceIdentity(path=str(root), key=digest[:32], name=workspace.name)
 
@@ -119,7 +122,10 @@ class GrantStore:
         """The store of ``workspace``; None for an ephemeral one (nothing lasts there)."""
         if workspace.ephemeral:
             return None
-        return cls(identity(workspace))
+        try:
+            return cls(identity(workspace))
+        except OSError:  # the folder is gone: nothing can be granted to it
+            return None
 
     def _mine(self, grant: LastingGrant) -> bool:
         return grant.workspace.key == self.workspace.key
