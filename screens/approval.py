@@ -1,7 +1,9 @@
-"""The approval modal: one pending tool call, shown in full, with the operator's three choices.
+"""The approval modal: one pending tool call, shown in full, with the operator's choices.
 
-Dismisses with an ``ApprovalDecision`` (approve once, approve for this session, deny with an
-optional reason) or ``None`` when closed without deciding: the call then stays in the queue.
+Dismisses with an ``ApprovalDecision`` (approve once, approve for this session, approve always in
+this workspace — a lasting grant whose rule is shown before the key is pressed, widened with ``*`` —
+deny with an optional reason) or ``None`` when closed without deciding: the call then stays in the
+queue.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def preview_renderable(request: ApprovalRequest) -> Any:
     return Text("(no preview for this tool)", style="dim")
 
 
-KEYS = "a approve once  ·  s approve for this session  ·  d deny  ·  Esc decide later"
+KEYS = "a once · s session · w always here · * widen · d deny · Esc later"
 REASON_KEYS = "type the reason (optional)  ·  Enter denies  ·  Esc back to the keys"
 
 
@@ -122,6 +124,21 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             "Approve for session",
             id="approval.session",
             tooltip="Run it, and run calls of the same tool and argument pattern without asking until exit",
+        ),
+        Binding(
+            "w",
+            "approve_always",
+            "Always here",
+            id="approval.always",
+            tooltip="Run it, and store the lasting grant shown (this workspace only, until revoked with /grants)",
+        ),
+        Binding(
+            "asterisk",
+            "widen",
+            "Widen",
+            id="approval.widen",
+            tooltip="Widen the lasting grant: '*' over more trailing plain arguments, or the folder above; "
+            "press again to go on, back to the narrowest after the widest",
         ),
         Binding(
             "d",
@@ -142,7 +159,9 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
     def __init__(self, request: ApprovalRequest, *, root: Path | None = None) -> None:
         super().__init__()
         self.request = shorten_paths(request, root) if root is not None else request
+        self._root = root
         self._denying = False
+        self._level = 0  # which of the proposal's choices "always" stores (0: the narrowest)
 
     def compose(self) -> Any:
         with Vertical(id="approval"):
@@ -159,6 +178,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
                 )
             with Vertical(id="approval-footer"):
                 yield Static(self._session_note(), id="approval-session")
+                yield Static(self._always_note(), id="approval-always")
                 yield Input(placeholder="Reason for denying (optional), then Enter", id="approval-reason")
                 yield Static(KEYS, id="approval-keys", markup=False)
 
@@ -170,13 +190,42 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             ("approve for session covers: ", "dim"), plain(f"{self.request.tool_id} {pattern}", single_line=True)
         )
 
+    def _always_note(self) -> Text:
+        proposal = self.request.proposal
+        if proposal is None:
+            return Text("always in this workspace: not offered for this call", style="dim")
+        short = str(self._root) if self._root is not None else None
+
+        def shown(text: str) -> str:
+            return text.replace(short, "${workspace}") if short else text
+
+        level = self._level
+        rule = shown(proposal.words(level))
+        widen = f"  (* widen: {level + 1}/{len(proposal.choices)})" if len(proposal.choices) > 1 else ""
+        note = Text.assemble(
+            ("always in this workspace stores: ", "dim"),
+            plain(f"{self.request.tool_id}  {rule}", "bold", single_line=True),
+            (widen, "dim"),
+            "\n",
+            plain(shown(proposal.sentence(level)), "dim"),
+        )
+        warning = proposal.warning(level)
+        if warning:
+            note.append("\n")
+            note.append_text(plain(f"⚠ runs code unasked: {shown(warning)}", "bold red"))
+        return note
+
     def on_mount(self) -> None:
         self.query_one("#approval-reason").display = False
         self.query_one("#approval-body").focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self._denying and action in {"approve_once", "approve_session", "deny"}:
+        if self._denying and action in {"approve_once", "approve_session", "approve_always", "widen", "deny"}:
             return False  # typing a reason: letters are text, not keys
+        if action in {"approve_always", "widen"} and self.request.proposal is None:
+            return None  # shown disabled: no lasting grant can cover this call
+        if action == "widen" and len(self.request.proposal.choices) < 2:
+            return None
         if action == "approve_session" and not self.request.session_pattern:
             return None  # shown disabled: nothing to generalise
         if action == "approve_session" and (getattr(self.request, "origin", None) or {}).get("from_text"):
@@ -192,6 +241,15 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
         from services.tools.calls import ApprovalDecision
 
         self.dismiss(ApprovalDecision.session())
+
+    def action_approve_always(self) -> None:
+        from services.tools.calls import ApprovalDecision
+
+        self.dismiss(ApprovalDecision.always(self.request.proposal.choices[self._level]))
+
+    def action_widen(self) -> None:
+        self._level = (self._level + 1) % len(self.request.proposal.choices)
+        self.query_one("#approval-always", Static).update(self._always_note())
 
     def action_deny(self) -> None:
         self._denying = True

@@ -256,6 +256,12 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         c("eval", "rag", "--dataset", "{dataset}", "--json", shows=False),
         c("eval", "rag", "--dataset", "{base}/none{H}"),
     ],
+    ("grants", "add"): [
+        c(*W, "grants", "add", "builtin:shell:run", "ls {H}"),
+        c(*W, "grants", "--json", "add", "builtin:fs:write_text", "notes/h{H}.txt"),
+        c(*W, "grants", "add", "builtin:shell:run", "{H} *"),
+    ],
+    ("grants", "revoke"): [c(*W, "grants", "revoke", H)],
     ("tool", "list"): [c(*W, "tool", "list", "--policy", "{base}/policy{H}.yaml")],
     ("tool", "call"): [
         c(*W, "tool", "call", "builtin:fs:read_text", "--args", '{{"path": "notes/h.txt"}}'),

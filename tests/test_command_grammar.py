@@ -40,7 +40,7 @@ def test_every_usage_is_generated_from_its_forms() -> None:
             if not form.hidden:
                 assert form.usage() in spec.usage, (spec.name, form.usage())
     assert next(s for s in COMMANDS if s.name == "serve").usage == "/serve [start | stop | status]"
-    assert next(s for s in COMMANDS if s.name == "grants").usage == "/grants [list] | revoke N | revoke all"
+    assert next(s for s in COMMANDS if s.name == "grants").usage == "/grants [list] | revoke ID | revoke all"
 
 
 def test_parsed_objects_have_the_declared_types() -> None:
@@ -50,6 +50,7 @@ def test_parsed_objects_have_the_declared_types() -> None:
     assert parse("/rag index drop old")[1] == Named("drop", "old")
     assert parse("/rag last")[1] == Action("last")
     assert parse("/grants revoke 2")[1] == GrantsRevoke(2)
+    assert parse("/grants revoke g1a2b3c")[1] == GrantsRevoke("g1a2b3c")
     assert parse("/grants revoke all")[1] == GrantsRevoke(None)
     assert parse("/grants")[1] == Action("list")  # the bare form
     assert parse("/fork 3")[1] == Fork(3) and parse("/fork")[1] == Fork(None)

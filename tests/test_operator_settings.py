@@ -12,6 +12,8 @@ import pytest
 
 from services.session.inforce import Operator, resolve
 from services.settings.operator import (
+    GrantOrigin,
+    GrantPattern,
     LastingGrant,
     Notifications,
     OperatorSettings,
@@ -35,7 +37,13 @@ def test_the_store_lives_in_aries_home_outside_every_workspace(aries_home: Path)
 
 
 def test_a_round_trip_keeps_every_field(aries_home: Path) -> None:
-    grant = LastingGrant(workspace=WorkspaceIdentity(path="/w", fingerprint="f" * 64), tool_id="builtin:fs:read_text")
+    grant = LastingGrant(
+        id="g000001",
+        workspace=WorkspaceIdentity(path="/w", key="f" * 32),
+        tool_id="builtin:fs:read_text",
+        pattern=GrantPattern(kind="path", path="/w/docs", folder=True),
+        origin=GrantOrigin(by="cli", at="2026-01-01T09:00:00.000Z"),
+    )
 
     def change(settings: OperatorSettings) -> OperatorSettings:
         return settings.model_copy(
@@ -69,7 +77,7 @@ def test_a_round_trip_keeps_every_field(aries_home: Path) -> None:
         ("{not json", "Invalid JSON"),
         ('{"format": 2}', "format"),
         ('{"theme": 3}', "theme"),
-        ('{"grants": [{"tool_id": "x"}]}', "grants.0.workspace"),
+        ('{"grants": [{"tool_id": "x"}]}', "grants.0.id"),
     ],
 )
 def test_a_corrupt_file_is_one_line_and_never_overwritten(aries_home: Path, text: str, reason: str) -> None:
@@ -88,9 +96,12 @@ def test_a_corrupt_file_is_one_line_and_never_overwritten(aries_home: Path, text
 WRITER = """
 import sys
 from services.settings.operator import update_settings
-from services.settings.operator import LastingGrant, WorkspaceIdentity
+from services.settings.operator import GrantOrigin, GrantPattern, LastingGrant, WorkspaceIdentity
 for n in range(int(sys.argv[2])):
-    grant = LastingGrant(workspace=WorkspaceIdentity(path=sys.argv[1]), tool_id=f"t{n}")
+    grant = LastingGrant(
+        id=f"g{n}", workspace=WorkspaceIdentity(path=sys.argv[1], key="k"), tool_id=f"t{n}",
+        pattern=GrantPattern(kind="argv", argv=("ls",)), origin=GrantOrigin(by="cli", at="t"),
+    )
     update_settings(lambda s: s.model_copy(update={"grants": [*s.grants, grant]}))
 """
 

@@ -99,9 +99,14 @@ class PolicyMode:
 
 @dataclass(frozen=True)
 class GrantsRevoke:
-    """``/grants revoke N`` (``number``) or ``revoke all`` (``number`` None)."""
+    """``/grants revoke ID`` (a grant id, ``g…``), ``revoke N`` (its place in ``/grants``) or
+    ``revoke all`` (``target`` None: every session grant; lasting grants are revoked one by one)."""
 
-    number: int | None = None
+    target: int | str | None = None
+
+
+def _grant_target(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
 
 
 @dataclass(frozen=True)
@@ -417,10 +422,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "grants",
-        "List the session grants ('approve for this session') and revoke them.",
+        "List the grants (this session's, and this workspace's lasting ones) and revoke them.",
         (
             _action("list"),
-            Form(("revoke",), (Arg("number", "N", "number", convert=int),), into=GrantsRevoke),
+            Form(("revoke",), (Arg("target", "ID", convert=_grant_target),), into=GrantsRevoke),
             Form(("revoke", "all"), into=GrantsRevoke),
         ),
         "grants",

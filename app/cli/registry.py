@@ -16,6 +16,7 @@ from app.cli import (
     cloud,
     context,
     desktop,
+    grants,
     history,
     model,
     plan,
@@ -35,6 +36,7 @@ COMMANDS: tuple[Register, ...] = (
     artifact.register,  # artifact add|list
     rag.register,  # rag …, eval rag
     tool.register,
+    grants.register,  # grants, grants add|revoke
     desktop.register,
     model.register,
     ask.register,  # ask, ingest, status

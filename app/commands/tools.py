@@ -28,7 +28,36 @@ if TYPE_CHECKING:
 _ASKED = {
     "operator_once": "you allowed it once",
     "operator_session": "you allowed it for this session",
+    "operator_always": "you allowed it always in this workspace",
+    "operator_grant": "a lasting grant of this workspace allowed it",
 }
+
+
+def grant_in_words(record: dict[str, Any]) -> str | None:
+    """The grant that decided an audited call (``grant g1a2b3c (workspace): ls *``), or None."""
+    policy = record.get("policy_decision") or {}
+    grant = (policy.get("facts") or {}).get("grant")
+    if not isinstance(grant, dict) or not grant.get("id"):
+        return None
+    text = f"grant {grant['id']} ({grant.get('scope', '?')})"
+    return f"{text}: {grant['pattern']}" if grant.get("pattern") else text
+
+
+def grants_in_lines(grants: list[dict[str, Any]]) -> list[str]:
+    """``/grants``: one line per grant (id, scope, tool, pattern; a lasting one's uses, origin and
+    expiry), and what combines into running code unasked."""
+    lines = []
+    for n, g in enumerate(grants, 1):
+        pattern = g["pattern"] if isinstance(g["pattern"], str) else json.dumps(g["pattern"], ensure_ascii=False)
+        line = f"{n}. {g['id']}  {g['scope']}  {g['tool_id']}  {pattern}"
+        if g["scope"] == "workspace":
+            origin = g.get("origin") or {}
+            expiry = ("expired " if g.get("expired") else "expires ") + g["expires_at"] if g.get("expires_at") else ""
+            line += f"  · used {g.get('uses', 0)}x · by {origin.get('by')} {origin.get('at')} {expiry}".rstrip()
+        lines.append(line)
+        if g.get("runs_code_unasked"):
+            lines.append(f"   ⚠ runs code unasked: {g['runs_code_unasked']}")
+    return lines
 
 
 def decision_in_words(record: dict[str, Any]) -> str:
@@ -68,6 +97,9 @@ def explain_decision(record: dict[str, Any]) -> str:
         f"approved by: {record.get('approved_by') or policy.get('approved_by') or '-'}",
         f"when: {record.get('ended_at') or record.get('started_at', '?')}",
     ]
+    grant = grant_in_words(record)
+    if grant is not None:
+        lines.insert(5, f"decided by: {grant}")
     error = record.get("error")
     if isinstance(error, dict) and error.get("type"):
         lines.append(f"result: {error['type']}: {error.get('message', '')}")
@@ -211,22 +243,29 @@ class ToolController:
 
     def grants(self, parsed: Action | GrantsRevoke) -> None:
         session = self.session
+        grants = session.grants() if isinstance(parsed, Action) or isinstance(parsed.target, int) else []
         if isinstance(parsed, Action):  # list
-            grants = session.grants()
             if not grants:
-                self.host.say("No session grants. Approve a call with 's' to grant it for this session.", "grants")
+                self.host.say("No grants. Approve a call with 's' (this session) or 'w' (always here).", "grants")
                 return
-            lines = [
-                f"{n}. {g['tool_id']}  {json.dumps(g['pattern'], ensure_ascii=False)}" for n, g in enumerate(grants, 1)
-            ]
-            self.host.say("Session grants (/grants revoke N | all):\n" + "\n".join(lines), "grants")
+            lines = grants_in_lines(grants)
+            self.host.say("Grants (/grants revoke ID | all):\n" + "\n".join(lines), "grants")
             return
-        if parsed.number is None:  # revoke all
+        if parsed.target is None:  # revoke all: the session's
             if not session.revoke_grants():
-                self.host.say("There were no session grants.", "grants")
+                self.host.say("There were no session grants (lasting ones are revoked by id).", "grants")
             return
-        if session.revoke_grant(parsed.number) is None:
-            raise CommandError(f"no grant number {parsed.number}; /grants lists them.")
+        target = parsed.target
+        if isinstance(target, int):
+            if not 0 < target <= len(grants):
+                raise CommandError(f"no grant number {target}; /grants lists them.")
+            target = str(grants[target - 1]["id"])
+        revoked = session.gateway().revoke_grant(target)
+        if revoked is None:
+            raise CommandError(f"no grant {target}; /grants lists them.")
+        session.conversation.notice(
+            f"Grant {target} ({revoked['scope']}) revoked: {revoked['tool_id']} {revoked['pattern']}.", title="grants"
+        )
 
     def doctor(self) -> None:
         self.host.run_worker(self._doctor(self.session), group="doctor", exit_on_error=False)

@@ -1,5 +1,6 @@
 """Approvals of the plain mode (``aries -w W --plain``): a numbered question on the controlling
-terminal, or a refusal when there is none.
+terminal (allow once, for this session, deny, and — when a lasting grant can cover the call — always in
+this workspace, with the narrowest rule it stores), or a refusal when there is none.
 
 Standard input and output belong to the session (prompts in, transcript out: a pipe, a screen
 reader), so the question goes to ``/dev/tty``, as ``ssh`` and ``sudo`` ask for a password. Without
@@ -44,8 +45,11 @@ def question(request: ApprovalRequest) -> str:
         lines.append(f"  rule: {request.decision.rule}")
     lines.extend("  " + line for line in _preview(request))
     lines.extend(f"  {number}) {choice}" for number, choice in enumerate(CHOICES, start=1))
+    proposal = getattr(request, "proposal", None)
+    if proposal is not None:  # the narrowest lasting grant (the TUI's modal can widen it)
+        lines.append(f"  4) always in this workspace: stores {request.tool_id} {proposal.words()}")
     text = "\n".join(neutralize(line, single_line=True) for line in lines)
-    return f"{text}\nChoice [1-3, Enter denies]: "
+    return f"{text}\nChoice [1-{4 if proposal is not None else 3}, Enter denies]: "
 
 
 def _preview(request: ApprovalRequest) -> list[str]:
@@ -84,6 +88,8 @@ class TtyApprover:
                 return ApprovalDecision.once()
             if answer == "2":
                 return ApprovalDecision.session()
+            if answer == "4" and getattr(request, "proposal", None) is not None:
+                return ApprovalDecision.always(request.proposal.choices[0])
             reason = ask(descriptor, "Reason (optional, Enter for none): ")
         finally:
             os.close(descriptor)

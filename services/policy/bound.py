@@ -39,7 +39,7 @@ from services.policy.model import (
 from services.policy.model import deny as _deny
 from services.policy.model import invalid as _invalid
 from services.policy.network import IPAddress, domain_matches
-from services.policy.paths import PathGuard, path_candidates
+from services.policy.paths import PathGuard, operator_store, path_candidates
 
 
 def _subst(template: str, variables: dict[str, str | None]) -> str | None:
@@ -143,7 +143,9 @@ class BoundPolicy:
             for arg in argv[1:]:
                 for candidate in path_candidates(arg, cwd.path):
                     try:
-                        self.guard.resolve(candidate, "read", arg="argument", base=cwd.path)
+                        named = self.guard.resolve(candidate, "read", arg="argument", base=cwd.path)
+                        if operator_store(str(named.path)):  # lasting grants: never an argument of a command
+                            raise _deny("fs.operator_store", "it is the operator's settings store (lasting grants)")
                     except (PolicyDenied, InvalidInput) as exc:
                         inner = exc.details.get("rule", "fs.path_syntax")
                         raise _deny(

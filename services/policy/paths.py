@@ -192,6 +192,11 @@ class PathGuard:
                         f"{arg} {raw or rel!r}: only "
                         f"{', '.join(sorted(self.policy.write_extensions))} files may be written",
                     )
+            if operator_store(absolute):
+                raise _deny(
+                    "fs.operator_store",
+                    f"{arg} {raw or rel!r} is the operator's settings store (lasting grants): no tool writes it",
+                )
             if self.workspace_root is not None and _within(absolute, str(self.workspace_root)):
                 inner = Path(absolute).relative_to(self.workspace_root).parts
                 if not inner or inner[0] in WORKSPACE_INTERNAL:
@@ -227,6 +232,20 @@ class PathGuard:
                 return
             if actual.startswith("/") and self.root_of(actual) is None:
                 raise _deny("fs.symlink_escape", f"{resolved.raw!r} was redirected outside the allowed roots")
+
+
+def operator_store_files() -> list[str]:
+    """The operator's settings store (``$ARIES_HOME/settings.json``, holding lasting grants) and its lock,
+    resolved: no tool writes them, wherever the roots are (``services.settings.operator``)."""
+    from services.settings.operator import settings_path
+
+    store = settings_path()
+    paths = {str(store), str(store.with_name(f".{store.name}.lock"))}
+    return sorted(paths | {os.path.realpath(p) for p in paths})
+
+
+def operator_store(absolute: str) -> bool:
+    return os.path.normcase(absolute) in {os.path.normcase(p) for p in operator_store_files()}
 
 
 def path_candidates(arg: str, cwd: Path) -> list[str]:

@@ -46,29 +46,75 @@ class Notifications(BaseModel):
 
 
 class WorkspaceIdentity(BaseModel):
-    """Which workspace a lasting grant belongs to: its folder, and what makes a copy or a replacement
-    of it a different workspace (a placeholder until lasting grants land: the trust record's
-    fingerprint is the likely key)."""
+    """Which workspace a lasting grant belongs to: its folder, and a key that changes when the folder
+    is deleted and made again or replaced by ``import --force`` (``services.grants.store.identity``)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
     path: str
     """The workspace folder."""
-    fingerprint: str | None = None
-    """What the operator trusted there (``services.trust``); None: the operator's own workspace."""
+    key: str
+    """The folder's identity: its device and inode and the workspace's ``created_at``, hashed."""
+    name: str = ""
+    """The workspace's name, for display."""
+
+
+class GrantPattern(BaseModel):
+    """What a lasting grant covers (``services.grants``): argv tokens of a shell command, or a path."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    kind: Literal["argv", "path"]
+    """``argv``: a shell command; ``path``: the files a file tool touches."""
+    argv: tuple[str, ...] = ()
+    """The program and its literal arguments, each matched exactly."""
+    rest: bool = False
+    """A trailing ``*``: one or more further plain arguments (never an option, never outside the roots)."""
+    executable: str | None = None
+    """The resolved executable the program name must still resolve to."""
+    cwd: str | None = None
+    """The working directory the command runs in (resolved)."""
+    path: str | None = None
+    """The resolved file or folder a file tool's paths must be (or lie under)."""
+    folder: bool = False
+    """``path`` is a folder: any path under it matches."""
+
+
+class GrantOrigin(BaseModel):
+    """Where a lasting grant came from."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    by: str
+    """``approval`` (the modal's "always") or ``cli`` (``aries grants add``)."""
+    at: str
+    """When (ISO 8601, UTC)."""
+    call_id: str | None = None
+    """The call that was approved "always", when there was one."""
+    asked_by: str | None = None
+    """Who asked for that call (``operator``, ``assistant``, ...) and, for a model, which one."""
 
 
 class LastingGrant(BaseModel):
-    """A grant that outlives the session (placeholder: the issue on lasting grants fills it in)."""
+    """A grant that outlives the session, for one workspace (``services.grants.store``)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
+    format: Literal[1] = 1
+    """Layout version of one grant."""
+    id: str
+    """Shared with session grants' ids (``/grants revoke ID``)."""
     workspace: WorkspaceIdentity
     tool_id: str
     """The tool the grant covers."""
-    pattern: str = "*"
-    """What arguments it covers (as session grants spell it)."""
-    granted_at: str | None = None
+    pattern: GrantPattern
+    """What arguments it covers."""
+    origin: GrantOrigin
+    expires_at: str | None = None
+    """When it stops applying (ISO 8601, UTC); None: never."""
+    uses: int = 0
+    """How many calls it approved."""
+    last_used_at: str | None = None
 
 
 class OperatorSettings(BaseModel):
@@ -83,7 +129,7 @@ class OperatorSettings(BaseModel):
     notifications: Notifications = Field(default_factory=Notifications)
     """How Aries notifies."""
     grants: list[LastingGrant] = Field(default_factory=list)
-    """Lasting grants, each for one workspace (empty until lasting grants land)."""
+    """Lasting grants, each for one workspace (``services.grants.store``)."""
 
 
 def settings_path(home: Path | None = None) -> Path:
@@ -135,6 +181,8 @@ def update_settings(
 
 __all__ = [
     "SETTINGS_FILE",
+    "GrantOrigin",
+    "GrantPattern",
     "LastingGrant",
     "Notifications",
     "OperatorSettings",

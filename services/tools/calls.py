@@ -21,6 +21,7 @@ from services.policy import PolicyDecision, RiskTier
 class ApprovalChoice(StrEnum):
     APPROVE_ONCE = "approve_once"
     APPROVE_SESSION = "approve_session"
+    APPROVE_ALWAYS = "approve_always"  # a lasting grant in this workspace (services.grants)
     DENY = "deny"
 
 
@@ -28,6 +29,8 @@ class ApprovalChoice(StrEnum):
 class ApprovalDecision:
     choice: ApprovalChoice
     reason: str | None = None
+    # APPROVE_ALWAYS: the pattern chosen among the request's ``proposal.choices`` (a GrantPattern).
+    pattern: Any = None
 
     @classmethod
     def once(cls) -> ApprovalDecision:
@@ -36,6 +39,10 @@ class ApprovalDecision:
     @classmethod
     def session(cls) -> ApprovalDecision:
         return cls(ApprovalChoice.APPROVE_SESSION)
+
+    @classmethod
+    def always(cls, pattern: Any) -> ApprovalDecision:
+        return cls(ApprovalChoice.APPROVE_ALWAYS, pattern=pattern)
 
     @classmethod
     def deny(cls, reason: str | None = None) -> ApprovalDecision:
@@ -58,6 +65,8 @@ class ApprovalRequest:
     # Who asked, beyond ``source``: for a model's call {"turn_id", "model", "tool_call_id", "step"}, and
     # "from_text": true for a call read from the model's text.
     origin: dict[str, Any] = field(default_factory=dict)
+    # What "always in this workspace" would store (services.grants.proposal.Proposal); None: not offered.
+    proposal: Any = None
 
 
 class Approver(Protocol):

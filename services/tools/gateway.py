@@ -72,6 +72,9 @@ class ToolGateway:
         self.run_id = self._start_run()
         self._known_runs = {self.run_id}
         self._grants: Grants = {}
+        from services.grants.store import GrantStore
+
+        self.lasting = GrantStore.for_workspace(workspace)  # lasting grants (None: an ephemeral workspace)
         self._processes: ProcessManager | None = None
         self._step = 0
         self._lock = threading.Lock()
@@ -156,10 +159,42 @@ class ToolGateway:
         return self._processes
 
     def grants(self) -> list[dict[str, Any]]:
-        return [{"tool_id": tool_id, "pattern": pattern} for (tool_id, _), pattern in self._grants.items()]
+        """Session grants, then the workspace's lasting grants: one list, one id space (``id``,
+        ``scope``); a lasting grant also has its origin, use count and expiry (``services.grants``)."""
+        from services.tools.pipeline import session_grant_id
+
+        listed: list[dict[str, Any]] = [
+            {"id": session_grant_id(tool_id, key), "scope": "session", "tool_id": tool_id, "pattern": pattern}
+            for (tool_id, key), pattern in self._grants.items()
+        ]
+        if self.lasting is not None:
+            from services.grants.store import describe, runs_code_unasked
+
+            lasting = self.lasting.list()
+            warnings = runs_code_unasked(lasting)
+            for grant in lasting:
+                listed.append({**describe(grant), "runs_code_unasked": warnings.get(grant.id)})
+        return listed
+
+    def revoke_grant(self, grant_id: str) -> dict[str, Any] | None:
+        """Forget the session or lasting grant ``grant_id``; returns it, or None when there is none."""
+        from services.tools.pipeline import session_grant_id
+
+        for key in list(self._grants):
+            if session_grant_id(*key) == grant_id:
+                return {"id": grant_id, "scope": "session", "tool_id": key[0], "pattern": self._grants.pop(key)}
+        if self.lasting is None:
+            return None
+        from services.errors import NotFound
+        from services.grants.store import describe
+
+        try:
+            return describe(self.lasting.revoke(grant_id))
+        except NotFound:
+            return None
 
     def revoke_grant_at(self, position: int) -> dict[str, Any] | None:
-        """Forget the grant at ``position`` (0-based, in ``grants()`` order); returns it, or None."""
+        """Forget the session grant at ``position`` (0-based, in ``grants()`` order); returns it, or None."""
         keys = list(self._grants)
         if not 0 <= position < len(keys):
             return None
@@ -202,6 +237,7 @@ class ToolGateway:
                 processes=lambda: self.processes,
                 next_step=self._next_step,
                 ensure_run=self.ensure_run,
+                lasting=self.lasting,
             )
 
     # -- calls -------------------------------------------------------------------------

@@ -236,9 +236,10 @@ class McpHub:
 
         cfg = server.config
         assert cfg.command is not None
-        params = StdioServerParameters(
-            command=resolve_command(cfg.command), args=list(cfg.args), env=cfg.env(), cwd=cfg.cwd
-        )
+        from services.grants.store import TOOL_CALL_MARKER
+
+        env = {**cfg.env(), TOOL_CALL_MARKER: "1"}  # an MCP server is a tool: it cannot grant itself anything
+        params = StdioServerParameters(command=resolve_command(cfg.command), args=list(cfg.args), env=env, cwd=cfg.cwd)
         before = {p.pid for p in psutil.Process().children()}
         server.stderr = tempfile.TemporaryFile("w+b")  # the server's stderr; its tail explains failures
         async with stdio_client(params, errlog=server.stderr) as streams:

@@ -11,8 +11,10 @@ approver, the backends, and the gateway's step counter and run bookkeeping.  In 
    then run the policy's matching ``before`` hooks (``services.tools.hooks``: one that denies or
    fails makes the call a ``PolicyDenied`` result, rule ``hooks.before.<id>``);
 4. when the policy says ``confirm``: reuse a session grant for the same tool and argument
-   pattern, or ask the approver (approve once / approve for the session / deny with a reason); a
-   call read from the model's text (``request.from_text``) neither uses nor leaves a grant;
+   pattern, or a lasting grant of the workspace whose pattern covers the call (``services.grants``;
+   not in strict mode), or ask the approver (approve once / for the session / always in this
+   workspace / deny with a reason); a call read from the model's text (``request.from_text``)
+   neither uses nor leaves a grant;
 5. dispatch with a one-call capability (sync tools in a worker thread, with a time limit and the
    call's cancel token); the tool receives its validated argument model (``ToolSpec.parse``);
    then the matching ``after`` hooks (their failures reported, their output optionally kept as
@@ -51,6 +53,7 @@ from services.tools.results import ErrorType, ToolError, ToolOutput, ToolResult,
 if TYPE_CHECKING:
     from services.audit.log import AuditStore
     from services.conversation import Conversation
+    from services.grants.store import GrantStore
     from services.policy import BoundPolicy
     from services.tools.processes import ProcessManager
     from services.workspace.manager import Workspace
@@ -79,6 +82,7 @@ class CallSite:
     processes: Callable[[], ProcessManager]  # the gateway's process manager, made on first use
     next_step: Callable[[], int]
     ensure_run: Callable[[str], None]
+    lasting: GrantStore | None = None  # the workspace's lasting grants (None: ephemeral, nothing lasts)
 
     @property
     def mode(self) -> str:
@@ -395,6 +399,96 @@ async def _dispatch(
         return None, error_from_exception(exc)
 
 
+def session_grant_id(tool_id: str, key: str) -> str:
+    """A session grant's id, in the same space as lasting grants' (``g`` and 6 hex digits)."""
+    return "g" + sha256_tagged(f"{tool_id}\0{key}").rsplit(":", 1)[-1][:6]
+
+
+async def _granted(
+    site: CallSite, spec: ToolSpec, decision: PolicyDecision, call: ToolCallRequest, key: tuple[str, str]
+) -> PolicyDecision | None:
+    """The decision approved by a session grant or a lasting grant that covers the call (None: none)."""
+    if call.from_text:  # a call read from text is never approved by a grant
+        return None
+    if key in site.grants:
+        decision.approved_by = "operator_session"
+        grant = {"id": session_grant_id(*key), "scope": "session"}
+        decision.facts = {**decision.facts, "session_pattern": site.grants[key], "grant": grant}
+        return decision
+    if site.lasting is None or decision.mode == "strict" or not isinstance(call.args, dict):
+        return None
+    from services.errors import ConfigError
+    from services.grants.pattern import words
+
+    store = site.lasting
+    try:
+        found = await asyncio.to_thread(store.find, spec.tool_id, decision.facts, call.args, site.bound.roots)
+        if found is not None:
+            await asyncio.to_thread(store.used, found.grant.id)
+    except ConfigError as exc:  # an unreadable store grants nothing; the operator is asked
+        decision.facts = {**decision.facts, "grants_unreadable": exc.message}
+        return None
+    if found is None:
+        return None
+    decision.approved_by = "operator_grant"
+    grant = {"id": found.grant.id, "scope": "workspace", "pattern": words(found.grant.pattern), "why": found.reason}
+    decision.facts = {**decision.facts, "grant": grant}
+    return decision
+
+
+def _proposal(site: CallSite, spec: ToolSpec, decision: PolicyDecision, call: ToolCallRequest) -> Any:
+    """What "always in this workspace" would store for this call, with how each choice would combine
+    with the workspace's grants into running code unasked (None: not offered)."""
+    if site.lasting is None or call.from_text or decision.mode == "strict" or not isinstance(call.args, dict):
+        return None
+    from dataclasses import replace
+
+    from services.errors import ConfigError
+    from services.grants.proposal import propose
+    from services.grants.store import combined_warning
+
+    proposal = propose(spec.tool_id, decision.facts, call.args, site.bound.roots)
+    if proposal is None:
+        return None
+    try:
+        existing = site.lasting.list()
+    except ConfigError:
+        return None  # an unreadable store: nothing can be stored either
+    warnings = tuple(combined_warning(spec.tool_id, choice, existing) for choice in proposal.choices)
+    return replace(proposal, warnings=warnings)
+
+
+async def _keep_always(
+    site: CallSite, spec: ToolSpec, decision: PolicyDecision, call: ToolCallRequest, call_id: str, pattern: Any
+) -> PolicyDecision:
+    """Store the lasting grant the operator chose (one of the request's proposal), then approve."""
+    from services.grants.matcher import matches
+    from services.grants.pattern import words
+    from services.settings.operator import GrantOrigin, GrantPattern
+
+    if site.lasting is None or not isinstance(pattern, GrantPattern) or not isinstance(call.args, dict):
+        decision.approved_by = "operator_once"
+        decision.facts = {**decision.facts, "lasting_grant": "not kept: no grant can be stored for this call"}
+        return decision
+    if not matches(pattern, decision.facts, call.args, site.bound.roots):
+        decision.approved_by = "operator_once"  # a pattern that does not cover the call is never stored
+        decision.facts = {**decision.facts, "lasting_grant": "not kept: the pattern does not cover the call"}
+        return decision
+    from services.errors import ConfigError
+
+    asked_by = call.source + (f" ({call.model})" if call.model else "")
+    origin = GrantOrigin(by="approval", at=utc_now(), call_id=call_id, asked_by=asked_by)
+    try:
+        grant = await asyncio.to_thread(site.lasting.add, spec.tool_id, pattern, origin)
+    except ConfigError as exc:  # the store does not read (or is locked): the call runs, nothing is kept
+        decision.approved_by = "operator_once"
+        decision.facts = {**decision.facts, "lasting_grant": f"not kept: {exc.message}"}
+        return decision
+    decision.approved_by = "operator_always"
+    decision.facts = {**decision.facts, "grant": {"id": grant.id, "scope": "workspace", "pattern": words(pattern)}}
+    return decision
+
+
 async def _approval(
     site: CallSite,
     spec: ToolSpec,
@@ -406,10 +500,9 @@ async def _approval(
 ) -> tuple[PolicyDecision, ToolError | None]:
     pattern = session_pattern(spec, decision.facts)
     key = (spec.tool_id, canonical_json(pattern))
-    if key in site.grants and not call.from_text:  # a call read from text is never approved by a grant
-        decision.approved_by = "operator_session"
-        decision.facts = {**decision.facts, "session_pattern": pattern}
-        return decision, None
+    granted = await _granted(site, spec, decision, call, key)
+    if granted is not None:
+        return granted, None
     approver = approver or site.approver
     policy_rule = decision.rule
     if approver is None:
@@ -438,6 +531,7 @@ async def _approval(
         spec.description,
         call.source,
         call.origin(),
+        _proposal(site, spec, decision, call),
     )
     try:
         answer = await _ask(approver, request)
@@ -446,15 +540,24 @@ async def _approval(
     if answer.choice is ApprovalChoice.APPROVE_ONCE:
         decision.approved_by = "operator_once"
         return decision, None
-    if answer.choice is ApprovalChoice.APPROVE_SESSION and call.from_text:
+    if answer.choice in (ApprovalChoice.APPROVE_SESSION, ApprovalChoice.APPROVE_ALWAYS) and call.from_text:
         decision.approved_by = "operator_once"  # no lasting grant comes from a call read from text
         decision.facts = {**decision.facts, "session_grant": "not kept: the call was read from the model's text"}
         return decision, None
     if answer.choice is ApprovalChoice.APPROVE_SESSION:
         site.grants[key] = pattern
         decision.approved_by = "operator_session"
-        decision.facts = {**decision.facts, "session_pattern": pattern}
+        grant = {"id": session_grant_id(*key), "scope": "session"}
+        decision.facts = {**decision.facts, "session_pattern": pattern, "grant": grant}
         return decision, None
+    if answer.choice is ApprovalChoice.APPROVE_ALWAYS:
+        return await _keep_always(site, spec, decision, call, call_id, answer.pattern), None
+    return _operator_denied(spec, decision, answer, policy_rule)
+
+
+def _operator_denied(
+    spec: ToolSpec, decision: PolicyDecision, answer: ApprovalDecision, policy_rule: str
+) -> tuple[PolicyDecision, ToolError]:
     reason = f"denied by the operator: {answer.reason}" if answer.reason else "denied by the operator"
     denied = PolicyDecision(
         "deny",
@@ -474,4 +577,4 @@ async def _approval(
     )
 
 
-__all__ = ["CallSite", "Grants", "preview_call", "run_call", "session_pattern"]
+__all__ = ["CallSite", "Grants", "preview_call", "run_call", "session_grant_id", "session_pattern"]

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from services.policy.model import WORKSPACE_INTERNAL, ShellSandbox, ToolPermissionDenied
+from services.policy.paths import operator_store_files
 from services.tools import landlock
 
 if TYPE_CHECKING:
@@ -244,6 +245,9 @@ def _bubblewrap(
             path = os.path.join(workspace, name)
             if os.path.lexists(path):
                 args += ["--ro-bind", path, path]
+    for path in operator_store_files():  # lasting grants: never writable by a command
+        if any(_within(path, root) for root in writable) and os.path.lexists(path):
+            args += ["--ro-bind", path, path]
     args += ["--chdir", cwd]
     notes: list[str] = []
     if found.bwrap_argv0:

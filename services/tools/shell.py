@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from services.errors import InvalidInput, NotFound, TooLarge
+from services.grants.store import TOOL_CALL_MARKER
 from services.policy import CommandUse, Resource, RiskTier
 from services.tools import schemas
 from services.tools.args import ShellKillArgs, ShellPollArgs, ShellRunArgs, ShellStartArgs, given
@@ -42,9 +43,11 @@ def _command_resources(args: ShellStartArgs | ShellRunArgs) -> list[Resource]:
     return [_command(args)]
 
 
-# Set in every child: no pager can run (its shell escapes), git never prompts, and a repository's
-# own config cannot start a file-system monitor program from an otherwise inert ``git status``.
+# Set in every child: no pager can run (its shell escapes), git never prompts, a repository's
+# own config cannot start a file-system monitor program from an otherwise inert ``git status``, and
+# ``aries grants add`` knows it runs inside a tool call and refuses (services.grants.store).
 HARDENED_ENV = {
+    TOOL_CALL_MARKER: "1",
     "PAGER": "cat",
     "GIT_PAGER": "cat",
     "GIT_TERMINAL_PROMPT": "0",

@@ -214,3 +214,24 @@ def test_ctrl_c_ends_a_plain_session_waiting_for_input(aries_home: Path) -> None
         waiting.stdin.close()
     again = aries("-w", "demo", "--plain", home=aries_home, stdin="/quit\n")
     assert again.returncode == 0, again.stderr
+
+
+def test_the_question_offers_always_when_a_lasting_grant_can_cover_the_call() -> None:
+    from dataclasses import replace
+
+    from services.grants.proposal import Proposal
+    from services.settings.operator import GrantPattern
+
+    pattern = GrantPattern(kind="path", path="/w/a.txt")
+    request = replace(_request("write a.txt"), proposal=Proposal("builtin:fs:write_text", (pattern,)))  # type: ignore[type-var]
+    shown = question(request)  # type: ignore[arg-type]
+    assert "4) always in this workspace: stores builtin:fs:write_text /w/a.txt" in shown
+    assert shown.endswith("Choice [1-4, Enter denies]: ")
+    leader, follower = os.openpty()
+    os.write(leader, b"4\n")
+    try:
+        decision = TtyApprover(lambda: os.dup(follower))(request)  # type: ignore[arg-type]
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert decision.choice == "approve_always" and decision.pattern == pattern

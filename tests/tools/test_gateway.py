@@ -152,8 +152,8 @@ def test_approve_for_session_covers_the_same_pattern_only(
     assert other.error.details["policy_rule"] == "mode.guide.requires_approval"
     assert other.error.details["operator_reason"] == "not that one"
     assert (sandbox.root / "a.txt").read_text() == "2" and not (sandbox.root / "b.txt").exists()
-    assert gateway.grants() == [
-        {"tool_id": "builtin:fs:write_text", "pattern": {"paths": [str(sandbox.root / "a.txt")]}}
+    assert [{k: g[k] for k in ("scope", "tool_id", "pattern")} for g in gateway.grants()] == [
+        {"scope": "session", "tool_id": "builtin:fs:write_text", "pattern": {"paths": [str(sandbox.root / "a.txt")]}}
     ]
     gateway.revoke_grants()
     assert gateway.grants() == []

@@ -191,7 +191,8 @@ def queue(*commands: str, open_first: bool = False):  # type: ignore[no-untyped-
 def test_modal_for_a_file_write_shows_the_diff(snap_compare) -> None:
     """You should see the approval modal for builtin:fs:write_text: risk WRITE_DESTRUCTIVE, the guide-mode
     rule, a diff of notes.txt replacing its two lines by "new line", the arguments as JSON, what approving
-    for the session covers (${workspace}/notes.txt), and the keys a, s, d, Esc."""
+    for the session covers (${workspace}/notes.txt), what "always in this workspace" stores (that file), and the
+    keys a, s, w, *, d, Esc."""
     make_workspace()
     command = "/fs write notes.txt new line"
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=queue(command, open_first=True))

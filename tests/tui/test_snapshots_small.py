@@ -52,7 +52,8 @@ def test_artifacts_pane_in_view_small(snap_compare) -> None:
 
 def test_approval_modal_with_a_long_diff_small(snap_compare) -> None:
     """You should see the approval modal inside the screen: its title, the body (risk, rule, the start of
-    a 60-line diff) with a scrollbar, what approving for the session covers, and the keys a, s, d, Esc
+    a 60-line diff) with a scrollbar, what approving for the session covers and what "always in this
+    workspace" stores, and the keys a, s, w, *, d, Esc
     at the bottom, all visible at 80×24."""
     workspace, _ = WorkspaceManager().create("demo")
     (workspace.root / "notes.txt").write_text("".join(f"old line {n}\n" for n in range(60)))
