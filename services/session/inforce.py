@@ -47,6 +47,8 @@ from services.workspace.paths import POLICY_FILE
 if TYPE_CHECKING:
     from services.policy import Policy
     from services.profiles import ActiveProfile
+    from services.project.commands import WorkspaceCommand
+    from services.project.instructions import Instructions
     from services.settings.operator import OperatorSettings
     from services.trust.records import TrustState
     from services.workspace.manager import Workspace
@@ -128,10 +130,13 @@ class InForce:
     """Lasting grants of this workspace (from the operator's settings store)."""
     hooks: tuple[Any, ...] = ()
     """Hooks the workspace runs around tool calls and turns."""
-    instructions: tuple[Any, ...] = ()
-    """Project instructions sent with every turn."""
-    commands: tuple[Any, ...] = ()
-    """Workspace slash commands."""
+    instructions: tuple[Instructions, ...] = ()
+    """Project instructions sent with every turn: the workspace's ``AGENTS.md`` while its settings are
+    in force (``Instructions.source`` says where it came from)."""
+    commands: tuple[WorkspaceCommand, ...] = ()
+    """Workspace slash commands (``commands/NAME.md``, each with its ``source``) while in force."""
+    command_problems: tuple[str, ...] = ()
+    """One line per command file that is no usable command (bad front matter, bad or built-in name)."""
 
     # -- the operator's side --------------------------------------------------------------------
     @cached_property
@@ -324,6 +329,7 @@ def resolve(
         name, source = _shipped_or_default(workspace.profile), "shipped default"
     mode = workspace.setting("approval_mode") if trust.in_force else None
     model = workspace.setting("model") if trust.in_force else None
+    commands, problems, instructions = _project(workspace, trust)
     return InForce(
         workspace=workspace,
         operator=operator,
@@ -333,7 +339,37 @@ def resolve(
         workspace_mode=parse_mode(mode, "workspace setting approval_mode") if mode else None,
         workspace_model=str(model) if model is not None else None,
         loaded_profile=profile,
+        instructions=instructions,
+        commands=commands,
+        command_problems=problems,
     )
+
+
+def _project(
+    workspace: Workspace, trust: TrustState
+) -> tuple[tuple[WorkspaceCommand, ...], tuple[str, ...], tuple[Instructions, ...]]:
+    """The workspace's commands, what is wrong with its command files, and its instructions — none
+    while its settings are not in force (a bundle's wait in quarantine, where nothing reads them).
+    Costs a ``stat`` each when there are none; the command parser is imported only when there are."""
+    if not trust.in_force or workspace.ephemeral:
+        return (), (), ()
+    from services.workspace.paths import AGENTS_FILE, COMMANDS_DIR
+
+    root = workspace.root
+    commands: tuple[WorkspaceCommand, ...] = ()
+    problems: tuple[str, ...] = ()
+    if (root / COMMANDS_DIR).is_dir():
+        from services.project.commands import load_commands
+
+        found = load_commands(root)
+        commands, problems = tuple(found.commands), tuple(found.problems)
+    instructions: tuple[Instructions, ...] = ()
+    if (root / AGENTS_FILE).exists():
+        from services.project.instructions import read_instructions
+
+        read = read_instructions(root)
+        instructions = (read,) if read is not None else ()
+    return commands, problems, instructions
 
 
 def _shipped_or_default(name: str) -> str:
