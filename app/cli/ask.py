@@ -88,6 +88,7 @@ def register(subparsers: Any) -> None:
     ask.add_argument("--profile", metavar="P", help="answer under this prompt profile")
     ask.add_argument(
         "--command",
+        dest="workspace_command",  # not ``command``: the subcommand's own name is kept there
         metavar="NAME",
         help="run the workspace command commands/NAME.md; the QUESTION words are its arguments ($1…, $ARGUMENTS)",
     )
@@ -184,9 +185,10 @@ def handle_ask(args: argparse.Namespace) -> int:
                 "--continue and --conversation need a workspace (-w NAME): an ephemeral one keeps nothing"
             )
         question = " ".join(args.question) if args.question else None
-        command = (args.command, list(args.question)) if args.command else None
+        name = args.workspace_command
+        command = (name, list(args.question)) if name else None
         if command is not None:  # the words are the command's arguments; its template is the question
-            question, use_stdin = args.command, False
+            question, use_stdin = name, False
         else:
             use_stdin = args.stdin or (question is None and not sys.stdin.isatty())
         request = parse_input(question, _read_stdin() if use_stdin else None)
