@@ -78,14 +78,14 @@ class ProjectController:
 def _instruction_lines(in_force: InForce) -> list[str]:
     from services.workspace.paths import AGENTS_FILE, QUARANTINE_DIR
 
+    name = in_force.workspace.name
     if in_force.instructions:
         found = in_force.instructions[0]
         head = (
-            f"Project instructions from {found.source} ({found.full_chars:,} characters), in the system prompt of "
-            "every turn (/usage counts them):"
+            f"Project instructions from {AGENTS_FILE} of workspace {name} ({found.full_chars:,} characters), in the "
+            "system prompt of every turn (/usage counts them):"
         )
         return [head, *([found.notice] if found.cut else []), "", found.text]
-    name = in_force.workspace.name
     if in_force.trust.status == "changed":
         return [
             f"No project instructions are sent: workspace {name}'s settings changed since you trusted them "
@@ -93,7 +93,7 @@ def _instruction_lines(in_force: InForce) -> list[str]:
         ]
     if in_force.trust.pending and (in_force.workspace.root / QUARANTINE_DIR / AGENTS_FILE).is_file():
         return [f"No project instructions are sent: the imported {AGENTS_FILE} waits for your review (/trust)."]
-    return [f"No project instructions: the workspace has no {AGENTS_FILE} at its root ({in_force.workspace.root})."]
+    return [f"No project instructions: workspace {name} has no {AGENTS_FILE} at its root."]
 
 
 __all__ = ["ProjectController", "register_workspace_commands"]
