@@ -83,6 +83,9 @@ def test_a_command_and_agents_md_reach_the_model(ollama: ScriptedServer) -> None
     assert user.startswith("Review a.py for bugs, the loop first. Everything: a.py the loop")
     # the intersection of the command's tools (fs) and the profile's: no shell, no web, no context
     assert tools and all("fs" in name for name in tools), tools
+    from services.pipe.request import RESPONSE_SCHEMA, schema_errors
+
+    assert schema_errors(result.response, RESPONSE_SCHEMA) == []
     breakdown = result.response["context"]["breakdown"]
     assert breakdown["instructions"] > 0 and breakdown["system_and_profile"] > 0
     # a plain question gets the instructions too, and every tool the profile has
