@@ -9,12 +9,11 @@ shows what is there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import AriesError
 
 if TYPE_CHECKING:
-    from app.commands import Commands, Handler
     from app.commands.assistant import AssistantController
     from app.host import Host
     from services.session.inforce import InForce
@@ -22,7 +21,15 @@ if TYPE_CHECKING:
     from widgets.workspace_commands import WorkspaceRun
 
 
-def register_workspace_commands(registry: CommandRegistry[Handler], in_force: InForce | None) -> None:
+class _Controllers(Protocol):
+    """What a workspace command's handler needs of ``app.commands.Commands`` (not imported: it imports
+    this module)."""
+
+    @property
+    def project(self) -> ProjectController: ...
+
+
+def register_workspace_commands(registry: CommandRegistry[Any], in_force: InForce | None) -> None:
     """The registry's run-time commands made those of ``in_force`` (a built-in's name is refused by the
     registry itself: the command file is listed as shadowed by ``/instructions``)."""
     registry.drop_runtime()
@@ -35,7 +42,7 @@ def register_workspace_commands(registry: CommandRegistry[Handler], in_force: In
         registry.register(spec, _run)
 
 
-def _run(commands: Commands, parsed: WorkspaceRun) -> None:
+def _run(commands: _Controllers, parsed: WorkspaceRun) -> None:
     commands.project.run(parsed)
 
 
