@@ -234,11 +234,15 @@ def _what_changed(record: TrustRecord, current: Authority) -> str:
     for name in sorted(set(before.profiles) | set(current.profiles)):
         if before.profiles.get(name) != current.profiles.get(name):
             names.append(f"{PROFILES_DIR}/{name}")
-    for name in sorted(set(before.commands) | set(current.commands)):
-        if before.commands.get(name) != current.commands.get(name):
-            names.append(f"{COMMANDS_DIR}/{name}")
+    changed = sorted(
+        n for n in set(before.commands) | set(current.commands) if before.commands.get(n) != current.commands.get(n)
+    )
+    project = [f"{COMMANDS_DIR}/{name}" for name in changed]
     if before.instructions != current.instructions:
-        names.append(AGENTS_FILE)
+        project.append(AGENTS_FILE)
+    if project and "commands" not in (record.snapshot or {}):  # trusted by an Aries that did not review them
+        project[-1] += " (reviewed as settings since this version of Aries)"
+    names += project
     if before.settings != current.settings:
         names.append(WORKSPACE_FILE)
     return ", ".join(names) or "its settings"
