@@ -88,6 +88,10 @@ def test_a_command_and_agents_md_reach_the_model(ollama: ScriptedServer) -> None
     assert schema_errors(result.response, RESPONSE_SCHEMA) == []
     breakdown = result.response["context"]["breakdown"]
     assert breakdown["instructions"] > 0 and breakdown["system_and_profile"] > 0
+    from services.models.window_budget import ContextBreakdown
+
+    shown = ContextBreakdown.from_dict(breakdown)  # what /usage prints
+    assert shown is not None and any(line.startswith("project instructions") for line in shown.lines())
     # a plain question gets the instructions too, and every tool the profile has
     _ask(ollama, "proj", "hello")
     system, user, tools = _sent(ollama)
