@@ -32,14 +32,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.errors import ConfigError
+from services.project.files import SUFFIX, CommandFile, read_command_files
 from services.workspace.paths import COMMANDS_DIR
 
 COMMAND_FORMAT = 1
 """The format version of a command file this Aries reads (``format_version`` in its front matter)."""
-SUFFIX = ".md"
 MAX_NAME = 32
-MAX_FILE_BYTES = 64 * 1024
-"""A command file larger than this is refused (a prompt template, not a document)."""
 NAME_RULE = "a command name is a plain ASCII word: a lowercase letter, then lowercase letters, digits or '-'"
 _NAME = re.compile(r"[a-z][a-z0-9-]*")
 _PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9]|\$)")
@@ -196,47 +194,34 @@ def parse_command(name: str, text: str, *, source: str) -> WorkspaceCommand:
     )
 
 
-def read_text(path: Path) -> str:
-    """A command file's text (ConfigError: too large, not UTF-8, unreadable)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path.name}: cannot be read ({exc.strerror})", path=str(path)) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"{path.name}: larger than {MAX_FILE_BYTES // 1024} KiB", path=str(path))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path.name}: not UTF-8 ({exc.reason} at byte {exc.start})", path=str(path)) from None
-
-
-def command_files(root: Path) -> list[Path]:
-    """The ``*.md`` files directly in ``root/commands`` (sorted; symbolic links are not followed)."""
-    folder = root / COMMANDS_DIR
-    if not folder.is_dir() or folder.is_symlink():
-        return []
-    return sorted(p for p in folder.iterdir() if p.name.endswith(SUFFIX) and p.is_file() and not p.is_symlink())
+def parse_commands(files: tuple[CommandFile, ...], reserved: frozenset[str] = RESERVED) -> Commands:
+    """The commands of ``files`` (read by :func:`services.project.files.read_command_files`); a file that
+    is not a usable command is one line of ``problems``."""
+    found = Commands()
+    for file in files:
+        if file.problem:
+            found.problems.append(file.problem)
+            continue
+        try:
+            command = parse_command(file.name, file.text, source=file.source)
+        except ConfigError as exc:
+            message = exc.message if exc.message.startswith(file.source) else f"{file.source}: {exc.message}"
+            found.problems.append(message)
+            continue
+        if file.name in reserved:
+            found.shadowed.append(file.name)
+            found.problems.append(
+                f"{file.source}: /{file.name} is a built-in command, which always wins: this one never runs"
+            )
+            continue
+        found.commands.append(command)
+    return found
 
 
 def load_commands(root: Path, reserved: frozenset[str] = RESERVED) -> Commands:
     """Every command of the workspace folder ``root`` (the caller decides whether its settings are in
-    force); a file that is not a usable command is one line of ``problems``."""
-    found = Commands()
-    for path in command_files(root):
-        name = path.name[: -len(SUFFIX)]
-        source = f"{COMMANDS_DIR}/{path.name}"
-        try:
-            command = parse_command(name, read_text(path), source=source)
-        except ConfigError as exc:
-            found.problems.append(exc.message if exc.message.startswith(source) else f"{source}: {exc.message}")
-            continue
-        if name in reserved:
-            found.shadowed.append(name)
-            found.problems.append(f"{source}: /{name} is a built-in command, which always wins: this one never runs")
-            continue
-        found.commands.append(command)
-    return found
+    force)."""
+    return parse_commands(read_command_files(root), reserved)
 
 
 def command_tools(command: WorkspaceCommand, profiles_root: Path | None) -> frozenset[str] | None:
@@ -281,11 +266,12 @@ __all__ = [
     "CommandUsageError",
     "Commands",
     "WorkspaceCommand",
+    "SUFFIX",
     "allowed_tools",
-    "command_files",
     "command_path",
     "command_tools",
     "load_commands",
     "name_problem",
     "parse_command",
+    "parse_commands",
 ]
