@@ -306,7 +306,7 @@ class AriesApp(App[int]):
 
         if not isinstance(self.screen, HelpScreen):
             rows = [(b.key, b.description, b.tooltip) for b in BINDINGS if isinstance(b, Binding)]
-            self.push_screen(HelpScreen([*rows, PALETTE_ROW, SELECTION_ROW]))
+            self.push_screen(HelpScreen([*rows, PALETTE_ROW, SELECTION_ROW], self.commands.registry.specs()))
 
     def action_switch_workspace(self, create: bool = False) -> None:
         self.commands.workspace.switcher()

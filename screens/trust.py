@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 GROUPS = (
     (0, "Starts programs or opens connections", "bold red"),
-    (1, "Widens what tools may touch, or how calls are approved", "bold yellow"),
+    (1, "Widens what tools may touch, how calls are approved, or what the model is told", "bold yellow"),
     (2, "Other", "bold"),
 )
 

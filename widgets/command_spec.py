@@ -474,6 +474,10 @@ class CommandRegistry(Generic[H]):
     def specs(self) -> list[CommandSpec]:
         return [spec for spec, _ in self.entries.values()]
 
+    def drop_runtime(self) -> None:
+        """Forget every command registered at run time (the built-ins stay)."""
+        self.entries = {name: entry for name, entry in self.entries.items() if name in self.builtins}
+
     def parse(self, line: str) -> tuple[CommandSpec, H, Any]:
         """``/name args…`` → its spec, its handler and the typed object; CommandError on a misuse
         (the caller adds the usage)."""

@@ -536,8 +536,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     _bare(
         "usage",
-        "How the last model request shared the context window: system and profile, pins, history, brought-back "
-        "turns, passages, tool definitions, free.",
+        "How the last model request shared the context window: system and profile, project instructions, pins, "
+        "history, brought-back turns, passages, tool definitions, free.",
+    ),
+    _bare(
+        "instructions",
+        "Show the project instructions sent with every turn (the workspace's AGENTS.md, while its settings are in "
+        "force), and its workspace commands (commands/NAME.md, each /NAME).",
     ),
     CommandSpec(
         "theme",

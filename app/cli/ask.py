@@ -86,6 +86,12 @@ def register(subparsers: Any) -> None:
     ask.add_argument("--stdin", action="store_true", help="read the question or the request JSON from stdin")
     ask.add_argument("-k", type=positive_int, metavar="N", help="passages to retrieve (default: the request's, else 5)")
     ask.add_argument("--profile", metavar="P", help="answer under this prompt profile")
+    ask.add_argument(
+        "--command",
+        dest="workspace_command",  # not ``command``: the subcommand's own name is kept there
+        metavar="NAME",
+        help="run the workspace command commands/NAME.md; the QUESTION words are its arguments ($1…, $ARGUMENTS)",
+    )
     workspace_option(ask)
     ask.add_argument("--json", action="store_true", help="print the response JSON")
     ask.add_argument(
@@ -179,7 +185,12 @@ def handle_ask(args: argparse.Namespace) -> int:
                 "--continue and --conversation need a workspace (-w NAME): an ephemeral one keeps nothing"
             )
         question = " ".join(args.question) if args.question else None
-        use_stdin = args.stdin or (question is None and not sys.stdin.isatty())
+        name = args.workspace_command
+        command = (name, list(args.question)) if name else None
+        if command is not None:  # the words are the command's arguments; its template is the question
+            question, use_stdin = name, False
+        else:
+            use_stdin = args.stdin or (question is None and not sys.stdin.isatty())
         request = parse_input(question, _read_stdin() if use_stdin else None)
         request_id = request.id
         result = run_ask(
@@ -191,6 +202,7 @@ def handle_ask(args: argparse.Namespace) -> int:
             cloud=args.cloud,
             conversation=conversation,
             on_warning=warn,
+            command=command,
         )
     except AriesError as error:
         return _fail(error, args.json, request_id)

@@ -20,7 +20,7 @@ reviewed here.
 
 GROUPS = (
     (0, "starts programs or opens connections"),
-    (1, "widens what tools may touch, or how calls are approved"),
+    (1, "widens what tools may touch, how calls are approved, or what the model is told"),
     (2, "other"),
 )
 

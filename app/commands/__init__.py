@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from app.commands.history import HistoryController
     from app.commands.history_index import HistoryIndexer
     from app.commands.profile import ProfileController
+    from app.commands.project import ProjectController
     from app.commands.rag import RagController
     from app.commands.serve import ServeController
     from app.commands.terminal import TerminalController
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from app.commands.typeahead import TypeAhead
     from app.commands.workspace import WorkspaceController
     from app.host import AppHost
+    from services.session.inforce import InForce
     from services.session.session import Session
     from widgets.command_spec import CommandRegistry, CommandSpec
 
@@ -45,17 +47,32 @@ class Commands:
 
     def __init__(self, host: AppHost) -> None:
         self.host = host
+        self._commands_of: InForce | None = None  # what is in force the workspace commands were read from
 
     @cached_property
-    def registry(self) -> CommandRegistry[Handler]:
-        """The built-in commands, then those registered at run time: made on first use (a line run, a
-        Tab, the palette, F1), so that the first frame does not pay for building the grammar."""
+    def _builtins(self) -> CommandRegistry[Handler]:
         from widgets.command_spec import CommandRegistry
         from widgets.commands import COMMANDS
 
         registry: CommandRegistry[Handler] = CommandRegistry()
         for spec in COMMANDS:
             registry.register(spec, HANDLERS[spec.handler], builtin=True)
+        return registry
+
+    @property
+    def registry(self) -> CommandRegistry[Handler]:
+        """The built-in commands, then those registered at run time: made on first use (a line run, a
+        Tab, the palette, F1), so that the first frame does not pay for building the grammar. The
+        workspace's commands follow what is in force (``InForce.commands``: none while the workspace's
+        settings are not), registered again whenever that value is replaced."""
+        registry = self._builtins
+        session = self.host.session
+        in_force = session.in_force if session is not None else None
+        if in_force is not self._commands_of:
+            self._commands_of = in_force
+            from app.commands.project import register_workspace_commands
+
+            register_workspace_commands(registry, in_force)
         return registry
 
     def register(self, spec: CommandSpec, handler: Handler) -> bool:
@@ -246,6 +263,12 @@ class Commands:
         return ProfileController(self.host)
 
     @cached_property
+    def project(self) -> ProjectController:
+        from app.commands.project import ProjectController
+
+        return ProjectController(self.host, self.assistant)
+
+    @cached_property
     def rag(self) -> RagController:
         from app.commands.rag import RagController
 
@@ -330,6 +353,7 @@ HANDLERS: dict[str, Handler] = {
     "rewind": lambda c, parsed: c.timeline.rewind(parsed.ref),
     "copy": lambda c, parsed: c.conversations.copy(),
     "usage": lambda c, parsed: c.assistant.usage(),
+    "instructions": lambda c, parsed: c.project.instructions(),
     "replay": lambda c, parsed: c.history.replay(),
     "runs": lambda c, parsed: c.history.runs(),
     "quit": lambda c, parsed: c.workspace.quit_later(),

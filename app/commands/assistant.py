@@ -61,7 +61,8 @@ class AssistantController:
         setting = session.model_setting() if session is not None else None
         return str(resolve_model(setting, operator.model_env()).label)
 
-    def ask(self, text: str) -> None:
+    def ask(self, text: str, *, only: tuple[str, frozenset[str]] | None = None) -> None:
+        """A turn for ``text`` (``only``: a workspace command's ``(name, tools)``: the turn may use no others)."""
         session = self.host.require_session()
         if self.running:
             self.host.report_error("A turn is running: wait for it, or cancel it with Ctrl+X.", "assistant")
@@ -75,10 +76,10 @@ class AssistantController:
             self.host.report_error(exc.message, "model")
             return
         self.model_label = config.label
-        self.worker = self.host.run_worker(self._turn(text, provider), group="turn", exit_on_error=False)
+        self.worker = self.host.run_worker(self._turn(text, provider, only), group="turn", exit_on_error=False)
         self.host.refresh_bindings()
 
-    async def _turn(self, text: str, provider: Any) -> None:
+    async def _turn(self, text: str, provider: Any, only: tuple[str, frozenset[str]] | None = None) -> None:
         from services.assistant import TurnLoop
 
         session = self.host.require_session()
@@ -88,6 +89,7 @@ class AssistantController:
             provider,
             on_event=lambda event: self.host.publish(TurnEvent(event, label, session)),
             cloud_approve=self._cloud_approver(session),
+            only=only,
         )
         try:
             sent = await self._attach(session, text)

@@ -217,10 +217,15 @@ class ContextFitter:
         calibration: Calibration | None = None,
         label: str = "the model",
         pinned: frozenset[str] = frozenset(),
+        instructions: str = "",
     ) -> None:
         from services.models.base import ChatMessage
 
-        self.system = ChatMessage(role="system", content=system_prompt)
+        # ``instructions``: the project's (AGENTS.md), after the system prompt, counted as their own part
+        self.system = ChatMessage(
+            role="system", content=f"{system_prompt}\n\n{instructions}" if instructions else system_prompt
+        )
+        self.instruction_tokens = estimate_tokens(instructions) + 1 if instructions else 0
         self.user_text = user_text
         self.blocks = [(hit, retrieved_block(hit)) for hit in hits]
         self.block_tokens = [estimate_tokens(block) + 2 for _, block in self.blocks]
@@ -283,7 +288,8 @@ class ContextFitter:
         from services.models.window_budget import Ranked, share
 
         always = {
-            "system_and_profile": self.fixed_system,
+            "system_and_profile": self.fixed_system - self.instruction_tokens,
+            "instructions": self.instruction_tokens,
             "pins": sum(turn.tokens for turn in self.pinned),
             "current_message": self.fixed_message,
             "this_turn": sum(message_tokens(m) for m in steps),

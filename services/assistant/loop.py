@@ -220,8 +220,10 @@ class TurnLoop:
         options: ModelOptions | None = None,
         model_label: str | None = None,
         cloud_approve: Approve | None = None,
+        only: tuple[str, frozenset[str]] | None = None,
     ) -> None:
         self.session = session
+        self.only = only  # a workspace command's turn: (its name, the tools it may use)
         self.provider = provider
         self.approver = approver
         self.on_event = on_event
@@ -243,7 +245,8 @@ class TurnLoop:
         """Exactly the tools the policy in force enables, with their registry schemas and their cost
         (built once per registry and policy, and kept on the registry)."""
         gateway = self.session.gateway()
-        return gateway.registry.memo(("assistant.offer", gateway.policy.hash), lambda: _offer(gateway))
+        offer = gateway.registry.memo(("assistant.offer", gateway.policy.hash), lambda: _offer(gateway))
+        return offer if self.only is None else _narrowed(offer, self.only[1])
 
     def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
         """The schemas of :meth:`tool_offer` and the map of their names."""
@@ -370,6 +373,7 @@ class TurnLoop:
             calibration=window.calibration,
             label=self.model_label,
             pinned=_pinned(self.session, history),
+            instructions=_instructions(self.session),
         )
         schema = profile.output_schema if profile is not None else None
         text = TextCallState.open(
@@ -763,6 +767,7 @@ class TurnLoop:
             turn_step=step,
             model=self.model_label,
             from_text=from_text,
+            only=self.only,
         )
         context.text.add_result(result.to_dict())  # what a tool returned is untrusted input of the turn
         call_id = result.meta.get("call_id")
@@ -785,6 +790,21 @@ class TurnLoop:
         self._emit(ToolFinished(turn_id, step, tool_id, call.id, call_id, result.ok, summary, from_text))
         content = tool_result_text(tool_id, result.to_dict(), limit)
         return ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
+
+
+def _instructions(session: Session) -> str:
+    """The project's instructions in force (the workspace's AGENTS.md, trusted or its own), as the
+    system prompt carries them; '' without any."""
+    found = session.in_force.instructions
+    return found[0].system_part() if found else ""
+
+
+def _narrowed(offer: ToolOffer, tools: frozenset[str]) -> ToolOffer:
+    """``offer`` without the tools a workspace command may not use (the names keep their map)."""
+    from services.models.tokens import tools_tokens
+
+    schemas = [schema for schema in offer.schemas if offer.names.tool_id(schema.name) in tools]
+    return ToolOffer(schemas, offer.names, tools_tokens(schemas))
 
 
 def _offer(gateway: ToolGateway) -> ToolOffer:

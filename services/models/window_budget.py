@@ -31,6 +31,7 @@ from typing import Any
 
 PARTS = (
     "system_and_profile",
+    "instructions",
     "pins",
     "current_message",
     "this_turn",
@@ -40,9 +41,12 @@ PARTS = (
     "history",
 )
 """The parts of a request, in the order the budget admits them."""
+ALWAYS = PARTS[:5]
+"""The parts always sent (``share``'s ``always``)."""
 
 LABELS = {
     "system_and_profile": "system and profile",
+    "instructions": "project instructions",
     "pins": "pins",
     "current_message": "current message",
     "this_turn": "this turn's tool calls",
@@ -66,6 +70,7 @@ class ContextBreakdown:
     window: int
     reserve: int = 0
     system_and_profile: int = 0
+    instructions: int = 0  # the workspace's AGENTS.md, in the system prompt
     pins: int = 0
     current_message: int = 0
     this_turn: int = 0
@@ -184,13 +189,13 @@ def share(
 ) -> Share:
     """Share ``limit`` (raw tokens: the prompt's room) in the budget's order (see the module docstring).
 
-    ``always``: the parts always sent (``system_and_profile``, ``pins``, ``current_message``,
-    ``this_turn``); ``tools``: the tool definitions' cost; ``ranked``: passages and brought-back turns,
-    best first; ``history``: each earlier turn's cost, oldest first; ``ranked_intro``: the line
+    ``always``: the parts always sent (``system_and_profile``, ``instructions``, ``pins``,
+    ``current_message``, ``this_turn``); ``tools``: the tool definitions' cost; ``ranked``: passages and
+    brought-back turns, best first; ``history``: each earlier turn's cost, oldest first; ``ranked_intro``: the line
     introducing them, counted once when any is sent.
     """
     parts = dict.fromkeys(PARTS, 0)
-    parts.update({name: always.get(name, 0) for name in PARTS[:4]})
+    parts.update({name: always.get(name, 0) for name in ALWAYS})
     used = sum(parts.values())
     if used > limit:
         return Share(False, False, 0, len(history), parts)
@@ -217,4 +222,4 @@ def share(
     return Share(True, tools_kept, kept, dropped, parts)
 
 
-__all__ = ["FULL", "HIGH", "LABELS", "PARTS", "ContextBreakdown", "Ranked", "Share", "recorded", "share"]
+__all__ = ["ALWAYS", "FULL", "HIGH", "LABELS", "PARTS", "ContextBreakdown", "Ranked", "Share", "recorded", "share"]

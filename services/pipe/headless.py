@@ -170,6 +170,7 @@ async def ask(
     model_label: str | None = None,
     conversation: str | None = None,
     cloud: bool = False,
+    only: tuple[str, frozenset[str]] | None = None,
 ) -> AskResult:
     """Run one turn for ``request`` and build the response (see the module docstring).
 
@@ -186,7 +187,7 @@ async def ask(
     before anything is sent or written (``ConversationBusy``, exit code 5, naming the holder's pid)."""
     _use_conversation(session, conversation)
     with _hold(session):
-        return await _run_turn(session, request, provider, approver, k, model_label, cloud)
+        return await _run_turn(session, request, provider, approver, k, model_label, cloud, only)
 
 
 def _hold(session: Session) -> AbstractContextManager[object]:
@@ -208,6 +209,7 @@ async def _run_turn(
     k: int,
     model_label: str | None,
     cloud: bool,
+    only: tuple[str, frozenset[str]] | None = None,
 ) -> AskResult:
     from services.assistant import Decided, ToolFinished, TurnLoop
     from services.bridge import headless_approver
@@ -230,6 +232,7 @@ async def _run_turn(
         k=k,
         model_label=model_label,
         cloud_approve=headless_approver(cloud or request.cloud_allowed),
+        only=only,
     )
     outcome = await loop.run(request.query)
     tool_calls = [_tool_call(done, decisions.get(done.tool_call_id)) for done in finished]
@@ -369,11 +372,13 @@ def run_ask(
     cloud: bool = False,
     conversation: str | None = None,
     on_warning: Callable[[str], None] | None = None,
+    command: tuple[str, list[str]] | None = None,
 ) -> AskResult:
     """Open the workspace, resolve the model (``ARIES_MODEL``, else the workspace's, else offline),
     run :func:`ask`, close everything. ``on_warning`` hears, once, that a named workspace's settings
     need review (as every CLI command says it). Typed errors (bad input, config, an unknown ``conversation``)
-    are raised before the turn."""
+    are raised before the turn. ``command``: ``(NAME, arguments)`` of a workspace command, whose
+    expanded template is the question (``services.session.command_turn``)."""
     import os
 
     from services.assistant.loop import DEFAULT_K
@@ -388,6 +393,14 @@ def run_ask(
         if on_warning is not None:
             on_warning(f"workspace {session.workspace.name} has no conversation yet: this starts a new one")
     try:
+        only = None
+        if command is not None:
+            import dataclasses
+
+            from services.session.command_turn import command_turn
+
+            made = command_turn(session.in_force, *command)
+            request, only = dataclasses.replace(request, query=made.text), made.only
         config = resolve_model(session.authority_setting("model"), environ)
         provider = make_provider(config)
         size = k if k is not None else request.k if request.k is not None else DEFAULT_K
@@ -403,6 +416,7 @@ def run_ask(
                     model_label=config.label,
                     cloud=cloud,
                     conversation=conversation,
+                    only=only,
                 )
             finally:
                 await provider.aclose()

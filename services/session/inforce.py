@@ -47,6 +47,9 @@ from services.workspace.paths import POLICY_FILE
 if TYPE_CHECKING:
     from services.policy import Policy
     from services.profiles import ActiveProfile
+    from services.project.commands import Commands, WorkspaceCommand
+    from services.project.files import CommandFile
+    from services.project.instructions import Instructions
     from services.settings.operator import OperatorSettings
     from services.trust.records import TrustState
     from services.workspace.manager import Workspace
@@ -128,10 +131,29 @@ class InForce:
     """Lasting grants of this workspace (from the operator's settings store)."""
     hooks: tuple[Any, ...] = ()
     """Hooks the workspace runs around tool calls and turns."""
-    instructions: tuple[Any, ...] = ()
-    """Project instructions sent with every turn."""
-    commands: tuple[Any, ...] = ()
-    """Workspace slash commands."""
+    instructions: tuple[Instructions, ...] = ()
+    """Project instructions sent with every turn: the workspace's ``AGENTS.md`` while its settings are
+    in force (``Instructions.source`` says where it came from)."""
+    command_files: tuple[CommandFile, ...] = ()
+    """The workspace's ``commands/NAME.md`` files as read now, while its settings are in force (parsed
+    on first use: ``commands``)."""
+
+    # -- workspace commands ---------------------------------------------------------------------
+    @cached_property
+    def _commands(self) -> Commands:
+        from services.project.commands import parse_commands
+
+        return parse_commands(self.command_files)
+
+    @property
+    def commands(self) -> tuple[WorkspaceCommand, ...]:
+        """Workspace slash commands (``commands/NAME.md``, each with its ``source``) while in force."""
+        return tuple(self._commands.commands) if self.command_files else ()
+
+    @property
+    def command_problems(self) -> tuple[str, ...]:
+        """One line per command file that is no usable command (bad front matter, bad or built-in name)."""
+        return tuple(self._commands.problems) if self.command_files else ()
 
     # -- the operator's side --------------------------------------------------------------------
     @cached_property
@@ -324,6 +346,7 @@ def resolve(
         name, source = _shipped_or_default(workspace.profile), "shipped default"
     mode = workspace.setting("approval_mode") if trust.in_force else None
     model = workspace.setting("model") if trust.in_force else None
+    commands, instructions = _project(workspace, trust)
     return InForce(
         workspace=workspace,
         operator=operator,
@@ -333,7 +356,32 @@ def resolve(
         workspace_mode=parse_mode(mode, "workspace setting approval_mode") if mode else None,
         workspace_model=str(model) if model is not None else None,
         loaded_profile=profile,
+        instructions=instructions,
+        command_files=commands,
     )
+
+
+def _project(workspace: Workspace, trust: TrustState) -> tuple[tuple[CommandFile, ...], tuple[Instructions, ...]]:
+    """The workspace's command files (read now, parsed on first use) and its instructions — none while
+    its settings are not in force (a bundle's wait in quarantine, where nothing reads them). Costs a
+    ``stat`` each when there are none; no parser is imported here."""
+    if not trust.in_force or workspace.ephemeral:
+        return (), ()
+    from services.workspace.paths import AGENTS_FILE, COMMANDS_DIR
+
+    root = workspace.root
+    commands: tuple[CommandFile, ...] = ()
+    if (root / COMMANDS_DIR).is_dir():
+        from services.project.files import read_command_files
+
+        commands = read_command_files(root)
+    instructions: tuple[Instructions, ...] = ()
+    if (root / AGENTS_FILE).exists():
+        from services.project.instructions import read_instructions
+
+        read = read_instructions(root)
+        instructions = (read,) if read is not None else ()
+    return commands, instructions
 
 
 def _shipped_or_default(name: str) -> str:

@@ -98,6 +98,10 @@ class ToolCallRequest:
     # Read from the model's text, not a native tool call (services.assistant.text_calls): never
     # approved by a session grant or by commander mode.
     from_text: bool = False
+    # A workspace command's turn: (its name, the tools it may use). A call of another tool is denied
+    # (rule ``command.NAME``) whatever the policy says: a command runs with the intersection of its
+    # tools and the active profile's.
+    only: tuple[str, frozenset[str]] | None = None
 
     def origin(self) -> dict[str, Any]:
         fields = {

@@ -257,6 +257,7 @@ class ToolGateway:
         model: str | None = None,
         from_text: bool = False,
         call_id: str | None = None,
+        only: tuple[str, frozenset[str]] | None = None,
     ) -> ToolResult:
         request = ToolCallRequest(
             tool_id,
@@ -270,6 +271,7 @@ class ToolGateway:
             turn_step=turn_step,
             model=model,
             from_text=from_text,
+            only=only,
         )
         return await execute_tool_call_with_policy(self, request, approver=approver, transcript=transcript)
 

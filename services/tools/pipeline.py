@@ -345,6 +345,10 @@ async def _decide_and_dispatch(
         decision = PolicyDecision("deny", "input.schema", exc.message, tool_id, spec.tier, site.mode, "InvalidInput")
         return decision, None, ToolError(ErrorType.INVALID_INPUT, exc.message, False, {"rule": "input.schema"})
     decision = site.bound.evaluate(spec, parsed, from_text=request.from_text)
+    if request.only is not None and tool_id not in request.only[1] and decision.action != "deny":
+        name = request.only[0]
+        reason = f"tool {tool_id} is not among the tools of the workspace command /{name}"
+        decision = PolicyDecision("deny", f"command.{name}", reason, tool_id, spec.tier, site.mode, "PolicyDenied")
     if request.from_text:  # said on the audit row's decision
         decision.facts = {**decision.facts, "from_text": True}
     error: ToolError | None = None

@@ -31,7 +31,9 @@ from typing import Any
 from services.errors import ConfigError
 from services.hashing import sha256_hex
 from services.workspace.paths import (
+    AGENTS_FILE,
     AUDIT_FILE,
+    COMMANDS_DIR,
     INDEXES_DIR,
     MANIFEST_FILE,
     POLICY_FILE,
@@ -58,6 +60,12 @@ AUTHORITY: tuple[tuple[str, str], ...] = (
         "workspace profiles: the tools they enable, the policy file and approval mode they bind, "
         "their default model and cloud bridge (a workspace profile also replaces a shipped one of its name)",
     ),
+    (
+        f"{COMMANDS_DIR}/*.md",
+        "workspace commands: prompts sent to the model in the operator's name (`/NAME`, `aries ask --command`), "
+        "each with the tools it may use",
+    ),
+    (f"{AGENTS_FILE} (at the root)", "project instructions: added to the system prompt of every turn"),
     (f"{WORKSPACE_FILE}: profile", "which profile is active"),
     (f"{WORKSPACE_FILE}: settings.model", "which model provider is contacted"),
     (f"{WORKSPACE_FILE}: settings.approval_mode", "how tool calls are approved"),
@@ -106,6 +114,10 @@ class Authority:
     """Index name → its ``roots`` rows (root, added_at, updated_at)."""
     plan_runs: list[str] = field(default_factory=list)
     """Recorded plan runs that may not be replayed until trusted (their plan, policy and approvals)."""
+    commands: dict[str, str] = field(default_factory=dict)
+    """File name under ``commands/`` → its text (workspace commands: operator-authored prompts)."""
+    instructions: str | None = None
+    """``AGENTS.md``'s text (project instructions in the system prompt)."""
     default_mode: str | None = None
     """``settings.approval_mode`` when it says the default (``guide``): not authority (neither
     fingerprinted nor quarantined, so workspaces that always wrote it keep their trust), yet it decides
@@ -118,19 +130,27 @@ class Authority:
             and not self.settings
             and not self.index_roots
             and not self.plan_runs
+            and not self.commands
+            and self.instructions is None
         )
 
     def fingerprint(self) -> str:
-        """SHA-256 of the policy, the profiles and the settings (index roots are the operator's to
-        change with ``rag index add``; they are quarantined on import but not fingerprinted).
+        """SHA-256 of the policy, the profiles, the settings, the commands and the instructions (index
+        roots are the operator's to change with ``rag index add``; they are quarantined on import but not
+        fingerprinted). Commands and instructions count only when present, so that a workspace trusted
+        before they were authority keeps its fingerprint until it gains some (then it asks for a review).
 
         When a policy file holds ``hooks`` the body says so (``"hooks": true``): a workspace trusted
         before Aries ran hooks, whose policy then did not even load with them, is ``changed`` once and
         reviewed with its hooks listed; one without hooks keeps its fingerprint."""
-        fields: dict[str, Any] = {"policy": self.policy, "profiles": self.profiles, "settings": self.settings}
+        kept: dict[str, Any] = {"policy": self.policy, "profiles": self.profiles, "settings": self.settings}
+        if self.commands:
+            kept["commands"] = self.commands
+        if self.instructions is not None:
+            kept["instructions"] = self.instructions
         if self.has_hooks():
-            fields["hooks"] = True
-        body = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
+            kept["hooks"] = True
+        body = json.dumps(kept, sort_keys=True, ensure_ascii=False, default=str)
         return sha256_hex(body)
 
     def has_hooks(self) -> bool:
@@ -145,6 +165,8 @@ class Authority:
             "settings": self.settings,
             "index_roots": self.index_roots,
             "plan_runs": self.plan_runs,
+            "commands": dict(self.commands),
+            "instructions": self.instructions,
         }
 
     @classmethod
@@ -156,6 +178,8 @@ class Authority:
         settings = data.get("settings") or {}
         roots = data.get("index_roots") or {}
         runs = data.get("plan_runs") or []
+        commands = data.get("commands") or {}
+        instructions = data.get("instructions")
         return cls(
             policy if isinstance(policy, str) else None,
             {str(k): str(v) for k, v in profiles.items()} if isinstance(profiles, dict) else {},
@@ -164,6 +188,8 @@ class Authority:
             if isinstance(roots, dict)
             else {},
             [str(run) for run in runs] if isinstance(runs, list) else [],
+            {str(k): str(v) for k, v in commands.items()} if isinstance(commands, dict) else {},
+            instructions if isinstance(instructions, str) else None,
         )
 
     def summary(self) -> list[str]:
@@ -181,6 +207,11 @@ class Authority:
             keys = [k for k in self.settings if k != "settings"]
             keys += [f"settings.{k}" for k in (self.settings.get("settings") or {})]
             parts.append(", ".join(keys))
+        if self.commands:
+            names = ", ".join(sorted(Path(name).stem for name in self.commands))
+            parts.append(f"command{'s' if len(self.commands) > 1 else ''} {names}")
+        if self.instructions is not None:
+            parts.append(AGENTS_FILE)
         if self.index_roots:
             names = ", ".join(sorted(self.index_roots))
             parts.append(f"folders of index{'es' if len(self.index_roots) > 1 else ''} {names}")
@@ -270,6 +301,12 @@ def _profiles(folder: Path) -> dict[str, str]:
     return found
 
 
+def _agents(folder: Path) -> str | None:
+    """``AGENTS.md`` of ``folder`` (a symbolic link is no file of the workspace)."""
+    path = folder / AGENTS_FILE
+    return _text(path) if path.is_file() and not path.is_symlink() else None
+
+
 def in_force(root: Path) -> Authority:
     """The authority settings in force in the workspace folder ``root`` (what the session reads)."""
     authority = Authority()
@@ -277,6 +314,8 @@ def in_force(root: Path) -> Authority:
     if policy.is_file():
         authority.policy = _text(policy)
     authority.profiles = _profiles(root / PROFILES_DIR)
+    authority.commands = _profiles(root / COMMANDS_DIR)
+    authority.instructions = _agents(root)
     meta, error = _read_meta(root)
     if error is not None:
         authority.settings = {WHOLE_META: error}
@@ -297,6 +336,8 @@ def pending(root: Path) -> Authority | None:
     if (folder / POLICY_FILE).is_file():
         authority.policy = _text(folder / POLICY_FILE)
     authority.profiles = _profiles(folder / PROFILES_DIR)
+    authority.commands = _profiles(folder / COMMANDS_DIR)
+    authority.instructions = _agents(folder)
     if (folder / WHOLE_META).is_file():
         authority.settings = {WHOLE_META: _text(folder / WHOLE_META)}
     elif (folder / WORKSPACE_FILE).is_file():
@@ -357,6 +398,7 @@ def quarantine(root: Path) -> Authority:
         os.replace(profiles, folder / PROFILES_DIR)
     elif profiles.exists() or profiles.is_symlink():
         _remove(profiles)
+    moved.commands, moved.instructions = _move_project(root, folder)
     meta, error = _read_meta(root)
     if error is not None:
         moved.settings = {WHOLE_META: error}
@@ -381,6 +423,42 @@ def quarantine(root: Path) -> Authority:
         atomic_write_text(folder / PLAN_RUNS_FILE, json.dumps(moved.plan_runs, indent=2) + "\n")
     if moved.empty():
         shutil.rmtree(folder)
+    return moved
+
+
+def _move_project(root: Path, folder: Path) -> tuple[dict[str, str], str | None]:
+    """Move ``commands/`` and ``AGENTS.md`` of ``root`` into the quarantine ``folder`` (a file of the
+    same name waiting there already is replaced); return what was moved."""
+    commands: dict[str, str] = {}
+    source = root / COMMANDS_DIR
+    if source.is_dir() and not source.is_symlink():
+        commands = _profiles(source)
+        for path in sorted(p for p in source.rglob("*") if p.is_file() and not p.is_symlink()):
+            destination = folder / COMMANDS_DIR / path.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, destination)
+        shutil.rmtree(source)
+    elif source.exists() or source.is_symlink():
+        _remove(source)
+    agents = root / AGENTS_FILE
+    instructions = _agents(root)
+    if instructions is not None:
+        os.replace(agents, folder / AGENTS_FILE)
+    elif agents.exists() or agents.is_symlink():
+        _remove(agents)
+    return commands, instructions
+
+
+def quarantine_project(root: Path) -> Authority:
+    """**Upgrade**: a workspace imported before commands and instructions were authority, and never
+    trusted, may hold ``commands/`` or ``AGENTS.md`` that arrived as data: they join its quarantine
+    (made when needed). Returns what was moved (empty: nothing to do)."""
+    moved = Authority()
+    if not (root / COMMANDS_DIR).exists() and not (root / AGENTS_FILE).exists():
+        return moved
+    folder = root / QUARANTINE_DIR
+    folder.mkdir(exist_ok=True)
+    moved.commands, moved.instructions = _move_project(root, folder)
     return moved
 
 
@@ -413,6 +491,9 @@ def merged(current: Authority, waiting: Authority | None) -> Authority:
     if waiting.policy is not None:
         result.policy = waiting.policy
     result.profiles.update(waiting.profiles)
+    result.commands.update(waiting.commands)
+    if waiting.instructions is not None:
+        result.instructions = waiting.instructions
     if WHOLE_META in waiting.settings:
         result.settings = dict(waiting.settings)
     else:
@@ -423,6 +504,25 @@ def merged(current: Authority, waiting: Authority | None) -> Authority:
     result.index_roots = {**result.index_roots, **waiting.index_roots}
     result.plan_runs = sorted(set(result.plan_runs) | set(waiting.plan_runs))
     return result
+
+
+def _restore_project(root: Path, folder: Path) -> None:
+    """``commands/`` and ``AGENTS.md`` back from the quarantine ``folder`` into ``root``."""
+    waiting = folder / COMMANDS_DIR
+    if waiting.is_dir():
+        target = root / COMMANDS_DIR
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            _remove(target)
+        for path in sorted(waiting.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                destination = target / path.relative_to(waiting)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, destination)
+        shutil.rmtree(waiting)
+    if (folder / AGENTS_FILE).is_file():
+        if (root / AGENTS_FILE).is_symlink():
+            _remove(root / AGENTS_FILE)
+        os.replace(folder / AGENTS_FILE, root / AGENTS_FILE)
 
 
 def restore(root: Path) -> None:
@@ -446,6 +546,7 @@ def restore(root: Path) -> None:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(path, destination)
         shutil.rmtree(waiting_profiles)
+    _restore_project(root, folder)
     if (folder / WHOLE_META).is_file():
         os.replace(folder / WHOLE_META, root / WORKSPACE_FILE)
     elif (folder / WORKSPACE_FILE).is_file():

@@ -33,8 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from services.trust.authority import QUARANTINE_DIR, Authority, in_force, merged, pending, restore
-from services.workspace.paths import POLICY_FILE, PROFILES_DIR, TRUST_DIR, WORKSPACE_FILE
+from services.trust.authority import (
+    QUARANTINE_DIR,
+    Authority,
+    in_force,
+    merged,
+    pending,
+    quarantine_project,
+    restore,
+)
+from services.workspace.paths import AGENTS_FILE, COMMANDS_DIR, POLICY_FILE, PROFILES_DIR, TRUST_DIR, WORKSPACE_FILE
 
 PENDING_FINGERPRINT = "trusting"
 """Written before a trust's files move back, so a crash in between leaves ``changed``, never an
@@ -183,11 +191,16 @@ def workspace_trust(workspace_root: Path, *, ephemeral: bool = False) -> TrustSt
     two ``stat`` calls)."""
     if ephemeral:
         return OWN
-    waiting = (workspace_root / QUARANTINE_DIR).is_dir()
     try:
         record = read_record(workspace_root)
     except BadRecord as exc:
+        waiting = (workspace_root / QUARANTINE_DIR).is_dir()
         return TrustState("changed", f"{exc}; review it: aries workspace trust {workspace_root.name}", waiting)
+    if record is not None and record.fingerprint is None:
+        # Upgrade: imported before commands/ and AGENTS.md were authority, never trusted — what arrived
+        # of them as data joins the quarantine before anything reads it (a no-op once done).
+        quarantine_project(workspace_root)
+    waiting = (workspace_root / QUARANTINE_DIR).is_dir()
     if record is not None and record.fingerprint is not None:
         current = in_force(workspace_root)
         if current.fingerprint() != record.fingerprint:
@@ -221,6 +234,15 @@ def _what_changed(record: TrustRecord, current: Authority) -> str:
     for name in sorted(set(before.profiles) | set(current.profiles)):
         if before.profiles.get(name) != current.profiles.get(name):
             names.append(f"{PROFILES_DIR}/{name}")
+    changed = sorted(
+        n for n in set(before.commands) | set(current.commands) if before.commands.get(n) != current.commands.get(n)
+    )
+    project = [f"{COMMANDS_DIR}/{name}" for name in changed]
+    if before.instructions != current.instructions:
+        project.append(AGENTS_FILE)
+    if project and "commands" not in (record.snapshot or {}):  # trusted by an Aries that did not review them
+        project[-1] += " (reviewed as settings since this version of Aries)"
+    names += project
     if before.settings != current.settings:
         names.append(WORKSPACE_FILE)
     if not names and current.has_hooks():  # trusted before Aries ran hooks (Authority.fingerprint)

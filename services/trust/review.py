@@ -408,6 +408,56 @@ def _cloud_line(value: Any) -> str:
         return f"cloud bridge: {_short(value)} (does not load: {_short(exc.message)})"
 
 
+# -- workspace commands and project instructions -------------------------------------------------------
+def _command_lines(name: str, text: str, profiles: dict[str, str]) -> list[ReviewLine]:
+    """One line per command file: what it sends in the operator's name and the tools it may use (a
+    command naming the shell, the web or MCP tools is among the riskiest)."""
+    from services.project.commands import RESERVED, SUFFIX, command_tools, parse_command
+
+    stem = name.removesuffix(SUFFIX)
+    if not name.endswith(SUFFIX) or "/" in name:
+        return [ReviewLine(2, f"commands/{_short(name)}: not a command (kept, never loaded)")]
+    try:
+        command = parse_command(stem, text, source=f"commands/{name}")
+    except ConfigError as exc:
+        return [ReviewLine(2, f"command file commands/{_short(name)} does not load: {_short(exc.message)}")]
+    if stem in RESERVED:
+        return [ReviewLine(2, f"command /{stem} has a built-in's name: shadowed, it never runs")]
+    tools, risk = "the active profile's tools", 1
+    if command.profile is not None:
+        tools = f"the tools of profile {_short(command.profile)}"
+        if f"{command.profile}.yaml" in profiles:
+            tools += " (a profile of this workspace)"
+        risk = 0
+    elif command.tools is not None:
+        tools = f"tools {_short(', '.join(command.tools)) or 'none'}"
+        try:
+            ids = command_tools(command, None) or frozenset()
+        except ConfigError:
+            ids = frozenset()
+        risky = any(i.split(":")[1] in ("shell", "web") or i.startswith("mcp") for i in ids if ":" in i)
+        risk = 0 if risky else 1
+    about = f" ({_short(command.description)})" if command.description else ""
+    first = _short(command.body.strip().splitlines()[0]) if command.body.strip() else ""
+    return [
+        ReviewLine(
+            risk,
+            f"command /{stem}{about} sends a prompt in your name, with {tools} (within the active profile's): {first}",
+        )
+    ]
+
+
+def _instruction_lines(text: str) -> list[ReviewLine]:
+    body = " ".join(text.split())
+    return [
+        ReviewLine(
+            1,
+            f"AGENTS.md: project instructions in the system prompt of every turn ({len(text):,} characters): "
+            f"{_short(body)}",
+        )
+    ]
+
+
 def describe(authority: Authority) -> list[ReviewLine]:
     """Every way ``authority`` differs from Aries's defaults, riskiest first."""
     lines: list[ReviewLine] = []
@@ -416,6 +466,10 @@ def describe(authority: Authority) -> list[ReviewLine]:
     for name, text in sorted(authority.profiles.items()):
         lines += _profile_lines(name, text)
         lines += _bound_hook_lines(name, text, authority.profiles)
+    for name, text in sorted(authority.commands.items()):
+        lines += _command_lines(name, text, authority.profiles)
+    if authority.instructions is not None:
+        lines += _instruction_lines(authority.instructions)
     lines += _settings_lines(authority.settings)
     lines += _mode_lines(authority)
     for index, rows in sorted(authority.index_roots.items()):

@@ -5,6 +5,8 @@ A workspace root holds::
     workspace.yaml          name, created_at, active profile and settings
     policy.yaml             the workspace's own tool policy (authority)
     profiles/               the workspace's own prompt profiles (authority)
+    commands/               the workspace's slash commands, one NAME.md each (authority)
+    AGENTS.md               the project's instructions to the model (authority)
     audit.db                the audit store (tool calls, retrievals, plan runs, …)
     transcripts/            one NDJSON file per conversation
     artifacts/              the artifact registry
@@ -28,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "AGENTS_FILE",
     "ARTIFACTS_DIR",
+    "COMMANDS_DIR",
     "AUDIT_FILE",
     "AUDIT_SIDE_FILES",
     "CHROMA_DIR",
@@ -60,6 +64,10 @@ __all__ = [
 WORKSPACE_FILE = "workspace.yaml"
 POLICY_FILE = "policy.yaml"
 PROFILES_DIR = "profiles"
+COMMANDS_DIR = "commands"
+"""Workspace slash commands (``commands/NAME.md``, ``services.project.commands``): authority."""
+AGENTS_FILE = "AGENTS.md"
+"""The project's instructions, at the workspace root only (``services.project.instructions``): authority."""
 AUDIT_FILE = "audit.db"
 TRANSCRIPTS_DIR = "transcripts"
 ARTIFACTS_DIR = "artifacts"
@@ -96,6 +104,8 @@ INTERNAL = (
     WORKSPACE_FILE,
     POLICY_FILE,  # a workspace's own tool policy: tools must not be able to loosen it
     PROFILES_DIR,  # workspace profiles bind tools, policies and modes: authority, not a tool's to write
+    COMMANDS_DIR,  # workspace commands: operator-authored prompts (authority), not a tool's to write
+    AGENTS_FILE,  # the project's instructions to the model (authority), not a tool's to write
     QUARANTINE_DIR,  # imported authority waiting for the operator's review (services.trust)
     SESSION_FILE,
     TRANSCRIPTS_DIR,

@@ -120,6 +120,7 @@ def test_hostile_bundle(case: Case, base: Path, canary: Canary, tmp_path: Path) 
         assert "quarantined until you trust it" in imported.stdout, imported.stdout
     root = workspaces / NAME
     assert not (root / "policy.yaml").exists() and not (root / "profiles").exists()
+    assert not (root / "commands").exists() and not (root / "AGENTS.md").exists()
     results = _probe(home, canary, _run_id(base))
     for result in results:
         assert not result["traceback"], result
@@ -159,6 +160,9 @@ def test_the_suite_has_every_class_the_issue_names() -> None:
         "commander-setting",
         "cloud-endpoint-key",
         "profile-shell",
+        "command-shell-profile",
+        "command-named-trust",
+        "agents-approved-all",
         "manifest-not-sqlite",
         "tantivy-meta-hostile",
         "hnsw-corrupt",
