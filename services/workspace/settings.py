@@ -37,7 +37,7 @@ def plain_settings(data: Any) -> dict[str, Any] | None:
     settings = data.get("settings") or {}
     if not isinstance(profile, str) or not isinstance(settings, dict):
         return None
-    if "retrieval" in settings or "models" in settings:  # nested settings: the model checks them
+    if any(key in settings for key in ("retrieval", "models", "cloud")):  # nested settings: the model checks them
         return None
     model = settings.get("model", "offline")
     index = settings.get("active_index")
