@@ -118,20 +118,27 @@ def build_in_child(
     drain = threading.Thread(target=_drain, args=(child.stderr, errors), daemon=True)
     drain.start()
 
+    ended = threading.Event()
+
     def cancel_when_asked() -> None:
-        cancel.wait()
+        while not cancel.wait(0.2):
+            if ended.is_set():
+                return
         try:
             stdin.close()  # the child stops after the file it is on
         except OSError:
             pass
 
-    threading.Thread(target=cancel_when_asked, daemon=True).start()
+    watcher = threading.Thread(target=cancel_when_asked, daemon=True)
+    watcher.start()
     try:
         last, error = _read(child.stdout, report)
     finally:
         code = child.wait()
+        ended.set()
+        watcher.join()
         drain.join(timeout=5)
-        if not cancel.is_set():
+        if not stdin.closed:
             stdin.close()
     if error is not None:
         raise SearchIndexError(f"conversation search index: {error}")
