@@ -71,8 +71,11 @@ def main(argv: list[str]) -> int:
         return 2
     cancel = threading.Event()
 
-    def watch_stdin() -> None:
-        while sys.stdin.buffer.read(1):
+    def watch_stdin() -> None:  # os.read, not sys.stdin: a daemon thread blocked holding its lock aborts the exit
+        try:
+            while os.read(0, 1):
+                pass
+        except OSError:
             pass
         cancel.set()  # the parent closed it, or ended
 
