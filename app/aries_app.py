@@ -69,6 +69,7 @@ class AriesApp(App[int]):
         self.signals = SessionHub(self)  # the active session's signals, which the panes follow
         self.active = ActiveSession(self, self.commands, self.signals, conversation=conversation)  # last, new, an id
         self.settled = Event()  # the first workspace open and the deferred start-up work done
+        self.idle = Event()  # settled, and the work that waited for it (search index, MCP, vectors) done
         self.meter: ContextBreakdown | None = None  # the active session's last model request (header, /usage)
         start_theme(self)  # the operator's saved theme, before the first frame
         self.attention = Attention(self)  # the bell on an approval wait or a long turn
@@ -115,7 +116,7 @@ class AriesApp(App[int]):
     async def _open_initial(self) -> None:
         await self.active.open_initial(self._initial, create=self._create)
         self.commands.assistant.probe_local_ollama()  # a thread; only with no model configured
-        self.run_worker(settle(self, self.settled), group="settle", exit_on_error=False)
+        self.run_worker(settle(self, self.settled, self.idle), group="settle", exit_on_error=False)
 
     async def ready(self) -> None:
         """Return once the first workspace is open (or failed to open and the ephemeral one is)."""

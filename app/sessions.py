@@ -56,14 +56,14 @@ class ActiveSession:
         session = self.session
         if session is not None and session.workspace.name == name and not session.workspace.ephemeral:
             return True
-        from app.commands.workspace import take_workspace
+        from services.session.opening import Surface, take  # not app.commands.workspace: its grammar stays unloaded
 
         try:
-            workspace, warnings, lease = take_workspace(self.host.manager, name, create=create)
+            taken = take(name, surface=Surface.TUI, create=create, manager=self.host.manager)
         except AriesError as exc:
             self.host.report_error(exc.message, "Workspace")
             return False
-        await self.activate(workspace, warnings, lease)
+        await self.activate(taken.workspace, taken.warnings, taken.lease)
         return True
 
     async def activate(self, workspace: Workspace, warnings: list[str], lease: WorkspaceLease | None = None) -> None:

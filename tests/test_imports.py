@@ -135,6 +135,32 @@ ROWS = [
         "assert seen and not bad, bad",
         [],
     ),
+    # Where the user lives (issue 29): the TUI on a named workspace with a conversation to index, once
+    # idle (the search index built, in a child process): workspace.yaml read without ruamel.yaml or
+    # pydantic, and nothing of the index build (Tantivy, the secret detectors) left resident.
+    (
+        "import asyncio, os, pathlib, sys, tempfile\nhome = tempfile.mkdtemp()\nos.environ['ARIES_HOME'] = home\n"
+        "os.environ['ARIES_MODEL'] = 'ollama:llama3.2'\nos.environ['OLLAMA_HOST'] = '127.0.0.1:9'\n"
+        "root = pathlib.Path(home, 'workspaces', 'w')\nroot.mkdir(parents=True)\n"
+        "(root / 'workspace.yaml').write_text(\"# Aries workspace settings.\\nformat_version: 1\\nname: w\\n"
+        "created_at: '2026-11-27T08:49:07.623Z'\\nprofile: default\\nsettings:\\n  model: offline\\n"
+        '  active_index:\\n")\n'
+        "from services.workspace.manager import Workspace\ntalk = Workspace(root, 'w').new_transcript()\n"
+        "talk.append('user', 'a grebe dives', turn_id=talk.conversation_id + '-t0001')\n"
+        "from app.aries_app import AriesApp\nseen = set()\n"
+        "async def main():\n"
+        "    app = AriesApp('w', create=False)\n"
+        "    async with app.run_test():\n"
+        "        await app.idle.wait()\n"
+        "        seen.update(sys.modules)\n"
+        "        coverage = app.commands.history_index.coverage\n"
+        "        assert coverage is not None and (coverage.indexed, coverage.total) == (1, 1), coverage\n"
+        "asyncio.run(main())\n"
+        "bad = sorted(m for m in seen if m.split('.')[0] in ('pydantic', 'ruamel', 'tantivy', 'detect_secrets')"
+        " or m.startswith(('services.history_search.store', 'services.workspace.config')))\n"
+        "assert seen and not bad, bad",
+        [],
+    ),
 ]
 
 

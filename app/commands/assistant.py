@@ -78,6 +78,7 @@ class AssistantController:
         self.model_label = config.label
         self.worker = self.host.run_worker(self._turn(text, provider, only), group="turn", exit_on_error=False)
         self.host.refresh_bindings()
+        self.host.run_worker(_warm_redactor, thread=True, group="warm-redactor", exit_on_error=False)
 
     async def _turn(self, text: str, provider: Any, only: tuple[str, frozenset[str]] | None = None) -> None:
         from services.assistant import TurnLoop
@@ -207,3 +208,16 @@ class AssistantController:
                 title="model",
                 timeout=6,
             )
+
+
+def _warm_redactor() -> None:
+    """A turn's text is indexed for ``/history search`` through the secret detectors: they (and the
+    search's modules, Tantivy) load while the turn runs — as the prompt history's record loads the
+    detectors on the prompt's path —, not in the first search after it (~0.3 s). Never at start-up: the
+    idle workbench does not keep them (issue 29)."""
+    import tantivy  # noqa: F401 - loaded now, not in the first search
+
+    from services.history_search import query  # noqa: F401
+    from services.history_search.redaction import redact_secrets
+
+    redact_secrets("")

@@ -2,11 +2,12 @@
 
 Each workspace that opens gets one worker (group ``history-index``): it waits until the workbench is
 settled (the first frame, the workspace and the deferred start-up work come first: nothing here is
-on the start-up path, and ``tantivy`` is imported in the worker's thread), then catches the index up
-with :func:`services.history_search.background.build`, a slice at a time. A ``/history search``
-meanwhile answers from what is indexed and says how far ("partial: 412 of 2,000 conversations");
-once the build is done, each search catches up with what was written since (a turn just written is
-findable at once). The worker stops when its workspace closes (``stop``).
+on the start-up path), then catches the index up with :func:`services.history_search.background.build`,
+a slice at a time, in a child process (:mod:`services.history_search.child`: Tantivy and the secret
+detectors it loads never stay resident in the TUI). A ``/history search`` meanwhile answers from what
+is indexed and says how far ("partial: 412 of 2,000 conversations"); once the build is done, each
+search catches up with what was written since (a turn just written is findable at once). The worker stops
+when its workspace closes (``stop``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.host import Host
-    from services.history_search.store import Coverage
+    from services.history_search.coverage import Coverage
     from services.session.session import Session
 
 
@@ -64,8 +65,7 @@ class HistoryIndexer:
                 self.done.set()
 
     def _run(self, session: Session, cancel: threading.Event) -> Coverage:
-        from services.history_search.background import build
-        from services.history_search.store import HistoryIndex
+        from services.history_search.child import build_in_child
 
         def heard(coverage: Coverage) -> None:
             self.coverage = coverage
@@ -75,4 +75,5 @@ class HistoryIndexer:
                 notice = SearchResult("", [], coverage).notice()
                 self.host.notify(notice, title="conversation search index", severity="warning", timeout=8)
 
-        return build(HistoryIndex.for_workspace(session.workspace), cancel, report=heard)
+        workspace = session.workspace  # built in a child process: what it loads is not kept resident here
+        return build_in_child(workspace.root, workspace.transcripts_dir, cancel, report=heard)

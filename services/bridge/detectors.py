@@ -22,9 +22,10 @@ import ipaddress
 import math
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from services.workspace.bridge_config import BridgeConfig
+if TYPE_CHECKING:  # the model is pydantic: a search's redaction (no config) need not import it
+    from services.workspace.bridge_config import BridgeConfig
 
 Span = tuple[int, int]
 Detector = Callable[[str], Iterator[Span]]
@@ -308,15 +309,16 @@ paths_detectors: list[Detector] = [
 ]
 
 
-def config_names(config: BridgeConfig) -> tuple[Detector, Detector]:
-    """Detectors for the host names and the project names listed in ``config``."""
-    hosts = [re.escape(name) for name in config.hostnames]
+def config_names(config: BridgeConfig | None) -> tuple[Detector, Detector]:
+    """Detectors for the host names and the project names listed in ``config`` (None: none listed)."""
+    listed_hosts, listed_projects = (config.hostnames, config.projects) if config is not None else ((), ())
+    hosts = [re.escape(name) for name in listed_hosts]
     internal = r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:internal|local|lan|corp|intranet|localdomain|home\.arpa)"
     host_pattern = "|".join([*(rf"(?:[A-Za-z0-9-]+\.)*{h}" for h in hosts), internal])
     host = _regex(rf"(?i)(?<![\w.-])(?:{host_pattern})(?![\w-]|\.\w)")
-    if not config.projects:
+    if not listed_projects:
         return host, lambda text: iter(())
-    projects = "|".join(re.escape(name) for name in config.projects)
+    projects = "|".join(re.escape(name) for name in listed_projects)
     return host, _regex(rf"(?i)(?<![\w-])(?:{projects})(?![\w-])")
 
 

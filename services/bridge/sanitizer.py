@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from services.bridge import detectors as d
-from services.workspace.bridge_config import BridgeConfig
+
+if TYPE_CHECKING:  # pydantic: not imported for a redaction without a config
+    from services.workspace.bridge_config import BridgeConfig
 
 KINDS: tuple[str, ...] = (
     "private_key",
@@ -52,7 +55,7 @@ class Sanitized:
         return sum(self.counts.values())
 
 
-def _pipeline(config: BridgeConfig) -> list[tuple[str, Callable[[str], object]]]:
+def _pipeline(config: BridgeConfig | None) -> list[tuple[str, Callable[[str], object]]]:
     hosts, projects = d.config_names(config)
     steps: list[tuple[str, Callable[[str], object]]] = [
         ("private_key", d.private_key_blocks),
@@ -73,7 +76,6 @@ def _pipeline(config: BridgeConfig) -> list[tuple[str, Callable[[str], object]]]
 
 def find_spans(text: str, config: BridgeConfig | None = None) -> list[tuple[int, int, str]]:
     """``(start, end, kind)`` of everything to redact in ``text``, in order, never overlapping."""
-    config = config or BridgeConfig()
     masked = text
     found: list[tuple[int, int, str]] = []
     for kind, detect in _pipeline(config):

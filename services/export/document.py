@@ -12,7 +12,7 @@ said to be gone, never replaced), and the notices.
 
 Every text from the transcript, the store or an index is made safe here, once, for every format:
 secrets the bridge's detectors find (keys, tokens, passwords, private keys — not paths or host names)
-become ``[REDACTED:<kind>]`` (:func:`services.history_search.prompt_history.redact_secrets`, the
+become ``[REDACTED:<kind>]`` (:func:`services.history_search.redaction.redact_secrets`, the
 same as prompt history and conversation search), then control, escape and bidi characters become
 visible escapes (:func:`services.text.textsafe.neutralize`). A renderer only escapes for its format.
 
@@ -122,7 +122,7 @@ class Safe:
     """The one way a text from the records enters the document: secrets redacted, then controls shown."""
 
     def __init__(self) -> None:
-        from services.history_search.prompt_history import redact_secrets  # detect-secrets: on first use
+        from services.history_search.redaction import redact_secrets  # detect-secrets: on first use
 
         self._redact: Callable[[str], str] = redact_secrets
 

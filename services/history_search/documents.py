@@ -4,7 +4,7 @@ One document per message (``user``, ``assistant``), per tool call (``call``: the
 arguments) and per tool result (``result``: the summary and the output), and per file attached to
 a message (``file``: the attached text, the path kept). Notices and system entries (retrieval
 sets, context reports, UI listings) are the workbench talking, not the conversation: they are not
-indexed. Every text goes through :func:`services.history_search.prompt_history.redact_secrets` first (the bridge's
+indexed. Every text goes through :func:`services.history_search.redaction.redact_secrets` first (the bridge's
 secret detectors, the same as prompt history), so a key or a password in a transcript is neither
 findable nor shown in a hit.
 """

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.files.atomic import atomic_write_text
+from services.history_search.redaction import redact_secrets
 from services.workspace.paths import PROMPT_HISTORY_FILE
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ FILE_NAME = PROMPT_HISTORY_FILE
 CAP = 500
 MAX_PROMPT_CHARS = 20_000
 """A longer prompt (a big paste) is not kept: recalling it is not what Up is for."""
-SECRET_KINDS = frozenset({"private_key", "jwt", "api_key", "credentials", "password", "token"})
 
 
 class PromptHistoryFile(BaseModel):
@@ -40,20 +40,6 @@ class PromptHistoryFile(BaseModel):
 
     version: int = 1
     prompts: list[str] = Field(default_factory=list)
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with every secret the bridge's detectors find replaced by ``[REDACTED:<kind>]``."""
-    from services.bridge.sanitizer import find_spans  # detect-secrets: on first use
-
-    pieces: list[str] = []
-    cursor = 0
-    for start, end, kind in find_spans(text):
-        if kind in SECRET_KINDS:
-            pieces += [text[cursor:start], f"[REDACTED:{kind}]"]
-            cursor = end
-    pieces.append(text[cursor:])
-    return "".join(pieces)
 
 
 class PromptHistory:

@@ -43,8 +43,8 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
-from services.errors import AriesError
 from services.files.atomic import atomic_write_text
+from services.history_search.coverage import Coverage, SearchIndexError
 from services.history_search.documents import SearchDocument, documents_for
 from services.history_search.footers import damaged_files
 from services.retrieval.store_locks import IndexLocks
@@ -83,27 +83,6 @@ def schema() -> tantivy.Schema:
     builder.add_integer_field("epoch", stored=False, indexed=True, fast=True)
     builder.add_text_field("text", stored=True, tokenizer_name="en_stem", index_option="position")
     return builder.build()
-
-
-class SearchIndexError(AriesError):
-    """The conversation search index cannot be written or read even after a rebuild (a full or
-    read-only disk): one line, never a traceback."""
-
-    code = "history_index"
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """How much of the workspace's transcripts the index holds."""
-
-    indexed: int  # transcripts indexed to their end
-    total: int  # transcripts in the workspace
-    entries_added: int = 0  # by this catch-up
-    rebuilt: str = ""  # why this catch-up threw a damaged index away and started again ('' when it did not)
-
-    @property
-    def partial(self) -> bool:
-        return self.indexed < self.total
 
 
 @dataclass
@@ -303,7 +282,7 @@ class HistoryIndex:
             return False
 
     def _catch_up(self, budget_s: float | None, progress: Progress | None, cancel: threading.Event | None) -> Coverage:
-        from services.history_search.prompt_history import redact_secrets
+        from services.history_search.redaction import redact_secrets
 
         index = self._open()
         offsets = self._offsets() if index is not None else None

@@ -201,8 +201,8 @@ def take(
         if leased:
             held = acquire_lease(Workspace(path, name), purpose=surface.value)
         workspace, report = manager.create(name) if create else manager.open(name)
-        if rules.check_config:
-            _ = workspace.config
+        if rules.check_config:  # the pydantic model only for a file not of the everyday shape (plain_settings)
+            _ = workspace.meta
     except BaseException:
         if held is not None:
             held.release()

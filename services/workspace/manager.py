@@ -36,7 +36,7 @@ from services.workspace.leases import (
 )
 from services.workspace.paths import SUBDIRS, TRUST_DIR, WorkspacePaths
 from services.workspace.paths import WORKSPACE_FILE as WORKSPACE_FILE
-from services.workspace.settings import DEFAULT_SETTINGS, plain_settings
+from services.workspace.settings import DEFAULT_SETTINGS, MAX_PLAIN_BYTES, plain_settings, plain_yaml
 from services.workspace.transcripts import Problem, Transcript, by_recency, iter_problems, list_conversations
 
 __all__ = [
@@ -78,6 +78,7 @@ class Workspace:
         self.name = name
         self.ephemeral = ephemeral
         self._meta: Any = None
+        self._plain_yaml = False  # _meta was read by ``plain_yaml`` (a dict, not ruamel's round-trip tree)
         self._config: WorkspaceConfig | None = None
         self._plain: dict[str, Any] | None = None  # the settings when the file has the everyday shape
         self._meta_signature: tuple[int, int, int] | None = None
@@ -128,16 +129,28 @@ class Workspace:
         return (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def _read_meta(self) -> Any:
-        from services.files.yamlio import load_yaml
+        data = self._read_plain_yaml()
+        self._plain = plain_settings(data) if data is not None else None
+        self._plain_yaml = self._plain is not None
+        if self._plain is None:  # not the shape Aries writes: ruamel.yaml reads it (its tree gives file:line)
+            from services.files.yamlio import load_yaml
 
-        data = load_yaml(self.meta_path)
+            data = load_yaml(self.meta_path)
+            self._plain = plain_settings(data)
         self._config = None
-        self._plain = plain_settings(data)
         if self._plain is None:  # not the everyday shape: the full (pydantic) check names file:line
             from services.workspace.config import validate_config
 
             self._config = validate_config(data, self.meta_path)  # ConfigError with file:line and field
         return data
+
+    def _read_plain_yaml(self) -> dict[str, Any] | None:
+        """The file read without ruamel.yaml when it has the shape Aries writes (``plain_yaml``)."""
+        try:
+            raw = self.meta_path.read_bytes() if self.meta_path.stat().st_size <= MAX_PLAIN_BYTES else b""
+            return plain_yaml(raw.decode("utf-8")) if raw else None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     @property
     def config(self) -> WorkspaceConfig:
@@ -177,6 +190,10 @@ class Workspace:
         from services.workspace.config import validate_config
 
         meta = copy.deepcopy(self.meta)
+        if self._plain_yaml:  # read without ruamel.yaml: read again as a round trip, so comments are kept
+            from services.files.yamlio import load_yaml
+
+            meta = load_yaml(self.meta_path)
         if profile is not None:
             meta["profile"] = validate_name(profile, "profile")
         if settings:
@@ -187,7 +204,7 @@ class Workspace:
         config = validate_config(meta, self.meta_path)
         write_yaml(self.meta_path, meta)
         self._meta, self._config, self._meta_signature = meta, config, self._signature()
-        self._plain = plain_settings(meta)
+        self._plain, self._plain_yaml = plain_settings(meta), False
 
     # -- conversations -------------------------------------------------------------
     def conversations(self) -> list[Path]:
