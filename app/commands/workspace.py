@@ -1,6 +1,5 @@
-"""``/workspace [list | new NAME | open NAME | switch]``, the switcher (Ctrl+O), quitting, and taking
-a workspace for the TUI (its lease first, then the repair report). Export and import are the bundle
-controller's (``app.commands.bundle``)."""
+"""``/workspace [list | new NAME | open NAME | switch]``, the switcher (Ctrl+O) and quitting. Export
+and import are the bundle controller's (``app.commands.bundle``)."""
 
 from __future__ import annotations
 
@@ -12,24 +11,6 @@ from widgets.commands import Action, Named, WorkspaceImport
 if TYPE_CHECKING:
     from app.commands.bundle import BundleController
     from app.host import AppHost
-    from services.workspace.leases import WorkspaceLease
-    from services.workspace.manager import Workspace, WorkspaceManager
-
-
-def take_workspace(
-    manager: WorkspaceManager, name: str, *, create: bool
-) -> tuple[Workspace, list[str], WorkspaceLease | None]:
-    """Open (or create) ``name`` for the TUI: ``(workspace, warnings, lease)``, or an ``AriesError``.
-
-    ``services.session.opening.take`` with the TUI's rules: the workspace's lease is taken first (opening
-    repairs temp files and torn lines, which must never happen under another live Aries); a second
-    Aries on the same workspace is refused with the holder's pid; a broken ``workspace.yaml`` is one
-    line here, not a traceback later. The session is then made with ``Session.open(workspace,
-    surface=Surface.TUI, lease=lease)`` once the current one is closed."""
-    from services.session.opening import Surface, take
-
-    taken = take(name, surface=Surface.TUI, create=create, manager=manager)
-    return taken.workspace, taken.warnings, taken.lease
 
 
 class WorkspaceController:
