@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from textual import events
+from textual.pilot import Pilot
 from textual.widgets import Input
 
 from app.aries_app import AriesApp
@@ -217,3 +218,43 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
         assert "<<<untrusted attached file README.md>>>\n# Demo\n\nAries reads this.\n" in user
     finally:
         server.stop()
+
+
+async def test_tab_completes_an_at_path_in_the_multi_line_editor() -> None:
+    """In the Ctrl+J editor, Tab completes the ``@path`` before the cursor (as the one-line prompt
+    does), on the second line too; two candidates: the first, then Tab again the next; plain text:
+    Tab moves the focus on."""
+    workspace = WorkspaceManager().create("attach")[0]
+    (workspace.root / "README.md").write_text("# Demo\n", encoding="utf-8")
+    (workspace.root / "notes-a.txt").write_text("a\n", encoding="utf-8")
+    (workspace.root / "notes-b.txt").write_text("b\n", encoding="utf-8")
+    workspace.close()
+    app = AriesApp("attach")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        prompt = app.screen.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press(*"@notes", "tab", "tab", "tab")  # the one-line prompt cycles past "notes-a.txt " too
+        assert prompt.value == "@notes-b.txt "
+        prompt.value = ""
+        await pilot.press(*"first line", "ctrl+j")
+        editor = await until_editor(app, pilot)
+        await pilot.press(*"read @REA", "tab")
+        assert editor.text == "first line\nread @README.md "
+        await pilot.press(*"and @notes", "tab")
+        assert editor.text == "first line\nread @README.md and @notes-"  # the common prefix first
+        await pilot.press("tab")
+        assert editor.text.endswith("and @notes-a.txt ")
+        await pilot.press("tab")
+        assert editor.text.endswith("and @notes-b.txt ")
+        await pilot.press(*"done", "tab")  # no @ before the cursor: the focus moves on
+        assert app.screen.focused is not editor and editor.text.endswith("@notes-b.txt done")
+
+
+async def until_editor(app: AriesApp, pilot: Pilot[None]) -> PromptEditor:
+    def focused() -> bool:
+        return bool(app.screen.query(PromptEditor)) and app.screen.focused is app.screen.query_one(PromptEditor)
+
+    await until(pilot, focused, what="the multi-line editor")
+    return app.screen.query_one(PromptEditor)
