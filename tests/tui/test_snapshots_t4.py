@@ -1,0 +1,85 @@
+"""Snapshot tests of issue 34's last defects: a diff, an undo and a denied call in the light theme.
+
+Baselines live in snapshots/test_snapshots_t4/.
+"""
+
+from __future__ import annotations
+
+from app.aries_app import AriesApp
+from services.settings.operator import update_settings
+from services.workspace.manager import Workspace, WorkspaceManager
+from services.workspace.transcripts import Transcript
+from tests.tui.fixtures import CONVERSATION
+
+SIZE = (160, 48)
+PATCH = """--- a/notes.txt
++++ b/notes.txt
+@@ -1,2 +1,2 @@
+ first line
+-old line
++new line
+"""
+
+
+def workspace_with_tool_outcomes(name: str = "demo") -> Workspace:
+    """A patch (its diff), the undo of a write (the files it put back) and a call the operator denied."""
+    workspace, _ = WorkspaceManager().create(name)
+    transcript = Transcript(workspace.transcripts_dir, CONVERSATION)
+    transcript.append("user", "Fix the second line of notes.txt.", timestamp="2026-01-01T09:00:00.000Z")
+    transcript.append(
+        "tool",
+        "patched",
+        timestamp="2026-01-01T09:00:01.000Z",
+        tool_name="builtin:fs:apply_patch",
+        input={"patch": PATCH},
+        output={"files": [{"path": "notes.txt", "action": "modify", "hunks": 1, "added": 1, "removed": 1}], "applied": True},
+        status="success",
+        duration_ms=3,
+    )
+    transcript.append(
+        "tool",
+        "restored",
+        timestamp="2026-01-01T09:00:02.000Z",
+        tool_name="builtin:fs:restore",
+        input={"call_id": "call-0001"},
+        output={
+            "call_id": "call-0001",
+            "files": [
+                {"path": "/home/me/demo/notes.txt", "action": "restored", "existed": True},
+                {"path": "/home/me/demo/draft.md", "action": "removed", "existed": False},
+            ],
+        },
+        status="success",
+        duration_ms=2,
+    )
+    transcript.append(
+        "tool",
+        "denied",
+        timestamp="2026-01-01T09:00:03.000Z",
+        tool_name="builtin:shell:run",
+        input={"argv": ["rm", "-r", "build"]},
+        output={
+            "status": "error",
+            "data": None,
+            "error": {
+                "type": "PolicyDenied",
+                "message": "The operator denied this call.",
+                "details": {"rule": "approval.operator_denied"},
+            },
+            "meta": {},
+        },
+        status="fail",
+        duration_ms=1,
+    )
+    return workspace
+
+
+def test_tool_outcomes_in_the_light_theme(snap_compare) -> None:
+    """You should see, in textual-light (dark text on light grey): the apply_patch block "✓ ok" with
+    "modify notes.txt +1 -1" and the diff ("-old line" and "+new line" in the theme's red and green,
+    "@@" in its accent); the restore block "undid call call-0001", then "restored  …/notes.txt" and
+    "removed (it did not exist before)  …/draft.md" as lines, not YAML; the shell:run block
+    "✗ denied by operator" with "PolicyDenied: The operator denied this call."."""
+    workspace_with_tool_outcomes("demo")
+    update_settings(lambda settings: settings.model_copy(update={"theme": "textual-light"}))
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
