@@ -32,7 +32,10 @@ def workspace_with_tool_outcomes(name: str = "demo") -> Workspace:
         timestamp="2026-01-01T09:00:01.000Z",
         tool_name="builtin:fs:apply_patch",
         input={"patch": PATCH},
-        output={"files": [{"path": "notes.txt", "action": "modify", "hunks": 1, "added": 1, "removed": 1}], "applied": True},
+        output={
+            "files": [{"path": "notes.txt", "action": "modify", "hunks": 1, "added": 1, "removed": 1}],
+            "applied": True,
+        },
         status="success",
         duration_ms=3,
     )
