@@ -86,3 +86,13 @@ def test_tool_outcomes_in_the_light_theme(snap_compare) -> None:
     workspace_with_tool_outcomes("demo")
     update_settings(lambda settings: settings.model_copy(update={"theme": "textual-light"}))
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE)
+
+
+def test_a_pasted_text_folded_in_the_transcript(snap_compare) -> None:
+    """You should see the operator's message "What is wrong here?" and the first three lines of the
+    pasted log ("line 01 …" to "line 03 …"), then "… 57 more lines: Enter (on the selected message) or
+    a click here expands" in dim italics, and the answer below it: not sixty rows of log."""
+    from tests.tui.test_fold_tui import seeded
+
+    seeded("demo")
+    assert snap_compare(AriesApp("demo", conversation="last"), terminal_size=SIZE)

@@ -5,6 +5,11 @@ shown afresh, a new conversation, each entry the conversation writes, and the tu
 answer streams into a ``StreamingAnswer`` block as it arrives). The pane reconciles the stream with
 the record itself: the recorded answer of a turn it followed is already on screen (the stream's block,
 finished on ``Done``), so it is not shown twice.
+
+A long message of the operator (a pasted text: a chip at the prompt) is folded to its first
+``FOLD_SHOWN`` lines and a line that says how many follow; Enter on the selected message (↑/↓) or a
+click on that line unfolds it, and folds it again. ``y`` and a mouse selection that reaches the fold
+copy the whole message, as written.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -23,17 +29,38 @@ from widgets.safe import clean, plain
 from widgets.signals import Conversational, SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
+    from textual.selection import Selection
+
     from widgets.transcript.streaming import StreamingAnswer
 
 ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries", "notice": "aries"}
 MAX_SHOWN_CHARS = 20_000
+FOLD_LINES = 12
+"""An operator's message longer than this (in lines) is folded in the transcript."""
+FOLD_SHOWN = 4
+"""How many of its first lines a folded message shows."""
 MAX_TOOL_LINES = 16
 SHOWN = "TranscriptEntry, ToolCallBlock, StreamingAnswer"
 """Every block the pane shows for a conversation."""
 
 
-def render_entry(entry: dict[str, Any]) -> Text:
-    """One transcript entry as plain, neutralised text (never markup): a label line, then the content."""
+def fold_lines(entry: dict[str, Any]) -> int:
+    """How many lines a folded ``entry`` hides (0: it is not folded: not the operator's, or short)."""
+    if entry.get("role") != "user":
+        return 0
+    lines = _body(entry).count("\n") + 1
+    return lines - FOLD_SHOWN if lines > FOLD_LINES else 0
+
+
+def fold_note(hidden: int, folded: bool) -> str:
+    if folded:
+        return f"… {hidden} more lines: Enter (on the selected message) or a click here expands"
+    return "Enter or a click here folds the message again"
+
+
+def render_entry(entry: dict[str, Any], *, folded: bool = False) -> Text:
+    """One transcript entry as plain, neutralised text (never markup): a label line, then the content
+    (``folded``: a long message of the operator's first lines and how many follow)."""
     role = clean(entry.get("role", "system"), single_line=True)
     stamp = clean(str(entry.get("timestamp", ""))[11:19], single_line=True)
     label = Text()
@@ -52,6 +79,19 @@ def render_entry(entry: dict[str, Any]) -> Text:
         if request:
             label.append(f"  {clean(str(request), single_line=True)}", style="dim")
     label.append(f"  {stamp}", style="dim")
+    body = _body(entry)
+    hidden = fold_lines(entry)
+    if hidden:
+        shown = "\n".join(body.split("\n")[:FOLD_SHOWN]) if folded else body[:MAX_SHOWN_CHARS]
+        return Text.assemble(label, "\n", plain(shown), "\n", Text(fold_note(hidden, folded), style="dim italic"))
+    if len(body) > MAX_SHOWN_CHARS:
+        body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
+    return Text.assemble(label, "\n", plain(body))
+
+
+def _body(entry: dict[str, Any]) -> str:
+    """What an entry shows below its label: its content (attached files as one line each, a tool's data)."""
+    role = entry.get("role")
     body = str(entry.get("content", ""))
     if role == "user" and ("attached file " in body):  # the files a message attached: one line each
         from services.assistant.attachments import collapse_attachments
@@ -59,9 +99,7 @@ def render_entry(entry: dict[str, Any]) -> Text:
         body = collapse_attachments(body)
     if role == "tool":
         body = "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
-    if len(body) > MAX_SHOWN_CHARS:
-        body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
-    return Text.assemble(label, "\n", plain(body))
+    return body
 
 
 def tool_output_text(output: Any, max_lines: int = MAX_TOOL_LINES) -> str:
@@ -94,15 +132,54 @@ class TranscriptEntry(Static):
 
     def __init__(self, entry: dict[str, Any]) -> None:
         role = clean(entry.get("role", "system"), single_line=True)
-        super().__init__(render_entry(entry), classes=f"-{role}" if role in ROLE_LABELS else "-system", markup=False)
+        self.hidden_lines = fold_lines(entry)  # what folding hides (0: never folded)
+        self.folded = bool(self.hidden_lines)
+        super().__init__(
+            render_entry(entry, folded=self.folded),
+            classes=f"-{role}" if role in ROLE_LABELS else "-system",
+            markup=False,
+        )
         self.entry = entry
+        self._query = ""
 
     def highlight(self, query: str) -> None:
         """Show ``query`` highlighted in the entry (nothing highlighted for an empty query)."""
-        text = render_entry(self.entry)
+        self._query = query
+        text = render_entry(self.entry, folded=self.folded)
         if query:
             text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
         self.update(text)
+
+    def toggle_fold(self) -> bool:
+        """Unfold a folded message, or fold it again (False: it is not a message that folds)."""
+        if not self.hidden_lines:
+            return False
+        self.folded = not self.folded
+        self.highlight(self._query)
+        return True
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on the fold's line (the block's last row) unfolds or folds the message."""
+        if self.hidden_lines and event.y == self.size.height - 1:
+            event.stop()
+            self.toggle_fold()
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The selected text as written; a selection that reaches the fold's line takes the lines it
+        hides too (the whole message from where the selection starts), never the fold's note."""
+        if not (self.hidden_lines and self.folded):
+            return super().get_selection(selection)
+        shown = str(render_entry(self.entry, folded=True)).split("\n")
+        note = len(shown) - 1  # the fold's line
+        if selection.end is not None and selection.end.y < note:
+            return super().get_selection(selection)
+        from textual.geometry import Offset
+        from textual.selection import Selection as Span
+
+        head = Span(selection.start, Offset(0, note)).extract("\n".join(shown))
+        hidden = "\n".join(_body(self.entry).split("\n")[FOLD_SHOWN:])
+        start_line = 0 if selection.start is None else selection.start.y
+        return (head + hidden if start_line < note else hidden), "\n"
 
 
 FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -149,6 +226,14 @@ class TranscriptPane(VerticalScroll):
         ),
         Binding("down,j", "select(1)", "Next", show=False, id="transcript.next", tooltip="Select the message below"),
         Binding("y", "copy", "Copy", show=False, id="transcript.copy", tooltip="Copy the selected message (OSC 52)"),
+        Binding(
+            "enter",
+            "toggle_fold",
+            "Unfold",
+            show=False,
+            id="transcript.unfold",
+            tooltip="Unfold the selected long message (a pasted text), or fold it again",
+        ),
         Binding(
             "c",
             "copy_code",
@@ -263,6 +348,17 @@ class TranscriptPane(VerticalScroll):
             self.notify("Select a message first (↑/↓ in the transcript).", title="copy", severity="warning")
             return
         copy_text(self.app, searchable_text(block), "copy")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_fold":  # only on a selected message that folds: Enter is free otherwise
+            block = self.selected
+            return isinstance(block, TranscriptEntry) and bool(block.hidden_lines)
+        return super().check_action(action, parameters)
+
+    def action_toggle_fold(self) -> None:
+        block = self.selected
+        if isinstance(block, TranscriptEntry) and block.toggle_fold():
+            self.scroll_to_widget(block, animate=False)
 
     def action_copy_code(self) -> None:
         from widgets.clipboard import copy_text
