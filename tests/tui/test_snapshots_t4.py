@@ -5,11 +5,17 @@ Baselines live in snapshots/test_snapshots_t4/.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual.pilot import Pilot
+
 from app.aries_app import AriesApp
 from services.settings.operator import update_settings
 from services.workspace.manager import Workspace, WorkspaceManager
 from services.workspace.transcripts import Transcript
 from tests.tui.fixtures import CONVERSATION
+from tests.tui.helpers import until
 
 SIZE = (160, 48)
 PATCH = """--- a/notes.txt
@@ -96,3 +102,53 @@ def test_a_pasted_text_folded_in_the_transcript(snap_compare) -> None:
 
     seeded("demo")
     assert snap_compare(AriesApp("demo", conversation="last"), terminal_size=SIZE)
+
+
+def indexed_docs(root: Path) -> None:
+    """Workspace demo with an index of two files, one deep in folders with a section."""
+    from services.retrieval import RetrievalEngine
+
+    nested = root / "docs" / "operations" / "approvals-and-policies"
+    nested.mkdir(parents=True)
+    (nested / "gateway-approvals.md").write_text("# The approval gateway\n\nEvery tool call passes the gateway.\n")
+    (root / "docs" / "readme.md").write_text("# Approvals\n\nThe gateway approves tool calls after policy.\n")
+    created, _ = WorkspaceManager().create("demo")
+    with RetrievalEngine(created) as engine:
+        engine.index_add(str(root / "docs"), "docs")
+    created.close()
+
+
+def queried(*keys: str) -> Callable[[Pilot[int]], Awaitable[None]]:
+    async def run_before(pilot: Pilot[int]) -> None:
+        from textual.widgets import DataTable
+
+        app = pilot.app
+        await app.ready()  # type: ignore[attr-defined]
+        app.commands.run("/rag query approval gateway")  # type: ignore[attr-defined]
+
+        def rows() -> int:
+            tables = app.screen.query("#context-table").results(DataTable)
+            return sum(table.row_count for table in tables)
+
+        await until(pilot, lambda: rows() == 2, what="the rows")
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_context_pane_at_160_columns(snap_compare, tmp_path: Path) -> None:
+    """You should see, at 160×48, the transcript on the left (about 70 columns) and on the right the
+    wider side column: the Context table with both rows whole to the dense column ("#1 0.631"), the
+    deep file's row as "gateway-approvals.md · The ap…" (its folders given way first, its name whole)
+    and "readme.md · Approvals"; the column headers "#  handle  source · page/section  fused  bm25  dense"."""
+    indexed_docs(tmp_path)
+    assert snap_compare(AriesApp("demo"), terminal_size=SIZE, run_before=queried())
+
+
+def test_context_pane_at_80_columns(snap_compare, tmp_path: Path) -> None:
+    """You should see, at 80×24, the Context pane alone (F3) filling the width: both rows fit to the
+    dense column, the deep file shown by its name "gateway-approvals.md…", "readme.md · Approvals"."""
+    indexed_docs(tmp_path)
+    assert snap_compare(AriesApp("demo"), terminal_size=(80, 24), run_before=queried("f3"))
