@@ -96,8 +96,8 @@ def test_tool_outcomes_in_the_light_theme(snap_compare) -> None:
 
 def test_a_pasted_text_folded_in_the_transcript(snap_compare) -> None:
     """You should see the operator's message "What is wrong here?" and the first three lines of the
-    pasted log ("line 01 …" to "line 03 …"), then "… 57 more lines: Enter (on the selected message) or
-    a click here expands" in dim italics, and the answer below it: not sixty rows of log."""
+    pasted log ("line 01 …" to "line 03 …"), then "… 57 more lines · Enter or a click here unfolds" in dim
+    italics, and the answer below it: not sixty rows of log."""
     from tests.tui.test_fold_tui import seeded
 
     seeded("demo")

@@ -54,8 +54,8 @@ def fold_lines(entry: dict[str, Any]) -> int:
 
 def fold_note(hidden: int, folded: bool) -> str:
     if folded:
-        return f"… {hidden} more lines: Enter (on the selected message) or a click here expands"
-    return "Enter or a click here folds the message again"
+        return f"… {hidden} more lines · Enter or a click here unfolds"
+    return "Enter or a click here folds it again"
 
 
 def render_entry(entry: dict[str, Any], *, folded: bool = False) -> Text:
@@ -159,8 +159,9 @@ class TranscriptEntry(Static):
         return True
 
     def on_click(self, event: events.Click) -> None:
-        """A click on the fold's line (the block's last row) unfolds or folds the message."""
-        if self.hidden_lines and event.y == self.size.height - 1:
+        """A click on the fold's line (the block's last row) unfolds or folds the message; the end of a
+        mouse selection there (a drag, then the click Textual sends) does not."""
+        if self.hidden_lines and event.y == self.size.height - 1 and self.text_selection is None:
             event.stop()
             self.toggle_fold()
 
