@@ -267,6 +267,7 @@ class Session:
         model: str | None = None,
         from_text: bool = False,
         call_id: str | None = None,
+        data_stored_in: str | None = None,
     ) -> ToolResult:
         """One call through the gateway, recorded in the audit store and the conversation
         (``from_text``: a call read from the model's text, see ``ToolCallRequest.from_text``; ``call_id``:
@@ -288,6 +289,7 @@ class Session:
                 model=model,
                 from_text=from_text,
                 call_id=call_id,
+                data_stored_in=data_stored_in,
             )
         finally:
             if task is not None:

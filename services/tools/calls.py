@@ -89,6 +89,9 @@ class ToolCallRequest:
     # Read from the model's text, not a native tool call (services.assistant.text_calls): never
     # approved by a session grant or by commander mode.
     from_text: bool = False
+    # Where the output's data is stored instead of the conversation's tool-call entry (an attached
+    # file's text is in the message that attached it: stored once); None: in the entry, as usual.
+    data_stored_in: str | None = None
 
     def origin(self) -> dict[str, Any]:
         fields = {

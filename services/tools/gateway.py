@@ -221,6 +221,7 @@ class ToolGateway:
         model: str | None = None,
         from_text: bool = False,
         call_id: str | None = None,
+        data_stored_in: str | None = None,
     ) -> ToolResult:
         request = ToolCallRequest(
             tool_id,
@@ -234,6 +235,7 @@ class ToolGateway:
             turn_step=turn_step,
             model=model,
             from_text=from_text,
+            data_stored_in=data_stored_in,
         )
         return await execute_tool_call_with_policy(self, request, approver=approver, transcript=transcript)
 

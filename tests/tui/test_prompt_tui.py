@@ -3,6 +3,8 @@ secrets redacted), the line being written comes back after the newest."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from textual import events
 from textual.pilot import Pilot
@@ -216,6 +218,43 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
             assert set(searched) == {"what is @README.md"}  # retrieval searched what was typed, not the file
         user = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "user"][-1]["content"]
         assert "<<<untrusted attached file README.md>>>\n# Demo\n\nAries reads this.\n" in user
+    finally:
+        server.stop()
+
+
+async def test_an_attached_files_text_is_stored_once_and_sent_once_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file's text is in the transcript once (the message that attached it; the read's tool entry says
+    where it is instead of a second copy); this turn's request and the next turn's (its history) each carry
+    it once, and the tool block in the transcript says where it is."""
+    marker = "A-LINE-ONLY-THE-FILE-HAS"
+    workspace = WorkspaceManager().create("once")[0]
+    (workspace.root / "notes.md").write_text(f"# Notes\n{marker}\n", encoding="utf-8")
+    workspace.close()
+    server = ScriptedServer("ollama").start()
+    monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2:3b")
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    server.add(Reply("Noted."), Reply("Still noted."))
+    try:
+        app, messages = AriesApp("once"), Messages()
+        async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+            await app.ready()
+            await panes_show(pilot)
+            for number, line in enumerate(["read @notes.md", "and again?"], start=1):
+                app.screen.query_one(PromptInput).value = line
+                await pilot.press("enter")
+                await until(pilot, lambda n=number: len(server.chat_requests()) >= n, messages=messages)
+                await settle(pilot)
+            assert app.session is not None
+            path = app.session.conversation.transcript.path
+            await until(pilot, lambda: path.read_text(encoding="utf-8").count("Still noted.") == 1, messages=messages)
+            assert path.read_text(encoding="utf-8").count(marker) == 1  # stored once
+            from widgets.transcript.tool_call import ToolCallBlock
+
+            [block] = app.screen.query(ToolCallBlock)
+            body = str(block.query_one(".tool-body").render())
+            assert "stored once, in the message that attached it" in body
+        sent = [json.dumps(request["messages"]).count(marker) for request in server.chat_requests()]
+        assert sent == [1, 1]  # this turn's message; the next turn's history
     finally:
         server.stop()
 
