@@ -99,3 +99,17 @@ async def test_a_mouse_selection_through_the_fold_copies_the_hidden_lines() -> N
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert app.clipboard == "What is wrong here?\nline 01 of the pasted log"
+
+
+async def test_find_unfolds_the_message_it_lands_on() -> None:
+    """Ctrl+F for a line that only the folded part holds: the message is the current match, unfolded."""
+    seeded("foldfind")
+    app = AriesApp("foldfind", conversation="last")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await opened(pilot)
+        entry = pane.query_one(TranscriptEntry)
+        assert entry.folded
+        await pilot.press("ctrl+f", *"line 47 of")
+        await pilot.pause()
+        assert entry.has_class("-find-current") and not entry.folded
+        assert "line 47 of" in shown(entry)

@@ -405,7 +405,10 @@ class TranscriptPane(VerticalScroll):
             if block not in self._found or self._found.index(block) != self._found_at:
                 block.remove_class("-find-current")
         if self._found_at is not None:
-            self.scroll_to_widget(self._found[self._found_at], animate=False, top=True)
+            current = self._found[self._found_at]
+            if isinstance(current, TranscriptEntry) and current.folded:  # the match may be in the folded lines
+                current.toggle_fold()
+            self.scroll_to_widget(current, animate=False, top=True)
 
     # -- what the session's signals say -----------------------------------------------------------
     def _session_opened(self, signals: SessionSignals) -> None:
