@@ -401,6 +401,8 @@ def render_body(entry: Mapping[str, Any], limit: int | None, variables: Variable
     args = entry.get("input") if isinstance(entry.get("input"), Mapping) else {}
     assert isinstance(args, Mapping)
     tool_id = str(entry.get("tool_name", ""))
+    if isinstance(data, Mapping) and set(data) == {"omitted"}:  # the data is not in the entry: say where
+        return Body(plain(f"({data['omitted']})", "dim"), 1)
     renderer = RENDERERS.get(tool_id)
     if renderer is None:
         return render_generic(data, args, limit)
