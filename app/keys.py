@@ -72,7 +72,14 @@ BINDINGS: list[BindingType] = [
         id="focus.prompt",
         tooltip="Back to the prompt; at the prompt, the newest message typed ahead back to edit (again: removed)",
     ),
-    Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Leave Aries (asks first when calls wait for approval)"),
+    Binding(  # priority: a modal screen hides the App's other keys; Ctrl+Q works from every one of them
+        "ctrl+q",
+        "quit",
+        "Quit",
+        id="quit",
+        tooltip="Leave Aries (asks first when calls wait for approval)",
+        priority=True,
+    ),
 ]
 
 PALETTE_ROW = ("ctrl+p", "Palette", "Command palette: workspace and help commands")

@@ -38,8 +38,6 @@ class ChunkViewer(ModalScreen[None]):
     CSS_PATH = "chunk_viewer.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "dismiss", "Close", id="chunk.close", tooltip="Close the chunk viewer"),
-        # A modal screen hides the App's own (non-priority) keys: Ctrl+Q quits from here too.
-        Binding("ctrl+q", "app.quit", "Quit", show=False, id="chunk.quit", tooltip="Leave Aries"),
     ]
 
     def __init__(self, chunk: ChunkView) -> None:

@@ -32,6 +32,7 @@ class ConfirmScreen(ModalScreen[bool]):
         super().__init__()
         self.title_text = title
         self.detail = detail
+        self.asks_to_quit = False  # the quit question (Ctrl+Q on it asks nothing more)
 
     def compose(self) -> Any:
         with Vertical(id="confirm"):

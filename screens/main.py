@@ -169,7 +169,7 @@ class MainScreen(Screen[None]):
         if editor is None:
             from widgets.prompt.editor import PromptEditor
 
-            editor = PromptEditor(id="prompt-editor")
+            editor = PromptEditor(completer=self._complete, id="prompt-editor")
             await self.mount(editor, after=self.query_one(PromptInput))
         self.query_one(PromptInput).display = False
         editor.open(event.text)

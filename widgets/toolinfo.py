@@ -32,15 +32,41 @@ TIER_COLOURS = {
 it, so that no meaning rests on the colour alone."""
 
 
+MEANING_COLOURS = {
+    "added": ("text-success", "green"),
+    "removed": ("text-error", "red"),
+    "hunk": ("text-accent", "cyan"),
+    "ok": ("text-success", "green"),
+    "failed": ("bold text-error", "bold red"),
+    "stderr": ("text-error", "red"),
+}
+"""What a diff's and a tool outcome's colours mean: (the theme variable, the fixed style without a theme).
+Each goes with a symbol or a word on screen (``+``/``-``, ``@@``, ``✓ ok``/``✗ …``, ``stderr:``)."""
+
+
+def themed(spec: str, variables: Mapping[str, str] | None, fallback: str) -> str:
+    """``spec`` (``"bold text-error"``: weights and a theme variable) as a Rich style in the theme in
+    force (``variables``: ``App.theme_variables``); ``fallback`` without them."""
+    if not variables:
+        return fallback
+    *weight, name = spec.split()
+    colour = variables.get(name, "").split(" ")[0]  # a variable may carry an alpha ("#fff 80%")
+    return " ".join([*weight, colour]) if colour.startswith("#") else fallback
+
+
+def meaning_style(meaning: str, variables: Mapping[str, str] | None = None) -> str:
+    """The Rich style of one of ``MEANING_COLOURS`` in the theme in force."""
+    spec, fallback = MEANING_COLOURS[meaning]
+    return themed(spec, variables, fallback)
+
+
 def tier_style(tier: str, variables: Mapping[str, str] | None = None) -> str:
     """The Rich style of a risk tier in the theme in force (``variables``: ``App.theme_variables``);
     without them, the fixed ``TIER_STYLES``."""
     spec = TIER_COLOURS.get(tier)
-    if spec is None or not variables:
+    if spec is None:
         return TIER_STYLES.get(tier, "")
-    *weight, name = spec.split()
-    colour = variables.get(name, "").split(" ")[0]  # a variable may carry an alpha ("#fff 80%")
-    return " ".join([*weight, colour]) if colour.startswith("#") else TIER_STYLES.get(tier, "")
+    return themed(spec, variables, TIER_STYLES.get(tier, ""))
 
 
 _KEY_LISTS = ("command", "argv", "cmd", "paths")

@@ -2,9 +2,10 @@
 
 With a model configured the request is one turn of the assistant's loop (the ``AssistantController``,
 with the tools the policy allows). Without one, ``services.desktop`` parses it into a plan of tool
-steps; the plan is shown on a confirmation screen and, on ``y``, runs step by step through the
-session's gateway (the approval modal appears where the policy says). A request that cannot be
-planned is one clear error notification, never an empty plan.
+steps; the plan goes into the transcript and runs step by step through the session's gateway: the
+approval modal is the one question, for each step the policy asks about (a y/n on the plan before it
+asked twice for the same step). A step denied stops the plan, and the summary says what did not run.
+A request that cannot be planned is one clear error notification, never an empty plan.
 """
 
 from __future__ import annotations
@@ -38,20 +39,7 @@ class DesktopController:
             return
         plan = parse_request(text)  # DesktopError: reported by the App as one line
         check_plan(session, plan)
-        self.confirm(plan)
-
-    def confirm(self, plan: DesktopPlan) -> None:
-        from screens.confirm import ConfirmScreen
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.host.run_worker(self._run(plan), group="desktop", exit_on_error=False)
-            else:
-                self.host.say(f"Plan not run: {plan.request}", "desktop")
-
-        count = len(plan.steps)
-        title = f"Run this plan? ({count} step{'s' if count != 1 else ''}, each through the policy gateway)"
-        self.host.push_screen(ConfirmScreen(title, plan.render()), answered)
+        self.host.run_worker(self._run(plan), group="desktop", exit_on_error=False)
 
     async def _run(self, plan: DesktopPlan) -> DesktopRun | None:
         from services.desktop import run_desktop_plan

@@ -96,6 +96,9 @@ class WorkspaceController:
             return
         from screens.confirm import ConfirmScreen
 
+        if getattr(self.host.screen, "asks_to_quit", False):  # Ctrl+Q on the question itself: it is asked
+            return
+
         def answered(yes: bool | None) -> None:
             if yes:
                 self.host.run_worker(self.host.quit_now(), group="quit", exit_on_error=False)
@@ -104,7 +107,9 @@ class WorkspaceController:
             f"{waiting} tool call(s) wait for your approval. Quitting denies them; each denial is recorded "
             "in the audit store and the transcript."
         )
-        self.host.push_screen(ConfirmScreen(f"Quit with {waiting} call(s) waiting?", detail), answered)
+        question = ConfirmScreen(f"Quit with {waiting} call(s) waiting?", detail)
+        question.asks_to_quit = True
+        self.host.push_screen(question, answered)
 
     def quit_later(self) -> None:
         """``/quit``: as Ctrl+Q, from a worker (the command line runs synchronously)."""

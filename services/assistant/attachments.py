@@ -3,7 +3,9 @@
 Each ``@path`` (a word starting with ``@``; an e-mail address is not one) is read with
 ``builtin:fs:read_text`` — the one gateway: the policy decides (a path outside the roots is denied),
 the audit store records the call and the conversation shows it as a tool call, which is the
-attachment in the transcript. At most ``MAX_BYTES`` of a file are attached: a longer one is cut
+attachment in the transcript. The file's text is stored once: in the message that attached it (what
+this turn's request and every later turn's history are built from); the tool call's entry says so
+instead of holding a second copy. At most ``MAX_BYTES`` of a file are attached: a longer one is cut
 there and the message sent to the model says so, as does the notice returned. A mention that names
 no file is left as text (``@here`` in a sentence); a denied or unreadable one is reported and the
 message goes without it.
@@ -56,7 +58,12 @@ async def attach(session: Session, text: str) -> tuple[str, list[Attachment]]:
     file's text between markers that name it (and say when it was cut)."""
     attachments: list[Attachment] = []
     for path in mentions(text)[:MAX_ATTACHMENTS]:
-        result = await session.call_tool(TOOL_ID, {"path": path, "max_bytes": MAX_BYTES}, source="operator")
+        result = await session.call_tool(
+            TOOL_ID,
+            {"path": path, "max_bytes": MAX_BYTES},
+            source="operator",
+            data_stored_in="the message that attached it",  # the file's text: once in the transcript
+        )
         if result.ok and result.data is not None:
             attachments.append(
                 Attachment(

@@ -268,6 +268,7 @@ class Session:
         from_text: bool = False,
         call_id: str | None = None,
         only: tuple[str, frozenset[str]] | None = None,
+        data_stored_in: str | None = None,
     ) -> ToolResult:
         """One call through the gateway, recorded in the audit store and the conversation
         (``from_text``: a call read from the model's text, see ``ToolCallRequest.from_text``; ``call_id``:
@@ -290,6 +291,7 @@ class Session:
                 from_text=from_text,
                 call_id=call_id,
                 only=only,
+                data_stored_in=data_stored_in,
             )
         finally:
             if task is not None:

@@ -102,6 +102,9 @@ class ToolCallRequest:
     # (rule ``command.NAME``) whatever the policy says: a command runs with the intersection of its
     # tools and the active profile's.
     only: tuple[str, frozenset[str]] | None = None
+    # Where the output's data is stored instead of the conversation's tool-call entry (an attached
+    # file's text is in the message that attached it: stored once); None: in the entry, as usual.
+    data_stored_in: str | None = None
 
     def origin(self) -> dict[str, Any]:
         fields = {

@@ -258,6 +258,7 @@ class ToolGateway:
         from_text: bool = False,
         call_id: str | None = None,
         only: tuple[str, frozenset[str]] | None = None,
+        data_stored_in: str | None = None,
     ) -> ToolResult:
         request = ToolCallRequest(
             tool_id,
@@ -272,6 +273,7 @@ class ToolGateway:
             model=model,
             from_text=from_text,
             only=only,
+            data_stored_in=data_stored_in,
         )
         return await execute_tool_call_with_policy(self, request, approver=approver, transcript=transcript)
 

@@ -74,7 +74,9 @@ def record_tool_call(recorder: Recorder, result: ToolResult, request: ToolCallRe
 
     conversation = recorder if isinstance(recorder, Conversation) else Conversation(recorder)
     output = result.to_dict()
-    if len(canonical_json(output)) > _TRANSCRIPT_OUTPUT_CAP:
+    if request.data_stored_in and result.ok:  # stored once, elsewhere in the conversation
+        output = {**output, "data": {"omitted": f"stored once, in {request.data_stored_in}"}}
+    elif len(canonical_json(output)) > _TRANSCRIPT_OUTPUT_CAP:
         output = {**output, "data": {"omitted": "too large for the transcript; see the audit store"}}
     event = ToolCallRecord(
         tool_id=request.tool_id,

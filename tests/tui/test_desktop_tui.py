@@ -1,16 +1,17 @@
-"""``/desktop`` in the TUI: the plan on a confirmation screen, then each step through the gateway with
-the approval modal where the policy asks; a request that cannot be planned is one clear notification."""
+"""``/desktop`` in the TUI: the plan in the transcript, then each step through the gateway with the
+approval modal where the policy asks — the one question (issue 34: no y/n on the plan before it); a
+request that cannot be planned is one clear notification."""
 
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from app.aries_app import AriesApp
 from screens.approval import ApprovalScreen
 from screens.confirm import ConfirmScreen
 from services.workspace.transcripts import read_transcript
-from tests.tui.helpers import Messages
+from tests.tui.helpers import Messages, until
 from tests.tui.test_approvals import SIZE, make_workspace, wait_for_pending, wait_for_tools
 
 
@@ -30,19 +31,18 @@ def entries(app: AriesApp) -> list[dict]:
     return read_transcript(app.session.conversation.transcript.path).entries
 
 
-async def test_desktop_create_confirmed_then_approved_in_the_modal() -> None:
+async def test_desktop_create_asks_once_in_the_approval_modal() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await submit(app, pilot, '/desktop create notes/todo.md with "buy milk"')
-        assert isinstance(app.screen, ConfirmScreen)  # the plan first
-        plan = str(app.screen.query_one("#confirm-detail", Static).render())
-        assert 'Plan for: create notes/todo.md with "buy milk"' in plan and "1. builtin:fs:write_text" in plan
-        assert "Run this plan? (1 step" in app.screen.title_text
-        await pilot.press("y")
-        await wait_for_pending(app, pilot)  # guide mode: the write waits for the operator
+        await wait_for_pending(app, pilot)  # guide mode: the write waits for the operator, the only question
+        assert not isinstance(app.screen, ConfirmScreen)
         assert not (workspace.root / "notes" / "todo.md").exists()
+        plan = entries(app)[-1]  # the plan is in the transcript while its step waits
+        assert plan["content"].startswith('Plan for: create notes/todo.md with "buy milk"')
+        assert "1. builtin:fs:write_text" in plan["content"]
         await pilot.press("f4", "enter")
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
@@ -56,20 +56,26 @@ async def test_desktop_create_confirmed_then_approved_in_the_modal() -> None:
         assert summary["content"].endswith("Done: 1 step(s) ran.")
         decision = app.session.gateway().last_decision()  # type: ignore[union-attr]
         assert decision is not None and decision["approved_by"] == "operator_once"
+    assert not any(isinstance(screen, ConfirmScreen) for screen in app.screen_stack)
 
 
-async def test_desktop_plan_declined_runs_nothing() -> None:
+async def test_desktop_step_denied_in_the_modal_runs_nothing() -> None:
     workspace = make_workspace()
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await submit(app, pilot, "/desktop create notes/todo.md with milk")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
-        await wait_for_tools(app, pilot)
+        await wait_for_pending(app, pilot)
+        await pilot.press("f4", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalScreen)
+        await pilot.press("d")  # the reason field: none given
+        await pilot.pause()
+        await pilot.press("enter")
+        await until(pilot, lambda: "failed or denied" in entries(app)[-1]["content"], what="the plan's summary")
         assert not (workspace.root / "notes").exists()
-        assert not [e for e in entries(app) if e["role"] == "tool"]
-        assert entries(app)[-1]["content"] == "Plan not run: create notes/todo.md with milk"
+        [tool] = [e for e in entries(app) if e["role"] == "tool"]
+        assert tool["status"] != "success"
 
 
 async def test_desktop_list_runs_without_approval() -> None:
@@ -78,7 +84,6 @@ async def test_desktop_list_runs_without_approval() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
         await submit(app, pilot, "/desktop list")
-        await pilot.press("y")
         await wait_for_tools(app, pilot)
         [tool] = [e for e in entries(app) if e["role"] == "tool"]
         assert tool["tool_name"] == "builtin:fs:list_dir" and tool["status"] == "success"

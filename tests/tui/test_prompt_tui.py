@@ -3,8 +3,11 @@ secrets redacted), the line being written comes back after the newest."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from textual import events
+from textual.pilot import Pilot
 from textual.widgets import Input
 
 from app.aries_app import AriesApp
@@ -217,3 +220,80 @@ async def test_at_path_completes_and_attaches_the_file_for_the_model(monkeypatch
         assert "<<<untrusted attached file README.md>>>\n# Demo\n\nAries reads this.\n" in user
     finally:
         server.stop()
+
+
+async def test_an_attached_files_text_is_stored_once_and_sent_once_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file's text is in the transcript once (the message that attached it; the read's tool entry says
+    where it is instead of a second copy); this turn's request and the next turn's (its history) each carry
+    it once, and the tool block in the transcript says where it is."""
+    marker = "A-LINE-ONLY-THE-FILE-HAS"
+    workspace = WorkspaceManager().create("once")[0]
+    (workspace.root / "notes.md").write_text(f"# Notes\n{marker}\n", encoding="utf-8")
+    workspace.close()
+    server = ScriptedServer("ollama").start()
+    monkeypatch.setenv("ARIES_MODEL", "ollama:llama3.2:3b")
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    server.add(Reply("Noted."), Reply("Still noted."))
+    try:
+        app, messages = AriesApp("once"), Messages()
+        async with app.run_test(size=SIZE, message_hook=messages) as pilot:
+            await app.ready()
+            await panes_show(pilot)
+            for number, line in enumerate(["read @notes.md", "and again?"], start=1):
+                app.screen.query_one(PromptInput).value = line
+                await pilot.press("enter")
+                await until(pilot, lambda n=number: len(server.chat_requests()) >= n, messages=messages)
+                await settle(pilot)
+            assert app.session is not None
+            path = app.session.conversation.transcript.path
+            await until(pilot, lambda: path.read_text(encoding="utf-8").count("Still noted.") == 1, messages=messages)
+            assert path.read_text(encoding="utf-8").count(marker) == 1  # stored once
+            from widgets.transcript.tool_call import ToolCallBlock
+
+            [block] = app.screen.query(ToolCallBlock)
+            body = str(block.query_one(".tool-body").render())
+            assert "stored once, in the message that attached it" in body
+        sent = [json.dumps(request["messages"]).count(marker) for request in server.chat_requests()]
+        assert sent == [1, 1]  # this turn's message; the next turn's history
+    finally:
+        server.stop()
+
+
+async def test_tab_completes_an_at_path_in_the_multi_line_editor() -> None:
+    """In the Ctrl+J editor, Tab completes the ``@path`` before the cursor (as the one-line prompt
+    does), on the second line too; two candidates: the first, then Tab again the next; plain text:
+    Tab moves the focus on."""
+    workspace = WorkspaceManager().create("attach")[0]
+    (workspace.root / "README.md").write_text("# Demo\n", encoding="utf-8")
+    (workspace.root / "notes-a.txt").write_text("a\n", encoding="utf-8")
+    (workspace.root / "notes-b.txt").write_text("b\n", encoding="utf-8")
+    workspace.close()
+    app = AriesApp("attach")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.ready()
+        await panes_show(pilot)
+        prompt = app.screen.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press(*"@notes", "tab", "tab", "tab")  # the one-line prompt cycles past "notes-a.txt " too
+        assert prompt.value == "@notes-b.txt "
+        prompt.value = ""
+        await pilot.press(*"first line", "ctrl+j")
+        editor = await until_editor(app, pilot)
+        await pilot.press(*"read @REA", "tab")
+        assert editor.text == "first line\nread @README.md "
+        await pilot.press(*"and @notes", "tab")
+        assert editor.text == "first line\nread @README.md and @notes-"  # the common prefix first
+        await pilot.press("tab")
+        assert editor.text.endswith("and @notes-a.txt ")
+        await pilot.press("tab")
+        assert editor.text.endswith("and @notes-b.txt ")
+        await pilot.press(*"done", "tab")  # no @ before the cursor: the focus moves on
+        assert app.screen.focused is not editor and editor.text.endswith("@notes-b.txt done")
+
+
+async def until_editor(app: AriesApp, pilot: Pilot[None]) -> PromptEditor:
+    def focused() -> bool:
+        return bool(app.screen.query(PromptEditor)) and app.screen.focused is app.screen.query_one(PromptEditor)
+
+    await until(pilot, focused, what="the multi-line editor")
+    return app.screen.query_one(PromptEditor)

@@ -138,12 +138,13 @@ def test_text_results_are_text_not_json() -> None:
 
 
 def test_an_output_that_does_not_fit_its_model_shows_its_raw_json() -> None:
-    """An older version's output (or one cut for size) is shown as the JSON it is, never a crash."""
+    """An older version's output is shown as the JSON it is, never a crash; one whose data is not in the
+    entry (cut for size, an attachment's text stored in its message) says so in a line."""
     older = tool_entry("builtin:shell:run", {"argv": ["echo", "hi"]}, {"exit_code": 0, "stdout": "hi\n", "pid": 7})
     shown = text_of(render_body(older, None).renderable)
     assert '"stdout": "hi\\n"' in shown and '"pid": 7' in shown and "exit 0" not in shown
     cut = tool_entry("builtin:fs:read_text", {"path": "a.md"}, {"omitted": "too large for the transcript"})
-    assert '"omitted": "too large for the transcript"' in text_of(render_body(cut, None).renderable)
+    assert text_of(render_body(cut, None).renderable).strip() == "(too large for the transcript)"
     listed = tool_entry("builtin:fs:list_dir", {"path": "docs"}, [1, 2])
     assert "1" in text_of(render_body(listed, None).renderable)
 

@@ -66,10 +66,18 @@ def _where(hit: dict[str, Any]) -> str:
 
 
 def _source_cell(hit: dict[str, Any], width: int = SOURCE_WIDTH) -> Text:
+    """``path · section`` in ``width`` cells. What gives way first is the path's folders, from the left
+    (``…/approvals/gateway.md``), then the end of the section: the file's name stays whole while it fits."""
     where = _where(hit)
-    text = plain(hit.get("source_path", ""), single_line=True)
-    if where:
-        text.append(f" · {clean(where, single_line=True)}", style="dim")
+    path = clean(str(hit.get("source_path", "")), single_line=True)
+    after = f" · {clean(where, single_line=True)}" if where else ""
+    *folders, name = path.split("/")
+    tails = ["…/" + "/".join([*folders[len(folders) - keep :], name]) for keep in range(len(folders) - 1, -1, -1)]
+    candidates = [path, *tails, name]  # all the folders, then fewer from the left, then the name alone
+    shown = next((c for c in candidates if len(c) + len(after) <= width), name)
+    text = Text(shown)
+    if after:
+        text.append(after, style="dim")
     text.truncate(width, overflow="ellipsis")
     return text
 

@@ -149,7 +149,8 @@ class PromptInput(Input):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "complete":  # a slash command, or an @path: otherwise Tab falls through to focus-next
-            return self.value.startswith("/") or self.value.rsplit(" ", 1)[-1].startswith("@")
+            cycling = self._cycle is not None and self.value == self._cycle_value  # after "@notes-a.txt "
+            return self.value.startswith("/") or cycling or self.value.rsplit(" ", 1)[-1].startswith("@")
         return super().check_action(action, parameters)
 
     def _set(self, value: str) -> None:

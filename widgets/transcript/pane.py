@@ -5,6 +5,11 @@ shown afresh, a new conversation, each entry the conversation writes, and the tu
 answer streams into a ``StreamingAnswer`` block as it arrives). The pane reconciles the stream with
 the record itself: the recorded answer of a turn it followed is already on screen (the stream's block,
 finished on ``Done``), so it is not shown twice.
+
+A long message of the operator (a pasted text: a chip at the prompt) is folded to its first
+``FOLD_SHOWN`` lines and a line that says how many follow; Enter on the selected message (↑/↓) or a
+click on that line unfolds it, and folds it again. ``y`` and a mouse selection that reaches the fold
+copy the whole message, as written.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -23,19 +29,40 @@ from widgets.safe import clean, plain
 from widgets.signals import Conversational, SessionSignals, follow_sessions
 
 if TYPE_CHECKING:
+    from textual.selection import Selection
+
     from widgets.transcript.streaming import StreamingAnswer
 
 ROLE_LABELS = {"user": "you", "assistant": "assistant", "tool": "tool", "system": "aries", "notice": "aries"}
 MAX_SHOWN_CHARS = 20_000
+FOLD_LINES = 12
+"""An operator's message longer than this (in lines) is folded in the transcript."""
+FOLD_SHOWN = 4
+"""How many of its first lines a folded message shows."""
 MAX_TOOL_LINES = 16
 SHOWN = "TranscriptEntry, ToolCallBlock, StreamingAnswer"
 MARK_KINDS = ("pin", "unpin", "rewind")
 """Every block the pane shows for a conversation."""
 
 
-def render_entry(entry: dict[str, Any], mark: str = "") -> Text:
+def fold_lines(entry: dict[str, Any]) -> int:
+    """How many lines a folded ``entry`` hides (0: it is not folded: not the operator's, or short)."""
+    if entry.get("role") != "user":
+        return 0
+    lines = _body(entry).count("\n") + 1
+    return lines - FOLD_SHOWN if lines > FOLD_LINES else 0
+
+
+def fold_note(hidden: int, folded: bool) -> str:
+    if folded:
+        return f"… {hidden} more lines · Enter or a click here unfolds"
+    return "Enter or a click here folds it again"
+
+
+def render_entry(entry: dict[str, Any], mark: str = "", *, folded: bool = False) -> Text:
     """One transcript entry as plain, neutralised text (never markup): a label line, then the content;
-    ``mark`` (``pinned``, ``rewound away``) is said on the label line."""
+    ``mark`` (``pinned``, ``rewound away``) is said on the label line (``folded``: a long message of
+    the operator's first lines and how many follow)."""
     role = clean(entry.get("role", "system"), single_line=True)
     stamp = clean(str(entry.get("timestamp", ""))[11:19], single_line=True)
     label = Text()
@@ -56,6 +83,19 @@ def render_entry(entry: dict[str, Any], mark: str = "") -> Text:
     label.append(f"  {stamp}", style="dim")
     if mark:
         label.append(f"  · {mark}", style="bold green" if mark == "pinned" else "italic")
+    body = _body(entry)
+    hidden = fold_lines(entry)
+    if hidden:
+        shown = "\n".join(body.split("\n")[:FOLD_SHOWN]) if folded else body[:MAX_SHOWN_CHARS]
+        return Text.assemble(label, "\n", plain(shown), "\n", Text(fold_note(hidden, folded), style="dim italic"))
+    if len(body) > MAX_SHOWN_CHARS:
+        body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
+    return Text.assemble(label, "\n", plain(body))
+
+
+def _body(entry: dict[str, Any]) -> str:
+    """What an entry shows below its label: its content (attached files as one line each, a tool's data)."""
+    role = entry.get("role")
     body = str(entry.get("content", ""))
     if role == "user" and ("attached file " in body):  # the files a message attached: one line each
         from services.assistant.attachments import collapse_attachments
@@ -63,9 +103,7 @@ def render_entry(entry: dict[str, Any], mark: str = "") -> Text:
         body = collapse_attachments(body)
     if role == "tool":
         body = "\n".join(part for part in (body, tool_output_text(entry.get("output"))) if part)
-    if len(body) > MAX_SHOWN_CHARS:
-        body = body[:MAX_SHOWN_CHARS] + f"\n… ({len(body) - MAX_SHOWN_CHARS} more characters in the transcript file)"
-    return Text.assemble(label, "\n", plain(body))
+    return body
 
 
 def tool_output_text(output: Any, max_lines: int = MAX_TOOL_LINES) -> str:
@@ -98,17 +136,66 @@ class TranscriptEntry(Static):
 
     def __init__(self, entry: dict[str, Any]) -> None:
         role = clean(entry.get("role", "system"), single_line=True)
-        super().__init__(render_entry(entry), classes=f"-{role}" if role in ROLE_LABELS else "-system", markup=False)
+        self.hidden_lines = fold_lines(entry)  # what folding hides (0: never folded)
+        self.folded = bool(self.hidden_lines)
+        super().__init__(
+            render_entry(entry, folded=self.folded),
+            classes=f"-{role}" if role in ROLE_LABELS else "-system",
+            markup=False,
+        )
         self.entry = entry
         self.marks = (False, False)  # (rewound away, pinned), as shown
+        self._query = ""
+
+    def mark(self) -> str:
+        """What the label line says of the entry's turn (``rewound away``, ``pinned`` or nothing)."""
+        away, pin = self.marks
+        return "rewound away" if away else "pinned" if pin else ""
+
+    def show_marks(self, away: bool, pinned: bool) -> None:
+        """Say on the label line that the entry's turn was rewound away or is pinned."""
+        self.marks = (away, pinned)
+        self.highlight(self._query)
 
     def highlight(self, query: str) -> None:
         """Show ``query`` highlighted in the entry (nothing highlighted for an empty query)."""
-        away, pin = self.marks
-        text = render_entry(self.entry, "rewound away" if away else "pinned" if pin else "")
+        self._query = query
+        text = render_entry(self.entry, self.mark(), folded=self.folded)
         if query:
             text.highlight_regex(re.compile(re.escape(query), re.IGNORECASE), style="black on yellow")
         self.update(text)
+
+    def toggle_fold(self) -> bool:
+        """Unfold a folded message, or fold it again (False: it is not a message that folds)."""
+        if not self.hidden_lines:
+            return False
+        self.folded = not self.folded
+        self.highlight(self._query)
+        return True
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on the fold's line (the block's last row) unfolds or folds the message; the end of a
+        mouse selection there (a drag, then the click Textual sends) does not."""
+        if self.hidden_lines and event.y == self.size.height - 1 and self.text_selection is None:
+            event.stop()
+            self.toggle_fold()
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The selected text as written; a selection that reaches the fold's line takes the lines it
+        hides too (the whole message from where the selection starts), never the fold's note."""
+        if not (self.hidden_lines and self.folded):
+            return super().get_selection(selection)
+        shown = str(render_entry(self.entry, folded=True)).split("\n")
+        note = len(shown) - 1  # the fold's line
+        if selection.end is not None and selection.end.y < note:
+            return super().get_selection(selection)
+        from textual.geometry import Offset
+        from textual.selection import Selection as Span
+
+        head = Span(selection.start, Offset(0, note)).extract("\n".join(shown))
+        hidden = "\n".join(_body(self.entry).split("\n")[FOLD_SHOWN:])
+        start_line = 0 if selection.start is None else selection.start.y
+        return (head + hidden if start_line < note else hidden), "\n"
 
 
 FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -155,6 +242,14 @@ class TranscriptPane(VerticalScroll):
         ),
         Binding("down,j", "select(1)", "Next", show=False, id="transcript.next", tooltip="Select the message below"),
         Binding("y", "copy", "Copy", show=False, id="transcript.copy", tooltip="Copy the selected message (OSC 52)"),
+        Binding(
+            "enter",
+            "toggle_fold",
+            "Unfold",
+            show=False,
+            id="transcript.unfold",
+            tooltip="Unfold the selected long message (a pasted text), or fold it again",
+        ),
         Binding(
             "c",
             "copy_code",
@@ -235,8 +330,7 @@ class TranscriptPane(VerticalScroll):
                 and widget.entry.get("role") == "user"
                 and (away, pin) != widget.marks
             ):
-                widget.marks = (away, pin)
-                widget.update(render_entry(widget.entry, "rewound away" if away else "pinned" if pin else ""))
+                widget.show_marks(away, pin)
             widget.set_class(away, "-rewound")
             widget.set_class(pin, "-pinned")
 
@@ -293,6 +387,17 @@ class TranscriptPane(VerticalScroll):
             return
         copy_text(self.app, searchable_text(block), "copy")
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_fold":  # only on a selected message that folds: Enter is free otherwise
+            block = self.selected
+            return isinstance(block, TranscriptEntry) and bool(block.hidden_lines)
+        return super().check_action(action, parameters)
+
+    def action_toggle_fold(self) -> None:
+        block = self.selected
+        if isinstance(block, TranscriptEntry) and block.toggle_fold():
+            self.scroll_to_widget(block, animate=False)
+
     def action_copy_code(self) -> None:
         from widgets.clipboard import copy_text
 
@@ -337,7 +442,10 @@ class TranscriptPane(VerticalScroll):
             if block not in self._found or self._found.index(block) != self._found_at:
                 block.remove_class("-find-current")
         if self._found_at is not None:
-            self.scroll_to_widget(self._found[self._found_at], animate=False, top=True)
+            current = self._found[self._found_at]
+            if isinstance(current, TranscriptEntry) and current.folded:  # the match may be in the folded lines
+                current.toggle_fold()
+            self.scroll_to_widget(current, animate=False, top=True)
 
     # -- what the session's signals say -----------------------------------------------------------
     def _session_opened(self, signals: SessionSignals) -> None:

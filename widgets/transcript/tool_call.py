@@ -4,7 +4,9 @@ The header names the tool, its outcome (ok, or the error type), how it was decid
 operator, a rule or the mode; denied), its key argument and its duration. The body renders what the
 tool returned: text as text (file reads, shell output), listings and search results as tables,
 patches as a highlighted diff, fetched pages as title + URL + text, errors with type, message and
-rule. A long body is collapsed to its first lines; Enter, space or a click expands it in place
+rule, an undo as the files it put back. Colours that carry meaning (a diff's lines, the outcome) come
+from the theme in force (``widgets.toolinfo.meaning_style``), each with a symbol or a word, and follow a
+change of theme. A long body is collapsed to its first lines; Enter, space or a click expands it in place
 (scrollable) and collapses it again. Every string is neutralised and shown literally.
 """
 
@@ -30,6 +32,7 @@ from services.tools.outputs import (
     FsApplyPatchOutput,
     FsListDirOutput,
     FsReadTextOutput,
+    FsRestoreOutput,
     FsSearchTextOutput,
     FsWriteTextOutput,
     ShellPollOutput,
@@ -41,7 +44,7 @@ from services.tools.outputs import (
     output_of,
 )
 from widgets.safe import clean, clip, plain
-from widgets.toolinfo import key_argument_of, short_tool
+from widgets.toolinfo import key_argument_of, meaning_style, short_tool
 
 COLLAPSED_LINES = 8
 MAX_EXPANDED_CHARS = 200_000
@@ -57,9 +60,12 @@ class Body:
     unit: str = "lines"
 
 
-Renderer = Callable[[Any, Mapping[str, Any], "int | None"], Body]
-"""A renderer takes its tool's output model (typed in each renderer), the call's arguments and the
-most lines/rows to show (None: all)."""
+Variables = Mapping[str, str] | None
+"""The theme's variables (``App.theme_variables``), for the colours that carry meaning; None: fixed ones."""
+
+Renderer = Callable[[Any, Mapping[str, Any], "int | None", Variables], Body]
+"""A renderer takes its tool's output model (typed in each renderer), the call's arguments, the most
+lines/rows to show (None: all) and the theme's variables."""
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -156,11 +162,15 @@ def render_raw(data: Any, limit: int | None) -> Body:
     return _lines_body(json.dumps(data, ensure_ascii=False, indent=2, default=str), limit, "dim")
 
 
-def render_read(data: FsReadTextOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_read(
+    data: FsReadTextOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     return _lines_body(data.text, limit)
 
 
-def render_listing(data: FsListDirOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_listing(
+    data: FsListDirOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     entries = data.entries
     table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", expand=False)
     table.add_column("type", style="dim", no_wrap=True)
@@ -177,7 +187,9 @@ def render_listing(data: FsListDirOutput, args: Mapping[str, Any], limit: int | 
     return Body(table, len(entries), "entries")
 
 
-def render_search(data: FsSearchTextOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_search(
+    data: FsSearchTextOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     matches = data.matches
     if not matches:
         return Body(plain("no matches", "dim"), 1)
@@ -189,7 +201,9 @@ def render_search(data: FsSearchTextOutput, args: Mapping[str, Any], limit: int 
     return Body(table, len(matches), "matches")
 
 
-def render_write(data: FsWriteTextOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_write(
+    data: FsWriteTextOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     verb = "created" if data.created else "wrote"
     line = plain(f"{verb} {data.path}  ({data.bytes_written} bytes)")
     text = str(args.get("text") or "")
@@ -199,36 +213,39 @@ def render_write(data: FsWriteTextOutput, args: Mapping[str, Any], limit: int | 
     return Body(Group(line, body.renderable), body.total + 1)
 
 
-def render_patch(data: FsApplyPatchOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_patch(
+    data: FsApplyPatchOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     table = Table.grid(padding=(0, 2))
     for item in data.files:
         table.add_row(
             plain(item.action, single_line=True),
             plain(item.path, single_line=True),
-            Text(f"+{item.added}", style="green"),
-            Text(f"-{item.removed}", style="red"),
+            Text(f"+{item.added}", style=meaning_style("added", variables)),
+            Text(f"-{item.removed}", style=meaning_style("removed", variables)),
         )
     parts: list[RenderableType] = [plain("applied" if data.applied else "not applied (dry run)", "bold"), table]
     diff = str(args.get("patch") or args.get("diff") or "")
     lines = diff.splitlines()
     if lines:
-        parts.append(diff_text(lines if limit is None else lines[:limit]))
+        parts.append(diff_text(lines if limit is None else lines[:limit], variables))
     return Body(Group(*parts), len(lines) + len(parts))
 
 
-def diff_text(lines: list[str]) -> Text:
-    """Unified-diff lines with +/- and hunk headers coloured (neutralised, never markup)."""
+def diff_text(lines: list[str], variables: Variables = None) -> Text:
+    """Unified-diff lines with +/- and hunk headers coloured in the theme (neutralised, never markup);
+    the ``+``/``-``/``@@`` each line starts with says the same without the colour."""
     text = Text()
     for number, line in enumerate(lines):
         style = ""
         if line.startswith(("+++", "---")):
             style = "bold"
         elif line.startswith("@@"):
-            style = "cyan"
+            style = meaning_style("hunk", variables)
         elif line.startswith("+"):
-            style = "green"
+            style = meaning_style("added", variables)
         elif line.startswith("-"):
-            style = "red"
+            style = meaning_style("removed", variables)
         text.append(clean(line, single_line=True), style=style)
         if number < len(lines) - 1:
             text.append("\n")
@@ -253,7 +270,7 @@ def _shell_facts(data: ShellOutput) -> list[str]:
     return facts
 
 
-def render_shell(data: ShellOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_shell(data: ShellOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None) -> Body:
     if isinstance(data, ShellRunOutput):
         stdout, stderr = data.stdout, data.stderr
     elif isinstance(data, ShellPollOutput):
@@ -264,7 +281,7 @@ def render_shell(data: ShellOutput, args: Mapping[str, Any], limit: int | None) 
     out_lines = stdout.splitlines()
     err_lines = stderr.splitlines()
     budget = limit
-    for label, chunk, style in (("stdout", out_lines, ""), ("stderr", err_lines, "red")):
+    for label, chunk, style in (("stdout", out_lines, ""), ("stderr", err_lines, meaning_style("stderr", variables))):
         if not chunk:
             continue
         shown = chunk if budget is None else chunk[: max(budget, 0)]
@@ -278,7 +295,9 @@ def render_shell(data: ShellOutput, args: Mapping[str, Any], limit: int | None) 
     return Body(Group(*lines), len(out_lines) + len(err_lines) + 1)
 
 
-def render_web_search(data: WebSearchOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_web_search(
+    data: WebSearchOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     results = data.results
     if not results:
         return Body(plain("no results", "dim"), 1)
@@ -298,7 +317,9 @@ def render_web_search(data: WebSearchOutput, args: Mapping[str, Any], limit: int
     return Body(table, len(results), "results")
 
 
-def render_web_page(data: WebFetchOutput | WebExtractOutput, args: Mapping[str, Any], limit: int | None) -> Body:
+def render_web_page(
+    data: WebFetchOutput | WebExtractOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
     url: str | None
     if isinstance(data, WebFetchOutput):
         title, url, text = "", data.final_url, data.preview
@@ -316,12 +337,30 @@ def render_web_page(data: WebFetchOutput | WebExtractOutput, args: Mapping[str, 
     return Body(Group(*head, body.renderable), body.total + len(head))
 
 
+RESTORED = {"restored": "restored", "recreated": "recreated", "removed": "removed (it did not exist before)"}
+
+
+def render_restore(
+    data: FsRestoreOutput, args: Mapping[str, Any], limit: int | None, variables: Variables = None
+) -> Body:
+    """``/undo``: which call was undone and, one line each, what became of each file."""
+    lines = [plain(f"undid call {data.call_id}", "bold", single_line=True)]
+    files = data.files if limit is None else data.files[: max(limit - 1, 0)]
+    for item in files:
+        what = RESTORED.get(item.action, item.action)
+        lines.append(Text.assemble(plain(f"  {what}  ", single_line=True), plain(item.path, "bold", single_line=True)))
+    if not data.files:
+        lines.append(plain("  no file needed restoring", "dim"))
+    return Body(Group(*lines), len(data.files) + 1, "files")
+
+
 RENDERERS: dict[str, Renderer] = {
     "builtin:fs:read_text": render_read,
     "builtin:fs:list_dir": render_listing,
     "builtin:fs:search_text": render_search,
     "builtin:fs:write_text": render_write,
     "builtin:fs:apply_patch": render_patch,
+    "builtin:fs:restore": render_restore,
     "builtin:shell:run": render_shell,
     "builtin:shell:start": render_shell,
     "builtin:shell:poll": render_shell,
@@ -333,11 +372,13 @@ RENDERERS: dict[str, Renderer] = {
 (:data:`services.tools.outputs.OUTPUT_MODELS`); every other tool's output is shown as a listing."""
 
 
-def render_error(error: Mapping[str, Any], limit: int | None = None) -> Body:
+def render_error(error: Mapping[str, Any], limit: int | None = None, variables: Variables = None) -> Body:
     details = error.get("details") if isinstance(error.get("details"), Mapping) else {}
     assert isinstance(details, Mapping)
     head = Text.assemble(
-        plain(error.get("type", "Error"), "bold red", single_line=True), ": ", plain(error.get("message", ""))
+        plain(error.get("type", "Error"), meaning_style("failed", variables), single_line=True),
+        ": ",
+        plain(error.get("message", "")),
     )
     rows: list[tuple[str, Any]] = []
     if details.get("rule"):
@@ -352,21 +393,23 @@ def render_error(error: Mapping[str, Any], limit: int | None = None) -> Body:
     return Body(Group(head, _kv_table(rows)) if rows else head, 1 + len(rows))
 
 
-def render_body(entry: Mapping[str, Any], limit: int | None) -> Body:
+def render_body(entry: Mapping[str, Any], limit: int | None, variables: Variables = None) -> Body:
     """The result part of a transcript tool entry, at most ``limit`` lines/rows (None: all)."""
     data, error, _meta = _output_parts(entry)
     if error:
-        return render_error(error, limit)
+        return render_error(error, limit, variables)
     args = entry.get("input") if isinstance(entry.get("input"), Mapping) else {}
     assert isinstance(args, Mapping)
     tool_id = str(entry.get("tool_name", ""))
+    if isinstance(data, Mapping) and set(data) == {"omitted"}:  # the data is not in the entry: say where
+        return Body(plain(f"({data['omitted']})", "dim"), 1)
     renderer = RENDERERS.get(tool_id)
     if renderer is None:
         return render_generic(data, args, limit)
     output = output_of(tool_id, data)  # the recorded dict, parsed into the tool's output model once
     if output is None:
         return render_raw(data, limit)
-    return renderer(output, args, limit)
+    return renderer(output, args, limit, variables)
 
 
 # -- the header ----------------------------------------------------------------------------------
@@ -376,8 +419,9 @@ def _duration(value: Any) -> str:
     return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.1f} s"
 
 
-def decision_label(entry: Mapping[str, Any]) -> tuple[str, str]:
-    """``(text, style)`` of the outcome: ``ok``, ``denied``, or the error type."""
+def decision_label(entry: Mapping[str, Any], variables: Variables = None) -> tuple[str, str]:
+    """``(text, style)`` of the outcome: ``✓ ok``, ``✗ denied``, or ``✗`` and the error type."""
+    ok, failed = meaning_style("ok", variables), meaning_style("failed", variables)
     _data, error, meta = _output_parts(entry)
     decision = meta.get("decision") if isinstance(meta.get("decision"), Mapping) else {}
     assert isinstance(decision, Mapping)
@@ -388,20 +432,20 @@ def decision_label(entry: Mapping[str, Any]) -> tuple[str, str]:
             by = "operator" if "operator" in str(details.get("rule", "")) else "policy"
             if details.get("hook"):  # a before hook (services.tools.hooks)
                 by = f"hook {clean(str(details['hook']), single_line=True)}"
-            return f"✗ denied by {by}", "bold red"
-        return f"✗ {kind}", "bold red"
+            return f"✗ denied by {by}", failed
+        return f"✗ {kind}", failed
     status = str(entry.get("status", ""))
     if status and status not in {"success", "ok"}:
-        return f"✗ {clean(status, single_line=True)}", "bold red"
+        return f"✗ {clean(status, single_line=True)}", failed
     approved = decision.get("approved_by")
     if approved in {"operator_once", "operator_session"}:
-        return f"✓ ok · approved {'once' if approved == 'operator_once' else 'for session'}", "green"
-    return "✓ ok", "green"
+        return f"✓ ok · approved {'once' if approved == 'operator_once' else 'for session'}", ok
+    return "✓ ok", ok
 
 
-def header_text(entry: Mapping[str, Any], *, expanded: bool | None) -> Text:
+def header_text(entry: Mapping[str, Any], *, expanded: bool | None, variables: Variables = None) -> Text:
     marker = " " if expanded is None else ("▾" if expanded else "▸")
-    label, style = decision_label(entry)
+    label, style = decision_label(entry, variables)
     args = entry.get("input") if entry.get("input") is not None else {}
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{marker} ", style="bold")
@@ -546,8 +590,13 @@ class ToolCallBlock(Vertical):
         if hooked.plain:
             yield Static(hooked, classes="tool-hooks")
 
+    def _variables(self) -> Variables:
+        return self.app.theme_variables if self.is_attached else None
+
     def _header(self) -> Text:
-        return header_text(self.entry, expanded=self.expanded if self.collapsible else None)
+        return header_text(
+            self.entry, expanded=self.expanded if self.collapsible else None, variables=self._variables()
+        )
 
     def _more(self) -> Text:
         if not self.collapsible:
@@ -557,7 +606,7 @@ class ToolCallBlock(Vertical):
         return Text(f"… {self.hidden_count} more {self._short.unit}: Enter expands", style="dim")
 
     def watch_expanded(self, expanded: bool) -> None:
-        body = render_body(self.entry, None) if expanded else self._short
+        body = render_body(self.entry, None if expanded else self.collapsed_lines, self._variables())
         self.query_one(".tool-body", Static).update(body.renderable)
         self.query_one(".tool-header", Static).update(self._header())
         self.query_one(".tool-more", Static).update(self._more())
@@ -569,6 +618,14 @@ class ToolCallBlock(Vertical):
 
     def on_mount(self) -> None:
         self.query_one(".tool-more").display = self.collapsible
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self._theme_changed()
+
+    def _theme_changed(self, _theme: object = None) -> None:
+        """The colours that carry meaning, again in the theme now in force."""
+        body = render_body(self.entry, None if self.expanded else self.collapsed_lines, self._variables())
+        self.query_one(".tool-body", Static).update(body.renderable)
+        self.query_one(".tool-header", Static).update(self._header())
 
     def action_show_audit(self) -> None:
         call_id = self.entry.get("call_id")
