@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -84,6 +84,7 @@ from services.assistant.events import (
 from services.assistant.recall import TurnRecall
 from services.assistant.structured import MAX_RETRIES, retry_instruction
 from services.assistant.text_turn import TextCallState, as_tool_calls, refused_notice
+from services.assistant.tool_offer import Ranker, Selection, ToolDoc, compact, named_tools
 from services.assistant.turn_window import MAX_REFITS, TurnWindow
 from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
@@ -132,12 +133,25 @@ class TurnOutcome:
 
 @dataclass(frozen=True)
 class ToolOffer:
-    """The tools a model is offered under the policy in force: their schemas as sent, the map from the
-    provider-side names back to tool ids, and the schemas' cost in estimated tokens."""
+    """The tools a model may be offered under the policy in force: their schemas as sent, the map from
+    the provider-side names back to tool ids, the schemas' cost in estimated tokens, and the index that
+    ranks them for a request (:mod:`services.assistant.tool_offer`: the best within the tools' budget)."""
 
     schemas: list[ToolSchema]
     names: ToolNameMap
     tokens: int
+    docs: tuple[ToolDoc, ...] = ()
+    ranker: Ranker | None = None
+
+    def choose(self, selection: Selection) -> tuple[list[ToolSchema], int]:
+        """The schemas ``selection`` offers (in rank order) and their cost."""
+        from services.models.tokens import tools_tokens
+
+        if selection.all_offered:
+            return self.schemas, self.tokens
+        by_id = {doc.tool_id: schema for doc, schema in zip(self.docs, self.schemas, strict=True)}
+        chosen = [by_id[tool_id] for tool_id in selection.offered]
+        return chosen, tools_tokens(chosen)
 
 
 class StepKind(StrEnum):
@@ -193,16 +207,45 @@ class _Context:
     messages: list[ChatMessage] = field(default_factory=list)  # the turn's steps so far, as sent
     reported: LeftOut | None = None  # the last left-out report
     retries: int = 0  # output-schema retries asked
+    pinned: frozenset[str] = frozenset()  # tools offered whatever the ranking (the profile names them)
+    tool_budget: int = 0  # the tokens the tool definitions may take (before the window's room)
+    selection: Selection | None = None  # the tools chosen for the request (None: no tools)
 
     @property
     def names(self) -> ToolNameMap | None:
         return self.offer.names if self.offer is not None else None
 
+    def choose_tools(self) -> None:
+        """Rank the enabled tools against the message and the recent turns and keep the best within
+        the tools' budget (:mod:`services.assistant.tool_offer`; the window's room caps the budget)."""
+        from services.assistant.tool_offer import select
+
+        if self.offer is None or self.offer.ranker is None:
+            self.selection = None
+            return
+        recent = [m.content for turn in self.fitter.history[-2:] for m in turn.messages if m.role == "user"]
+        budget = max(0, min(self.tool_budget, self.fitter.tool_room(self.messages)))
+        self.selection = select(
+            self.offer.docs,
+            self.query,
+            recent,
+            budget=budget,
+            pinned=self.pinned,
+            ranker=self.offer.ranker,
+        )
+
     def fit(self) -> Fitted:
-        """The next request, fitted to the window: the steps so far and the tools offered."""
+        """The next request, fitted to the window: the steps so far and the tools chosen."""
         if self.offer is None:
             return self.fitter.fit(self.messages, [], 0)
-        return self.fitter.fit(self.messages, self.offer.schemas, self.offer.tokens)
+        if self.selection is None:
+            return self.fitter.fit(self.messages, self.offer.schemas, self.offer.tokens)
+        schemas, tokens = self.offer.choose(self.selection)
+        return self.fitter.fit(self.messages, schemas, tokens)
+
+    def offered(self, tool_id: str) -> bool:
+        """Whether ``tool_id`` was among the tools offered in the last request."""
+        return self.selection is None or tool_id in self.selection.offered
 
 
 class TurnLoop:
@@ -219,8 +262,10 @@ class TurnLoop:
         options: ModelOptions | None = None,
         model_label: str | None = None,
         cloud_approve: Approve | None = None,
+        pinned_tools: Iterable[str] = (),
     ) -> None:
         self.session = session
+        self.pinned_tools = frozenset(pinned_tools)  # offered whatever the ranking (a workspace command's tools)
         self.provider = provider
         self.approver = approver
         self.on_event = on_event
@@ -243,6 +288,15 @@ class TurnLoop:
         (built once per registry and policy, and kept on the registry)."""
         gateway = self.session.gateway()
         return gateway.registry.memo(("assistant.offer", gateway.policy.hash), lambda: _offer(gateway))
+
+    def _tool_budget(self) -> int:
+        """The model's ``settings.models.<name>.tool_budget``, else ``DEFAULT_TOOL_BUDGET`` (1,200)."""
+        from services.assistant.tool_offer import DEFAULT_TOOL_BUDGET
+        from services.assistant.turn_window import model_settings
+
+        settings = model_settings(self.session.workspace, self.model_label)
+        budget = getattr(settings, "tool_budget", None)
+        return DEFAULT_TOOL_BUDGET if budget is None else int(budget)
 
     def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
         """The schemas of :meth:`tool_offer` and the map of their names."""
@@ -323,6 +377,9 @@ class TurnLoop:
                 await self._mcp_tools(outcome.turn_id)
             offer = self.tool_offer()
         context = await self._open_window(turn, profile, hits, query, index, offer)
+        context.pinned = named_tools(profile.tool_patterns if profile is not None else None) | self.pinned_tools
+        context.tool_budget = self._tool_budget()
+        context.choose_tools()
         fitted = await self._fit(context)
         outcome.hits = fitted.kept_hits
         if index is not None:
@@ -399,6 +456,7 @@ class TurnLoop:
         turn.streamed = ""
         if context.offer is not None:  # asked each step: a profile switch mid-turn changes them at once
             context.offer = self.tool_offer()
+            context.choose_tools()
         calls, finish = await self._stream_fitted(turn, context, step)
         turn.outcome.finish_reason = finish
         if finish == "length":
@@ -428,6 +486,8 @@ class TurnLoop:
                 attempt += 1
                 continue
             self._note_request(turn.outcome, context.window, fitted, context.recall.elapsed_ms)
+            if context.selection is not None:  # what was offered and why (ask --json, /tools offered)
+                turn.outcome.context["tools_offered"] = {**context.selection.to_dict(), "sent": bool(fitted.tools)}
             if fitted.breakdown is not None:
                 self._emit(ContextMeasured(turn.outcome.turn_id, step, fitted.breakdown))
             return calls, finish
@@ -579,6 +639,8 @@ class TurnLoop:
             outcome.usage["text_tool_calls"] = turn.text_calls
         if "breakdown" in outcome.context:  # the last request's share of the window, recorded with the turn
             outcome.usage["context"] = outcome.context["breakdown"]
+        if "tools_offered" in outcome.context:  # what /tools offered reads back
+            outcome.usage["tools_offered"] = compact(outcome.context["tools_offered"])
         counted = self.provider.name != "offline"  # the offline provider has no model to count for
         if counted and not turn.prompt_tokens and "prompt_tokens_estimated" in outcome.context:
             # the server did not count (llama-cpp-python's stream): say what was estimated
@@ -747,6 +809,16 @@ class TurnLoop:
         # An unknown name still goes through the gateway: it is refused there (registry.unknown_tool)
         # and audited like every other call, and the model gets the structured error.
         tool_id = mapped or call.name
+        if mapped is not None and not context.offered(mapped):
+            self.session.conversation.record(
+                Notice(
+                    text=f"The model called {mapped}, which was not offered in this request (left out as less "
+                    "relevant, /tools offered); the gateway decides it like any call.",
+                    title="tools",
+                    turn_id=turn_id,
+                    step=step,
+                )
+            )
         args: Any = call.arguments
         if call.arguments_error is not None:
             args = call.raw_arguments  # not a JSON object: the gateway answers InvalidInput, the model sees why
@@ -801,7 +873,11 @@ def _offer(gateway: ToolGateway) -> ToolOffer:
         )
         for t in enabled
     ]
-    return ToolOffer(schemas, names, tools_tokens(schemas))
+    docs = tuple(
+        ToolDoc.of(t["id"], schema.name, schema.description, schema.parameters, tools_tokens([schema]))
+        for t, schema in zip(enabled, schemas, strict=True)
+    )
+    return ToolOffer(schemas, names, tools_tokens(schemas), docs, Ranker(docs))
 
 
 OFFERED_BOUND_LIMIT = 256

@@ -54,6 +54,14 @@ class ModelSettings(BaseModel):
     """Read tool calls the model writes as text (``<tool_call>…``, ``tool_code`` fences, …) and run them
     through the gateway (never approved by a grant or by commander mode); None: on until the model
     returns a native tool call in the conversation, then off; false: never; true: always."""
+    tool_budget: int | None = Field(default=None, ge=0, le=1_000_000)
+    """Tokens the tool definitions may take in one request: the enabled tools most relevant to the
+    request are offered within it (``services.assistant.tool_offer``); None: 1,200."""
+    constrained: bool | None = None
+    """The server constrains output to a JSON Schema (llama.cpp's ``json_schema``, Ollama's ``format``):
+    a tool call whose arguments are not valid JSON gets a second pass for them under the tool's schema,
+    and a profile's ``output_schema`` answer is constrained; None: on for Ollama and llama.cpp servers
+    (``openai`` provider), false: never."""
 
 
 class WorkspaceSettings(BaseModel):
