@@ -11,7 +11,8 @@ vocabulary thirty times). Each of the 48 tasks names the tools that would do it.
 
 For each task the request is fitted as the turn loop fits it (:class:`ContextFitter` over the
 default system prompt and the task's message, the window's answer reserve kept) and the tools are
-chosen by :func:`services.assistant.tool_offer.select` within ``min(budget, room)``. Reported: the
+chosen by :func:`services.assistant.tool_offer.select` within ``min(budget, room / 2)`` (as the turn
+loop does: half of what the window leaves at most). Reported: the
 share of tasks whose needed tool is offered (acceptance: ≥ 95 %), the largest and mean cost of the
 tools offered (acceptance: never over the budget), how many are offered, where the spammy tool
 ranks, the time per selection — and, for comparison, what is done without ranking (all 60
@@ -84,7 +85,7 @@ def run(window: int = 4096, budget: int = 1200, tasks: list[dict[str, Any]] | No
             profile_system_prompt(None), task["text"], [], [], window=window, reserve=answer_reserve(window, None)
         )
         started = time.perf_counter()
-        selection = select(docs, task["text"], budget=min(budget, fitter.tool_room([])), ranker=ranker)
+        selection = select(docs, task["text"], budget=min(budget, fitter.tool_room([]) // 2), ranker=ranker)
         times.append((time.perf_counter() - started) * 1000)
         offered = selection.offered
         sent = tools_tokens([by_id[tool_id] for tool_id in offered])

@@ -318,6 +318,7 @@ HANDLERS: dict[str, Handler] = {
     "fork": lambda c, parsed: c.conversations.fork(parsed.turns),
     "copy": lambda c, parsed: c.conversations.copy(),
     "usage": lambda c, parsed: c.assistant.usage(),
+    "tools": lambda c, parsed: c.assistant.tools_offered(),
     "replay": lambda c, parsed: c.history.replay(),
     "runs": lambda c, parsed: c.history.runs(),
     "quit": lambda c, parsed: c.workspace.quit_later(),

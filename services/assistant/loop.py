@@ -224,7 +224,8 @@ class _Context:
             self.selection = None
             return
         recent = [m.content for turn in self.fitter.history[-2:] for m in turn.messages if m.role == "user"]
-        budget = max(0, min(self.tool_budget, self.fitter.tool_room(self.messages)))
+        # at most half of what the window leaves: the passages and the history keep the rest
+        budget = max(0, min(self.tool_budget, self.fitter.tool_room(self.messages) // 2))
         self.selection = select(
             self.offer.docs,
             self.query,

@@ -16,9 +16,9 @@ tools use (``folder`` → ``directory``, ``download`` → ``fetch``). No model i
 
 The selection (:func:`select`) keeps the tools the profile names (and, later, a workspace command's
 tools: ``pinned``) first whatever they cost, saying so when those alone exceed the budget; then the
-ranked tools, best first, each whole, while they fit; tools that match nothing fill what is left in
-the registry's order. Same input, same output. Pure: no I/O, imports nothing of Aries but the token
-estimate.
+ranked tools, best first, each whole, while they fit; a tool that matches nothing is offered only when
+every enabled tool fits (as without ranking). Same input, same output. Pure: no I/O, imports nothing of
+Aries.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def stem(word: str) -> str:
         return word[:-3]
     if len(word) > 4 and word.endswith("ed"):
         return word[:-2]
-    if len(word) > 4 and word.endswith("es") and word[-3] in "sxz":
+    if len(word) > 4 and word.endswith(("sses", "xes", "ches", "shes")):
         return word[:-2]
     if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
         return word[:-1]
@@ -98,7 +98,7 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """The words of ``text`` as the ranking sees them (split, lower-cased, synonyms mapped, stemmed,
     stopwords and single letters dropped), in order, repeats kept."""
-    out = []
+    out: list[str] = []
     for raw in _WORD.findall(text):
         word = raw.lower()
         if word in STOPWORDS or len(word) < 2:
@@ -137,7 +137,7 @@ class Pick:
     score: float
     tokens: int
     offered: bool
-    why: str  # "named by the profile", "matched: read, file", "filled the budget", "over the budget", …
+    why: str  # "named by the profile", "matched: read, file", "relevant, over the budget", "no match", …
     matched: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -291,16 +291,17 @@ def select(
             decided[doc.tool_id] = Pick(doc.tool_id, score, doc.tokens, True, "named by the profile", matched)
             used += doc.tokens
     pinned_over = used > budget
+    everything = sum(doc.tokens for doc in docs) <= budget  # all fit: all are offered, as without ranking
     for i in order:
         doc, (score, matched) = docs[i], scored[i]
         if doc.tool_id in decided:
             continue
-        fits = used + doc.tokens <= budget
+        fits = used + doc.tokens <= budget and (score > 0 or everything)
         used += doc.tokens if fits else 0
         if score > 0:
             why = f"matched: {', '.join(matched[:4])}" if fits else "relevant, over the budget"
         else:
-            why = "filled the budget" if fits else "no match, over the budget"
+            why = "all enabled tools fit" if fits else "no match"
         decided[doc.tool_id] = Pick(doc.tool_id, score, doc.tokens, fits, why, matched)
     picks = tuple(decided[docs[i].tool_id] for i in order)
     return Selection(picks, budget, pinned_over, tuple(pinned_ids))
