@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from services.assistant.constrained import constrains
 from services.assistant.context import (
     ContextFitter,
     Fitted,
@@ -210,6 +211,8 @@ class _Context:
     pinned: frozenset[str] = frozenset()  # tools offered whatever the ranking (the profile names them)
     tool_budget: int = 0  # the tokens the tool definitions may take (before the window's room)
     selection: Selection | None = None  # the tools chosen for the request (None: no tools)
+    constrained: bool | None = None  # settings.models.<name>.constrained (services.assistant.constrained)
+    sent: list[ChatMessage] = field(default_factory=list)  # the messages of the last request, as sent
 
     @property
     def names(self) -> ToolNameMap | None:
@@ -290,13 +293,17 @@ class TurnLoop:
         gateway = self.session.gateway()
         return gateway.registry.memo(("assistant.offer", gateway.policy.hash), lambda: _offer(gateway))
 
+    def _model_setting(self, name: str) -> Any:
+        """``settings.models.<this model>.<name>`` (None when unset)."""
+        from services.assistant.turn_window import model_settings
+
+        return getattr(model_settings(self.session.workspace, self.model_label), name, None)
+
     def _tool_budget(self) -> int:
         """The model's ``settings.models.<name>.tool_budget``, else ``DEFAULT_TOOL_BUDGET`` (1,200)."""
         from services.assistant.tool_offer import DEFAULT_TOOL_BUDGET
-        from services.assistant.turn_window import model_settings
 
-        settings = model_settings(self.session.workspace, self.model_label)
-        budget = getattr(settings, "tool_budget", None)
+        budget = self._model_setting("tool_budget")
         return DEFAULT_TOOL_BUDGET if budget is None else int(budget)
 
     def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
@@ -380,6 +387,7 @@ class TurnLoop:
         context = await self._open_window(turn, profile, hits, query, index, offer)
         context.pinned = named_tools(profile.tool_patterns if profile is not None else None) | self.pinned_tools
         context.tool_budget = self._tool_budget()
+        context.constrained = self._model_setting("constrained")
         context.choose_tools()
         fitted = await self._fit(context)
         outcome.hits = fitted.kept_hits
@@ -462,7 +470,10 @@ class TurnLoop:
         turn.outcome.finish_reason = finish
         if finish == "length":
             context.windowing.cut_short(turn.outcome.turn_id, step, context.options, context.window.tokens)
-        return self._classify(turn, context, step, calls, finish)
+        result = self._classify(turn, context, step, calls, finish)
+        if result.kind is StepKind.TOOL_CALLS and constrains(self.provider, context.constrained):
+            result = await self._second_pass(turn, context, step, result)
+        return result
 
     async def _stream_fitted(self, turn: _Turn, context: _Context, step: int) -> tuple[list[ToolCall], str]:
         """Fit the request (recording what it leaves out) and stream the reply: the calls asked for and
@@ -506,8 +517,9 @@ class TurnLoop:
             options=context.options,
             retrieved=fitted.kept_hits,
             index=context.index,
-            output_schema=context.schema,
+            output_schema=context.schema if context.constrained is not False else None,  # structured output
         )
+        context.sent = fitted.messages
         finish = "stop"
         counted = 0
         async for event in self.provider.stream(request):
@@ -583,6 +595,63 @@ class TurnLoop:
         calls, refused = as_tool_calls(read, step, with_errors=sent)
         turn.text_calls += len(read.calls)
         return StepResult(StepKind.TOOL_CALLS, read.prose, finish, calls, from_text=True, refused=refused)
+
+    async def _second_pass(self, turn: _Turn, context: _Context, step: int, result: StepResult) -> StepResult:
+        """``TOOL_CALLS`` that started a call to an offered tool with arguments that are not a JSON object
+        (native, or written as text): each one's arguments asked again, constrained by the tool's schema
+        (:mod:`services.assistant.constrained`); a notice says what came of it."""
+        from services.assistant.constrained import repaired, second_pass
+
+        calls, refused = list(result.calls), dict(result.refused)
+        for n, call in enumerate(calls):
+            found = self._unreadable(call, refused.get(call.id), context)
+            if found is None:
+                continue
+            tool_id, schema, why = found
+            call = dataclasses.replace(
+                call, name=context.offer.names.provider_name(tool_id) if context.offer else call.name
+            )
+            done = await second_pass(self.provider, context.sent, call, schema, context.options, why)
+            turn.prompt_tokens += done.prompt_tokens
+            turn.completion_tokens += done.completion_tokens
+            if done.arguments is not None:
+                calls[n] = repaired(call, done.arguments)
+                refused.pop(call.id, None)
+            then = "written again under the tool's schema" if done.error is None else str(done.error)
+            self.session.conversation.record(
+                Notice(
+                    text=f"The arguments of the call to {tool_id} could not be read ({why}); constrained "
+                    f"second pass: {then}.",
+                    level="info" if done.error is None else "warning",
+                    title="constrained decoding",
+                    turn_id=turn.outcome.turn_id,
+                    step=step,
+                )
+            )
+        return dataclasses.replace(result, calls=tuple(calls), refused=refused)
+
+    @staticmethod
+    def _unreadable(
+        call: ToolCall, refused: TextCallError | None, context: _Context
+    ) -> tuple[str, dict[str, Any], str] | None:
+        """``(tool_id, its offered schema, why)`` when ``call`` names an offered tool and its arguments
+        could not be read (None otherwise: it runs, or it is refused for another reason)."""
+        from services.assistant.constrained import started_name
+
+        if context.offer is None:
+            return None
+        name: str | None = call.name
+        if refused is not None:  # a call written as text: malformed, naming a tool (in its JSON at least)
+            name = (refused.name or started_name(refused.raw)) if refused.kind == "malformed" else None
+            why = refused.message.split("; write one call as")[0] if name else None
+        else:
+            why = call.arguments_error
+        tool_id = context.offer.names.tool_id(name) if why is not None and name else None
+        if tool_id is None or not context.offered(tool_id):
+            return None
+        schemas = {schema.name: schema.parameters for schema in context.offer.schemas}
+        schema = schemas.get(context.offer.names.provider_name(tool_id))
+        return None if schema is None or why is None else (tool_id, schema, why)
 
     def _ask_again(self, context: _Context, result: StepResult) -> None:
         """A ``RETRY``: the refused answer and the error go back to the model in the next step."""
