@@ -424,6 +424,8 @@ class TurnLoop:
             options = dataclasses.replace(options, temperature=profile.model.temperature)
         windowing = TurnWindow(self.session, self.provider, self.model_label, self.budget_tokens)
         window, options = await windowing.open(options)
+        if (schema_format := self._model_setting("schema_format")) is not None:
+            options = dataclasses.replace(options, schema_format=schema_format)
         history = history_from_entries(self.session.conversation.dialogue(), turn.outcome.turn_id)
         fitter = ContextFitter(
             profile_system_prompt(profile.system_prompt if profile is not None else None),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -62,6 +62,10 @@ class ModelSettings(BaseModel):
     a tool call whose arguments are not valid JSON gets a second pass for them under the tool's schema,
     and a profile's ``output_schema`` answer is constrained; None: on for Ollama and llama.cpp servers
     (``openai`` provider), false: never."""
+    schema_format: Literal["json_schema", "json_object"] | None = None
+    """How an OpenAI-compatible server is asked for JSON that satisfies a schema: ``json_schema``
+    (OpenAI, llama.cpp's ``llama-server``, vLLM) or ``json_object`` with a ``schema``
+    (llama-cpp-python's server, which refuses ``json_schema``); None: ``json_schema``."""
 
 
 class WorkspaceSettings(BaseModel):
