@@ -389,6 +389,9 @@ class TurnLoop:
         context.tool_budget = self._tool_budget()
         context.constrained = self._model_setting("constrained")
         context.choose_tools()
+        if context.selection is not None and context.selection.pinned_over:  # said once, at the turn's start
+            note = str(context.selection.note())
+            self.session.conversation.record(Notice(text=note, level="warning", title="tools", turn_id=outcome.turn_id))
         fitted = await self._fit(context)
         outcome.hits = fitted.kept_hits
         if index is not None:
@@ -619,7 +622,11 @@ class TurnLoop:
             if done.arguments is not None:
                 calls[n] = repaired(call, done.arguments)
                 refused.pop(call.id, None)
-            then = "written again under the tool's schema" if done.error is None else str(done.error)
+            then = (
+                "written again under the tool's schema, and the call goes to the gateway with them"
+                if done.error is None
+                else f"{done.error}, so the model is sent the error"
+            )
             self.session.conversation.record(
                 Notice(
                     text=f"The arguments of the call to {tool_id} could not be read ({why}); constrained "

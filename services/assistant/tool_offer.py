@@ -178,7 +178,7 @@ class Selection:
         left = len(self.picks) - len(self.offered)
         line = (
             f"Offered {len(self.offered)} of {len(self.picks)} enabled tools ({self.tokens:,} of a "
-            f"{self.budget:,}-token budget); {left} left out as less relevant (/tools offered)."
+            f"{self.budget:,}-token budget); {left} left out, less relevant or over the budget (/tools offered)."
         )
         if self.pinned_over:
             line += f" The tools the profile names alone exceed the budget: all {len(self.pinned)} are offered."
@@ -333,7 +333,7 @@ def offered_lines(recorded: Mapping[str, Any]) -> list[str]:
     left = int(recorded.get("left_out") or 0)
     head = (
         f"{len(kept)} tools offered ({recorded.get('tokens', 0):,} of a {recorded.get('budget', 0):,}-token "
-        f"budget), {left} enabled tools left out as less relevant."
+        f"budget), {left} enabled tools left out (less relevant, or over the budget)."
     )
     if recorded.get("pinned_over_budget"):
         head += " The tools the profile names alone exceed the budget: all of them are offered."

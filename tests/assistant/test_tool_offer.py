@@ -158,3 +158,24 @@ async def test_a_call_to_an_enabled_tool_not_offered_goes_to_the_gateway_and_is_
     with AuditStore.for_workspace(session.workspace.root) as audit:
         rows: list[dict[str, Any]] = [row for row in audit.calls(limit=10) if row["call_id"] in outcome.tool_calls]
     assert [row["tool_name"] for row in rows] == ["builtin:fs:list_dir"] and rows[0]["status"] == "success"
+
+
+async def test_the_tools_a_profile_names_are_offered_and_said_when_they_exceed_the_budget(
+    session: Session, server: ScriptedServer
+) -> None:
+    folder = session.workspace.root / "profiles"
+    folder.mkdir(exist_ok=True)
+    named = "name: shell-first\ntools:\n  enable: [fs, builtin:shell:run, builtin:shell:start]\n"
+    (folder / "shell-first.yaml").write_text(named, encoding="utf-8")
+    session.use_profile("shell-first")
+    session.workspace.update(models={"qwen2.5": {"tool_budget": 300}, "llama3.2:3b": {"tool_budget": 300}})
+    server.add(Reply(text="ok"))
+    loop = TurnLoop(session, provider_for(server))  # type: ignore[arg-type]
+    outcome = await loop.run("read the file notes.txt")
+    await loop.provider.aclose()
+    said = outcome.context["tools_offered"]
+    assert said["pinned_over_budget"] and said["budget"] == 300
+    assert said["offered"] == ["builtin:shell:run", "builtin:shell:start"]  # the profile's, nothing else fits
+    assert set(offered(server, 0)) == {"builtin__shell__run", "builtin__shell__start"}
+    notes = [e["content"] for e in session.conversation.read().entries if e.get("title") == "tools"]
+    assert len(notes) == 1 and "alone exceed the budget" in notes[0]
