@@ -29,8 +29,11 @@ Where the coming work goes (issues 30 and 33), so that each is one more step or 
   the fitter (:meth:`~TurnLoop._open_window`).
 - *compaction*: a step of its own before a model call, when :meth:`~TurnLoop._stream_fitted` finds that
   the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
-- *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
-  window holds, instead of leaving them all out).
+- *tools that fit*: :meth:`~TurnLoop.tool_offer` (every enabled tool, indexed once) and
+  ``_Context.choose_tools`` (each request offers the most relevant within the tools' budget,
+  :mod:`services.assistant.tool_offer`); a call to an enabled tool not offered is noted and goes to the gateway.
+- *constrained decoding*: :meth:`~TurnLoop._second_pass` after ``_classify`` (a started call's unreadable
+  arguments asked again under the tool's schema, :mod:`services.assistant.constrained`).
 - *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify` reads the
   reply's trailing call block (:meth:`~TurnLoop._text_calls`, :mod:`services.assistant.text_turn`) into
   ``TOOL_CALLS`` with ``from_text``; the gateway never approves those by commander mode or a grant.
@@ -210,6 +213,7 @@ class _Context:
     retries: int = 0  # output-schema retries asked
     pinned: frozenset[str] = frozenset()  # tools offered whatever the ranking (the profile names them)
     tool_budget: int = 0  # the tokens the tool definitions may take (before the window's room)
+    tool_budget_set: bool = False  # the model's settings give it (else the default, and half the room at most)
     selection: Selection | None = None  # the tools chosen for the request (None: no tools)
     constrained: bool | None = None  # settings.models.<name>.constrained (services.assistant.constrained)
     sent: list[ChatMessage] = field(default_factory=list)  # the messages of the last request, as sent
@@ -227,8 +231,10 @@ class _Context:
             self.selection = None
             return
         recent = [m.content for turn in self.fitter.history[-2:] for m in turn.messages if m.role == "user"]
-        # at most half of what the window leaves: the passages and the history keep the rest
-        budget = max(0, min(self.tool_budget, self.fitter.tool_room(self.messages) // 2))
+        # by default at most half of what the window leaves (the passages and the history keep the rest);
+        # a budget the model's settings give is kept up to all of it
+        room = self.fitter.tool_room(self.messages)
+        budget = max(0, min(self.tool_budget, room if self.tool_budget_set else room // 2))
         self.selection = select(
             self.offer.docs,
             self.query,
@@ -387,6 +393,7 @@ class TurnLoop:
         context = await self._open_window(turn, profile, hits, query, index, offer)
         context.pinned = named_tools(profile.tool_patterns if profile is not None else None) | self.pinned_tools
         context.tool_budget = self._tool_budget()
+        context.tool_budget_set = self._model_setting("tool_budget") is not None
         context.constrained = self._model_setting("constrained")
         context.choose_tools()
         if context.selection is not None and context.selection.pinned_over:  # said once, at the turn's start

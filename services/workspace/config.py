@@ -56,7 +56,8 @@ class ModelSettings(BaseModel):
     returns a native tool call in the conversation, then off; false: never; true: always."""
     tool_budget: int | None = Field(default=None, ge=0, le=1_000_000)
     """Tokens the tool definitions may take in one request: the enabled tools most relevant to the
-    request are offered within it (``services.assistant.tool_offer``); None: 1,200."""
+    request are offered within it (``services.assistant.tool_offer``), up to what the window leaves; None:
+    1,200, and at most half of what the window leaves."""
     constrained: bool | None = None
     """The server constrains output to a JSON Schema (llama.cpp's ``json_schema``, Ollama's ``format``):
     a tool call whose arguments are not valid JSON gets a second pass for them under the tool's schema,
