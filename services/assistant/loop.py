@@ -175,6 +175,8 @@ class StepResult:
     error: str | None = None  # RETRY: why the answer was refused
     from_text: bool = False  # TOOL_CALLS read from the model's text (``text`` is then the prose before them)
     refused: Mapping[str, TextCallError] = field(default_factory=dict)  # text calls answered with their error
+    read: TextCalls | None = None  # the text's call block (what of it does not run is said once the step is decided)
+    errors_sent: bool = False  # its errors go back to the model (else: no retry left, they are only said)
 
 
 @dataclass
@@ -485,6 +487,10 @@ class TurnLoop:
         result = self._classify(turn, context, step, calls, finish)
         if result.kind is StepKind.TOOL_CALLS and constrains(self.provider, context.constrained):
             result = await self._second_pass(turn, context, step, result)
+        if result.read is not None:  # what of a text call block is not run, said once the second pass is done
+            left = {error.position for error in result.refused.values()}
+            kept = tuple(e for e in result.read.errors if e.position in left or not result.errors_sent)
+            self._refused_text_calls(turn, step, dataclasses.replace(result.read, errors=kept), result.errors_sent)
         return result
 
     async def _stream_fitted(self, turn: _Turn, context: _Context, step: int) -> tuple[list[ToolCall], str]:
@@ -597,16 +603,22 @@ class TurnLoop:
         from the text, with the errors answered (a notice says what was refused) while retries are
         left; None when nothing is to run and no error goes back (the text is the answer)."""
         sent = context.text.errors_sent(read)
+        if not read.calls and not sent:
+            self._refused_text_calls(turn, step, read, sent)
+            return None
+        calls, refused = as_tool_calls(read, step, with_errors=sent)
+        turn.text_calls += len(read.calls)
+        return StepResult(
+            StepKind.TOOL_CALLS, read.prose, finish, calls, from_text=True, refused=refused, read=read, errors_sent=sent
+        )
+
+    def _refused_text_calls(self, turn: _Turn, step: int, read: TextCalls, sent: bool) -> None:
+        """A notice of what the text's call block had that does not run (after a second pass, if any)."""
         if read.errors:
             text, level = refused_notice(read, sent)
             self.session.conversation.record(
                 Notice(text=text, level=level, title="text tool call", turn_id=turn.outcome.turn_id, step=step)
             )
-        if not read.calls and not sent:
-            return None
-        calls, refused = as_tool_calls(read, step, with_errors=sent)
-        turn.text_calls += len(read.calls)
-        return StepResult(StepKind.TOOL_CALLS, read.prose, finish, calls, from_text=True, refused=refused)
 
     async def _second_pass(self, turn: _Turn, context: _Context, step: int, result: StepResult) -> StepResult:
         """``TOOL_CALLS`` that started a call to an offered tool with arguments that are not a JSON object

@@ -77,6 +77,8 @@ async def test_a_written_call_with_broken_arguments_gets_a_constrained_second_pa
     rows = audited(session, outcome.tool_calls)
     assert [(r["tool_name"], r["status"]) for r in rows] == [("builtin:fs:read_text", "success")]
     assert outcome.text == "Done." and "written again under the tool's schema" in notices(session)[0]
+    refused = [e for e in session.conversation.read().entries if e.get("title") == "text tool call"]
+    assert refused == []  # repaired: nothing is said to be "not run"
 
 
 async def test_native_call_with_invalid_json_arguments_is_repaired(
