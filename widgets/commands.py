@@ -534,6 +534,14 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "copy",
         "Copy the last answer to the clipboard (OSC 52: your terminal must allow it; inside tmux, set-clipboard on).",
     ),
+    CommandSpec(
+        "tools",
+        "offered: which enabled tools the last request offered the model (ranked by relevance to the message "
+        "within the tools' budget), and why.",
+        (_action("offered"),),
+        "tools",
+        bare=("offered",),
+    ),
     _bare(
         "usage",
         "How the last model request shared the context window: system and profile, project instructions, pins, "

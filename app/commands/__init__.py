@@ -354,6 +354,7 @@ HANDLERS: dict[str, Handler] = {
     "copy": lambda c, parsed: c.conversations.copy(),
     "usage": lambda c, parsed: c.assistant.usage(),
     "instructions": lambda c, parsed: c.project.instructions(),
+    "tools": lambda c, parsed: c.assistant.tools_offered(),
     "replay": lambda c, parsed: c.history.replay(),
     "runs": lambda c, parsed: c.history.runs(),
     "quit": lambda c, parsed: c.workspace.quit_later(),

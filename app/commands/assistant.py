@@ -142,6 +142,19 @@ class AssistantController:
         lines = ["The last request to the model, as Aries counts it (tokens):", *breakdown.lines()]
         self.host.say("\n".join(lines), "usage")
 
+    def tools_offered(self) -> None:
+        """``/tools offered``: the tools the last request offered the model and why (the last answer's
+        ``usage.tools_offered``, services/assistant/tool_offer.py)."""
+        from services.assistant.tool_offer import offered_lines
+
+        session = self.host.require_session()
+        for entry in reversed(session.conversation.read().entries):
+            usage = entry.get("usage")
+            if isinstance(usage, dict) and isinstance(usage.get("tools_offered"), dict):
+                self.host.say("\n".join(offered_lines(usage["tools_offered"])), "tools offered")
+                return
+        self.host.say("No request has offered tools to a model in this conversation yet.", "tools offered")
+
     def cancel(self) -> bool:
         if self.worker is None:
             return False

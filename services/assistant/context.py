@@ -254,6 +254,12 @@ class ContextFitter:
         """The prompt's room in calibrated tokens, as raw (uncalibrated) estimate tokens."""
         return max(0, int((self.window - self.reserve) / self.calibration.factor))
 
+    def tool_room(self, steps: list[ChatMessage]) -> int:
+        """The room (raw estimate tokens) the tool definitions could have: the prompt's room less the
+        part always sent (the system prompt, the message, this turn's ``steps``)."""
+        always = self.fixed_system + self.fixed_message + sum(message_tokens(m) for m in steps)
+        return max(0, self.limit - always)
+
     def user_message(self, kept: int | list[str]) -> ChatMessage:
         """The operator's message with the first ``kept`` passages (or these blocks) after it."""
         from services.models.base import ChatMessage

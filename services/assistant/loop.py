@@ -29,8 +29,11 @@ Where the coming work goes (issues 30 and 33), so that each is one more step or 
   the fitter (:meth:`~TurnLoop._open_window`).
 - *compaction*: a step of its own before a model call, when :meth:`~TurnLoop._stream_fitted` finds that
   the fitted request leaves turns out (a ``StepKind`` of its own, acted on in :meth:`~TurnLoop.run`).
-- *tools that fit*: :meth:`~TurnLoop.tool_offer` and ``_Context.fit`` (offer the subset of the tools that the
-  window holds, instead of leaving them all out).
+- *tools that fit*: :meth:`~TurnLoop.tool_offer` (every enabled tool, indexed once) and
+  ``_Context.choose_tools`` (each request offers the most relevant within the tools' budget,
+  :mod:`services.assistant.tool_offer`); a call to an enabled tool not offered is noted and goes to the gateway.
+- *constrained decoding*: :meth:`~TurnLoop._second_pass` after ``_classify`` (a started call's unreadable
+  arguments asked again under the tool's schema, :mod:`services.assistant.constrained`).
 - *text tool calls* (a model that writes its calls in the text): :meth:`~TurnLoop._classify` reads the
   reply's trailing call block (:meth:`~TurnLoop._text_calls`, :mod:`services.assistant.text_turn`) into
   ``TOOL_CALLS`` with ``from_text``; the gateway never approves those by commander mode or a grant.
@@ -50,11 +53,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from services.assistant.constrained import constrains
 from services.assistant.context import (
     ContextFitter,
     Fitted,
@@ -85,6 +89,7 @@ from services.assistant.events import (
 from services.assistant.recall import TurnRecall
 from services.assistant.structured import MAX_RETRIES, retry_instruction
 from services.assistant.text_turn import TextCallState, as_tool_calls, refused_notice
+from services.assistant.tool_offer import Ranker, Selection, ToolDoc, compact, named_tools
 from services.assistant.turn_window import MAX_REFITS, TurnWindow
 from services.clock import monotonic
 from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMessage
@@ -133,12 +138,25 @@ class TurnOutcome:
 
 @dataclass(frozen=True)
 class ToolOffer:
-    """The tools a model is offered under the policy in force: their schemas as sent, the map from the
-    provider-side names back to tool ids, and the schemas' cost in estimated tokens."""
+    """The tools a model may be offered under the policy in force: their schemas as sent, the map from
+    the provider-side names back to tool ids, the schemas' cost in estimated tokens, and the index that
+    ranks them for a request (:mod:`services.assistant.tool_offer`: the best within the tools' budget)."""
 
     schemas: list[ToolSchema]
     names: ToolNameMap
     tokens: int
+    docs: tuple[ToolDoc, ...] = ()
+    ranker: Ranker | None = None
+
+    def choose(self, selection: Selection) -> tuple[list[ToolSchema], int]:
+        """The schemas ``selection`` offers (in rank order) and their cost."""
+        from services.models.tokens import tools_tokens
+
+        if selection.all_offered:
+            return self.schemas, self.tokens
+        by_id = {doc.tool_id: schema for doc, schema in zip(self.docs, self.schemas, strict=True)}
+        chosen = [by_id[tool_id] for tool_id in selection.offered]
+        return chosen, tools_tokens(chosen)
 
 
 class StepKind(StrEnum):
@@ -158,6 +176,8 @@ class StepResult:
     error: str | None = None  # RETRY: why the answer was refused
     from_text: bool = False  # TOOL_CALLS read from the model's text (``text`` is then the prose before them)
     refused: Mapping[str, TextCallError] = field(default_factory=dict)  # text calls answered with their error
+    read: TextCalls | None = None  # the text's call block (what of it does not run is said once the step is decided)
+    errors_sent: bool = False  # its errors go back to the model (else: no retry left, they are only said)
 
 
 @dataclass
@@ -194,16 +214,51 @@ class _Context:
     messages: list[ChatMessage] = field(default_factory=list)  # the turn's steps so far, as sent
     reported: LeftOut | None = None  # the last left-out report
     retries: int = 0  # output-schema retries asked
+    pinned: frozenset[str] = frozenset()  # tools offered whatever the ranking (the profile names them)
+    tool_budget: int = 0  # the tokens the tool definitions may take (before the window's room)
+    tool_budget_set: bool = False  # the model's settings give it (else the default, and half the room at most)
+    selection: Selection | None = None  # the tools chosen for the request (None: no tools)
+    constrained: bool | None = None  # settings.models.<name>.constrained (services.assistant.constrained)
+    sent: list[ChatMessage] = field(default_factory=list)  # the messages of the last request, as sent
 
     @property
     def names(self) -> ToolNameMap | None:
         return self.offer.names if self.offer is not None else None
 
+    def choose_tools(self) -> None:
+        """Rank the enabled tools against the message and the recent turns and keep the best within
+        the tools' budget (:mod:`services.assistant.tool_offer`; the window's room caps the budget)."""
+        from services.assistant.tool_offer import select
+
+        if self.offer is None or self.offer.ranker is None:
+            self.selection = None
+            return
+        recent = [m.content for turn in self.fitter.history[-2:] for m in turn.messages if m.role == "user"]
+        # by default at most half of what the window leaves (the passages and the history keep the rest);
+        # a budget the model's settings give is kept up to all of it
+        room = self.fitter.tool_room(self.messages)
+        budget = max(0, min(self.tool_budget, room if self.tool_budget_set else room // 2))
+        self.selection = select(
+            self.offer.docs,
+            self.query,
+            recent,
+            budget=budget,
+            pinned=self.pinned,
+            ranker=self.offer.ranker,
+        )
+
     def fit(self) -> Fitted:
-        """The next request, fitted to the window: the steps so far and the tools offered."""
+        """The next request, fitted to the window: the steps so far and the tools chosen."""
         if self.offer is None:
             return self.fitter.fit(self.messages, [], 0)
-        return self.fitter.fit(self.messages, self.offer.schemas, self.offer.tokens)
+        if self.selection is None:
+            return self.fitter.fit(self.messages, self.offer.schemas, self.offer.tokens)
+        schemas, tokens = self.offer.choose(self.selection)
+        return self.fitter.fit(self.messages, schemas, tokens)
+
+    def offered(self, tool_id: str) -> bool:
+        """Whether ``tool_id`` was among the tools offered in the last request."""
+        return self.selection is None or tool_id in self.selection.offered
 
 
 class TurnLoop:
@@ -221,9 +276,13 @@ class TurnLoop:
         model_label: str | None = None,
         cloud_approve: Approve | None = None,
         only: tuple[str, frozenset[str]] | None = None,
+        pinned_tools: Iterable[str] = (),
     ) -> None:
         self.session = session
         self.only = only  # a workspace command's turn: (its name, the tools it may use)
+        # offered whatever the ranking (a command's turn is offered only its own tools: all of them
+        # when they fit the tools' budget, else the best of them)
+        self.pinned_tools = frozenset(pinned_tools)
         self.provider = provider
         self.approver = approver
         self.on_event = on_event
@@ -247,6 +306,19 @@ class TurnLoop:
         gateway = self.session.gateway()
         offer = gateway.registry.memo(("assistant.offer", gateway.policy.hash), lambda: _offer(gateway))
         return offer if self.only is None else _narrowed(offer, self.only[1])
+
+    def _model_setting(self, name: str) -> Any:
+        """``settings.models.<this model>.<name>`` (None when unset)."""
+        from services.assistant.turn_window import model_settings
+
+        return getattr(model_settings(self.session.workspace, self.model_label), name, None)
+
+    def _tool_budget(self) -> int:
+        """The model's ``settings.models.<name>.tool_budget``, else ``DEFAULT_TOOL_BUDGET`` (1,200)."""
+        from services.assistant.tool_offer import DEFAULT_TOOL_BUDGET
+
+        budget = self._model_setting("tool_budget")
+        return DEFAULT_TOOL_BUDGET if budget is None else int(budget)
 
     def offered_tools(self) -> tuple[list[ToolSchema], ToolNameMap]:
         """The schemas of :meth:`tool_offer` and the map of their names."""
@@ -327,6 +399,14 @@ class TurnLoop:
                 await self._mcp_tools(outcome.turn_id)
             offer = self.tool_offer()
         context = await self._open_window(turn, profile, hits, query, index, offer)
+        context.pinned = named_tools(profile.tool_patterns if profile is not None else None) | self.pinned_tools
+        context.tool_budget = self._tool_budget()
+        context.tool_budget_set = self._model_setting("tool_budget") is not None
+        context.constrained = self._model_setting("constrained")
+        context.choose_tools()
+        if context.selection is not None and context.selection.pinned_over:  # said once, at the turn's start
+            note = str(context.selection.note())
+            self.session.conversation.record(Notice(text=note, level="warning", title="tools", turn_id=outcome.turn_id))
         fitted = await self._fit(context)
         outcome.hits = fitted.kept_hits
         if index is not None:
@@ -362,6 +442,8 @@ class TurnLoop:
             options = dataclasses.replace(options, temperature=profile.model.temperature)
         windowing = TurnWindow(self.session, self.provider, self.model_label, self.budget_tokens)
         window, options = await windowing.open(options)
+        if (schema_format := self._model_setting("schema_format")) is not None:
+            options = dataclasses.replace(options, schema_format=schema_format)
         history = history_from_entries(self.session.conversation.dialogue(), turn.outcome.turn_id)
         fitter = ContextFitter(
             profile_system_prompt(profile.system_prompt if profile is not None else None),
@@ -405,11 +487,19 @@ class TurnLoop:
         turn.streamed = ""
         if context.offer is not None:  # asked each step: a profile switch mid-turn changes them at once
             context.offer = self.tool_offer()
+            context.choose_tools()
         calls, finish = await self._stream_fitted(turn, context, step)
         turn.outcome.finish_reason = finish
         if finish == "length":
             context.windowing.cut_short(turn.outcome.turn_id, step, context.options, context.window.tokens)
-        return self._classify(turn, context, step, calls, finish)
+        result = self._classify(turn, context, step, calls, finish)
+        if result.kind is StepKind.TOOL_CALLS and constrains(self.provider, context.constrained):
+            result = await self._second_pass(turn, context, step, result)
+        if result.read is not None:  # what of a text call block is not run, said once the second pass is done
+            left = {error.position for error in result.refused.values()}
+            kept = tuple(e for e in result.read.errors if e.position in left or not result.errors_sent)
+            self._refused_text_calls(turn, step, dataclasses.replace(result.read, errors=kept), result.errors_sent)
+        return result
 
     async def _stream_fitted(self, turn: _Turn, context: _Context, step: int) -> tuple[list[ToolCall], str]:
         """Fit the request (recording what it leaves out) and stream the reply: the calls asked for and
@@ -434,6 +524,8 @@ class TurnLoop:
                 attempt += 1
                 continue
             self._note_request(turn.outcome, context.window, fitted, context.recall.elapsed_ms)
+            if context.selection is not None:  # what was offered and why (ask --json, /tools offered)
+                turn.outcome.context["tools_offered"] = {**context.selection.to_dict(), "sent": bool(fitted.tools)}
             if fitted.breakdown is not None:
                 self._emit(ContextMeasured(turn.outcome.turn_id, step, fitted.breakdown))
             return calls, finish
@@ -451,8 +543,9 @@ class TurnLoop:
             options=context.options,
             retrieved=fitted.kept_hits,
             index=context.index,
-            output_schema=context.schema,
+            output_schema=context.schema if context.constrained is not False else None,  # structured output
         )
+        context.sent = fitted.messages
         finish = "stop"
         counted = 0
         async for event in self.provider.stream(request):
@@ -518,16 +611,83 @@ class TurnLoop:
         from the text, with the errors answered (a notice says what was refused) while retries are
         left; None when nothing is to run and no error goes back (the text is the answer)."""
         sent = context.text.errors_sent(read)
+        if not read.calls and not sent:
+            self._refused_text_calls(turn, step, read, sent)
+            return None
+        calls, refused = as_tool_calls(read, step, with_errors=sent)
+        turn.text_calls += len(read.calls)
+        return StepResult(
+            StepKind.TOOL_CALLS, read.prose, finish, calls, from_text=True, refused=refused, read=read, errors_sent=sent
+        )
+
+    def _refused_text_calls(self, turn: _Turn, step: int, read: TextCalls, sent: bool) -> None:
+        """A notice of what the text's call block had that does not run (after a second pass, if any)."""
         if read.errors:
             text, level = refused_notice(read, sent)
             self.session.conversation.record(
                 Notice(text=text, level=level, title="text tool call", turn_id=turn.outcome.turn_id, step=step)
             )
-        if not read.calls and not sent:
+
+    async def _second_pass(self, turn: _Turn, context: _Context, step: int, result: StepResult) -> StepResult:
+        """``TOOL_CALLS`` that started a call to an offered tool with arguments that are not a JSON object
+        (native, or written as text): each one's arguments asked again, constrained by the tool's schema
+        (:mod:`services.assistant.constrained`); a notice says what came of it."""
+        from services.assistant.constrained import repaired, second_pass
+
+        calls, refused = list(result.calls), dict(result.refused)
+        for n, call in enumerate(calls):
+            found = self._unreadable(call, refused.get(call.id), context)
+            if found is None:
+                continue
+            tool_id, schema, why = found
+            call = dataclasses.replace(
+                call, name=context.offer.names.provider_name(tool_id) if context.offer else call.name
+            )
+            done = await second_pass(self.provider, context.sent, call, schema, context.options, why)
+            turn.prompt_tokens += done.prompt_tokens
+            turn.completion_tokens += done.completion_tokens
+            if done.arguments is not None:
+                calls[n] = repaired(call, done.arguments)
+                refused.pop(call.id, None)
+            then = (
+                "written again under the tool's schema, and the call goes to the gateway with them"
+                if done.error is None
+                else f"{done.error}, so the model is sent the error"
+            )
+            self.session.conversation.record(
+                Notice(
+                    text=f"The arguments of the call to {tool_id} could not be read ({why}); constrained "
+                    f"second pass: {then}.",
+                    level="info" if done.error is None else "warning",
+                    title="constrained decoding",
+                    turn_id=turn.outcome.turn_id,
+                    step=step,
+                )
+            )
+        return dataclasses.replace(result, calls=tuple(calls), refused=refused)
+
+    @staticmethod
+    def _unreadable(
+        call: ToolCall, refused: TextCallError | None, context: _Context
+    ) -> tuple[str, dict[str, Any], str] | None:
+        """``(tool_id, its offered schema, why)`` when ``call`` names an offered tool and its arguments
+        could not be read (None otherwise: it runs, or it is refused for another reason)."""
+        from services.assistant.constrained import started_name
+
+        if context.offer is None:
             return None
-        calls, refused = as_tool_calls(read, step, with_errors=sent)
-        turn.text_calls += len(read.calls)
-        return StepResult(StepKind.TOOL_CALLS, read.prose, finish, calls, from_text=True, refused=refused)
+        name: str | None = call.name
+        if refused is not None:  # a call written as text: malformed, naming a tool (in its JSON at least)
+            name = (refused.name or started_name(refused.raw)) if refused.kind == "malformed" else None
+            why = refused.message.split("; write one call as")[0] if name else None
+        else:
+            why = call.arguments_error
+        tool_id = context.offer.names.tool_id(name) if why is not None and name else None
+        if tool_id is None or not context.offered(tool_id):
+            return None
+        schemas = {schema.name: schema.parameters for schema in context.offer.schemas}
+        schema = schemas.get(context.offer.names.provider_name(tool_id))
+        return None if schema is None or why is None else (tool_id, schema, why)
 
     def _ask_again(self, context: _Context, result: StepResult) -> None:
         """A ``RETRY``: the refused answer and the error go back to the model in the next step."""
@@ -585,6 +745,8 @@ class TurnLoop:
             outcome.usage["text_tool_calls"] = turn.text_calls
         if "breakdown" in outcome.context:  # the last request's share of the window, recorded with the turn
             outcome.usage["context"] = outcome.context["breakdown"]
+        if "tools_offered" in outcome.context:  # what /tools offered reads back
+            outcome.usage["tools_offered"] = compact(outcome.context["tools_offered"])
         counted = self.provider.name != "offline"  # the offline provider has no model to count for
         if counted and not turn.prompt_tokens and "prompt_tokens_estimated" in outcome.context:
             # the server did not count (llama-cpp-python's stream): say what was estimated
@@ -753,6 +915,16 @@ class TurnLoop:
         # An unknown name still goes through the gateway: it is refused there (registry.unknown_tool)
         # and audited like every other call, and the model gets the structured error.
         tool_id = mapped or call.name
+        if mapped is not None and not context.offered(mapped):
+            self.session.conversation.record(
+                Notice(
+                    text=f"The model called {mapped}, which was not offered in this request (left out as less "
+                    "relevant, /tools offered); the gateway decides it like any call.",
+                    title="tools",
+                    turn_id=turn_id,
+                    step=step,
+                )
+            )
         args: Any = call.arguments
         if call.arguments_error is not None:
             args = call.raw_arguments  # not a JSON object: the gateway answers InvalidInput, the model sees why
@@ -823,7 +995,11 @@ def _offer(gateway: ToolGateway) -> ToolOffer:
         )
         for t in enabled
     ]
-    return ToolOffer(schemas, names, tools_tokens(schemas))
+    docs = tuple(
+        ToolDoc.of(t["id"], schema.name, schema.description, schema.parameters, tools_tokens([schema]))
+        for t, schema in zip(enabled, schemas, strict=True)
+    )
+    return ToolOffer(schemas, names, tools_tokens(schemas), docs, Ranker(docs))
 
 
 OFFERED_BOUND_LIMIT = 256

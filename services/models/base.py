@@ -76,6 +76,10 @@ class ModelOptions:
     tool_choice: str | None = None
     """``auto``, ``none``, ``required`` or one offered tool's provider-side name (OpenAI-compatible
     servers only: Ollama has no such option); None: the server's default (``auto``)."""
+    schema_format: str | None = None
+    """How an OpenAI-compatible server is asked for output that satisfies a JSON Schema: ``json_schema``
+    (OpenAI, llama.cpp's server, vLLM; the default) or ``json_object`` (``{"type": "json_object",
+    "schema": …}``: llama-cpp-python's server, which refuses the other)."""
 
 
 @dataclass

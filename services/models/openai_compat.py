@@ -155,7 +155,9 @@ class OpenAICompatProvider(HttpProvider):
             choice = options.tool_choice
             named = choice not in ("auto", "none", "required")
             body["tool_choice"] = {"type": "function", "function": {"name": choice}} if named else choice
-        if request.output_schema is not None:
+        if request.output_schema is not None and options.schema_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": request.output_schema}
+        elif request.output_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": request.output_schema},

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -54,6 +54,19 @@ class ModelSettings(BaseModel):
     """Read tool calls the model writes as text (``<tool_call>…``, ``tool_code`` fences, …) and run them
     through the gateway (never approved by a grant or by commander mode); None: on until the model
     returns a native tool call in the conversation, then off; false: never; true: always."""
+    tool_budget: int | None = Field(default=None, ge=0, le=1_000_000)
+    """Tokens the tool definitions may take in one request: the enabled tools most relevant to the
+    request are offered within it (``services.assistant.tool_offer``), up to what the window leaves; None:
+    1,200, and at most half of what the window leaves."""
+    constrained: bool | None = None
+    """The server constrains output to a JSON Schema (llama.cpp's ``json_schema``, Ollama's ``format``):
+    a tool call whose arguments are not valid JSON gets a second pass for them under the tool's schema,
+    and a profile's ``output_schema`` answer is constrained; None: on for Ollama and llama.cpp servers
+    (``openai`` provider), false: never."""
+    schema_format: Literal["json_schema", "json_object"] | None = None
+    """How an OpenAI-compatible server is asked for JSON that satisfies a schema: ``json_schema``
+    (OpenAI, llama.cpp's ``llama-server``, vLLM) or ``json_object`` with a ``schema``
+    (llama-cpp-python's server, which refuses ``json_schema``); None: ``json_schema``."""
 
 
 class WorkspaceSettings(BaseModel):

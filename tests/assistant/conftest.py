@@ -51,6 +51,13 @@ def provider_for(server: ScriptedServer) -> object:
     return make_provider(config)
 
 
+def offer_every_tool(session: Session) -> None:
+    """A window and a tools' budget that hold every enabled tool, so that all are offered (the tests of
+    what the policy or a profile enables, not of the ranking: services/assistant/tool_offer.py)."""
+    every = {"context_window": 65536, "tool_budget": 100_000}
+    session.workspace.update(models={"qwen2.5": every, "llama3.2:3b": every})
+
+
 @pytest.fixture(params=["ollama", "openai"])
 def server(request: pytest.FixtureRequest) -> Iterator[ScriptedServer]:
     server = ScriptedServer(request.param).start()

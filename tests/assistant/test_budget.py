@@ -136,4 +136,4 @@ async def test_every_request_is_measured_and_the_turn_records_its_breakdown(
     for report in reports:
         crowded = bool(report["left_out"]["turns"] or report["left_out"]["passages"])
         assert report["breakdown"]["left_out"] is crowded
-    assert any(r["left_out"]["turns"] for r in reports) and any(not r["left_out"]["turns"] for r in reports)
+    assert any(r["left_out"]["turns"] for r in reports)

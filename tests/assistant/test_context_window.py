@@ -254,7 +254,8 @@ async def test_an_empty_stream_is_explained_by_the_same_request_not_streamed(
     forget_all()
     server.add(Reply(raw_lines=[]), Reply(status=400, error=LLAMA_CPP_PYTHON), Reply(text="answered"))
     loop = TurnLoop(session, provider_for(server))  # type: ignore[arg-type]
-    outcome = await loop.run("hello " * 60)  # with the tool schemas, far more than the 512 the server has
+    # the tools that match it (read, file) make the first request far more than the 512 the server has
+    outcome = await loop.run("read the file notes.txt " + "hello " * 30)
     await loop.provider.aclose()
     assert outcome.error is None and outcome.text == "answered"
     stream, probe, retry = server.chat_requests()

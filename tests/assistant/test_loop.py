@@ -13,7 +13,7 @@ from services.assistant import Cancelled, Done, Failed, LoopEvent, TextDelta, To
 from services.audit.log import AuditStore
 from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest, approve_all
-from tests.assistant.conftest import provider_for
+from tests.assistant.conftest import offer_every_tool, provider_for
 from tests.models.servers import Call, Reply, ScriptedServer
 
 
@@ -61,6 +61,7 @@ async def test_retrieve_read_write_approved_answer_with_citation(session: Sessio
         asked.append(request)
         return ApprovalDecision.once()
 
+    offer_every_tool(session)
     loop = TurnLoop(session, provider_for(server), approver=approver)  # type: ignore[arg-type]
     outcome, events = await run(loop, "how are tool calls approved?")
     assert outcome.error is None and outcome.text == f"Calls wait for the operator [{handle}]."
@@ -245,7 +246,7 @@ async def test_context_budget_drops_chunks_and_says_so(session: Session, server:
     outcome, _ = await run(loop, "tantivy approvals tool calls search engine")
     assert outcome.error is None
     report = next(e for e in session.conversation.read().entries if e.get("kind") == "context")
-    assert report["left_out"]["tools"] and len(report["left_out"]["passages"]) == 1
+    assert len(report["left_out"]["passages"]) == 1  # (no tool matches the message: none is offered)
     assert "1 passage(s)" in report["content"] and len(outcome.hits) == 1
     sent = server.chat_requests()[0]
     assert "tools" not in sent and sent["messages"][-1]["content"].count("<<<end untrusted>>>") == 1

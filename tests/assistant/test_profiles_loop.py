@@ -13,7 +13,7 @@ from services.audit.log import AuditStore
 from services.profiles.audit import switches
 from services.session.session import Session
 from services.tools.calls import ApprovalDecision, ApprovalRequest
-from tests.assistant.conftest import provider_for
+from tests.assistant.conftest import offer_every_tool, provider_for
 from tests.models.servers import Call, Reply, ScriptedServer
 
 
@@ -49,6 +49,7 @@ async def test_switching_operator_to_researcher_refuses_the_next_write(
     profile) — in the transcript, the audit store and what the model is told — and is no longer
     offered."""
     session.use_profile("operator")
+    offer_every_tool(session)
     name = "builtin__fs__write_text"
     server.add(
         Reply(tool_calls=[Call(name, {"path": "a.txt", "text": "one\n"}, id="w1")]),
@@ -154,6 +155,7 @@ async def test_offline_answers_the_auditor_schema_with_citations(session: Sessio
 
 async def test_a_switch_mid_turn_changes_the_tools_of_the_next_step(session: Session, server: ScriptedServer) -> None:
     session.use_profile("operator")
+    offer_every_tool(session)
     server.add(
         Reply(tool_calls=[Call("builtin__shell__run", {"argv": ["ls"]}, id="s1")]),
         Reply(text="Stopped."),

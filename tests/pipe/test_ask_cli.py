@@ -275,3 +275,16 @@ def test_status_of_an_ephemeral_workspace_offline(aries_home: Path) -> None:
     assert report["model"]["label"] == "offline" and report["model"]["reachable"]
     bad = aries("status", home=aries_home, ARIES_MODEL="nope:x")
     assert bad.returncode == 2 and "not usable" in bad.stdout
+
+
+def test_ask_json_says_which_tools_were_offered_and_why(demo: Path, aries_home: Path, ollama: ScriptedServer) -> None:
+    ollama.add(Reply(text="It is about approvals."))
+    done = aries("ask", "--json", "-w", "demo", "read the file approvals.md", home=aries_home, **model_env(ollama))
+    assert done.returncode == 0, done.stderr
+    offered = valid(json.loads(done.stdout), RESPONSE_SCHEMA)["context"]["tools_offered"]
+    assert offered["offered"][0] == "builtin:fs:read_text" and offered["tokens"] <= offered["budget"] <= 1200
+    why = {row["tool"]: row for row in offered["tools"]}
+    assert why["builtin:fs:read_text"]["why"].startswith("matched: read, file")
+    assert any(not row["offered"] and row["why"] == "no match" for row in offered["tools"])
+    sent = [tool["function"]["name"] for tool in ollama.chat_requests()[0]["tools"]]
+    assert len(sent) == len(offered["offered"])

@@ -66,7 +66,9 @@ def _workspace(tmp_path: Path) -> Workspace:
     with RetrievalEngine(workspace) as engine:
         engine.index_add(str(docs), "docs")
         handle = str(engine.query(QUESTION, k=1).hits[0].to_dict()["handle"])
-    workspace.update(test_handle=handle)
+    # a tools' budget that holds every enabled tool: all are offered (what the ranking offers is tested in
+    # tests/assistant/test_tool_offer.py)
+    workspace.update(test_handle=handle, models={"llama3.2:3b": {"tool_budget": 100_000}})
     return workspace
 
 

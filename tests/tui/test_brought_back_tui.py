@@ -31,7 +31,7 @@ async def ask(pilot: Pilot[Any], app: AriesApp, text: str) -> None:
 
 
 def script(server: ScriptedServer, workspace: Workspace) -> None:
-    workspace.update(models={"ollama:llama3.2:3b": {"context_window": 700, "max_tokens": 40}})
+    workspace.update(models={"ollama:llama3.2:3b": {"context_window": 700, "max_tokens": 40, "tool_budget": 0}})
     server.add(Reply(text="Noted.", prompt_tokens=0))
     for _ in SUBJECTS:
         server.add(Reply(text="Here are a few sentences. " * 6, prompt_tokens=0))

@@ -70,7 +70,7 @@ async def test_the_header_shows_the_meter_after_a_request_and_usage_breaks_it_do
 async def test_a_full_window_says_full_in_words_and_in_the_error_colour(
     server: ScriptedServer, workspace: Workspace
 ) -> None:
-    workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100}})
+    workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100, "tool_budget": 0}})
     for n in range(1, 3):
         server.add(Reply(text=f"answer {n}: " + "the operator approves writes " * 120))
     app = AriesApp("demo")
@@ -97,7 +97,7 @@ def test_snapshot_the_meter_at_80_columns(
     error colour and with the word "full" (turn 1's long answer fills more than 90 % of the room beside
     turn 2); the transcript ends with "answer 2: writes wait." and its usage line."""
     fixed_conversation(workspace)
-    workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100}})
+    workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100, "tool_budget": 0}})
     server.add(Reply(text="answer 1: " + "the operator approves writes " * 120))
     server.add(Reply(text="answer 2: writes wait."))
 
