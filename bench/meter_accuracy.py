@@ -98,7 +98,7 @@ async def converse(
             actual = await asyncio.to_thread(server_count, base_url, body)
             report = usage[-1] if usage else None
             out = (report.completion_tokens or report.completion_tokens_estimated) if report else 0
-            seconds = report.elapsed_ms / 1000 if report else 0.0
+            seconds = report.generating_ms / 1000 if report else 0.0  # as the usage line reckons it
             rows.append(
                 {
                     "turn": n,

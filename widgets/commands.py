@@ -122,6 +122,14 @@ class HistorySearch:
 
 
 @dataclass(frozen=True)
+class CompactAction:
+    """``/compact`` (``action`` ``run``), ``/compact show|edit|undo``, ``/compact auto on|off``."""
+
+    action: str = "run"
+    state: str | None = None
+
+
+@dataclass(frozen=True)
 class HistoryExport:
     """``/history export [md|html]``: the open conversation as a document."""
 
@@ -489,6 +497,23 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "usage",
         "How the last model request shared the context window: system and profile, pins, history, brought-back "
         "turns, passages, tool definitions, free.",
+    ),
+    CommandSpec(
+        "compact",
+        "Ask the model for a summary of the turns left out of the window (a transcript entry; sent as data "
+        "when those turns are left out). show: read it; edit: in $EDITOR; undo: take the last back; "
+        "auto on|off: write one by itself when turns start being left out.",
+        (
+            Form((), into=CompactAction),
+            *(Form((what,), into=CompactAction, preset=(("action", what),)) for what in ("show", "edit", "undo")),
+            Form(
+                ("auto",),
+                (Arg("state", "on|off", choices=("on", "off")),),
+                into=CompactAction,
+                preset=(("action", "auto"),),
+            ),
+        ),
+        "compact",
     ),
     CommandSpec(
         "theme",

@@ -29,6 +29,7 @@ class Conversation:
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
         self._dialogue: list[dict[str, Any]] = []  # user and assistant entries of turns, in order
+        self._compactions: list[dict[str, Any]] = []  # /compact's entries (services.assistant.compaction)
         self._turns = self._load()
         self.subscriber_errors: list[str] = []
 
@@ -40,6 +41,7 @@ class Conversation:
         """Read the transcript once: the turns so far and their dialogue (kept in memory, small)."""
         entries = self.transcript.read().entries
         self._dialogue = [e for e in entries if _is_dialogue(e)]
+        self._compactions = [e for e in entries if e.get("kind") == "compaction"]
         return len({str(e["turn_id"]) for e in entries if e.get("turn_id")})
 
     def dialogue(self) -> list[dict[str, Any]]:
@@ -47,6 +49,11 @@ class Conversation:
         without reading the file again."""
         with self._lock:
             return list(self._dialogue)
+
+    def compactions(self) -> list[dict[str, Any]]:
+        """The ``compaction`` entries so far (summaries, edits, undos), in order, without reading the file."""
+        with self._lock:
+            return list(self._compactions)
 
     def new_turn(self) -> str:
         with self._lock:
@@ -73,6 +80,8 @@ class Conversation:
         with self._lock:
             if _is_dialogue(entry):
                 self._dialogue.append(entry)
+            elif entry.get("kind") == "compaction":
+                self._compactions.append(entry)
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             try:

@@ -84,8 +84,9 @@ def estimate_tokens(text: str) -> int:
 
 
 def message_tokens(message: ChatMessage) -> int:
-    """One message: its content, its tool calls (name and arguments) and the template's markers."""
-    total = MESSAGE_OVERHEAD + estimate_tokens(message.content)
+    """One message: its content (trimmed, as Gemma's and Llama 3's templates trim it), its tool calls
+    (name and arguments) and the template's markers."""
+    total = MESSAGE_OVERHEAD + estimate_tokens(message.content.strip())
     for call in message.tool_calls:
         total += MESSAGE_OVERHEAD + estimate_tokens(call.name) + estimate_tokens(call.raw_arguments)
     return total
