@@ -120,7 +120,7 @@ class StreamingAnswer(Vertical):
                 tokens_in = f"≈{usage['prompt_tokens_estimated']} tokens in (estimated: the server did not count)"
             out = usage.get("completion_tokens_estimated") or usage.get("completion_tokens") or 0
             tokens_out = f"{'≈' if usage.get('completion_tokens_estimated') else ''}{out} out"
-            if out and usage.get("generating_ms"):  # the rate while the answer streamed (not the prompt's time)
+            if out and usage.get("generating_ms", 0) >= 100:  # the rate while the answer streamed (not the prompt)
                 tokens_out += f" · {out / (usage['generating_ms'] / 1000):.1f} tok/s"
             self._usage.update(
                 Text(
