@@ -132,7 +132,7 @@ def split_last(base_url: str, url: str, body: dict[str, Any], actual: int) -> di
             return int(json.loads(response.read())["count"])
 
     empty = count("")  # the tokenizer's own start marker
-    texts = [str(message.get("content") or "") for message in body["messages"]]
+    texts = [str(message.get("content") or "").strip() for message in body["messages"]]  # as the template trims
     estimated = sum(estimate_tokens(text) for text in texts)
     counted = sum(count(text) - empty for text in texts)
     markers = REQUEST_OVERHEAD + MESSAGE_OVERHEAD * len(texts)

@@ -242,3 +242,17 @@ def test_what_is_in_force_reads_the_entries_in_order() -> None:
     ]
     assert [s.compaction_id for s in stack(entries)] == ["k1", "k2"]
     assert in_force([*entries, entry("undo", "k6", undoes="k2")]).compaction_id == "k1"  # type: ignore[union-attr]
+
+
+async def test_a_failed_automatic_summary_is_one_warning_and_the_turn_stands(
+    session: Session, openai_only: ScriptedServer
+) -> None:
+    server = openai_only
+    await left_out_conversation(session, server)
+    update_settings(lambda s: s.model_copy(update={"auto_compact": True}))
+    outcome = await turn(session, server, "Another question about rivers?", "An answer.")  # nothing scripted after
+    assert outcome.error is None and outcome.text == "An answer."
+    assert compactions(session) == []
+    warned = [e for e in session.conversation.read().entries if e.get("title") == "compact"]
+    assert len(warned) == 1 and warned[0]["level"] == "warning"
+    assert warned[0]["content"].startswith("Automatic summary: The model could not write a summary (")
