@@ -15,7 +15,8 @@ local models (Gemma 3, Llama 3, Qwen 2.5: 128k–262k entries) do with text:
 Checked against Gemma 3's own tokenizer (``/extras/tokenize/count`` of the real server in
 ``tests/real_model``; ``bench/meter_accuracy.py`` measures the whole request): within 5 % on
 English prose and Aries' own conversations, 0–10 % over on Python, 0–8 % under on JSON, 5–7 %
-under on hex and UUIDs, 20 % under on base64, 25–30 % over on German and Chinese. (The earlier
+under on hex and UUIDs, 20 % under on base64, German from 7 % under (long compounds) to 25 %
+over, Chinese 30 % over. (The earlier
 per-letter estimate over-counted plain conversation by 15–25 % and the chat template's markers by
 half.) Each message adds :data:`MESSAGE_OVERHEAD` tokens for its chat-template markers (Gemma's
 ``<start_of_turn>user\n … <end_of_turn>\n``: 5; ChatML and Llama 3 the same), each request

@@ -23,7 +23,10 @@ TURNS = 8
 
 
 async def test_the_meter_is_within_reach_of_the_servers_count(llama_server: LlamaServer) -> None:
-    workspace = real_workspace("meter", models={"openai:gemma": {"max_tokens": 24, "context_window": 2048}})
+    # no tools offered: Gemma's chat template (from the GGUF) leaves tool schemas out of the prompt, which
+    # Aries counts (the meter over-counts by them with this server; see docs/BENCHMARKS.md)
+    settings = {"openai:gemma": {"max_tokens": 24, "context_window": 2048}}
+    workspace = real_workspace("meter", models=settings, tools=())
     session = Session(workspace, interactive=False)
     errors: list[float] = []
     try:

@@ -136,8 +136,8 @@ async def test_forced_tool_calls_are_each_decided_by_the_gateway(llama_server: L
 
 def test_the_estimate_against_the_real_tokenizer(llama_server: LlamaServer) -> None:
     """The documented estimate (services/models/tokens.py): within 10 % of the real count for English
-    prose, code, hex and ids; over, never under, for German; within a bound on base64 (which the
-    server's own count corrects, see Calibration)."""
+    prose, code, hex and ids; within 20 % for German; within a bound on base64 (which the server's
+    own count corrects, see Calibration)."""
     import base64
     import uuid
 
@@ -150,6 +150,6 @@ def test_the_estimate_against_the_real_tokenizer(llama_server: LlamaServer) -> N
         actual = llama_server.count_tokens(text) - empty
         assert actual * 0.9 <= estimate_tokens(text) <= actual * 1.1, (actual, estimate_tokens(text), text[:40])
     german = "Die Würde des Menschen ist unantastbar. " * 40
-    assert llama_server.count_tokens(german) <= estimate_tokens(german) <= llama_server.count_tokens(german) * 1.4
+    assert llama_server.count_tokens(german) * 0.8 <= estimate_tokens(german) <= llama_server.count_tokens(german) * 1.3
     noise = base64.b64encode(bytes(range(256)) * 8).decode()
     assert llama_server.count_tokens(noise) <= estimate_tokens(noise) * 1.35
