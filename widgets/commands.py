@@ -127,6 +127,14 @@ class HistorySearch:
 
 
 @dataclass(frozen=True)
+class CompactAction:
+    """``/compact`` (``action`` ``run``), ``/compact show|edit|undo``, ``/compact auto on|off``."""
+
+    action: str = "run"
+    state: str | None = None
+
+
+@dataclass(frozen=True)
 class HistoryExport:
     """``/history export [md|html]``: the open conversation as a document."""
 
@@ -551,6 +559,23 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "instructions",
         "Show the project instructions sent with every turn (the workspace's AGENTS.md, while its settings are in "
         "force), and its workspace commands (commands/NAME.md, each /NAME).",
+    ),
+    CommandSpec(
+        "compact",
+        "Ask the model for a summary of the turns left out of the window (a transcript entry; sent as data "
+        "when those turns are left out). show: read it; edit: in $EDITOR; undo: take the last back; "
+        "auto on|off: write one by itself when turns start being left out.",
+        (
+            Form((), into=CompactAction),
+            *(Form((what,), into=CompactAction, preset=(("action", what),)) for what in ("show", "edit", "undo")),
+            Form(
+                ("auto",),
+                (Arg("state", "on|off", choices=("on", "off")),),
+                into=CompactAction,
+                preset=(("action", "auto"),),
+            ),
+        ),
+        "compact",
     ),
     CommandSpec(
         "theme",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from app.commands.approvals import ApprovalsController
     from app.commands.assistant import AssistantController
     from app.commands.bundle import BundleController
+    from app.commands.compact import CompactController
     from app.commands.context import ContextController
     from app.commands.conversation import ConversationController
     from app.commands.desktop import DesktopController
@@ -311,6 +312,12 @@ class Commands:
         return TypeAhead(self.host, send=self.send, busy=lambda: self._made("assistant") and self.assistant.running)
 
     @cached_property
+    def compact(self) -> CompactController:
+        from app.commands.compact import CompactController
+
+        return CompactController(self.host, lambda: self._made("assistant") and self.assistant.running)
+
+    @cached_property
     def workspace(self) -> WorkspaceController:
         from app.commands.workspace import WorkspaceController
 
@@ -355,6 +362,7 @@ HANDLERS: dict[str, Handler] = {
     "usage": lambda c, parsed: c.assistant.usage(),
     "instructions": lambda c, parsed: c.project.instructions(),
     "tools": lambda c, parsed: c.assistant.tools_offered(),
+    "compact": lambda c, parsed: c.compact.command(parsed),
     "replay": lambda c, parsed: c.history.replay(),
     "runs": lambda c, parsed: c.history.runs(),
     "quit": lambda c, parsed: c.workspace.quit_later(),

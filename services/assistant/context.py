@@ -60,6 +60,8 @@ MAX_BROUGHT_BACK = 3
 BROUGHT_BACK_SHARE = 0.25
 """Of the prompt's room, what brought-back turns may take at most: the rest stays for the passages and
 the newest turns."""
+SUMMARY_SHARE = 0.25
+"""Of the prompt's room, what the summary in force (``/compact``) may take at most; a larger one is not sent."""
 
 
 def untrusted_block(label: str, text: str) -> str:
@@ -140,6 +142,21 @@ def history_from_entries(entries: list[dict[str, Any]], current_turn: str) -> li
     return list(turns.values())
 
 
+@dataclass(frozen=True)
+class SummaryPiece:
+    """The summary in force (``/compact``, :mod:`services.assistant.compaction`) as the fitter holds it:
+    its id, the turns it stands for, and its untrusted block."""
+
+    compaction_id: str
+    first: int
+    last: int
+    block: str
+
+    def covers(self, turn_id: str) -> bool:
+        tail = turn_id.rsplit("-t", 1)[-1]
+        return tail.isdigit() and self.first <= int(tail) <= self.last
+
+
 class ContextTooSmall(AriesError):
     """Even with every earlier turn, passage and tool left out, the request exceeds the window."""
 
@@ -162,6 +179,7 @@ class Fitted:
     estimated: int = 0  # the same, before calibration (what the server's count is compared with)
     limit: int = 0  # the prompt's room: the window minus what is kept for the answer
     breakdown: ContextBreakdown | None = None  # the request part by part (services.models.window_budget)
+    summary: str | None = None  # the compaction id of the summary sent (services.assistant.compaction)
 
     def left_out(self) -> LeftOut:
         brought = tuple(str(hit.get("handle")) for hit in self.brought_back)
@@ -218,6 +236,7 @@ class ContextFitter:
         label: str = "the model",
         pinned: frozenset[str] = frozenset(),
         instructions: str = "",
+        summary: SummaryPiece | None = None,
     ) -> None:
         from services.models.base import ChatMessage
 
@@ -242,6 +261,10 @@ class ContextFitter:
         self.intro = estimate_tokens(PASSAGES_INTRO)  # counted when a passage is sent
         self.turns: list[tuple[dict[str, Any], str, int]] = []  # brought-back candidates: hit, block, tokens
         self.searched = 0  # the left-out turns that candidates were looked for among
+        self.summary: tuple[dict[str, Any], str, int] | None = None  # the summary in force: hit, block, tokens
+        if summary is not None:
+            hit = {"handle": f"summary:{summary.compaction_id}", "summary": summary}
+            self.summary = (hit, summary.block, estimate_tokens(summary.block) + 2)
 
     def bring_back(self, hits: list[dict[str, Any]], searched: int) -> None:
         """Candidates for bringing back (hits with ``handle``, ``turn_id`` and ``text``, best first),
@@ -284,6 +307,12 @@ class ContextFitter:
                 turns.append(("brought_back", hit, block, tokens))
                 room -= tokens
         merged: list[tuple[str, dict[str, Any], str, int]] = []
+        if self.summary is not None and left_out:  # first, when it stands for a turn left out
+            hit, block, tokens = self.summary
+            if tokens <= self.limit * SUMMARY_SHARE and any(
+                hit["summary"].covers(turn.turn_id) for turn in self.history[:left_out]
+            ):
+                merged.append(("summary", hit, block, tokens))
         for n in range(max(len(passages), len(turns))):
             merged.extend(group[n] for group in (passages, turns) if n < len(group))
         return merged
@@ -320,8 +349,8 @@ class ContextFitter:
         kept_ranked = self._ranked(0)[: decided.ranked_kept]
         drop_turns = searched_for = decided.history_dropped
         ranked = self._ranked(searched_for) if searched_for else []
-        wanted = sum(tokens for kind, _, _, tokens in ranked if kind == "brought_back")
-        if wanted:  # candidates among the turns left out: the history makes room for them
+        wanted = sum(tokens for kind, _, _, tokens in ranked if kind != "passages")
+        if wanted:  # a summary or candidates among the turns left out: the history makes room for them
             # turn by turn, past the block already left out: a turn brought back never costs a block
             reserved = share(limit - wanted, always, cost, passages, history, ranked_intro=self.intro)
             left = max(searched_for, reserved.history_dropped)
@@ -344,6 +373,7 @@ class ContextFitter:
             wants_recall=searched_for if searched_for > self.searched else 0,
             left_out_handles=[str(hit.get("handle")) for hit, _ in self.blocks[len(kept_hits) :]],
             left_out_tools=[] if decided.tools_kept else [schema.name for schema in tools],
+            summary=next((hit["handle"][8:] for kind, hit, _, _ in kept_ranked if kind == "summary"), None),
             tokens=self.calibration.scale(decided.total),
             estimated=decided.total,
             limit=self.calibration.scale(limit),

@@ -97,6 +97,7 @@ class UsageReport:
     steps: int
     prompt_tokens_estimated: int = 0  # Aries' own count of the last request, for a server that gives none
     completion_tokens_estimated: int = 0  # the output counted by Aries where the server gave no count
+    generating_ms: float = 0.0  # from the first streamed text to the end, over the turn's steps (tokens/s)
 
 
 @dataclass(frozen=True)

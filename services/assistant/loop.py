@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from services.assistant.compaction import auto_enabled, in_force, piece, wanted
+from services.assistant.compaction import compact as compact_turns
 from services.assistant.constrained import constrains
 from services.assistant.context import (
     ContextFitter,
@@ -195,6 +197,7 @@ class _Turn:
     native_calls: int = 0  # tool calls the model returned natively
     text_calls: int = 0  # tool calls read from its text and handed to the gateway
     vector: tuple[str, list[float]] | None = None  # the message's vector, when the retrieval made one
+    generating_ms: float = 0.0  # from each step's first streamed text to its end: the rate's time
 
 
 @dataclass
@@ -345,6 +348,7 @@ class TurnLoop:
             self._finish(turn)
             if context.recall.searched:  # the conversation index kept current, after the answer
                 await asyncio.to_thread(context.recall.after_turn)
+            await self._auto_compact(turn.outcome)
             turn.phase = Phase.CLOUD
             await self._cloud(text, turn.outcome)
             return turn.outcome
@@ -354,6 +358,21 @@ class TurnLoop:
         except AriesError as exc:
             self._failed(turn, exc)
             return turn.outcome
+
+    async def _auto_compact(self, outcome: TurnOutcome) -> None:
+        """After a turn whose request left out turns no summary covers: the summary (``/compact``) when
+        the operator turned that on; a failure is one warning and loses nothing."""
+        left_out = outcome.context.get("left_out") or {}
+        if outcome.error or not wanted(self.session.conversation, left_out.get("last_turn")):
+            return
+        if self.provider.name == "offline" or not await asyncio.to_thread(auto_enabled):
+            return
+        try:
+            await compact_turns(self.session, self.provider, self.model_label)
+        except AriesError as exc:
+            self.session.conversation.record(
+                Notice(text=f"Automatic summary: {exc.message}", level="warning", title="compact")
+            )
 
     async def _mcp_tools(self, turn_id: str) -> None:
         """Enabled MCP servers started off the event loop so that their tools can be offered — but a turn
@@ -445,6 +464,7 @@ class TurnLoop:
         if (schema_format := self._model_setting("schema_format")) is not None:
             options = dataclasses.replace(options, schema_format=schema_format)
         history = history_from_entries(self.session.conversation.dialogue(), turn.outcome.turn_id)
+        summary = piece(in_force(self.session.conversation.compactions()))
         fitter = ContextFitter(
             profile_system_prompt(profile.system_prompt if profile is not None else None),
             turn.text,
@@ -456,6 +476,7 @@ class TurnLoop:
             label=self.model_label,
             pinned=_pinned(self.session, history),
             instructions=_instructions(self.session),
+            summary=summary,
         )
         schema = profile.output_schema if profile is not None else None
         text = TextCallState.open(
@@ -548,8 +569,10 @@ class TurnLoop:
         context.sent = fitted.messages
         finish = "stop"
         counted = 0
+        first: float | None = None
         async for event in self.provider.stream(request):
             if isinstance(event, ModelText):
+                first = monotonic() if first is None else first
                 turn.streamed += event.text
                 self._emit(TextDelta(turn.outcome.turn_id, step, event.text))
             elif isinstance(event, ToolCallEvent):
@@ -561,6 +584,8 @@ class TurnLoop:
                 context.window.calibration.observe(fitted.estimated, event.prompt_tokens)
             elif isinstance(event, ModelDone):
                 finish = event.finish_reason
+        if first is not None:
+            turn.generating_ms += (monotonic() - first) * 1000
         if not counted and turn.streamed:  # the server did not count its output (llama-cpp-python's stream)
             from services.models.tokens import estimate_tokens
 
@@ -577,6 +602,10 @@ class TurnLoop:
             "passages": list(fitted.left_out_handles),
             "tools": len(fitted.left_out_tools),
         }
+        if fitted.left_out_turns:  # the newest turn left out: automatic compaction's cue
+            outcome.context["left_out"]["last_turn"] = fitted.left_out_turns[-1]
+        if fitted.summary:
+            outcome.context["summary"] = fitted.summary
         outcome.brought_back = list(fitted.brought_back)
         outcome.context["brought_back"] = [str(hit.get("handle")) for hit in fitted.brought_back]
         if fitted.breakdown is not None:  # the one budget's account, part by part (services.models.window_budget)
@@ -739,6 +768,8 @@ class TurnLoop:
             "elapsed_ms": elapsed_ms,
             "steps": outcome.steps,
         }
+        if turn.generating_ms:  # the usage line's tokens per second
+            outcome.usage["generating_ms"] = round(turn.generating_ms, 1)
         if turn.native_calls:  # read back by the next turn: native calls seen, text calls not read
             outcome.usage["native_tool_calls"] = turn.native_calls
         if turn.text_calls:
@@ -775,6 +806,7 @@ class TurnLoop:
                 outcome.steps,
                 estimated,
                 int(outcome.usage.get("completion_tokens_estimated") or 0),
+                generating_ms=turn.generating_ms,
             )
         )
         self._emit(Done(outcome.turn_id, outcome.text, outcome.citations))

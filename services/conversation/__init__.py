@@ -9,6 +9,7 @@ the file to find out what happened.
 
 from services.conversation.events import (
     AssistantAnswer,
+    Compaction,
     ContextReport,
     ConversationEvent,
     Notice,
@@ -20,6 +21,7 @@ from services.conversation.writer import Conversation, Subscriber
 
 __all__ = [
     "AssistantAnswer",
+    "Compaction",
     "ContextReport",
     "Conversation",
     "ConversationEvent",

@@ -278,6 +278,45 @@ class TimelineMark(_Event):
         return {**self._common(), "level": "info", "title": str(self.fields.get("kind")), **self.fields}
 
 
+@dataclass(frozen=True, kw_only=True)
+class Compaction(_Event):
+    """``/compact`` (issue 30 item 2): a model's summary of earlier turns (``action`` ``summary``), the
+    operator's edit of it (``edit``: a new entry, the one it replaces kept), or the undo of the last
+    of these (``undo``, naming it in ``undoes``). Written as ``{"kind": "compaction", ...}``; the turns
+    it summarises (``first_turn``..``last_turn``) stay in the transcript as they were.
+    :mod:`services.assistant.compaction` reads them back (which summary is in force)."""
+
+    action: str  # summary | edit | undo
+    compaction_id: str
+    summary: str = ""
+    first_turn: int = 0
+    last_turn: int = 0
+    model: str | None = None
+    undoes: str | None = None
+    role = "system"
+
+    @property
+    def content(self) -> str:
+        if self.action == "undo":
+            return f"summary {self.undoes} undone (/compact show: what is in force now)"
+        by = "edited by the operator" if self.action == "edit" else f"written by {self.model or 'the model'}"
+        head = f"summary {self.compaction_id} of turns {self.first_turn}–{self.last_turn}, {by}"
+        note = "/compact show · edit · undo; sent to the model as data when those turns are left out"
+        return f"{head} ({note})\n\n{self.summary}"
+
+    def to_fields(self) -> dict[str, Any]:
+        from services.workspace.transcript_format import stamp
+
+        fields = {**self._common(), **stamp("compaction"), "action": self.action, "compaction_id": self.compaction_id}
+        if self.action == "undo":
+            fields["undoes"] = self.undoes
+            return fields
+        fields.update(summary=self.summary, turns={"first": self.first_turn, "last": self.last_turn})
+        if self.model:
+            fields["model"] = self.model
+        return fields
+
+
 ConversationEvent = (
-    UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice | ContextReport | TimelineMark
+    UserMessage | AssistantAnswer | RetrievalSet | ToolCallRecord | Notice | ContextReport | TimelineMark | Compaction
 )

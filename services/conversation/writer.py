@@ -32,6 +32,7 @@ class Conversation:
         self._dialogue: list[dict[str, Any]] = []  # user and assistant entries of turns, in order
         self._timeline = Timeline()
         self.format_notice: str | None = None  # what of a newer Aries's transcript was skipped
+        self._compactions: list[dict[str, Any]] = []  # /compact's entries (services.assistant.compaction)
         self._turns = self._load()
         self.subscriber_errors: list[str] = []
 
@@ -46,6 +47,7 @@ class Conversation:
         self.format_notice = result.newer_notice
         self._dialogue = [e for e in entries if _is_dialogue(e)]
         self._timeline = timeline_of(entries)
+        self._compactions = [e for e in entries if e.get("kind") == "compaction"]
         return len({str(e["turn_id"]) for e in entries if e.get("turn_id")})
 
     def dialogue(self) -> list[dict[str, Any]]:
@@ -67,6 +69,11 @@ class Conversation:
         with self._lock:
             self._timeline = timeline_of(entries)
         return entry
+
+    def compactions(self) -> list[dict[str, Any]]:
+        """The ``compaction`` entries so far (summaries, edits, undos), in order, without reading the file."""
+        with self._lock:
+            return list(self._compactions)
 
     def new_turn(self) -> str:
         with self._lock:
@@ -96,6 +103,8 @@ class Conversation:
                 self._timeline = _begun(self._timeline, str(turn))
             if _is_dialogue(entry):
                 self._dialogue.append(entry)
+            elif entry.get("kind") == "compaction":
+                self._compactions.append(entry)
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             try:

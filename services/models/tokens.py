@@ -1,32 +1,39 @@
 """Counting tokens without the model's tokenizer: a documented estimate, corrected by the server.
 
-The estimate is per character class, from what BPE / SentencePiece vocabularies do with text:
+The estimate is per word and character class, from what BPE / SentencePiece vocabularies of today's
+local models (Gemma 3, Llama 3, Qwen 2.5: 128k–262k entries) do with text:
 
-* an ASCII letter, space or newline: 1/4 of a token (English prose and code run at about four
-  characters a token; the space before a word usually merges into the word's token);
+* a run of ASCII letters (a word, with the space before it): 1 token, plus 1/4 for each letter past
+  the sixth (long and rare words are cut into pieces), plus 1 at each lower-to-upper case switch
+  (``camelCase``, base64);
 * a digit: 1 token (Gemma and Llama 3 split numbers into digits or short groups);
-* other ASCII (punctuation, brackets, tabs): 0.6 of a token;
+* other ASCII (punctuation, brackets, tabs): 0.7 of a token;
+* a run of newlines, or of two or more spaces (indentation): 1 token; a single space: none;
 * any other character: 0.8 of a token (CJK runs at about one token per character, accented Latin
-  text much better);
-* and 0.75 more at every switch between a letter and a digit (hex, UUIDs and ids are cut there,
-  nearly a token a character).
+  text much better).
 
 Checked against Gemma 3's own tokenizer (``/extras/tokenize/count`` of the real server in
-``tests/real_model``): it over-counts English prose, Python, JSON, German and Chinese by 10–19 %,
-hex and UUIDs by 5–27 %, matches Aries' own transcripts, and under-counts base64 by about 25 % and
-runs of mixed whitespace by up to 45 %. Each message adds :data:`MESSAGE_OVERHEAD` tokens for its
-chat-template markers, each request :data:`REQUEST_OVERHEAD`.
+``tests/real_model``; ``bench/meter_accuracy.py`` measures the whole request): within 5 % on
+English prose and Aries' own conversations, 0–10 % over on Python, 0–8 % under on JSON, 5–7 %
+under on hex and UUIDs, 20 % under on base64, German from 7 % under (long compounds) to 25 %
+over, Chinese 30 % over. (The earlier
+per-letter estimate over-counted plain conversation by 15–25 % and the chat template's markers by
+half.) Each message adds :data:`MESSAGE_OVERHEAD` tokens for its chat-template markers (Gemma's
+``<start_of_turn>user\n … <end_of_turn>\n``: 5; ChatML and Llama 3 the same), each request
+:data:`REQUEST_OVERHEAD`.
 
 The estimate is then *checked against the server*: whenever a reply reports the real prompt size
 (``usage.prompt_tokens``, Ollama's ``prompt_eval_count``, or the numbers in a context-overflow
 error), :class:`Calibration` compares it with the estimate of that same request and scales later
-estimates by the ratio (up at once, down slowly). Counting is pure string work: a few
-microseconds per thousand characters, memoized per text.
+estimates by the ratio (up at once, down slowly). llama-cpp-python's stream reports no usage: with
+it the estimate is all there is. Counting is pure string work, about 0.1 ms per thousand
+characters, memoized per text.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -34,13 +41,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from services.models.base import ChatMessage, ToolSchema
 
-MESSAGE_OVERHEAD = 8
-REQUEST_OVERHEAD = 16
+MESSAGE_OVERHEAD = 5
+REQUEST_OVERHEAD = 8
 
 
 def _shape_table() -> bytes:
-    """Every byte of UTF-8 text to its class: ASCII letters ``a``, digits ``0``, space and newline
-    `` ``, other ASCII ``.``, the first byte of any other character ``f``, continuation bytes ``c``."""
+    """Every byte of UTF-8 text to its class: ASCII lower-case letters ``l``, upper-case ``U``, digits
+    ``0``, space `` ``, newline ``n``, other ASCII ``.``, the first byte of any other character ``f``,
+    continuation bytes ``c``."""
     table = bytearray(256)
     for code in range(256):
         char = chr(code)
@@ -48,12 +56,17 @@ def _shape_table() -> bytes:
             table[code] = ord("f")
         elif code >= 0x80:
             table[code] = ord("c")
+        elif char.isalpha():
+            table[code] = ord("U" if char.isupper() else "l")
         else:
-            table[code] = ord("a" if char.isalpha() else "0" if char.isdigit() else " " if char in " \n" else ".")
+            table[code] = ord("0" if char.isdigit() else " " if char == " " else "n" if char == "\n" else ".")
     return bytes(table)
 
 
 _SHAPE = _shape_table()
+_FLAT = bytes(ord("a") if code in b"lU" else ord("-") for code in range(256))  # letters, and the rest
+_LONG_WORD = re.compile(rb"[lU]{7,}")
+_BREAKS = re.compile(rb"  +|n+")  # indentation and line breaks: a token a run
 
 
 @lru_cache(maxsize=8192)
@@ -62,14 +75,19 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     shape = text.encode("utf-8", "surrogatepass").translate(_SHAPE)  # bytes: C speed throughout
-    letters, digits, spaces, punctuation, foreign = (shape.count(c) for c in (b"a", b"0", b" ", b".", b"f"))
-    switches = shape.count(b"0a") + shape.count(b"a0")  # hex, ids, base64: a token at nearly every switch
-    return int((letters + spaces) * 0.25 + digits + punctuation * 0.6 + foreign * 0.8 + switches * 0.75) + 1
+    words = (b"-" + shape.translate(_FLAT)).count(b"-a")
+    longer = sum(len(run) - 6 for run in _LONG_WORD.findall(shape))
+    switches = shape.count(b"lU")
+    digits, punctuation, foreign = (shape.count(c) for c in (b"0", b".", b"f"))
+    breaks = len(_BREAKS.findall(shape))
+    total = words + longer / 4 + switches + digits + punctuation * 0.7 + foreign * 0.8 + breaks
+    return max(1, int(total + 0.5))
 
 
 def message_tokens(message: ChatMessage) -> int:
-    """One message: its content, its tool calls (name and arguments) and the template's markers."""
-    total = MESSAGE_OVERHEAD + estimate_tokens(message.content)
+    """One message: its content (trimmed, as Gemma's and Llama 3's templates trim it), its tool calls
+    (name and arguments) and the template's markers."""
+    total = MESSAGE_OVERHEAD + estimate_tokens(message.content.strip())
     for call in message.tool_calls:
         total += MESSAGE_OVERHEAD + estimate_tokens(call.name) + estimate_tokens(call.raw_arguments)
     return total
@@ -89,7 +107,7 @@ def _tool(schema: ToolSchema) -> dict[str, Any]:
 @dataclass
 class Calibration:
     """``factor`` × estimate ≈ the server's count. Starts at 1; bounded to [0.8, 4]: the estimate
-    over-counts ordinary text by 10–17 %, and a server that counts far less (a template that leaves
+    is within a few per cent on ordinary text, and a server that counts far less (a template that leaves
     the tool schemas out, a server that reports nonsense) must not make Aries send more than that."""
 
     factor: float = 1.0

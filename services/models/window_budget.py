@@ -10,7 +10,12 @@ comes after it:
 2. **the tool definitions**, all or none, within their budget (``tool_budget``: by default whatever
    the first part leaves);
 3. **passages and brought-back turns, by relevance** (``ranked``: best first, each whole; the first
-   that does not fit ends them, so a lower-ranked one never takes the place of a better one);
+   that does not fit ends them, so a lower-ranked one never takes the place of a better one). The
+   summary in force (``/compact``, :mod:`services.assistant.compaction`) ranks first among them, and
+   only when the request leaves out a turn it covers: it stands for those turns (history material
+   written by a model, sent as untrusted data like a passage, never always-sent: when its turns are
+   all in the history it would only repeat them); it may take at most a quarter of the room, so that
+   it never shuts the passages out;
 4. **earlier turns, newest first**: the oldest are left out, ``drop_block`` at a time counted from the
    first turn, so that the start of what is sent stays put for several turns (a server's prompt cache).
 
@@ -36,6 +41,7 @@ PARTS = (
     "current_message",
     "this_turn",
     "tool_definitions",
+    "summary",
     "passages",
     "brought_back",
     "history",
@@ -51,6 +57,7 @@ LABELS = {
     "current_message": "current message",
     "this_turn": "this turn's tool calls",
     "tool_definitions": "tool definitions",
+    "summary": "summary (/compact)",
     "passages": "passages",
     "brought_back": "brought-back turns",
     "history": "history",
@@ -75,6 +82,7 @@ class ContextBreakdown:
     current_message: int = 0
     this_turn: int = 0
     tool_definitions: int = 0
+    summary: int = 0
     passages: int = 0
     brought_back: int = 0
     history: int = 0
@@ -146,7 +154,7 @@ def recorded(entries: Sequence[Mapping[str, Any]]) -> ContextBreakdown | None:
 class Ranked:
     """A passage or a brought-back turn competing for the room by relevance (best first)."""
 
-    kind: str  # "passages" | "brought_back"
+    kind: str  # "summary" | "passages" | "brought_back"
     tokens: int
 
 

@@ -47,7 +47,7 @@ RESERVED = frozenset(
         "artifact", "context", "copy", "desktop", "doctor", "fork", "fs", "grants", "help", "history", "model",
         "new", "notify", "policy", "profile", "quit", "rag", "replay", "resume", "runs", "serve", "shell",
         "theme", "tool", "trust", "undo", "usage", "web", "workspace", "instructions", "pin", "unpin",
-        "checkpoint", "checkpoints", "rewind", "tools",
+        "checkpoint", "checkpoints", "rewind", "tools", "compact",
     }
 )  # fmt: skip
 """Names the built-in slash commands hold (``widgets.commands``; a test keeps the two in step): a

@@ -128,6 +128,9 @@ class OperatorSettings(BaseModel):
     """The Textual theme the TUI uses; None: its default."""
     notifications: Notifications = Field(default_factory=Notifications)
     """How Aries notifies."""
+    auto_compact: bool = False
+    """Ask the model for a summary (``/compact``) by itself after a turn whose request left out turns no
+    summary covers (``/compact auto on|off``)."""
     grants: list[LastingGrant] = Field(default_factory=list)
     """Lasting grants, each for one workspace (``services.grants.store``)."""
 

@@ -33,7 +33,7 @@ from services.text.names import validate_name
 from tests.assistant.conftest import provider_for
 from tests.models.servers import Reply, ScriptedServer
 
-WINDOW = 900
+WINDOW = 700
 FACT = "Remember this: the spare generator key is kept in the blue toolbox behind the greenhouse."
 FILLER = "Tell me something about {subject}, in a few sentences please, nothing more than that."
 SUBJECTS = ("rivers", "mountains", "deserts", "forests", "islands", "oceans", "valleys", "glaciers", "lakes")
@@ -177,7 +177,7 @@ def test_at_most_three_come_back_and_no_more_than_a_quarter_of_the_room() -> Non
     fitter = ContextFitter("system", "question", [], turns, window=2000, reserve=100)
     fitter.bring_back([candidate(n) for n in range(1, 7)], fitter.fit([], [], 0).wants_recall)
     assert len(fitter.fit([], [], 0).brought_back) == MAX_BROUGHT_BACK
-    big = [{**candidate(n), "text": "long " * 400} for n in range(1, 4)]
+    big = [{**candidate(n), "text": "long " * 500} for n in range(1, 4)]
     fitter.bring_back(big, fitter.searched)
     assert fitter.fit([], [], 0).brought_back == []  # each is more than a quarter of the room
 

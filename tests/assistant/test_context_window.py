@@ -57,9 +57,11 @@ def sent_tokens(body: dict[str, Any]) -> int:
 
 
 # -- the counting -------------------------------------------------------------------------------------
-def test_the_estimate_over_counts_prose_and_is_cheap() -> None:
+def test_the_estimate_counts_prose_by_words_and_is_cheap() -> None:
     prose = "The policy gateway decides every tool call before it runs. " * 50
-    assert len(prose) / 4 <= estimate_tokens(prose) < len(prose) / 4 * 1.2
+    # ten words and a full stop: 11 tokens a sentence in Gemma 3's tokenizer (550 in all)
+    assert 550 <= estimate_tokens(prose) < 550 * 1.05
+    assert estimate_tokens("aGVsbG8gd29ybGQhIGJhc2U2NA") > estimate_tokens("hellosworldsbasesixtyfour")  # case switches
     assert estimate_tokens("") == 0 and estimate_tokens("a") == 1
     assert estimate_tokens("0123456789") >= 10  # digits are tokens of their own
     assert estimate_tokens("人人生而自由") >= 4
@@ -153,9 +155,9 @@ def test_the_start_of_what_is_sent_moves_in_blocks() -> None:
 
 def test_the_tools_come_before_the_passages_and_passages_go_whole_lowest_ranked_first() -> None:
     """The one budget's order (issue 30): the tool definitions, then the passages by rank, then history."""
-    tool = ToolSchema("big_tool", "d " * 300, {"type": "object", "properties": {}})
+    tool = ToolSchema("big_tool", "d " * 150, {"type": "object", "properties": {}})
     hits = [hit(1), hit(2), hit(3)]
-    fitter = ContextFitter("system", "q", hits, turns(3), window=400, reserve=50)
+    fitter = ContextFitter("system", "q", hits, turns(3), window=366, reserve=50)
     fitted = fitter.fit([], [tool], tools_tokens([tool]))
     assert fitted.tools == [tool] and fitted.left_out_tools == []
     assert fitted.left_out_turns == [t.turn_id for t in turns(3)]

@@ -135,8 +135,9 @@ async def test_forced_tool_calls_are_each_decided_by_the_gateway(llama_server: L
 
 
 def test_the_estimate_against_the_real_tokenizer(llama_server: LlamaServer) -> None:
-    """The documented estimate: at or above the real count for ordinary text and for hex and ids
-    (within 5 %), within a bound on base64 (which the server's own count corrects, see Calibration)."""
+    """The documented estimate (services/models/tokens.py): within 10 % of the real count for English
+    prose, code, hex and ids; within 20 % for German; within a bound on base64 (which the server's
+    own count corrects, see Calibration)."""
     import base64
     import uuid
 
@@ -144,8 +145,11 @@ def test_the_estimate_against_the_real_tokenizer(llama_server: LlamaServer) -> N
     readme = (root / "README.md").read_text(encoding="utf-8")[:12000]
     code = (root / "services" / "assistant" / "loop.py").read_text(encoding="utf-8")[:12000]
     ids = " ".join(str(uuid.UUID(int=n * 7919 + 12345)) for n in range(80))
-    for text in (readme, code, "Die Würde des Menschen ist unantastbar. " * 40, "9f8a7b6c5d4e3f2a1b0c" * 50, ids):
-        actual = llama_server.count_tokens(text)
-        assert actual * 0.95 <= estimate_tokens(text) <= actual * 1.4, (actual, estimate_tokens(text), text[:40])
+    empty = llama_server.count_tokens("")  # the tokenizer's start marker
+    for text in (readme, code, "9f8a7b6c5d4e3f2a1b0c" * 50, ids):
+        actual = llama_server.count_tokens(text) - empty
+        assert actual * 0.9 <= estimate_tokens(text) <= actual * 1.1, (actual, estimate_tokens(text), text[:40])
+    german = "Die Würde des Menschen ist unantastbar. " * 40
+    assert llama_server.count_tokens(german) * 0.8 <= estimate_tokens(german) <= llama_server.count_tokens(german) * 1.3
     noise = base64.b64encode(bytes(range(256)) * 8).decode()
     assert llama_server.count_tokens(noise) <= estimate_tokens(noise) * 1.35

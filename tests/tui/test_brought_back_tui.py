@@ -76,9 +76,9 @@ async def test_the_context_pane_lists_the_turn_brought_back_and_enter_shows_it(
 def test_snapshot_a_turn_brought_back(
     frozen_time: None, snap_compare: Any, server: ScriptedServer, workspace: Workspace
 ) -> None:
-    """You should see, at 160×48, the header "ctx 607/700 full"; the transcript ending with the question
-    "Where is the generator key kept?", the context-window notice "… left out: the 5 oldest turn(s)
-    (t0001–t0005) … Brought back as relevant to this message: turn(s) 1
+    """You should see, at 160×48, the header "ctx 583/700 full"; the transcript ending with the question
+    "Where is the generator key kept?", the context-window notice "… left out: the 4 oldest turn(s)
+    (t0001–t0004) … Brought back as relevant to this message: turn(s) 1
     (turn:c-20260101-090000-00000001:1)." and the answer "In the blue toolbox."; the Context pane's
     caption "injected for: Where is the generator key kept?  ·  index docs  ·  turn c-2026…" (cut at
     the pane's width) over one row "↩1  turn:c-20260101-090000-00000001:1  turn 1 of this conv…"

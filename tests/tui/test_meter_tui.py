@@ -72,7 +72,7 @@ async def test_a_full_window_says_full_in_words_and_in_the_error_colour(
 ) -> None:
     workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100, "tool_budget": 0}})
     for n in range(1, 3):
-        server.add(Reply(text=f"answer {n}: " + "the operator approves writes " * 120))
+        server.add(Reply(text=f"answer {n}: " + "the operator approves writes " * 200))
     app = AriesApp("demo")
     async with app.run_test(size=SIZE) as pilot:
         await app.ready()
@@ -92,13 +92,13 @@ async def test_a_full_window_says_full_in_words_and_in_the_error_colour(
 def test_snapshot_the_meter_at_80_columns(
     frozen_time: None, snap_compare: Any, server: ScriptedServer, workspace: Workspace
 ) -> None:
-    """You should see, at 80×24, the header "Aries — ctx 1,036/1,200 full · demo · ollama:lla….2:3b · guide"
+    """You should see, at 80×24, the header "Aries — ctx 1,080/1,200 full · demo · ollama:lla….2:3b · guide"
     (the model's name cut in its middle, the mode whole, no trailing "…") with the meter first, in the
     error colour and with the word "full" (turn 1's long answer fills more than 90 % of the room beside
     turn 2); the transcript ends with "answer 2: writes wait." and its usage line."""
     fixed_conversation(workspace)
     workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100, "tool_budget": 0}})
-    server.add(Reply(text="answer 1: " + "the operator approves writes " * 120))
+    server.add(Reply(text="answer 1: " + "the operator approves writes " * 200))
     server.add(Reply(text="answer 2: writes wait."))
 
     async def run_before(pilot: Pilot[int]) -> None:

@@ -39,8 +39,9 @@ def test_help_screen(snap_compare) -> None:
     """You should see the help modal: every command of the dispatch table (/help, /workspace, /artifact,
     /fs, /shell, /web, /desktop, /tool, /undo, /policy, /doctor, /context, /serve, /new, /quit), each usage
     in bold with its summary beneath (now also /history, /resume, /fork, /pin, /unpin, /checkpoint,
-    /checkpoints, /rewind, /copy, /usage, so the list scrolls), then the Keys table (Ctrl+O, F1 to F6,
-    Ctrl+X, Ctrl+F, Esc, Ctrl+P, Ctrl+Q with what each does; one notation, the README's), further down the
-    keys of the approval modal, the chunk viewer, the workspace switcher and the /history search hits."""
+    /checkpoints, /rewind, /copy, /usage, /instructions, /tools, /compact, so the list scrolls), then the
+    Keys table (Ctrl+O, F1 to F6, Ctrl+X, Ctrl+F, Esc, Ctrl+P, Ctrl+Q with what each does; one notation,
+    the README's), further down the keys of the approval modal, the chunk viewer, the workspace switcher
+    and the /history search hits."""
     WorkspaceManager().create("demo")
     assert snap_compare(AriesApp("demo"), terminal_size=SIZE, press=[*"/help", "enter"])

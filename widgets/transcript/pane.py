@@ -504,6 +504,7 @@ class TranscriptPane(VerticalScroll):
                 "steps": event.steps,
                 "prompt_tokens_estimated": event.prompt_tokens_estimated,
                 "completion_tokens_estimated": event.completion_tokens_estimated,
+                "generating_ms": event.generating_ms,
             }
         elif isinstance(event, Done):
             answer = await self._answer_block(event.turn_id, message.model_label)

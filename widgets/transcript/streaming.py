@@ -118,9 +118,10 @@ class StreamingAnswer(Vertical):
             tokens_in = f"{usage.get('prompt_tokens', 0)} tokens in"
             if not usage.get("prompt_tokens") and usage.get("prompt_tokens_estimated"):
                 tokens_in = f"≈{usage['prompt_tokens_estimated']} tokens in (estimated: the server did not count)"
-            tokens_out = f"{usage.get('completion_tokens', 0)} out"
-            if usage.get("completion_tokens_estimated"):
-                tokens_out = f"≈{usage['completion_tokens_estimated']} out"
+            out = usage.get("completion_tokens_estimated") or usage.get("completion_tokens") or 0
+            tokens_out = f"{'≈' if usage.get('completion_tokens_estimated') else ''}{out} out"
+            if out and usage.get("generating_ms", 0) >= 100:  # the rate while the answer streamed (not the prompt)
+                tokens_out += f" · {out / (usage['generating_ms'] / 1000):.1f} tok/s"
             self._usage.update(
                 Text(
                     f"{tokens_in} · {tokens_out} · "
