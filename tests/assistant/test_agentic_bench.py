@@ -4,6 +4,7 @@ real session, gateway, policy and audit store, against the scripted OpenAI-compa
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.util
 import json
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 from services.audit.log import AuditStore
 from tests.models.servers import ScriptedServer
@@ -134,3 +137,36 @@ def test_the_audit_holds_the_policy_refusals(tmp_path: Path) -> None:
     workspace_root = Path(os.environ["ARIES_HOME"]) / "workspaces" / "rec-native"
     with AuditStore.for_workspace(workspace_root) as audit:
         assert all(row["status"] != "success" for row in audit.calls(limit=1000))
+
+
+@pytest.mark.parametrize(("task_id", "lane"), [("read-01", "hermes"), ("run-01", "mistral"), ("held-01", "tool_code")])
+def test_tasks_through_aries_ask(task_id: str, lane: str, aries_home: Path) -> None:
+    """The same recorded outputs through ``aries -w W ask --json`` (a subprocess): the text call runs
+    through the gateway (an audit row read from text), a held one is refused by the policy."""
+    module = bench()
+    task = {t.id: t for t in module.tasks()}[task_id]
+    workspace = module.make_workspace("cli")
+    server = ScriptedServer("openai").start()
+    env = {"ARIES_MODEL": "openai:qwen2.5", "OPENAI_BASE_URL": server.base_url}
+    try:
+        server.script = module.script(task, lane, asyncio.run(module.offered_names(workspace, env)), None)
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "-w", "cli", "ask", "--json", "--approve", "builtin:shell:run", task.prompt],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, **env, "ARIES_HOME": str(aries_home), "AXIOMME_EMBEDDER": "hash"},
+        )
+    finally:
+        server.stop()
+    if task.kind == "held":  # exit 3: a call was refused, and the rule is named
+        assert done.returncode == 3 and "refused (fs.deny.dotenv)" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+    response = json.loads(done.stdout)
+    assert response["answer"] == task.answer and server.script == []
+    with AuditStore.for_workspace(workspace.root) as audit:
+        [row] = audit.calls(limit=10)
+    assert row["tool_name"] == task.plan[0].tool and row["policy_decision"]["facts"]["from_text"] is True
+    assert row["status"] == ("denied" if task.kind == "held" else "success")
