@@ -40,6 +40,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -446,7 +447,7 @@ async def run_task(
 
     result = TaskResult(task.id, task.kind, lane)
     before = _known_calls(workspace)
-    session = Session(workspace, interactive=False)
+    session = Session(workspace, interactive=False, conversation=None)  # a new conversation: no history
     earlier = len(session.conversation.read().entries)
     loop = TurnLoop(session, provider, approver=lambda request: ApprovalDecision.once(), max_steps=max_steps)
     began = time.monotonic()
@@ -629,8 +630,23 @@ async def offered_names(workspace: Workspace, env: dict[str, str]) -> dict[str, 
 
 
 # -- the real model ------------------------------------------------------------------------------------
-async def real(selected: list[Task], alias: str, max_tokens: int, time_cap: float, n_ctx: int) -> dict[str, Any]:
-    """Every task once against Gemma 3 270M (``llama_cpp.server``), capped per request and per task."""
+def interleaved(selected: list[Task]) -> list[Task]:
+    """The tasks taken a kind at a time in turn (read, write, search, …): any prefix is a balanced subset."""
+    kinds: dict[str, list[Task]] = {}
+    for task in selected:
+        kinds.setdefault(task.kind, []).append(task)
+    queues = list(kinds.values())
+    out: list[Task] = []
+    while any(queues):
+        out += [queue.pop(0) for queue in queues if queue]
+    return out
+
+
+async def real(
+    selected: list[Task], alias: str, max_tokens: int, time_cap: float, n_ctx: int, out: Path | None
+) -> dict[str, Any]:
+    """Every task once against Gemma 3 270M (``llama_cpp.server``), capped per request and per task, in
+    :func:`interleaved` order; ``out`` is rewritten after each task (a run stopped early keeps its rows)."""
     from services.models.config import make_provider, resolve_model
     from tests.real_model.llama_server import LlamaServer, missing
 
@@ -648,7 +664,7 @@ async def real(selected: list[Task], alias: str, max_tokens: int, time_cap: floa
             f"warm-up turn (not counted: the system prompt and tool schemas evaluated once) {warm:.1f} s",
             file=sys.stderr,
         )
-        for task in selected:
+        for task in interleaved(selected):
             provider = make_provider(resolve_model(None, server.env(alias)))
             try:
                 result = await run_task(workspace, provider, task, alias, time_cap=time_cap)
@@ -656,6 +672,8 @@ async def real(selected: list[Task], alias: str, max_tokens: int, time_cap: floa
                 await provider.aclose()
             results.append(result)
             print(_row(asdict(result)), file=sys.stderr, flush=True)
+            if out is not None:
+                write_summary(out, {"mode": "real", "partial": True, "tasks": [asdict(r) for r in results]})
     finally:
         server.stop()
     return {"tasks": [asdict(r) for r in results]}
@@ -696,6 +714,14 @@ def _row(r: dict[str, Any]) -> str:
         f"{r['task']:10} {r['lane']:10} {bad:10} {ok:3} {r['calls_made']:>4} {r['calls_valid']:>5} "
         f"{r['calls_held']:>4} {r['retries']:>5} {r['seconds']:>6.1f}  {r['why'][:60]}"
     )
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """The JSON summary, with its format version and totals, written atomically."""
+    from services.files.atomic import atomic_write_text
+
+    summary = {**summary, "format_version": FORMAT_VERSION, "totals": totals(summary["tasks"])}
+    atomic_write_text(path, json.dumps(summary, indent=1, sort_keys=True) + "\n")
 
 
 def report(summary: dict[str, Any]) -> str:
@@ -763,25 +789,33 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("AXIOMME_EMBEDDER", "hash")
     home = os.environ["ARIES_HOME"] = tempfile.mkdtemp(prefix="aries-agentic-")
-    selected = select(tasks(str(Path(home) / "outside.txt")), args.tasks, args.every)
+    try:
+        summary = run(args, select(tasks(str(Path(home) / "outside.txt")), args.tasks, args.every))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(report(summary))
+    if args.out:
+        write_summary(args.out, summary)
+    return 0
+
+
+def run(args: argparse.Namespace, selected: list[Task]) -> dict[str, Any]:
+    """The recorded or the real suite over ``selected``: the summary, without its totals."""
     began = time.monotonic()
     if args.recorded:
         lanes = tuple(lane for lane in args.lanes.split(",") if lane)
         if set(lanes) - set(LANES):
             raise SystemExit(f"agentic: lanes are {', '.join(LANES)}")
         summary = asyncio.run(recorded(selected, lanes))
+        summary["mode"] = "recorded"
     else:
-        summary = asyncio.run(real(selected, args.alias, args.max_tokens, args.time_cap, args.n_ctx))
+        summary = asyncio.run(real(selected, args.alias, args.max_tokens, args.time_cap, args.n_ctx, args.out))
         summary["caps"] = {"max_tokens": args.max_tokens, "time_cap_s": args.time_cap, "n_ctx": args.n_ctx}
         summary["alias"] = args.alias
-    summary["format_version"] = FORMAT_VERSION
-    summary["mode"] = "recorded" if args.recorded else "real"
-    summary["totals"] = totals(summary["tasks"])
+        summary["mode"] = "real"
     summary["wall_s"] = round(time.monotonic() - began, 1)
-    print(report(summary))
-    if args.out:
-        args.out.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return 0
+    summary["totals"] = totals(summary["tasks"])
+    return summary
 
 
 if __name__ == "__main__":
