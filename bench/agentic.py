@@ -643,17 +643,26 @@ def interleaved(selected: list[Task]) -> list[Task]:
 
 
 async def real(
-    selected: list[Task], alias: str, max_tokens: int, time_cap: float, n_ctx: int, out: Path | None
+    selected: list[Task],
+    alias: str,
+    max_tokens: int,
+    time_cap: float,
+    n_ctx: int,
+    out: Path | None,
+    chat_format: str | None = None,
 ) -> dict[str, Any]:
     """Every task once against Gemma 3 270M (``llama_cpp.server``), capped per request and per task, in
     :func:`interleaved` order; ``out`` is rewritten after each task (a run stopped early keeps its rows)."""
     from services.models.config import make_provider, resolve_model
-    from tests.real_model.llama_server import LlamaServer, missing
+    from tests.real_model.llama_server import ALIASES, LlamaServer, missing
 
     reason = missing()
     if reason is not None:
         raise SystemExit(reason)
-    server = LlamaServer(Path(tempfile.mkdtemp(prefix="aries-agentic-llama-"))).start()
+    aliases: dict[str, dict[str, object]] = json.loads(json.dumps(ALIASES))  # a deep copy
+    if chat_format is not None:  # the packaged GGUF has no chat template: llama-cpp-python falls back to llama-2
+        aliases[alias] = {**aliases.get(alias, {"n_ctx": 2048}), "chat_format": chat_format}
+    server = LlamaServer(Path(tempfile.mkdtemp(prefix="aries-agentic-llama-")), aliases=aliases).start()
     print(f"llama_cpp.server up in {server.started_s:.1f} s", file=sys.stderr, flush=True)
     results: list[TaskResult] = []
     try:
@@ -778,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=1, help="every N-th task (a stated subset)")
     parser.add_argument("--lanes", default=",".join(LANES), help="recorded lanes (default: all)")
     parser.add_argument("--alias", default="gemma", help="real: the server alias (gemma, gemma-tools)")
+    parser.add_argument("--chat-format", help="real: the alias's llama-cpp-python chat format (e.g. gemma)")
     parser.add_argument("--max-tokens", type=int, default=96, help="real: output tokens per request")
     parser.add_argument("--time-cap", type=float, default=90.0, help="real: seconds per task")
     parser.add_argument("--n-ctx", type=int, default=2048, help="real: the context window Aries is told")
@@ -809,7 +819,10 @@ def run(args: argparse.Namespace, selected: list[Task]) -> dict[str, Any]:
         summary = asyncio.run(recorded(selected, lanes))
         summary["mode"] = "recorded"
     else:
-        summary = asyncio.run(real(selected, args.alias, args.max_tokens, args.time_cap, args.n_ctx, args.out))
+        summary = asyncio.run(
+            real(selected, args.alias, args.max_tokens, args.time_cap, args.n_ctx, args.out, args.chat_format)
+        )
+        summary["chat_format"] = args.chat_format or "the server's default (llama-2 for this GGUF)"
         summary["caps"] = {"max_tokens": args.max_tokens, "time_cap_s": args.time_cap, "n_ctx": args.n_ctx}
         summary["alias"] = args.alias
         summary["mode"] = "real"
