@@ -438,9 +438,17 @@ def _known_calls(workspace: Workspace) -> set[str]:
 
 
 async def run_task(
-    workspace: Workspace, provider: Any, task: Task, lane: str, *, time_cap: float, max_steps: int = 6
+    workspace: Workspace,
+    provider: Any,
+    task: Task,
+    lane: str,
+    *,
+    time_cap: float,
+    max_steps: int = 6,
+    options: Any = None,
 ) -> TaskResult:
-    """``task`` as one turn of a fresh session in ``workspace``: the real loop, gateway and audit."""
+    """``task`` as one turn of a fresh session in ``workspace``: the real loop, gateway and audit
+    (``options``: the turn's ModelOptions, e.g. a forced ``tool_choice``)."""
     from services.assistant import TurnLoop
     from services.session.session import Session
     from services.tools.calls import ApprovalDecision
@@ -449,7 +457,8 @@ async def run_task(
     before = _known_calls(workspace)
     session = Session(workspace, interactive=False, conversation=None)  # a new conversation: no history
     earlier = len(session.conversation.read().entries)
-    loop = TurnLoop(session, provider, approver=lambda request: ApprovalDecision.once(), max_steps=max_steps)
+    approver = lambda request: ApprovalDecision.once()  # noqa: E731 - the operator approves what the policy asks
+    loop = TurnLoop(session, provider, approver=approver, max_steps=max_steps, options=options)
     began = time.monotonic()
     outcome: TurnOutcome | None = None
     try:
@@ -650,9 +659,11 @@ async def real(
     n_ctx: int,
     out: Path | None,
     chat_format: str | None = None,
+    forced: bool = False,
 ) -> dict[str, Any]:
     """Every task once against Gemma 3 270M (``llama_cpp.server``), capped per request and per task, in
     :func:`interleaved` order; ``out`` is rewritten after each task (a run stopped early keeps its rows)."""
+    from services.models.base import ModelOptions
     from services.models.config import make_provider, resolve_model
     from tests.real_model.llama_server import ALIASES, LlamaServer, missing
 
@@ -673,10 +684,16 @@ async def real(
             f"warm-up turn (not counted: the system prompt and tool schemas evaluated once) {warm:.1f} s",
             file=sys.stderr,
         )
+        names = await offered_names(workspace, server.env(alias)) if forced else {}
         for task in interleaved(selected):
             provider = make_provider(resolve_model(None, server.env(alias)))
+            # forced: the plan's first tool is the turn's tool_choice (the server's grammar makes the call,
+            # the arguments are the model's), one step — what is measured is the call, not the answer.
+            options = ModelOptions(tool_choice=names[task.plan[0].tool], temperature=0) if forced else None
             try:
-                result = await run_task(workspace, provider, task, alias, time_cap=time_cap)
+                result = await run_task(
+                    workspace, provider, task, alias, time_cap=time_cap, max_steps=1 if forced else 6, options=options
+                )
             finally:
                 await provider.aclose()
             results.append(result)
@@ -788,6 +805,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", default=",".join(LANES), help="recorded lanes (default: all)")
     parser.add_argument("--alias", default="gemma", help="real: the server alias (gemma, gemma-tools)")
     parser.add_argument("--chat-format", help="real: the alias's llama-cpp-python chat format (e.g. gemma)")
+    parser.add_argument("--forced", action="store_true", help="real: force each task's first tool, one step")
     parser.add_argument("--max-tokens", type=int, default=96, help="real: output tokens per request")
     parser.add_argument("--time-cap", type=float, default=90.0, help="real: seconds per task")
     parser.add_argument("--n-ctx", type=int, default=2048, help="real: the context window Aries is told")
@@ -820,11 +838,21 @@ def run(args: argparse.Namespace, selected: list[Task]) -> dict[str, Any]:
         summary["mode"] = "recorded"
     else:
         summary = asyncio.run(
-            real(selected, args.alias, args.max_tokens, args.time_cap, args.n_ctx, args.out, args.chat_format)
+            real(
+                selected,
+                args.alias,
+                args.max_tokens,
+                args.time_cap,
+                args.n_ctx,
+                args.out,
+                args.chat_format,
+                args.forced,
+            )
         )
         summary["chat_format"] = args.chat_format or "the server's default (llama-2 for this GGUF)"
         summary["caps"] = {"max_tokens": args.max_tokens, "time_cap_s": args.time_cap, "n_ctx": args.n_ctx}
         summary["alias"] = args.alias
+        summary["forced"] = args.forced
         summary["mode"] = "real"
     summary["wall_s"] = round(time.monotonic() - began, 1)
     summary["totals"] = totals(summary["tasks"])
