@@ -702,6 +702,7 @@ async def real(
                 write_summary(out, {"mode": "real", "partial": True, "tasks": [asdict(r) for r in results]})
     finally:
         server.stop()
+        shutil.rmtree(server.folder, ignore_errors=True)
     return {"tasks": [asdict(r) for r in results]}
 
 
