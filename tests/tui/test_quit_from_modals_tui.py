@@ -28,12 +28,14 @@ from screens.conversations import ConversationsScreen
 from screens.help import HelpScreen
 from screens.history_search import HistorySearchScreen
 from screens.profile_viewer import ProfileViewer
+from screens.rewind import RewindScreen
 from screens.trust import TrustScreen
 from screens.workspace_switcher import WorkspaceSwitcher
 from services.context.uri import parse_uri
 from services.history_search.query import SearchResult
 from services.history_search.store import Coverage
 from services.retrieval.models import ChunkView
+from services.session.rewind import RewindPlan
 from services.trust.records import review_authority, workspace_trust
 from services.trust.review import review
 from services.workspace.bridge_config import BridgeConfig
@@ -78,6 +80,7 @@ def factories(app: AriesApp, root: Path) -> dict[type, Callable[[], Screen[objec
         HelpScreen: lambda: HelpScreen([("ctrl+q", "Quit", "Leave Aries")]),
         HistorySearchScreen: lambda: HistorySearchScreen(SearchResult("q", [], Coverage(0, 0)), "demo"),
         ProfileViewer: lambda: ProfileViewer("guide", "profiles/guide.yaml", "built in", "mode: guide\n"),
+        RewindScreen: lambda: RewindScreen(RewindPlan("c-1", "c-1-t0001", "c-1-t0003", [2, 3], [])),
         TrustScreen: lambda: TrustScreen("demo", workspace_trust(root), review(after, before)),
         WorkspaceSwitcher: lambda: WorkspaceSwitcher(["demo"], "demo"),
     }
