@@ -87,7 +87,7 @@ async def test_marks_follow_the_answer_and_enter_shows_the_supporting_span(
         answer = app.screen.query_one(StreamingAnswer)
         await until(pilot, lambda: bool(answer.query(SentenceMarkRow)), what="the marks")
         rows = list(answer.query(SentenceMarkRow))
-        assert [str(row.render()).split("  ")[0] for row in rows] == ["✓ supported", "✗ unsupported", "! uncited"]
+        assert [str(row.render())[:13].strip() for row in rows] == ["✓ supported", "✗ unsupported", "! uncited"]
         assert [row.has_class(f"-{row.sentence.verdict}") for row in rows] == [True, True, True]
         legend = str(answer.query_one(CitationMarks).query_one(".marks-legend", Static).render())
         assert "not proven true" in legend and "negation" in legend

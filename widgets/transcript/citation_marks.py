@@ -11,6 +11,7 @@ so a restored conversation shows the same marks.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -44,11 +45,18 @@ def chunk_href(handle: str, mark: CitedMark | None) -> str:
     return f"{CHUNK_SCHEME}{handle}"
 
 
+def _without_handles(text: str, sentence: SentenceMark) -> str:
+    """The sentence as read: its cited handles (and their brackets) taken out."""
+    for citation in sentence.citations:
+        text = re.sub(rf"\s*[\[(]?\s*{re.escape(citation.handle)}\s*[\])]?", "", text)
+    return text
+
+
 class SentenceMarkRow(Static):
     """One marked sentence: focusable; Enter (or a click) opens the cited chunk at the supporting span."""
 
     DEFAULT_CSS = """
-    SentenceMarkRow { height: auto; padding: 0 1; }
+    SentenceMarkRow { height: 1; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     SentenceMarkRow.-supported { color: $text-success; }
     SentenceMarkRow.-weak { color: $text-warning; }
     SentenceMarkRow.-unsupported, SentenceMarkRow.-invented { color: $text-error; }
@@ -70,10 +78,10 @@ class SentenceMarkRow(Static):
         self.sentence = sentence
         self.mark = sentence.best()
         self._markdown = markdown
-        excerpt = clip(answer[sentence.start : sentence.end], 60)
-        line = Text.assemble((MARKS.get(sentence.verdict, sentence.verdict), "bold"), "  ", excerpt)
+        line = Text.assemble((f"{MARKS.get(sentence.verdict, sentence.verdict):<13}", "bold"), " ")
         if self.mark is not None:
-            line.append(f"  → {clip(self.mark.handle, 40)}")
+            line.append(f"{clip(self.mark.handle, 40)}  ")
+        line.append(clip(_without_handles(answer[sentence.start : sentence.end], sentence), 200))
         super().__init__(line, markup=False, classes=f"-{sentence.verdict}")
 
     def action_open(self) -> None:
