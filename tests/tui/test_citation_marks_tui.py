@@ -17,7 +17,7 @@ from app.aries_app import AriesApp
 from screens.chunk_viewer import ChunkViewer, parse_span
 from services.workspace.manager import Workspace, WorkspaceManager
 from tests.models.servers import Reply, ScriptedServer
-from tests.tui.helpers import settle, until
+from tests.tui.helpers import Messages, settle, until
 from widgets.transcript.citation_marks import CitationMarks, SentenceMarkRow
 from widgets.transcript.streaming import CitationLink, RecordedAnswer, StreamingAnswer
 
@@ -57,6 +57,7 @@ def answer_text(handle: str) -> str:
     return (
         f"Writes wait for the operator, who approves once or for the session [{handle}]. "
         f"Penguins migrate across Antarctic ice [{handle}]. "
+        "Reads need the [docs:0123456789abcdef] flag. "
         "Aries was written in 2026."
     )
 
@@ -78,8 +79,8 @@ async def test_marks_follow_the_answer_and_enter_shows_the_supporting_span(
 ) -> None:
     _, handle = indexed(tmp_path)
     server.add(Reply(text=answer_text(handle), chunk_size=12))
-    app = AriesApp("demo")
-    async with app.run_test(size=SIZE) as pilot:
+    app, messages = AriesApp("demo"), Messages()
+    async with app.run_test(size=SIZE, message_hook=messages) as pilot:
         await app.ready()
         await pilot.press(*QUESTION, "enter")
         await until(pilot, lambda: not app.commands.assistant.running, what="the turn to end")
@@ -87,8 +88,19 @@ async def test_marks_follow_the_answer_and_enter_shows_the_supporting_span(
         answer = app.screen.query_one(StreamingAnswer)
         await until(pilot, lambda: bool(answer.query(SentenceMarkRow)), what="the marks")
         rows = list(answer.query(SentenceMarkRow))
-        assert [str(row.render())[:13].strip() for row in rows] == ["✓ supported", "✗ unsupported", "! uncited"]
-        assert [row.has_class(f"-{row.sentence.verdict}") for row in rows] == [True, True, True]
+        assert [str(row.render())[:13].strip() for row in rows] == [
+            "✓ supported",
+            "✗ unsupported",
+            "? invented",
+            "! uncited",
+        ]
+        assert [row.has_class(f"-{row.sentence.verdict}") for row in rows] == [True] * 4
+        # Enter on the invented handle's mark: no passage to show, and it says so.
+        rows[2].focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, ChunkViewer)
+        assert any("docs:0123456789abcdef was not given to the model" in note for note in messages.notes())
         legend = str(answer.query_one(CitationMarks).query_one(".marks-legend", Static).render())
         assert "not proven true" in legend and "negation" in legend
         # Enter on the supported sentence's mark: the chunk, the sentence's support highlighted.
@@ -130,7 +142,7 @@ async def test_a_restored_conversation_shows_the_recorded_marks_and_an_old_one_n
         provenance="local",
         citations=[handle],
     )
-    for conversation, expected in (("last", []), (None, ["supported", "unsupported", "uncited"])):
+    for conversation, expected in (("last", []), (None, ["supported", "unsupported", "invented", "uncited"])):
         restored = AriesApp("demo", conversation=conversation or _first(workspace, old.conversation_id))
         async with restored.run_test(size=SIZE) as pilot:
             await restored.ready()

@@ -88,7 +88,10 @@ class SentenceMarkRow(Static):
         if self.mark is not None and self.mark.verdict != "invented":
             self._markdown.post_message(Markdown.LinkClicked(self._markdown, chunk_href(self.mark.handle, self.mark)))
         elif self.mark is not None:
-            self.notify(f"{self.mark.handle} was not given to the model in this turn: there is no passage to show")
+            handle = clip(self.mark.handle, 60)
+            self.notify(f"{handle} was not given to the model in this turn: there is no passage to show", markup=False)
+        else:
+            self.notify("This sentence states a number, a name or a date and cites no passage.")
 
     def on_click(self) -> None:
         self.action_open()
