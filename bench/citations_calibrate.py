@@ -59,9 +59,12 @@ def scores(pairs: list[dict[str, Any]], model: Any) -> dict[str, list[float]]:
     chunk_vec = dict(zip(chunks, model.embed(chunks), strict=True))
     pieces = sorted({w for chunk in chunks for w in windows(chunk)})
     piece_vec = dict(zip(pieces, model.embed(pieces), strict=True))
-    print(f"(encoded {len(claims)} claims, {len(chunks)} chunks, {len(pieces)} windows in {time.perf_counter() - began:.0f} s)")
+    took = time.perf_counter() - began
+    print(f"(encoded {len(claims)} claims, {len(chunks)} chunks, {len(pieces)} windows in {took:.0f} s)")
     out["cosine chunk"] = [_cos(claim_vec[p["sentence"]], chunk_vec[p["chunk"]]) for p in pairs]
-    out["cosine window"] = [max(_cos(claim_vec[p["sentence"]], piece_vec[w]) for w in windows(p["chunk"])) for p in pairs]
+    out["cosine window"] = [
+        max(_cos(claim_vec[p["sentence"]], piece_vec[w]) for w in windows(p["chunk"])) for p in pairs
+    ]
     out["overlap + cosine chunk"] = [a + b for a, b in zip(out["overlap"], out["cosine chunk"], strict=True)]
     out["overlap + cosine window"] = [a + b for a, b in zip(out["overlap"], out["cosine window"], strict=True)]
     return out
