@@ -46,10 +46,11 @@ def chunk_href(handle: str, mark: CitedMark | None) -> str:
 
 
 def _without_handles(text: str, sentence: SentenceMark) -> str:
-    """The sentence as read: its cited handles (and their brackets) taken out."""
+    """The sentence as read: its cited handles (and their brackets) and its emphasis marks taken out."""
     for citation in sentence.citations:
         text = re.sub(rf"\s*[\[(]?\s*{re.escape(citation.handle)}\s*[\])]?", "", text)
-    return text
+    text = re.sub(r"\*\*|__|`", "", text)
+    return re.sub(r"(?<![\w*])[*_](\S(?:[^*_]*\S)?)[*_](?![\w*])", r"\1", text)
 
 
 class SentenceMarkRow(Static):
