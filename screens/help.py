@@ -48,8 +48,10 @@ def modal_keys() -> list[tuple[str, list[tuple[str, str, str]]]]:
     from screens.main import MainScreen
     from screens.trust import TrustScreen
     from screens.workspace_switcher import WorkspaceSwitcher
+    from services.assistant.citations import VERDICT_HELP
     from widgets.prompt.editor import PromptEditor
     from widgets.prompt.input import PromptInput
+    from widgets.transcript.citation_marks import SentenceMarkRow
     from widgets.transcript.find import FindInput
     from widgets.transcript.pane import TranscriptPane
     from widgets.transcript.streaming import CitationLink
@@ -60,12 +62,19 @@ def modal_keys() -> list[tuple[str, list[tuple[str, str, str]]]]:
 
     mention = ("@", "Attach a file", "@path in a message attaches that file; Tab completes the path")
     history_open = ("enter", "Open", "Open the hit's conversation at its turn")
+    marks = ("✓ ~ ✗ ? !", "Citation marks", VERDICT_HELP)
     return [
         (
             "Prompt (one line; Ctrl+J: the multi-line editor)",
             [*rows(PromptInput.BINDINGS, PromptEditor.BINDINGS), mention],
         ),
-        ("Transcript (F2)", rows(TranscriptPane.BINDINGS, CitationLink.BINDINGS, ToolCallBlock.BINDINGS)),
+        (
+            "Transcript (F2)",
+            [
+                *rows(TranscriptPane.BINDINGS, CitationLink.BINDINGS, SentenceMarkRow.BINDINGS, ToolCallBlock.BINDINGS),
+                marks,
+            ],
+        ),
         ("Find bar (Ctrl+F)", rows(FindInput.BINDINGS, MainScreen.BINDINGS)),
         ("Approval modal (Enter on a call in the Approvals pane)", rows(ApprovalScreen.BINDINGS)),
         ("Chunk viewer (Enter on a chunk in the Context pane, or /rag show HANDLE)", rows(ChunkViewer.BINDINGS)),

@@ -295,13 +295,17 @@ class RagController:
         self.host.publish(HitsFound(caption, record.hits))
 
     def show_chunk(self, handle: str) -> None:
-        """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link)."""
+        """The chunk viewer on ``handle`` (``/rag show``, Enter in the Context pane, a citation link);
+        ``handle#start-end`` (a checked citation) highlights that supporting span of the chunk's text."""
+        from screens.chunk_viewer import parse_span
+
         session = self.session
+        handle, span = parse_span(handle)
 
         def viewer(chunk: Any) -> None:
             from screens.chunk_viewer import ChunkViewer
 
-            self.host.push_screen(ChunkViewer(chunk))
+            self.host.push_screen(ChunkViewer(chunk, span))
 
         def show() -> Any:  # an earlier turn's handle (turn:<conversation>:<n>) shows the turn
             from services.assistant.recall import show_turn

@@ -138,6 +138,7 @@ class Done:
     turn_id: str
     text: str
     citations: list[str]
+    checks: dict[str, Any] | None = None  # the citation checks as recorded (services.assistant.citation_turn)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,7 @@ from services.errors import AriesError
 from services.history_search.documents import turn_number
 
 if TYPE_CHECKING:
+    from services.assistant.citations import CitationReport
     from services.assistant.cloud import CloudStep
     from services.assistant.text_calls import TextCallError, TextCalls
     from services.bridge import Approve
@@ -136,6 +137,7 @@ class TurnOutcome:
     context: dict[str, Any] = field(default_factory=dict)  # window, its source, the prompt as estimated
     brought_back: list[dict[str, Any]] = field(default_factory=list)  # earlier turns sent back, as hits
     finish_reason: str | None = None  # the last model step's: stop, length (cut short), tool_calls…
+    checks: CitationReport | None = None  # each sentence against the passages it cites (citation_turn)
 
 
 @dataclass(frozen=True)
@@ -761,6 +763,10 @@ class TurnLoop:
         outcome = turn.outcome
         handles = [str(h.get("handle")) for h in [*outcome.hits, *outcome.brought_back]]
         outcome.citations = [handle for handle in handles if handle in outcome.text]
+        from services.assistant.citation_turn import check_turn, checks_record  # pydantic: at the turn's end only
+
+        outcome.checks = check_turn(outcome.text, [*outcome.hits, *outcome.brought_back])
+        checks = checks_record(outcome.checks)
         elapsed_ms = round((monotonic() - turn.started) * 1000, 1)
         outcome.usage = {
             "prompt_tokens": turn.prompt_tokens,
@@ -794,6 +800,7 @@ class TurnLoop:
                 usage=outcome.usage,
                 turn_id=outcome.turn_id,
                 step=outcome.steps + 1,
+                checks=checks,
             )
         )
         estimated = int(outcome.context.get("prompt_tokens_estimated") or 0) if counted else 0
@@ -809,7 +816,7 @@ class TurnLoop:
                 generating_ms=turn.generating_ms,
             )
         )
-        self._emit(Done(outcome.turn_id, outcome.text, outcome.citations))
+        self._emit(Done(outcome.turn_id, outcome.text, outcome.citations, checks))
 
     def _cancelled(self, turn: _Turn) -> None:
         """The operator cancelled: a notice says where, with the text streamed so far; ``Cancelled``."""

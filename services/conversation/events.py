@@ -61,6 +61,7 @@ class AssistantAnswer(_Event):
     citations: list[str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     cloud: dict[str, Any] | None = None  # provenance "cloud": request id, model, hashes, redaction counts
+    checks: dict[str, Any] | None = None  # the citation checks (services.assistant.citation_turn.CitationChecks)
     role = "assistant"
 
     @property
@@ -76,6 +77,8 @@ class AssistantAnswer(_Event):
             fields["usage"] = self.usage
         if self.cloud is not None:
             fields["cloud"] = self.cloud
+        if self.checks is not None:
+            fields["checks"] = self.checks
         return fields
 
 

@@ -311,6 +311,7 @@ def _response(
         "context": outcome.context,
         "cloud": _cloud_report(step, cloud_mode(session)),
         "tool_calls": tool_calls,
+        "citation_checks": outcome.checks.as_json() if outcome.checks is not None else None,
     }
 
 

@@ -95,7 +95,8 @@ def test_snapshot_the_meter_at_80_columns(
     """You should see, at 80×24, the header "Aries — ctx 1,080/1,200 full · demo · ollama:lla….2:3b · guide"
     (the model's name cut in its middle, the mode whole, no trailing "…") with the meter first, in the
     error colour and with the word "full" (turn 1's long answer fills more than 90 % of the room beside
-    turn 2); the transcript ends with "answer 2: writes wait." and its usage line."""
+    turn 2); the transcript ends with "answer 2: writes wait.", its mark "! uncited" (a number, no
+    citation, in a turn that had a passage), the marks' legend and the answer's usage line."""
     fixed_conversation(workspace)
     workspace.update(models={"ollama:llama3.2:3b": {"context_window": 1200, "max_tokens": 100, "tool_budget": 0}})
     server.add(Reply(text="answer 1: " + "the operator approves writes " * 200))

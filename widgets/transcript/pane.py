@@ -508,7 +508,7 @@ class TranscriptPane(VerticalScroll):
             }
         elif isinstance(event, Done):
             answer = await self._answer_block(event.turn_id, message.model_label)
-            await answer.finish(event.text, event.citations, self._usage)
+            await answer.finish(event.text, event.citations, self._usage, checks=event.checks)
             self._answer = None
         elif isinstance(event, Cancelled | Failed):
             if answer is not None:

@@ -18,11 +18,12 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Markdown, Static
 
 from services.text.textsafe import neutralize
+from widgets.transcript.citation_marks import CHUNK_SCHEME, CitationMarks, chunk_href
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
 
-CHUNK_SCHEME = "aries-chunk:"
+    from services.assistant.citation_turn import CitationChecks
 
 
 def answer_parser() -> MarkdownIt:
@@ -55,13 +56,14 @@ class CitationLink(Static):
         Binding("enter", "open", "Open chunk", id="citation.open", tooltip="Open the cited chunk in the chunk viewer"),
     ]
 
-    def __init__(self, handle: str, markdown: Markdown) -> None:
+    def __init__(self, handle: str, markdown: Markdown, checks: CitationChecks | None = None) -> None:
         super().__init__(Text(neutralize(handle, single_line=True)), markup=False)
         self.handle = handle
         self._markdown = markdown
+        self.href = chunk_href(handle, checks.for_handle(handle) if checks is not None else None)
 
     def action_open(self) -> None:
-        self._markdown.post_message(Markdown.LinkClicked(self._markdown, f"{CHUNK_SCHEME}{self.handle}"))
+        self._markdown.post_message(Markdown.LinkClicked(self._markdown, self.href))
 
     def on_click(self) -> None:
         self.action_open()
@@ -99,20 +101,32 @@ class StreamingAnswer(Vertical):
             self._stream = Markdown.get_stream(self._markdown)
         await self._stream.write(neutralize(delta))
 
-    async def finish(self, text: str, citations: list[str], usage: dict[str, Any] | None, state: str = "done") -> None:
+    async def finish(
+        self,
+        text: str,
+        citations: list[str],
+        usage: dict[str, Any] | None,
+        state: str = "done",
+        checks: dict[str, Any] | None = None,
+    ) -> None:
+        """The answer as it ended: its Markdown with the citation links, the row of cited handles, the
+        marks of its checked sentences (``checks`` as recorded), the label's state and the usage line."""
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
         self.text = text or self.text
         await self._markdown.update(link_citations(neutralize(self.text), citations))
+        read = _read_checks(checks)
         handles = list(dict.fromkeys(citations))
         if handles and not self.query(".citations"):
             row = Horizontal(
                 Static("cited (Tab, Enter opens):", classes="citations-label", markup=False),
-                *[CitationLink(handle, self._markdown) for handle in handles],
+                *[CitationLink(handle, self._markdown, read) for handle in handles],
                 classes="citations",
             )
             await self.mount(row, before=self._usage)
+        if read is not None and read.sentences and not self.query(".citation-marks"):
+            await self.mount(CitationMarks(self.text, read, self._markdown), before=self._usage)
         self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {state}"))
         if usage:
             tokens_in = f"{usage.get('prompt_tokens', 0)} tokens in"
@@ -156,6 +170,7 @@ class RecordedAnswer(StreamingAnswer):
             self.text,
             [str(handle) for handle in citations] if isinstance(citations, list) else [],
             usage if isinstance(usage, dict) else None,
+            checks=self.entry.get("checks"),
         )
         self._label.update(Text(f"assistant  {neutralize(self.model, single_line=True)}  {self._stamp}"))
 
@@ -167,3 +182,11 @@ class RecordedAnswer(StreamingAnswer):
             self._found.update(text)
         self._found.display = bool(query)
         self._markdown.display = not query
+
+
+def _read_checks(value: dict[str, Any] | None) -> CitationChecks | None:
+    if value is None:  # an answer with nothing checked, or recorded before the checks were
+        return None
+    from services.assistant.citation_turn import read_checks
+
+    return read_checks(value)
