@@ -364,7 +364,7 @@ def test_snapshot_a_streamed_answer_with_a_citation_and_a_tool_block(
     "cited (Tab, Enter opens):" row naming the handle, the mark "✓ supported" (green) with the handle
     and the sentence "Writes wait for the operator.", the grey legend of the marks, and the usage line
     (tokens in and out, 0.0 s, 2 steps); the Context pane lists the injected chunk; the header starts
-    with the context meter of the last request (ctx 3,712/8,192 or so: the estimate's count)."""
+    with the context meter of the last request (ctx 3,712/8,192)."""
     workspace = steady_workspace
     _fixed_conversation(workspace)
     handle = str(workspace.setting("test_handle"))
