@@ -386,7 +386,9 @@ class Session:
         return profile
 
     def grants(self) -> list[dict[str, Any]]:
-        return self._gateway.grants() if self._gateway is not None else []
+        """Session and lasting grants; the gateway is made for it, as the lasting grants live in the
+        operator's store whether or not a call was made in this session yet."""
+        return self.gateway().grants()
 
     def revoke_grants(self, tool_id: str | None = None) -> int:
         """Forget session grants (all, or those of one tool); recorded as a notice."""

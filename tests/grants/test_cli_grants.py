@@ -120,3 +120,19 @@ def test_headless_ask_honours_a_lasting_grant(aries_home: Path) -> None:
         server.stop()
     listed = json.loads(aries("-w", "demo", "grants", "--json", home=aries_home).stdout)["grants"]
     assert [g["uses"] for g in listed] == [1]
+
+
+def test_a_session_lists_the_lasting_grants_before_any_call(aries_home: Path) -> None:
+    """``/grants`` in a TUI just opened (no call made yet, so no gateway yet) lists the grants the CLI
+    added: found by trying it, the list was empty until the first call."""
+    from services.session.opening import Surface, close_session
+    from services.session.session import Session
+
+    assert aries("workspace", "new", "demo", home=aries_home).returncode == 0
+    added = aries("-w", "demo", "grants", "add", "builtin:shell:run", "ls *", home=aries_home)
+    assert added.returncode == 0, added.stderr
+    session = Session.open("demo", surface=Surface.CLI)
+    try:
+        assert [(g["scope"], g["pattern"]) for g in session.grants()] == [("workspace", "ls *")]
+    finally:
+        close_session(session)
