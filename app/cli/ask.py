@@ -214,10 +214,13 @@ def handle_ask(args: argparse.Namespace) -> int:
         _print_answer(result.response)
     for call in result.tool_calls:
         if call["status"] == "denied":
-            warn(
-                f"{call['tool_id']} was refused ({call['rule'] or 'policy'}); the answer was made "
-                f"without it; rerun with --approve {call['tool_id']} if it should run"
+            asked = str(call["rule"] or "").startswith("approval.")  # it waited for an approval: --approve helps
+            hint = (
+                f"rerun with --approve {call['tool_id']} if it should run"
+                if asked
+                else "a policy rule refuses it, which --approve cannot change"
             )
+            warn(f"{call['tool_id']} was refused ({call['rule'] or 'policy'}); the answer was made without it; {hint}")
     if result.response.get("finish_reason") == "length":
         warn("the model stopped at its length limit: the answer may be cut short")
     if result.cloud_problem:

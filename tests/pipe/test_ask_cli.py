@@ -204,6 +204,7 @@ def test_a_proposed_write_is_denied_headless_and_allowed_with_approve(
     denied = aries("ask", "--json", "-w", "demo", "write a summary", home=aries_home, **model_env(ollama))
     assert denied.returncode == 3, denied.stderr
     assert "builtin:fs:write_text was refused" in one_line(denied.stderr)
+    assert "rerun with --approve builtin:fs:write_text" in denied.stderr
     response = valid(json.loads(denied.stdout), RESPONSE_SCHEMA)
     assert response["answer"] == "I could not write it."
     [record] = response["tool_calls"]
@@ -235,6 +236,21 @@ def test_a_proposed_write_is_denied_headless_and_allowed_with_approve(
     assert report["model"]["reachable"] and "llama3.2:3b" in report["model"]["models"]
     assert report["active_index"] == "docs" and [i["name"] for i in report["indexes"]] == ["docs"]
     assert report["cloud"]["mode"] == "off"
+
+
+def test_a_call_a_policy_rule_refuses_is_not_said_to_need_approve(
+    demo: Path, aries_home: Path, ollama: ScriptedServer
+) -> None:
+    """A deny rule (``.env``) is not an approval: the hint does not send the operator to ``--approve``
+    (found by the agentic bench: the hint said "rerun with --approve" for ``fs.deny.dotenv``)."""
+    (demo / ".env").write_text("TOKEN=x\n", encoding="utf-8")
+    read = provider_name(demo, "builtin:fs:read_text")
+    ollama.add(Reply(tool_calls=[Call(read, {"path": ".env"}, id="r1")]), Reply(text="I cannot read it."))
+    denied = aries("ask", "-w", "demo", "what is in .env?", home=aries_home, **model_env(ollama))
+    assert denied.returncode == 3, denied.stderr
+    assert "builtin:fs:read_text was refused" in denied.stderr
+    assert "a policy rule refuses it, which --approve cannot change" in denied.stderr
+    assert "rerun with --approve" not in denied.stderr
 
 
 def test_a_call_written_as_text_is_listed_as_such(demo: Path, aries_home: Path, ollama: ScriptedServer) -> None:
