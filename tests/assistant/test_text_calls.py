@@ -8,25 +8,10 @@ from typing import Any
 
 import pytest
 
+from bench.agentic import written  # one spelling of each format, shared with the bench
 from services.assistant.text_calls import FORMATS, TextCalls, Untrusted, read_text_calls
 
 TOOLS = {"read_text", "write_text", "mcp__notes__find-note"}
-
-
-def written(fmt: str, name: str, args: dict[str, Any]) -> str:
-    """One call as a local model of each family writes it."""
-    if fmt == "hermes":
-        return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
-    if fmt == "python_tag":
-        return f"<|python_tag|>{json.dumps({'name': name, 'parameters': args})}<|eom_id|>"
-    if fmt == "bare_json":
-        return json.dumps({"name": name, "parameters": args})
-    if fmt == "mistral":
-        return "[TOOL_CALLS] " + json.dumps([{"name": name, "arguments": args}])
-    if fmt == "tool_code":
-        return "```tool_code\n" + f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")\n```"
-    assert fmt == "json_fence"
-    return "```json\n" + json.dumps({"name": name, "arguments": args}, indent=2) + "\n```"
 
 
 def one(read: TextCalls) -> tuple[str, dict[str, Any]]:
