@@ -73,7 +73,8 @@ def _own(name: str = "proj") -> Workspace:
 
 # -- the operator's own workspace ---------------------------------------------------------------------
 def test_a_command_and_agents_md_reach_the_model(ollama: ScriptedServer) -> None:
-    root = _own().root
+    workspace = _own()
+    root = workspace.root
     _write(root, "commands/review.md", REVIEW)
     _write(root, "AGENTS.md", PROJECT)
     result = _ask(ollama, "proj", "review", ("review", ["a.py", "the loop"]))
@@ -92,7 +93,9 @@ def test_a_command_and_agents_md_reach_the_model(ollama: ScriptedServer) -> None
 
     shown = ContextBreakdown.from_dict(breakdown)  # what /usage prints
     assert shown is not None and any(line.startswith("project instructions") for line in shown.lines())
-    # a plain question gets the instructions too, and every tool the profile has
+    # a plain question gets the instructions too, and every tool the profile has (a tools' budget that
+    # holds them all: which of them fit a smaller one is the ranking's, services/assistant/tool_offer.py)
+    workspace.update(models={"llama3.2:3b": {"context_window": 65536, "tool_budget": 100_000}})
     _ask(ollama, "proj", "hello")
     system, user, tools = _sent(ollama)
     assert "Quokka" in system and user == "hello" and any("shell" in name for name in tools)
