@@ -130,6 +130,13 @@ class ArtifactsPane(Vertical):
 
     def on_mount(self) -> None:
         follow_sessions(self, self._session_opened)
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, _theme: object = None) -> None:
+        """A diff's colours, again in the theme now in force."""
+        lists = self.query(OptionList)
+        if lists and (option := lists.first(OptionList).highlighted_option) is not None:
+            self._preview(option.id)
 
     def _session_opened(self, signals: SessionSignals) -> None:
         signals.changed.subscribe(self, self._session_changed)
@@ -144,7 +151,10 @@ class ArtifactsPane(Vertical):
 
     @on(OptionList.OptionHighlighted, "#artifacts-list")
     def _show_preview(self, event: OptionList.OptionHighlighted) -> None:
-        artifact = self._artifacts.get(event.option.id or "")
+        self._preview(event.option.id)
+
+    def _preview(self, artifact_id: str | None) -> None:
+        artifact = self._artifacts.get(artifact_id or "")
         if artifact is None or self._registry is None:
             return
         preview = preview_text(self._registry, artifact, self.app.theme_variables)
