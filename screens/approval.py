@@ -72,13 +72,16 @@ def summary_table(request: ApprovalRequest, variables: Mapping[str, str] | None 
     return table
 
 
-def preview_renderable(request: ApprovalRequest) -> Any:
-    """What the call will do: the diff of a write or patch, the command line and cwd, the URL."""
+def preview_renderable(request: ApprovalRequest, variables: Mapping[str, str] | None = None) -> Any:
+    """What the call will do: the diff of a write or patch (its colours from the theme in force,
+    ``variables``; each line keeps its ``+``/``-``/``@@``), the command line and cwd, the URL."""
     preview = request.preview or {}
     kind = preview.get("kind")
     if kind == "diff" and preview.get("diff") is not None:
-        diff = clean(str(preview["diff"])) or "(no change)"
-        return Syntax(diff, "diff", theme="ansi_dark", word_wrap=True)
+        from widgets.transcript.tool_call import diff_text
+
+        diff = str(preview["diff"])
+        return diff_text(diff.splitlines(), variables) if diff.strip() else Text("(no change)", style="dim")
     if kind == "command":
         argv = preview.get("argv") or preview.get("command") or request.args.get("command")
         line = " ".join(map(str, argv)) if isinstance(argv, list) else str(argv)
@@ -170,7 +173,7 @@ class ApprovalScreen(ModalScreen["ApprovalDecision | None"]):
             )
             with VerticalScroll(id="approval-body"):
                 yield Static(summary_table(self.request, self.app.theme_variables), id="approval-summary")
-                yield Static(preview_renderable(self.request), id="approval-preview")
+                yield Static(preview_renderable(self.request, self.app.theme_variables), id="approval-preview")
                 args = clean(json.dumps(self.request.args, indent=2, ensure_ascii=False, default=str))
                 yield Static(
                     Group(Text("arguments", style="bold"), Syntax(args, "json", theme="ansi_dark", word_wrap=True)),

@@ -555,10 +555,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "How the last model request shared the context window: system and profile, project instructions, pins, "
         "history, brought-back turns, passages, tool definitions, free.",
     ),
-    _bare(
+    CommandSpec(
         "instructions",
         "Show the project instructions sent with every turn (the workspace's AGENTS.md, while its settings are in "
-        "force), and its workspace commands (commands/NAME.md, each /NAME).",
+        "force), and its workspace commands (commands/NAME.md, each /NAME); edit NAME: a command's file in $EDITOR "
+        "(a new one from a template).",
+        (Form((), into=Bare), _named("edit", "NAME", "command")),
+        "instructions",
     ),
     CommandSpec(
         "compact",

@@ -116,6 +116,8 @@ class Commands:
             return []
         if kind == "profile":
             return [entry.name for entry in self.profiles.entries()]
+        if kind == "command":  # a workspace command's name (``/instructions edit NAME``)
+            return [command.name for command in session.in_force.commands]
         if kind == "conversation":  # a stored conversation's id: its transcript's name
             from services.workspace.transcripts import SUFFIX
 
@@ -360,7 +362,7 @@ HANDLERS: dict[str, Handler] = {
     "rewind": lambda c, parsed: c.timeline.rewind(parsed.ref),
     "copy": lambda c, parsed: c.conversations.copy(),
     "usage": lambda c, parsed: c.assistant.usage(),
-    "instructions": lambda c, parsed: c.project.instructions(),
+    "instructions": lambda c, parsed: c.project.instructions(parsed),
     "tools": lambda c, parsed: c.assistant.tools_offered(),
     "compact": lambda c, parsed: c.compact.command(parsed),
     "replay": lambda c, parsed: c.history.replay(),

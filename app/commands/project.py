@@ -50,6 +50,7 @@ class ProjectController:
     def __init__(self, host: Host, assistant: AssistantController) -> None:
         self.host = host
         self.assistant = assistant
+        self.drafts: dict[str, str] = {}  # a refused edit's text, by command name: reopened next time
 
     def run(self, parsed: WorkspaceRun) -> None:
         """``/NAME args…``: the command's template with the arguments is the turn's message, sent with
@@ -64,9 +65,13 @@ class ProjectController:
             return
         self.assistant.ask(turn.text, only=turn.only)
 
-    def instructions(self) -> None:
+    def instructions(self, parsed: Any = None) -> None:
         """``/instructions``: the project instructions in force (or why there are none) and the workspace
-        commands, each with its usage; command files that are no command, one line each."""
+        commands, each with its usage; command files that are no command, one line each.
+        ``/instructions edit NAME``: :meth:`edit`."""
+        if getattr(parsed, "action", None) == "edit":
+            self.edit(parsed.name)
+            return
         session = self.host.require_session()
         in_force = session.in_force
         lines = _instruction_lines(in_force)
@@ -80,6 +85,40 @@ class ProjectController:
             lines.append("No workspace commands in force (a file commands/NAME.md becomes /NAME).")
         lines += [f"  not a command: {problem}" for problem in in_force.command_problems]
         self.host.say("\n".join(lines), "instructions")
+
+    def edit(self, name: str) -> None:
+        """``/instructions edit NAME``: ``commands/NAME.md`` (or a new file's template) in $VISUAL/$EDITOR,
+        the App suspended. What is saved is checked and written through ``services.trust.edits``, so a
+        trusted import stays trusted, and is in force at once. A file that is no command is refused in
+        one line and the draft kept: the same command reopens it. An editor that fails changes nothing."""
+        from services.trust.edits import command_draft, editable, write_command
+        from widgets.prompt.external import edit_in_editor
+
+        session = self.host.require_session()
+        root, ephemeral, title = session.workspace.root, session.workspace.ephemeral, f"/instructions edit {name}"
+        try:
+            draft = self.drafts.get(name) or command_draft(root, name, ephemeral=ephemeral)
+        except AriesError as exc:
+            self.host.report_error(exc.message, title)
+            return
+        edited = edit_in_editor(self.host, draft)
+        if edited.text is None:
+            self.host.report_error(f"{edited.problem} Nothing changed.", title)
+            return
+        text = edited.text if edited.text.endswith("\n") else edited.text + "\n"  # a file ends with a newline
+        if text == draft and name not in self.drafts:
+            self.host.notify(f"commands/{name}.md unchanged.", title=title)
+            return
+        try:
+            editable(root, name, ephemeral=ephemeral)  # the workspace may have changed meanwhile
+            path = write_command(root, name, text, ephemeral=ephemeral)
+        except AriesError as exc:
+            self.drafts[name] = text
+            self.host.report_error(f"Not saved: {exc.message} (your draft is kept: {title} reopens it)", title)
+            return
+        self.drafts.pop(name, None)
+        session.reread_commands()  # the registry follows the new value: /NAME works at once
+        self.host.notify(f"commands/{path.name} saved: /{name} is in force.", title=title)
 
 
 def _instruction_lines(in_force: InForce) -> list[str]:

@@ -345,6 +345,11 @@ class Session:
         with operator_edit(self.workspace.root, ephemeral=self.workspace.ephemeral):
             self.workspace.update(profile=profile, **settings)
 
+    def reread_commands(self) -> None:
+        """After the operator edited a workspace command through Aries (``services.trust.edits``): what
+        is in force resolved again, so that the new command file is read."""
+        self._apply(self._resolve(self._session_profile()), "the workspace's settings changed before a decision")
+
     def reload_settings(self) -> int:
         """Read everything the workspace's settings decide again — trust, the profile (unless this
         session was given one), the policy, the approval mode (a ``/policy mode`` choice gives way to

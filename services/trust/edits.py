@@ -31,4 +31,42 @@ def write_command(workspace_root: Path, name: str, text: str, *, ephemeral: bool
     return path
 
 
-__all__ = ["write_command"]
+def editable(workspace_root: Path, name: str, *, ephemeral: bool = False) -> Path:
+    """The file of the workspace command ``name``, when the operator may edit it through Aries.
+    ConfigError, one line: a bad or built-in name, or a workspace whose settings wait for review (an
+    untrusted import, or one changed since trusted: an edit through Aries must not make trusted what
+    the operator has not reviewed)."""
+    from services.project.commands import RESERVED, command_path
+    from services.trust.records import workspace_trust
+
+    path = command_path(workspace_root, name)
+    if name in RESERVED:
+        raise ConfigError(f"/{name} is a built-in command, which always wins: choose another name")
+    state = workspace_trust(workspace_root, ephemeral=ephemeral)
+    if state.needs_review:
+        raise ConfigError(f"Workspace commands cannot be edited while the workspace is {state.label}: /trust first.")
+    return path
+
+
+def command_draft(workspace_root: Path, name: str, *, ephemeral: bool = False) -> str:
+    """What the editor opens for ``/instructions edit NAME``: the command file as it is, or a new
+    file's :data:`TEMPLATE` (ConfigError as :func:`editable`, or a file that cannot be read)."""
+    path = editable(workspace_root, name, ephemeral=ephemeral)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return TEMPLATE.replace("NAME", name)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"commands/{path.name} cannot be read ({exc})") from None
+
+
+TEMPLATE = """---
+format_version: 1
+description: What /NAME does, in one line
+arguments: []        # e.g. [FILE, FOCUS?]: $1, $2 in the text below (a trailing ? makes one optional)
+---
+The prompt /NAME sends. $ARGUMENTS is everything typed after the name.
+"""
+"""A new command's file, as the editor first shows it (``NAME`` replaced)."""
+
+__all__ = ["TEMPLATE", "command_draft", "editable", "write_command"]

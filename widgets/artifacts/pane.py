@@ -9,6 +9,7 @@ registry again when the session is shown, when what is in force changes, or when
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -36,7 +37,9 @@ def human_size(size: int) -> str:
     return f"{size} B"  # pragma: no cover
 
 
-def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
+def preview_text(registry: ArtifactRegistry, artifact: Artifact, variables: Mapping[str, str] | None = None) -> Text:
+    """The artifact's header and its first bytes; a diff coloured in the theme in force (``variables``),
+    each line keeping its ``+``/``-``/``@@``."""
     from services.workspace.artifacts import is_text_mime
 
     header = Text()
@@ -55,6 +58,10 @@ def preview_text(registry: ArtifactRegistry, artifact: Artifact) -> Text:
         return Text.assemble(header, "\n\n", plain(f"cannot read the stored object: {exc}", "red"))
     body = data.decode("utf-8", errors="replace")
     more = "" if artifact.size_bytes <= PREVIEW_BYTES else f"\n… ({human_size(artifact.size_bytes)} in all)"
+    if artifact.provenance.get("role") == "diff" or artifact.name.endswith((".diff", ".patch")):
+        from widgets.transcript.tool_call import diff_text
+
+        return Text.assemble(header, "\n\n", diff_text(body.splitlines(), variables), Text(more, style="dim"))
     return Text.assemble(header, "\n\n", plain(body), Text(more, style="dim"))
 
 
@@ -123,6 +130,13 @@ class ArtifactsPane(Vertical):
 
     def on_mount(self) -> None:
         follow_sessions(self, self._session_opened)
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, _theme: object = None) -> None:
+        """A diff's colours, again in the theme now in force."""
+        lists = self.query(OptionList)
+        if lists and (option := lists.first(OptionList).highlighted_option) is not None:
+            self._preview(option.id)
 
     def _session_opened(self, signals: SessionSignals) -> None:
         signals.changed.subscribe(self, self._session_changed)
@@ -137,7 +151,11 @@ class ArtifactsPane(Vertical):
 
     @on(OptionList.OptionHighlighted, "#artifacts-list")
     def _show_preview(self, event: OptionList.OptionHighlighted) -> None:
-        artifact = self._artifacts.get(event.option.id or "")
+        self._preview(event.option.id)
+
+    def _preview(self, artifact_id: str | None) -> None:
+        artifact = self._artifacts.get(artifact_id or "")
         if artifact is None or self._registry is None:
             return
-        self.query_one("#artifact-preview", Static).update(preview_text(self._registry, artifact))
+        preview = preview_text(self._registry, artifact, self.app.theme_variables)
+        self.query_one("#artifact-preview", Static).update(preview)
