@@ -325,7 +325,7 @@ def tasks(outside: str = "/tmp/aries-agentic-outside.txt") -> list[Task]:
 
 
 # -- the workspace -----------------------------------------------------------------------------------
-def make_workspace(name: str, models: dict[str, dict[str, int]] | None = None) -> Workspace:
+def make_workspace(name: str, models: dict[str, dict[str, Any]] | None = None) -> Workspace:
     """A fresh workspace with :data:`FILES`, :data:`POLICY` and the profile ``agentic``."""
     from services.workspace.manager import WorkspaceManager
 
@@ -599,7 +599,10 @@ async def recorded(selected: list[Task], lanes: tuple[str, ...]) -> dict[str, An
     tallies: dict[str, LaneTally] = {}
     try:
         for lane in lanes:
-            workspace = make_workspace(f"rec-{lane.replace('_', '-')}")
+            # The recorded half measures what happens to a bad call: the structured error and the retry.
+            # The second pass for a started call's arguments (services/assistant/constrained.py) would
+            # repair a malformed one first, so it is off here (the scripted server has no grammar).
+            workspace = make_workspace(f"rec-{lane.replace('_', '-')}", models={"qwen2.5": {"constrained": False}})
             names = await offered_names(workspace, env)
             tally = tallies[lane] = LaneTally()
             for n, task in enumerate(selected):

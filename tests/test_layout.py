@@ -189,6 +189,8 @@ def test_the_tools_may_not_write_the_workspace_records() -> None:
         "indexes",
         "cache",  # the derived conversation search index (issue 32): no tool writes it either
         "exports",  # conversations exported as documents (issue 32): no tool plants one
+        "commands",  # workspace commands (issue 31): authority, edited through Aries only
+        "AGENTS.md",  # project instructions (issue 31): authority, as the profiles are
     }
 
 

@@ -13,7 +13,6 @@ file, inert, until revoked (``aries grants`` lists only the workspace's own).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -27,6 +26,7 @@ from services.clock import format_ts, utc_now
 from services.errors import AriesError, InvalidInput, NotFound
 from services.grants.matcher import matches
 from services.grants.pattern import RUNS_ITS_ARGUMENTS, within, words
+from services.hashing import sha256_hex
 from services.settings.operator import (
     GrantOrigin,
     GrantPattern,
@@ -76,7 +76,7 @@ def identity(workspace: Workspace) -> WorkspaceIdentity:
         created = str(workspace.meta.get("created_at", "")) if workspace.meta_path.exists() else ""
     except AriesError:  # a workspace.yaml that does not read: the folder alone identifies it
         created = ""
-    digest = hashlib.sha256(f"{root}\0{info.st_dev}\0{info.st_ino}\0{created}".encode()).hexdigest()
+    digest = sha256_hex(f"{root}\0{info.st_dev}\0{info.st_ino}\0{created}")
     return WorkspaceIdentity(path=str(root), key=digest[:32], name=workspace.name)
 
 
