@@ -169,9 +169,14 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def converse(
-    session: Any, provider_for: Callable[[], Any], turns: int, before: Callable[[int], None]
+    session: Any,
+    provider_for: Callable[[], Any],
+    turns: int,
+    before: Callable[[int], None],
+    after: Callable[[int, Any], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every message as one turn of its own ``TurnLoop``; each turn's outcome, as a dict."""
+    """Every message as one turn of its own ``TurnLoop``; each turn's outcome, as a dict (``after``:
+    called with the turn's number and outcome; ``provider_for`` may give an ``on_event`` to hear it)."""
     from services.assistant import TurnLoop
     from services.retrieval.embedders import preload
 
@@ -181,10 +186,12 @@ async def converse(
     for n, text in enumerate(messages(turns), 1):
         before(n)
         provider = provider_for()
-        loop = TurnLoop(session, provider)
+        loop = TurnLoop(session, provider, on_event=getattr(provider, "on_event", None))
         started = time.perf_counter()
         outcome = await loop.run(text)
         await provider.aclose()
+        if after is not None:
+            await after(n, outcome)
         done.append(
             {
                 "turn": n,
@@ -292,7 +299,9 @@ def run_scripted(turns: int, with_index: bool, n_ctx: int = 2048) -> dict[str, A
     return score(done, conversation, bodies)
 
 
-def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool, n_ctx: int = 2048) -> dict[str, Any]:
+def run_real(
+    turns: int, max_tokens: int, configure: bool, with_index: bool, n_ctx: int = 2048, meter: bool = False
+) -> dict[str, Any]:
     from services.models.config import make_provider, resolve_model
     from tests.real_model.llama_server import LlamaServer, missing
 
@@ -309,7 +318,13 @@ def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool, n_c
                     settings["context_window"] = n_ctx
                 session.workspace.update(models={"openai:gemma": settings})
                 config = resolve_model(None, server.env("gemma"))
-                done = asyncio.run(converse(session, lambda: make_provider(config), turns, lambda n: None))
+                if meter:
+                    from bench.meter_accuracy import Metered
+
+                    metered = Metered(server.base_url, lambda: make_provider(config))
+                    done = asyncio.run(converse(session, metered.provider, turns, lambda n: None, metered.after))
+                else:
+                    done = asyncio.run(converse(session, lambda: make_provider(config), turns, lambda n: None))
                 conversation = session.conversation.conversation_id
                 errors = [
                     e["content"]
@@ -322,6 +337,11 @@ def run_real(turns: int, max_tokens: int, configure: bool, with_index: bool, n_c
             server.stop()
     result = score(done, conversation, None)
     result["error notices"] = errors[:3]
+    if meter:
+        from bench.meter_accuracy import summary
+
+        result["meter"] = summary(metered.rows)
+        result["meter rows"] = metered.rows
     return result
 
 
@@ -339,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         "--n-ctx", type=int, default=2048, help="the window (the real server's n_ctx; a quick run: 512)"
     )
     parser.add_argument("--no-index", action="store_true", help="no document index in use (recall encodes)")
+    parser.add_argument("--meter", action="store_true", help="real lane: the meter against llama.cpp's count too")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args(argv)
     problems = check_questions()
@@ -355,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         if options.scripted:
             stats = run_scripted(options.turns, not options.no_index, options.n_ctx)
         else:
-            stats = run_real(options.turns, options.max_tokens, options.configure, not options.no_index, options.n_ctx)
+            stats = run_real(
+                options.turns, options.max_tokens, options.configure, not options.no_index, options.n_ctx, options.meter
+            )
         stats["document index"] = "none" if options.no_index else "docs (3 files, in use)"
         stats["recall"] = "keyword" if options.keyword_only else "hybrid"
         stats["embedder"] = os.environ.get("AXIOMME_EMBEDDER", "sentence-transformers (default)")
@@ -364,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(stats))
     else:
         for key, value in stats.items():
-            print(f"{key:>40}: {value}")
+            if key != "meter rows":
+                print(f"{key:>40}: {value}")
     return 0 if not stats["failed turns"] else 1
 
 

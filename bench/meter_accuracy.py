@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class Recording:
         self.name = provider.name
         self.model = provider.model
         self.base_url = provider.base_url
+        self.on_event: Callable[[Any], None] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.provider, name)
@@ -71,35 +72,41 @@ def server_count(base_url: str, body: dict[str, Any]) -> int:
         return int(json.loads(response.read())["usage"]["prompt_tokens"])
 
 
-async def converse(
-    session: Any, config: Any, base_url: str, turns: int, last: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    from services.assistant import ContextMeasured, TurnLoop, UsageReport
-    from services.models.config import make_provider
+class Metered:
+    """Each turn's requests recorded and counted by the server: one row per request (``provider`` makes
+    the turn's provider, whose ``on_event`` the turn loop calls; ``after`` counts when the turn is done)."""
 
-    rows: list[dict[str, Any]] = []
-    for n, text in enumerate(messages(turns), 1):
-        bodies: list[dict[str, Any]] = []
-        meters: list[int] = []
-        usage: list[UsageReport] = []
+    def __init__(self, base_url: str, make: Callable[[], Any]) -> None:
+        self.base_url = base_url
+        self.make = make
+        self.rows: list[dict[str, Any]] = []
+        self.last: list[dict[str, Any]] = []
+        self.bodies: list[dict[str, Any]] = []
+        self.meters: list[int] = []
+        self.usage: list[Any] = []
 
-        def heard(event: Any, meters: list[int] = meters, usage: list[UsageReport] = usage) -> None:
-            if isinstance(event, ContextMeasured):
-                meters.append(event.breakdown.used)
-            elif isinstance(event, UsageReport):
-                usage.append(event)
+    def heard(self, event: Any) -> None:
+        from services.assistant import ContextMeasured, UsageReport
 
-        provider = Recording(make_provider(config), bodies)
-        outcome = await TurnLoop(session, provider, on_event=heard).run(text)
-        await provider.aclose()
-        last.clear()
-        last.extend(bodies[-1:])
-        for body, meter in zip(bodies, meters, strict=False):
-            actual = await asyncio.to_thread(server_count, base_url, body)
-            report = usage[-1] if usage else None
+        if isinstance(event, ContextMeasured):
+            self.meters.append(event.breakdown.used)
+        elif isinstance(event, UsageReport):
+            self.usage.append(event)
+
+    def provider(self) -> Recording:
+        self.bodies, self.meters, self.usage = [], [], []
+        recording = Recording(self.make(), self.bodies)
+        recording.on_event = self.heard
+        return recording
+
+    async def after(self, n: int, outcome: Any) -> None:
+        self.last = self.bodies[-1:]
+        for body, meter in zip(self.bodies, self.meters, strict=False):
+            actual = await asyncio.to_thread(server_count, self.base_url, body)
+            report = self.usage[-1] if self.usage else None
             out = (report.completion_tokens or report.completion_tokens_estimated) if report else 0
             seconds = report.generating_ms / 1000 if report else 0.0  # as the usage line reckons it
-            rows.append(
+            self.rows.append(
                 {
                     "turn": n,
                     "meter": meter,
@@ -112,9 +119,18 @@ async def converse(
                     "failed": outcome.error,
                 }
             )
+
+
+async def converse(session: Any, metered: Metered, turns: int) -> None:
+    from services.assistant import TurnLoop
+
+    for n, text in enumerate(messages(turns), 1):
+        provider = metered.provider()
+        outcome = await TurnLoop(session, provider, on_event=provider.on_event).run(text)
+        await provider.aclose()
+        await metered.after(n, outcome)
         if n % 10 == 0:
             print(f"  {n} turns", file=sys.stderr, flush=True)
-    return rows
 
 
 def split_last(base_url: str, url: str, body: dict[str, Any], actual: int) -> dict[str, Any]:
@@ -162,7 +178,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(turns: int, max_tokens: int, n_ctx: int) -> dict[str, Any]:
-    from services.models.config import resolve_model
+    from services.models.config import make_provider, resolve_model
     from tests.real_model.llama_server import LlamaServer, missing
 
     reason = missing()
@@ -175,9 +191,10 @@ def run(turns: int, max_tokens: int, n_ctx: int) -> dict[str, Any]:
             try:
                 session.workspace.update(models={"openai:gemma": {"max_tokens": max_tokens, "context_window": n_ctx}})
                 config = resolve_model(None, server.env("gemma"))
-                last: list[dict[str, Any]] = []
-                rows = asyncio.run(converse(session, config, server.base_url, turns, last))
-                split = split_last(server.base_url, server.url, last[0], rows[-1]["server"])
+                metered = Metered(server.base_url, lambda: make_provider(config))
+                asyncio.run(converse(session, metered, turns))
+                rows = metered.rows
+                split = split_last(server.base_url, server.url, metered.last[0], rows[-1]["server"])
             finally:
                 session.close()
         finally:

@@ -262,3 +262,25 @@ def test_the_turns_put_away_can_be_forked_and_a_fork_copies_the_turns_in_force(t
     kept = Conversation(fork(workspace, source))
     assert [e["content"] for e in kept.dialogue() if e["role"] == "user"] == [f"turn {n} please" for n in (1, 2, 3)]
     assert not any(e.get("kind") == "rewind" for e in kept.read().entries)  # the source's marks are not copied
+
+
+def test_a_fork_keeps_the_pins_and_checkpoints_of_the_turns_it_copies(ten_turns, capsys) -> None:
+    """Pins and checkpoints made while a copied turn was the head come along, renumbered; a fork
+    through an earlier turn leaves those made after it (as a rewind there would)."""
+    from services.conversation.history import fork
+    from services.conversation.marks import checkpoint, pin
+
+    workspace, _, _ = ten_turns
+    source = Conversation(workspace.latest_transcript())
+    pin(source, 2)
+    checkpoint(source, "ten")
+    whole = Conversation(fork(workspace, source.conversation_id)).timeline()
+    assert whole.pinned == [2] and whole.checkpoints["ten"].turn == 10
+    assert whole.resolve("ten") == whole.turn_id(10)
+    early = Conversation(fork(workspace, source.conversation_id, 3)).timeline()
+    assert early.pinned == [] and early.checkpoints == {}  # made at turn 10: they go with it
+    code, _, err = _cli(["rewind", "3", "-w", "rw", "--yes", "--conversation", source.conversation_id], capsys)
+    assert code == 0, err
+    assert Conversation(workspace.transcript(source.conversation_id)).timeline().pinned == []
+    away = Conversation(fork(workspace, source.conversation_id, 10)).timeline()
+    assert away.pinned == [2] and away.checkpoints["ten"].turn == 10

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.conversation.timeline import timeline_of, turn_number
+from services.conversation.timeline import Timeline, timeline_of, turn_number
 from services.errors import InvalidInput, NotFound
 from services.workspace.transcripts import ENTRY_FIELDS, SUFFIX, Transcript, by_recency, read_transcript
 
@@ -132,8 +132,14 @@ def fork(workspace: Workspace, reference: str, through_turn: int | None = None) 
     last = max((n for n, e in enumerate(entries) if e.get("turn_id") in renamed), default=-1)
     for entry in entries[: last + 1]:
         turn = entry.get("turn_id")
-        if (turn and turn not in renamed) or entry.get("kind") in MARKS:
-            continue  # a turn not kept, or a pin, checkpoint or rewind of the source's own turns
+        if entry.get("kind") in MARKS:
+            mark = _mark_for_fork(entry, renamed, timeline)
+            if mark is not None:
+                extra = {key: value for key, value in mark.items() if key not in reserved}
+                target.append("notice", str(entry.get("content", "")), timestamp=entry.get("timestamp"), **extra)
+            continue
+        if turn and turn not in renamed:
+            continue  # a turn not kept
         extra = {key: value for key, value in entry.items() if key not in reserved}
         if turn:
             extra["turn_id"] = renamed[str(turn)]
@@ -150,6 +156,32 @@ def fork(workspace: Workspace, reference: str, through_turn: int | None = None) 
         forked_from=origin,
     )
     return target
+
+
+def _mark_for_fork(entry: dict[str, Any], renamed: dict[str, str], timeline: Timeline) -> dict[str, Any] | None:
+    """A pin, unpin or checkpoint of a kept turn, made while a kept turn was the head, renumbered for the
+    fork (so the fork has the pins and checkpoints its turns had); None for the rest — a rewind, or a
+    mark of a turn or a branch that was not kept."""
+    kind = entry.get("kind")
+    head = entry.get("at")
+    if kind == "rewind" or str(head) not in renamed:
+        return None
+    if kind == "checkpoint":
+        turn = str(entry.get("turn_id"))
+    else:
+        try:
+            turn = timeline.turn_id(int(entry.get("turn", 0)))
+        except (NotFound, TypeError, ValueError):
+            return None
+    if turn not in renamed:
+        return None
+    mark = {**entry, "turn": turn_number(renamed[turn]), "at": renamed[str(head)]}
+    own = entry.get("turn_id")
+    if own is not None:
+        mark["turn_id"] = renamed.get(str(own))
+        if mark["turn_id"] is None:
+            del mark["turn_id"]
+    return mark
 
 
 def _span(numbers: list[int]) -> str:
