@@ -97,6 +97,8 @@ class HistorySearchScreen(ModalScreen[Chosen | None]):
         what = hit.role if hit.kind == "message" else f"{hit.role} {hit.kind} {hit.tool}".rstrip()
         head = Text(no_wrap=True, overflow="ellipsis")
         head.append(clean(f"{when}  turn {hit.turn} · {what}", single_line=True))
+        if hit.rewound:  # put away by a rewind: readable, not in force (a fork or /rewind N brings it back)
+            head.append(" · rewound away", style="italic")
         head.append(clean(f"  {hit.conversation_id}", single_line=True), style="dim")
         snippet = Text(no_wrap=True, overflow="ellipsis")
         snippet.append("  ")

@@ -284,3 +284,25 @@ def test_a_fork_keeps_the_pins_and_checkpoints_of_the_turns_it_copies(ten_turns,
     assert Conversation(workspace.transcript(source.conversation_id)).timeline().pinned == []
     away = Conversation(fork(workspace, source.conversation_id, 10)).timeline()
     assert away.pinned == [2] and away.checkpoints["ten"].turn == 10
+
+
+def test_a_search_hit_in_a_turn_a_rewind_put_away_says_so(ten_turns, capsys) -> None:
+    """The conversation index keeps every turn (a rewind of the rewind brings them back); a hit in a
+    turn that is not in force is flagged, in the result and on the command line."""
+    from services.history_search.query import search
+    from services.history_search.store import HistoryIndex
+
+    workspace, _, _ = ten_turns
+    code, _, err = _cli(["rewind", "3", "-w", "rw", "--yes"], capsys)
+    assert code == 0, err
+    hits = search(HistoryIndex.for_workspace(workspace), "please", limit=50, budget_s=None).hits
+    by_turn = {hit.turn: hit.rewound for hit in hits if hit.role == "user"}
+    assert by_turn == {n: n > 3 for n in range(1, 11)}
+    from app.cli import history as cli_history
+
+    code, out, err = _cli(["history", "search", "-w", "rw", "turn 7 please"], capsys, cli_history)
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if "turn 7 " in line and "user" in line)
+    assert "(rewound away)" in line
+    code, out, _ = _cli(["history", "search", "-w", "rw", "--json", "turn 2 please"], capsys, cli_history)
+    assert any(hit["turn"] == 2 and hit["rewound"] is False for hit in json.loads(out)["hits"])

@@ -169,7 +169,8 @@ def handle_search(args: argparse.Namespace) -> int:
     for hit in result.hits:
         when = hit.timestamp[:16].replace("T", " ")
         what = hit.role if hit.kind == "message" else f"{hit.role} {hit.kind} {hit.tool}".rstrip()
-        out(f"{hit.conversation_id}  {when:16}  turn {hit.turn:<4} {what}: {_marked(hit)}", single_line=True)
+        away = " (rewound away)" if hit.rewound else ""
+        out(f"{hit.conversation_id}  {when:16}  turn {hit.turn:<4} {what}{away}: {_marked(hit)}", single_line=True)
     return 0
 
 

@@ -10,7 +10,7 @@ the ``limit`` is fetched whole before the cut.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ class Hit:
     score: float
     snippet: str
     highlights: list[tuple[int, int]] = field(default_factory=list)  # character ranges in snippet
+    rewound: bool = False  # the turn was put away by a rewind (readable, not in force: /rewind N brings it back)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -177,7 +178,24 @@ def _answer(
     generator = tantivy.SnippetGenerator.create(searcher, text_query, tantivy_index.schema, "text")
     generator.set_max_num_chars(SNIPPET_CHARS)
     hits = [_hit(generator, doc, score) for score, doc in _ranked(searcher, query, limit)]
-    return SearchResult(text, hits, coverage)
+    return SearchResult(text, _mark_rewound(index, hits), coverage)
+
+
+def _mark_rewound(index: HistoryIndex, hits: list[Hit]) -> list[Hit]:
+    """Each hit of a turn a rewind put away says so. The index holds every turn (a rewind of the
+    rewind brings them back): whether a turn is in force is read from its transcript's timeline at
+    search time, once per conversation hit."""
+    from services.conversation.timeline import timeline_of
+    from services.workspace.transcripts import SUFFIX, read_transcript
+
+    away: dict[str, frozenset[int]] = {}
+    for conversation in sorted({hit.conversation_id for hit in hits if hit.turn}):
+        try:
+            entries = read_transcript(index.transcripts_dir / f"{conversation}{SUFFIX}").entries
+        except (OSError, ValueError):  # gone or unreadable since it was indexed: nothing to say of it
+            continue
+        away[conversation] = timeline_of(entries).away
+    return [replace(hit, rewound=True) if hit.turn in away.get(hit.conversation_id, ()) else hit for hit in hits]
 
 
 def _parse(index: tantivy.Index, text: str) -> tantivy.Query:
