@@ -26,6 +26,7 @@ from services.conversation import Conversation
 from services.hashing import sha256_hex
 from services.session.opening import Surface
 from services.session.rewind import JOURNAL_NAME
+from services.session.rewind_journal import ROLL_BACK_TOOL
 from services.session.session import Session
 from services.tools.calls import approve_all
 from services.workspace.manager import Workspace, WorkspaceManager
@@ -207,6 +208,11 @@ def test_a_rewind_killed_halfway_is_finished_or_rolled_back_at_the_next_start(
     else:
         assert _snapshot(workspace.root) == shots[9] and timeline.numbers == list(range(1, 11))
         assert any("was rolled back" in w for w in warnings)
+        with AuditStore.for_workspace(workspace.root) as audit:
+            rolled = [row for row in audit.calls(limit=500) if row["tool_name"] == ROLL_BACK_TOOL]
+        written = int(fault.removeprefix("file")) if fault.startswith("file") else 0
+        assert len(rolled) == written  # one audit row per file the killed rewind had written, put back
+        assert all(row["source"] == "rewind" and row["status"] == "success" for row in rolled)
 
 
 def test_the_operators_own_writes_belong_to_the_turn_they_followed(ten_turns, capsys) -> None:
