@@ -81,10 +81,10 @@ class CompactController:
 
     def edit(self, session: Session) -> None:
         """The summary in force in $VISUAL/$EDITOR (the App suspended); what is saved is a new entry."""
-        from services.assistant.compaction import CompactError, edit, in_force
+        from services.assistant.compaction import CompactError, current, edit
         from widgets.prompt.external import edit_in_editor
 
-        summary = in_force(session.conversation.compactions())
+        summary = current(session.conversation)
         if summary is None:
             raise CompactError("No summary is in force to edit: /compact writes one.")
         edited = edit_in_editor(self.host, summary.text)

@@ -30,7 +30,7 @@ off by default) runs the same after a turn whose request left out turns no summa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -103,9 +103,8 @@ def stack(entries: Iterable[Mapping[str, Any]]) -> list[Summary]:
         if entry.get("kind") != "compaction":
             continue
         action = entry.get("action")
-        if action == "undo":
-            if pushed and pushed[-1].compaction_id == entry.get("undoes"):
-                pushed.pop()
+        if action == "undo":  # the summary it names (the one in force then: the top, unless a rewind intervened)
+            pushed = [summary for summary in pushed if summary.compaction_id != entry.get("undoes")]
             continue
         turns = entry.get("turns")
         if action not in ("summary", "edit") or not isinstance(turns, Mapping):
@@ -127,10 +126,20 @@ def stack(entries: Iterable[Mapping[str, Any]]) -> list[Summary]:
     return pushed
 
 
-def in_force(entries: Iterable[Mapping[str, Any]]) -> Summary | None:
-    """The summary in force (the last pushed and not undone), or None."""
-    pushed = stack(entries)
+def in_force(entries: Iterable[Mapping[str, Any]], away: Collection[int] = ()) -> Summary | None:
+    """The summary in force: the last pushed, not undone, whose last turn is in force, or None.
+
+    ``away`` are the turns a rewind put away (:attr:`~services.conversation.timeline.Timeline.away`). A
+    summary was written from the turns in force up to its last turn; when a rewind puts that turn away,
+    the summary holds what those turns said and goes with them (an earlier one may be in force again;
+    the rewind of the rewind brings it back)."""
+    pushed = [summary for summary in stack(entries) if summary.last not in away]
     return pushed[-1] if pushed else None
+
+
+def current(conversation: Conversation) -> Summary | None:
+    """The summary in force in ``conversation`` (its compactions, read against its timeline)."""
+    return in_force(conversation.compactions(), conversation.timeline().away)
 
 
 def summary_block(summary: Summary) -> str:
@@ -148,7 +157,7 @@ def piece(summary: Summary | None) -> SummaryPiece | None:
 
 def show(conversation: Conversation) -> str:
     """``/compact show``: the summary in force and what it covers, or that there is none."""
-    summary = in_force(conversation.compactions())
+    summary = current(conversation)
     if summary is None:
         return (
             "No summary is in force in this conversation. /compact asks the model for one of the turns left "
@@ -187,7 +196,7 @@ def last_left_out(entries: Sequence[Mapping[str, Any]]) -> int:
 def plan(conversation: Conversation) -> Plan:
     """The turns ``/compact`` summarises now (see the module docstring); CompactError when there are none."""
     history = history_from_entries(conversation.dialogue(), "")
-    previous = in_force(conversation.compactions())
+    previous = current(conversation)
     through = last_left_out(conversation.read().entries)
     if not through:
         through = turn_number(history[-KEEP_NEWEST - 1].turn_id) if len(history) > KEEP_NEWEST else 0
@@ -296,7 +305,7 @@ def edit(conversation: Conversation, text: str) -> dict[str, Any]:
     """The operator's text in place of the summary in force: a new entry (the old one stays on disk)."""
     from services.conversation import Compaction
 
-    summary = in_force(conversation.compactions())
+    summary = current(conversation)
     if summary is None:
         raise CompactError("No summary is in force to edit: /compact writes one.")
     text = text.strip()[:SUMMARY_CHARS]
@@ -319,13 +328,13 @@ def undo(conversation: Conversation) -> tuple[dict[str, Any], Summary | None]:
     """Take the summary in force back (an ``undo`` entry: append-only); the entry and what is in force now."""
     from services.conversation import Compaction
 
-    summary = in_force(conversation.compactions())
+    summary = current(conversation)
     if summary is None:
         raise CompactError("No summary is in force: nothing to undo.")
     entry = conversation.record(
         Compaction(action="undo", compaction_id=_next_id(conversation), undoes=summary.compaction_id)
     )
-    return entry, in_force(conversation.compactions())
+    return entry, current(conversation)
 
 
 # -- automatic --------------------------------------------------------------------------------------
@@ -344,7 +353,7 @@ def wanted(conversation: Conversation, left_out_last: str | None) -> bool:
     ``left_out_last`` (a turn id; None: none left out): some of them are not covered by a summary."""
     if not left_out_last:
         return False
-    summary = in_force(conversation.compactions())
+    summary = current(conversation)
     return summary is None or turn_number(left_out_last) > summary.last
 
 
@@ -357,6 +366,7 @@ __all__ = [
     "Summary",
     "auto_enabled",
     "compact",
+    "current",
     "edit",
     "in_force",
     "piece",

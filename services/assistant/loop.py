@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from services.assistant.compaction import auto_enabled, in_force, piece, wanted
+from services.assistant.compaction import auto_enabled, current, piece, wanted
 from services.assistant.compaction import compact as compact_turns
 from services.assistant.constrained import constrains
 from services.assistant.context import (
@@ -466,7 +466,7 @@ class TurnLoop:
         if (schema_format := self._model_setting("schema_format")) is not None:
             options = dataclasses.replace(options, schema_format=schema_format)
         history = history_from_entries(self.session.conversation.dialogue(), turn.outcome.turn_id)
-        summary = piece(in_force(self.session.conversation.compactions()))
+        summary = piece(current(self.session.conversation))
         fitter = ContextFitter(
             profile_system_prompt(profile.system_prompt if profile is not None else None),
             turn.text,

@@ -17,6 +17,7 @@ from services.assistant.compaction import (
     OFFLINE,
     CompactError,
     compact,
+    current,
     edit,
     in_force,
     piece,
@@ -235,13 +236,41 @@ def test_what_is_in_force_reads_the_entries_in_order() -> None:
     entries = [
         entry("summary", "k1", summary="one", turns=turns),
         entry("summary", "k2", summary="two", turns={"first": 1, "last": 9}),
-        entry("undo", "k3", undoes="k1"),  # not the last: ignored
+        entry("undo", "k3", undoes="k9"),  # names no summary: nothing happens
         {"role": "user", "content": "hello"},
         entry("summary", "k4", summary="", turns=turns),  # empty: skipped
         entry("summary", "k5", summary="x", turns="bad"),  # does not read: skipped
     ]
     assert [s.compaction_id for s in stack(entries)] == ["k1", "k2"]
     assert in_force([*entries, entry("undo", "k6", undoes="k2")]).compaction_id == "k1"  # type: ignore[union-attr]
+    # an undo takes back the summary it names (the one in force, under a rewound one: see below)
+    assert [s.compaction_id for s in stack([*entries, entry("undo", "k6", undoes="k1")])] == ["k2"]
+    # the last turn of k2 (9) put away by a rewind: k2 goes with it, k1 is in force again
+    assert in_force(entries, away={7, 8, 9}).compaction_id == "k1"  # type: ignore[union-attr]
+    assert in_force(entries, away={5, 6, 7, 8, 9}) is None
+
+
+async def test_a_summary_of_turns_a_rewind_put_away_is_not_sent_and_comes_back_with_them(
+    session: Session, openai_only: ScriptedServer
+) -> None:
+    """Summaries hold what their turns said: a rewind before a summary's last turn takes it out of force
+    (it is not sent, /compact show says so), and the rewind of the rewind brings it back."""
+    from services.conversation.timeline import rewind_fields
+
+    server = openai_only
+    await left_out_conversation(session, server)
+    made = await summarise(session, server)
+    conversation = session.conversation
+    timeline = conversation.timeline()
+    last = int(made["turns"]["last"])  # type: ignore[index]
+    head = timeline.head
+    back_to = timeline.turn_id(last - 1)
+    conversation.mark("Rewound.", rewind_fields(back_to, head, list(range(last, max(timeline.numbers) + 1))))
+    assert current(conversation) is None and "No summary is in force" in show(conversation)
+    await turn(session, server, "And now?")
+    assert not any("summary of earlier turns" in block for block in blocks(user_message(server.chat_requests()[-1])))
+    conversation.mark("Rewound back.", rewind_fields(str(head), conversation.timeline().head, []))
+    assert current(conversation) is not None and current(conversation).compaction_id == made["compaction_id"]  # type: ignore[union-attr]
 
 
 async def test_a_failed_automatic_summary_is_one_warning_and_the_turn_stands(
