@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from services.errors import AriesError
+from services.errors import AriesError, InvalidInput
 from widgets.command_spec import CommandError
 
 if TYPE_CHECKING:
@@ -132,6 +132,12 @@ class AppHost(Host, Protocol):
     def start_conversation(self, reference: str | None = None) -> None:
         """``/new``: a new conversation in the session (``reference``: ``/resume`` a stored one, an
         ``AriesError`` when none matches), followed by the transcript."""
+
+
+def when_idle(turn_running: Callable[[], bool], what: str) -> None:
+    """Refuse (one line) to ``what`` while a turn is running: the conversation is the turn's until it ends."""
+    if turn_running():
+        raise InvalidInput(f"a turn is running: wait for it or cancel it (Ctrl+X), then {what}")
 
 
 def run_task(

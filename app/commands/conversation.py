@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from services.errors import InvalidInput
+from app.host import when_idle
 
 if TYPE_CHECKING:
     from app.host import AppHost
@@ -33,10 +33,6 @@ class ConversationController:
     def __init__(self, host: AppHost, turn_running: Callable[[], bool]) -> None:
         self.host = host
         self.turn_running = turn_running
-
-    def _idle(self, what: str) -> None:
-        if self.turn_running():
-            raise InvalidInput(f"a turn is running: wait for it or cancel it (Ctrl+X), then {what}")
 
     def command(self, parsed: object) -> None:
         """``/history`` or ``/history search …`` (a :class:`widgets.commands.HistorySearch`)."""
@@ -127,7 +123,7 @@ class ConversationController:
         self._resume(reference)
 
     def _resume(self, reference: str) -> None:
-        self._idle("resume")
+        when_idle(self.turn_running, "resume")
         self.host.start_conversation(reference)
         conversation = self.host.require_session().conversation
         turns = len({e.get("turn_id") for e in conversation.read().entries if e.get("role") == "user"})
@@ -161,7 +157,7 @@ class ConversationController:
     def _fork(self, reference: str, through_turn: int | None) -> None:
         from services.conversation.history import fork
 
-        self._idle("fork")
+        when_idle(self.turn_running, "fork")
         session = self.host.require_session()
         target = fork(session.workspace, reference, through_turn)
         self.host.start_conversation(target.conversation_id)

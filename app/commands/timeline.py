@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from app.host import run_task
-from services.errors import InvalidInput
+from app.host import run_task, when_idle
 
 if TYPE_CHECKING:
     from app.host import AppHost
@@ -24,10 +23,6 @@ class TimelineController:
     def __init__(self, host: AppHost, turn_running: Callable[[], bool]) -> None:
         self.host = host
         self.turn_running = turn_running
-
-    def _idle(self, what: str) -> None:
-        if self.turn_running():
-            raise InvalidInput(f"a turn is running: wait for it or cancel it (Ctrl+X), then {what}")
 
     def pin(self, ref: str | None) -> None:
         from services.conversation.marks import pin
@@ -68,7 +63,7 @@ class TimelineController:
         """``/rewind N|NAME``: planned in a thread, then the one approval, then done."""
         from services.session.rewind import plan_rewind
 
-        self._idle("rewind")
+        when_idle(self.turn_running, "rewind")
         session = self.host.require_session()
         run_task(self.host, "/rewind", lambda: plan_rewind(session, ref), self._ask, group="rewind")
 
