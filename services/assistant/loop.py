@@ -98,6 +98,7 @@ from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMes
 from services.conversation.events import passage_record
 from services.errors import AriesError
 from services.history_search.documents import turn_number
+from services.models.template import asked, mark_uncounted, probe, uncounted
 
 if TYPE_CHECKING:
     from services.assistant.citations import CitationReport
@@ -225,6 +226,7 @@ class _Context:
     selection: Selection | None = None  # the tools chosen for the request (None: no tools)
     constrained: bool | None = None  # settings.models.<name>.constrained (services.assistant.constrained)
     sent: list[ChatMessage] = field(default_factory=list)  # the messages of the last request, as sent
+    tools_shown: bool | None = None  # whether the server's template shows the tools (services.models.template)
 
     @property
     def names(self) -> ToolNameMap | None:
@@ -257,9 +259,11 @@ class _Context:
         if self.offer is None:
             return self.fitter.fit(self.messages, [], 0)
         if self.selection is None:
-            return self.fitter.fit(self.messages, self.offer.schemas, self.offer.tokens)
-        schemas, tokens = self.offer.choose(self.selection)
-        return self.fitter.fit(self.messages, schemas, tokens)
+            schemas, tokens = self.offer.schemas, self.offer.tokens
+        else:
+            schemas, tokens = self.offer.choose(self.selection)
+        # a template that leaves the tools out: they are sent (a forced call works) and cost the model nothing
+        return self.fitter.fit(self.messages, schemas, 0 if self.tools_shown is False else tokens)
 
     def offered(self, tool_id: str) -> bool:
         """Whether ``tool_id`` was among the tools offered in the last request."""
@@ -487,7 +491,12 @@ class TurnLoop:
         recall = TurnRecall(self.session, query, turn_number(turn.outcome.turn_id), turn.vector, dense=_dense_recall())
         if turn.vector is not None:  # this message's vector, kept for the turns after it to find this one
             await asyncio.to_thread(recall.keep_own)
-        return _Context(query, index, schema, offer, options, windowing, window, fitter, text, recall)
+        made = _Context(query, index, schema, offer, options, windowing, window, fitter, text, recall)
+        if offer is not None:
+            from services.models.template import known
+
+            made.tools_shown = known(windowing.key())
+        return made
 
     async def _fit(self, context: _Context) -> Fitted:
         """The next request, fitted (:meth:`_Context.fit`); when it leaves out turns that were never
@@ -511,6 +520,8 @@ class TurnLoop:
         if context.offer is not None:  # asked each step: a profile switch mid-turn changes them at once
             context.offer = self.tool_offer()
             context.choose_tools()
+            if context.tools_shown is None and uncounted(context.windowing.key()):
+                await self._learn_template(context, turn.outcome.turn_id)  # before the request it measures
         calls, finish = await self._stream_fitted(turn, context, step)
         turn.outcome.finish_reason = finish
         if finish == "length":
@@ -571,6 +582,7 @@ class TurnLoop:
         context.sent = fitted.messages
         finish = "stop"
         counted = 0
+        usage_seen = False
         first: float | None = None
         async for event in self.provider.stream(request):
             if isinstance(event, ModelText):
@@ -580,6 +592,7 @@ class TurnLoop:
             elif isinstance(event, ToolCallEvent):
                 calls.append(event.call)
             elif isinstance(event, Usage):
+                usage_seen = usage_seen or event.reported
                 turn.prompt_tokens += event.prompt_tokens
                 turn.completion_tokens += event.completion_tokens
                 counted += event.completion_tokens
@@ -592,7 +605,34 @@ class TurnLoop:
             from services.models.tokens import estimate_tokens
 
             turn.completion_estimated += estimate_tokens(turn.streamed)
+        if not usage_seen:
+            mark_uncounted(context.windowing.key())
+            if fitted.tools and context.tools_shown is None:
+                await self._learn_template(context, turn.outcome.turn_id)
         return finish
+
+    async def _learn_template(self, context: _Context, turn_id: str) -> None:
+        """A server that counted nothing of a request that carried tools: ask it once whether its chat
+        template shows the model the tools (:mod:`services.models.template`); when it leaves them out,
+        the estimate stops counting them and the operator is told, once per server and model."""
+        key = context.windowing.key()
+        if asked(key):
+            return
+        context.tools_shown = await probe(self.provider, key)
+        if context.tools_shown is False:
+            self.session.conversation.record(
+                Notice(
+                    text=(
+                        f"The model server does not show {self.model_label} the tool definitions (its chat "
+                        "template leaves them out, found by asking it to count two one-token prompts): the "
+                        "model can call a tool only by writing the call as text; the context meter no longer "
+                        "counts them."
+                    ),
+                    level="warning",
+                    title="tools",
+                    turn_id=turn_id,
+                )
+            )
 
     @staticmethod
     def _note_request(outcome: TurnOutcome, window: ModelWindow, fitted: Fitted, recall_ms: float) -> None:

@@ -38,8 +38,11 @@ _SAID: dict[str, tuple[float, int | None]] = {}  # what a provider said of its w
 def forget_servers() -> None:
     """Forget what this process learned of model servers (each one's calibration of the token estimate
     and what it said of its window): a fresh start, as a new process has (tests begin each one so)."""
+    from services.models import template
+
     _CALIBRATIONS.clear()
     _SAID.clear()
+    template.forget_all()
 
 
 class TurnWindow:

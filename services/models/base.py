@@ -135,6 +135,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     total_ms: int
+    reported: bool = True  # False: the server sent no counts at all (llama-cpp-python's stream)
 
 
 @dataclass(frozen=True)

@@ -228,6 +228,7 @@ class OpenAICompatProvider(HttpProvider):
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             total_ms=round((time.monotonic() - started) * 1000),
+            reported=bool(usage),
         )
         reason = finish or "stop"
         yield Done("tool_calls" if emitted and reason == "stop" else reason)
@@ -296,6 +297,26 @@ class OpenAICompatProvider(HttpProvider):
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     return value
         return None
+
+    async def prompt_tokens_of(self, message: str, tools: list[dict[str, Any]] | None) -> int | None:
+        """The server's own count of the prompt of one user ``message`` (and ``tools``): a
+        non-streamed request for one token (:mod:`services.models.template`); None when it says none."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": message}],
+            "max_tokens": 1,
+            "temperature": 0,
+            "stream": False,
+        }
+        if tools:
+            payload["tools"] = tools
+        try:
+            data = await self.post_json("/chat/completions", payload)
+        except ProviderError:
+            return None
+        usage = data.get("usage") if isinstance(data, dict) else None
+        count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
 
     async def list_models(self) -> list[str]:
         data = await self.get_json("/models")

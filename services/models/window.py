@@ -109,11 +109,7 @@ def learned(key: str) -> dict[str, Any] | None:
     with _LOCK:
         if key in _MEMORY:
             return dict(_MEMORY[key])
-    try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    entry = data.get(key) if isinstance(data, dict) else None
+    entry = read_cache(_cache_path(), key)
     if not isinstance(entry, dict) or _int(entry.get("window")) is None:
         return None
     window = int(entry["window"])
@@ -128,24 +124,38 @@ def learned(key: str) -> dict[str, Any] | None:
 
 def remember(key: str, window: int, factor: float) -> None:
     """Keep what a server said (this process at once; the cache file atomically, best effort)."""
-    from services.files.atomic import atomic_write_text
-
     entry = {"window": int(window), "factor": round(float(factor), 4)}
     with _LOCK:
         _MEMORY[key] = entry
-        path = _cache_path()
+        update_cache(_cache_path(), key, entry)
+
+
+def update_cache(path: Path, key: str, entry: Any) -> None:
+    """Set ``key`` to ``entry`` in the small JSON cache file ``path`` (atomically; best effort: a
+    read-only home or a damaged file leaves what the process knows)."""
+    from services.files.atomic import atomic_write_text
+
+    try:
         try:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                data = {}
-            if not isinstance(data, dict):
-                data = {}
-            data[key] = entry
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
-        except OSError:
-            pass  # a read-only home: the process still knows
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        data[key] = entry
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        pass  # a read-only home: the process still knows
+
+
+def read_cache(path: Path, key: str) -> Any:
+    """``key``'s entry in the JSON cache file ``path`` (None: no file, no entry, or not readable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
 
 
 def forget_all() -> None:
@@ -162,5 +172,7 @@ __all__ = [
     "forget_all",
     "learned",
     "overflow_numbers",
+    "read_cache",
     "remember",
+    "update_cache",
 ]
