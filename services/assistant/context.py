@@ -364,15 +364,16 @@ class ContextFitter:
         messages.append(self.user_message([block for _, _, block, _ in kept_ranked]))
         messages.extend(steps)
         kept_hits = [hit for kind, hit, _, _ in kept_ranked if kind == "passages"]
+        tools_kept = decided.tools_kept or (bool(tools) and cost == 0)  # free: a template that does not show them
         fitted = Fitted(
             messages=messages,
-            tools=tools if decided.tools_kept else [],
+            tools=tools if tools_kept else [],
             kept_hits=kept_hits,
             left_out_turns=[turn.turn_id for turn in self.history[:drop_turns]],
             brought_back=[hit for kind, hit, _, _ in kept_ranked if kind == "brought_back"],
             wants_recall=searched_for if searched_for > self.searched else 0,
             left_out_handles=[str(hit.get("handle")) for hit, _ in self.blocks[len(kept_hits) :]],
-            left_out_tools=[] if decided.tools_kept else [schema.name for schema in tools],
+            left_out_tools=[] if tools_kept else [schema.name for schema in tools],
             summary=next((hit["handle"][8:] for kind, hit, _, _ in kept_ranked if kind == "summary"), None),
             tokens=self.calibration.scale(decided.total),
             estimated=decided.total,

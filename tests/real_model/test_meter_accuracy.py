@@ -49,3 +49,38 @@ async def test_the_meter_is_within_reach_of_the_servers_count(llama_server: Llam
     assert abs(errors[0]) <= 0.15, errors  # the first request, before anything was learned
     assert all(abs(error) <= 0.08 for error in errors), errors
     assert abs(sum(errors) / len(errors)) <= 0.05, errors
+
+
+async def test_a_template_that_leaves_the_tools_out_is_found_and_not_counted(llama_server: LlamaServer) -> None:
+    """Gemma's template on llama-cpp-python drops ``tools``, and its stream counts nothing: Aries asks
+    the server once (two one-token prompts), says so in one notice, and the meter stops counting the
+    schemas — the second request, which carries them, is within reach of the server's count."""
+    from services.models import template
+
+    settings = {"openai:gemma": {"max_tokens": 16, "context_window": 2048}}
+    session = Session(real_workspace("template", models=settings), interactive=False)
+    rows: list[tuple[int, int, bool]] = []
+    try:
+        for text in ("Read the file notes.txt for me.", "List the files in this folder, then read notes.txt."):
+            bodies: list[dict[str, Any]] = []
+            meters: list[int] = []
+            provider = Recording(make_provider(resolve_model(None, llama_server.env("gemma"))), bodies)
+
+            def heard(event: Any, meters: list[int] = meters) -> None:
+                if isinstance(event, ContextMeasured):
+                    meters.append(event.breakdown.used)
+
+            await TurnLoop(session, provider, on_event=heard).run(text)
+            await provider.aclose()
+            actual = await asyncio.to_thread(server_count, llama_server.base_url, bodies[0])
+            rows.append((meters[0], actual, bool(bodies[0].get("tools"))))
+        notices = [e for e in session.conversation.read().entries if e.get("title") == "tools"]
+    finally:
+        await session.aclose()
+    from services.models.window import cache_key
+
+    probe = make_provider(resolve_model(None, llama_server.env("gemma")))
+    assert template.known(cache_key(probe.name, str(probe.base_url), probe.model)) is False
+    assert any("does not show" in str(notice["content"]) for notice in notices)
+    meter, actual, carried = rows[1]
+    assert carried and abs(meter - actual) / actual <= 0.15, rows  # the tools are sent, and not counted
