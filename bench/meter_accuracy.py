@@ -113,6 +113,7 @@ class Metered:
                     "server": actual,
                     "error_pct": round((meter - actual) / actual * 100, 2),
                     "messages": len(body["messages"]),
+                    "tools": len(body.get("tools") or []),
                     "out": out,
                     "answer_chars": len(outcome.text),
                     "out_per_s": round(out / seconds, 1) if seconds else 0.0,
