@@ -98,14 +98,14 @@ from services.conversation import AssistantAnswer, Notice, RetrievalSet, UserMes
 from services.conversation.events import passage_record
 from services.errors import AriesError
 from services.history_search.documents import turn_number
-from services.models.template import asked, mark_uncounted, probe, uncounted
+from services.models.template import asked, local_server, mark_uncounted, probe, uncounted
 
 if TYPE_CHECKING:
     from services.assistant.citations import CitationReport
     from services.assistant.cloud import CloudStep
     from services.assistant.text_calls import TextCallError, TextCalls
     from services.bridge import Approve
-    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ToolCall, ToolSchema
+    from services.models.base import ChatMessage, ModelOptions, ModelProvider, ModelRequest, ToolCall, ToolSchema
     from services.models.toolnames import ToolNameMap
     from services.models.window import ModelWindow
     from services.profiles import ActiveProfile
@@ -520,7 +520,8 @@ class TurnLoop:
         if context.offer is not None:  # asked each step: a profile switch mid-turn changes them at once
             context.offer = self.tool_offer()
             context.choose_tools()
-            if context.tools_shown is None and uncounted(context.windowing.key()):
+            offers = bool(context.offer.schemas) and (context.selection is None or bool(context.selection.offered))
+            if offers and context.tools_shown is None and uncounted(context.windowing.key()):
                 await self._learn_template(context, turn.outcome.turn_id)  # before the request it measures
         calls, finish = await self._stream_fitted(turn, context, step)
         turn.outcome.finish_reason = finish
@@ -606,10 +607,25 @@ class TurnLoop:
 
             turn.completion_estimated += estimate_tokens(turn.streamed)
         if not usage_seen:
+            shown_at_fit = context.tools_shown
             mark_uncounted(context.windowing.key())
             if fitted.tools and context.tools_shown is None:
                 await self._learn_template(context, turn.outcome.turn_id)
+            if not fitted.tools or shown_at_fit is not None:  # an estimate that counted the tools rightly
+                await self._count_request(turn, context, fitted, request)
         return finish
+
+    async def _count_request(self, turn: _Turn, context: _Context, fitted: Fitted, request: ModelRequest) -> None:
+        """A local server whose stream counted nothing is asked to count the request just sent (the
+        same body, one token out: llama.cpp answers from its prompt cache), which calibrates the
+        estimate as a counted stream does and gives the usage line its tokens in."""
+        count = getattr(self.provider, "count_request", None)
+        if count is None or not local_server(str(getattr(self.provider, "base_url", ""))):
+            return
+        counted = await count(request)
+        if counted:
+            turn.prompt_tokens += counted
+            context.window.calibration.observe(fitted.estimated, counted)
 
     async def _learn_template(self, context: _Context, turn_id: str) -> None:
         """A server that counted nothing of a request that carried tools: ask it once whether its chat

@@ -301,17 +301,23 @@ class OpenAICompatProvider(HttpProvider):
     async def prompt_tokens_of(self, message: str, tools: list[dict[str, Any]] | None) -> int | None:
         """The server's own count of the prompt of one user ``message`` (and ``tools``): a
         non-streamed request for one token (:mod:`services.models.template`); None when it says none."""
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": message}],
-            "max_tokens": 1,
-            "temperature": 0,
-            "stream": False,
-        }
+        payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": message}]}
         if tools:
             payload["tools"] = tools
+        return await self._count(payload)
+
+    async def count_request(self, request: ModelRequest) -> int | None:
+        """The server's own count of ``request``'s prompt, for a server whose stream counted nothing:
+        the same body, not streamed, one token out (llama.cpp answers it from the prompt it has just
+        cached); None when it says none."""
+        return await self._count(self.payload(request))
+
+    async def _count(self, payload: dict[str, Any]) -> int | None:
+        body = {key: value for key, value in payload.items() if key not in ("stream", "stream_options")}
+        body.update(stream=False, max_tokens=1, temperature=0)
+        body.pop("response_format", None)  # one token of a constrained answer may not parse: the count is all
         try:
-            data = await self.post_json("/chat/completions", payload)
+            data = await self.post_json("/chat/completions", body)
         except ProviderError:
             return None
         usage = data.get("usage") if isinstance(data, dict) else None
