@@ -25,9 +25,10 @@ half.) Each message adds :data:`MESSAGE_OVERHEAD` tokens for its chat-template m
 The estimate is then *checked against the server*: whenever a reply reports the real prompt size
 (``usage.prompt_tokens``, Ollama's ``prompt_eval_count``, or the numbers in a context-overflow
 error), :class:`Calibration` compares it with the estimate of that same request and scales later
-estimates by the ratio (up at once, down slowly). llama-cpp-python's stream reports no usage: with
-it the estimate is all there is. Counting is pure string work, about 0.1 ms per thousand
-characters, memoized per text.
+estimates by the ratio (up at once, down slowly). llama-cpp-python's stream reports no usage: a
+local server whose stream counted nothing is asked to count the request afterwards (the same body,
+one token out, answered from its prompt cache: ``TurnLoop._count_request``), which calibrates the
+same way. Counting is pure string work, about 0.1 ms per thousand characters, memoized per text.
 """
 
 from __future__ import annotations
