@@ -33,7 +33,9 @@ class CompactController:
             self.host.say(show(session.conversation), TITLE)
         elif parsed.action == "undo":
             _, now = undo(session.conversation)
-            after = f"summary {now.compaction_id} of turns {now.first}–{now.last} is in force" if now else "none is"
+            after = "none is in force now"
+            if now is not None:
+                after = f"summary {now.compaction_id} of turns {now.first}–{now.last} is in force"
             self.host.say(f"Summary undone: {after}. The turns themselves were never changed.", TITLE)
         elif parsed.action == "edit":
             self.edit(session)

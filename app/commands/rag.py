@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,7 +147,8 @@ class RagController:
         if self.ingest_cancel is not None:
             return
         session = self.session
-        self.host.run_worker(self._resume_vectors(session), group="rag-vectors", exit_on_error=False)
+        # the coroutine is made when the worker starts: an App that closes first leaves none un-awaited
+        self.host.run_worker(partial(self._resume_vectors, session), group="rag-vectors", exit_on_error=False)
 
     async def _resume_vectors(self, session: Session) -> None:
         indexes_dir = session.workspace.indexes_dir

@@ -80,7 +80,7 @@ async def test_compact_show_edit_and_undo(
         await command(pilot, app, "/compact undo")
         assert [e["action"] for e in compactions(app)] == ["summary", "edit", "undo", "undo"]
         said = [e for e in entries(app) if e.get("title") == "compact"]
-        assert said[-1]["content"].startswith("Summary undone: none is.")
+        assert said[-1]["content"].startswith("Summary undone: none is in force now.")
 
 
 async def test_compact_with_the_offline_model_says_so_in_one_line(
